@@ -1,0 +1,391 @@
+"""The run configuration: one YAML file, read into typed, validated objects.
+
+A config file is also a valid Dagster run config (`dagster job launch -c configs/p2.yaml`):
+
+    resources:
+      experiment: {config: {spec: {...}}}     # ExperimentSpec: what the experiment is
+      lean:       {config: {settings: {...}}} # LeanSettings: how proofs are verified
+      gpu:        {config: {settings: {...}}} # EngineSettings: how samples are generated
+
+Every section is strict: an unknown key, a wrong type or a duplicate YAML key is an error that
+names the file and the key path. Values that the user must fill in (paths on their machine, the
+pool shards' sha256) are written as `REPLACE_ME...` placeholders; the definitions load with
+them, and the step that needs one refuses to run until it is filled in.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "PLACEHOLDER_PREFIX",
+    "ConfigError",
+    "CorrectionSpec",
+    "DemoSpec",
+    "EngineSettings",
+    "EvalSetSpec",
+    "ExperimentSpec",
+    "GenerationSpec",
+    "InputFile",
+    "LeanSettings",
+    "ModelSpec",
+    "PoolColumns",
+    "PoolSpec",
+    "ReportSpec",
+    "RunConfig",
+    "SftSpec",
+    "TrainingSpec",
+    "load_run_config",
+    "require_filled",
+    "resolve_path",
+]
+
+PLACEHOLDER_PREFIX = "REPLACE_ME"
+PACKAGE_PREFIX = "package:"
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid; the message says where and what to do."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Sha256OrPlaceholder = Annotated[str, Field(pattern=rf"^([0-9a-f]{{64}}|{PLACEHOLDER_PREFIX}.*)$")]
+PositiveInt = Annotated[int, Field(gt=0)]
+Probability = Annotated[float, Field(gt=0, le=1)]
+
+
+def is_placeholder(value: str) -> bool:
+    return value.startswith(PLACEHOLDER_PREFIX)
+
+
+def require_filled(value: str, where: str) -> str:
+    """Return `value`, or raise telling the user which placeholder to fill in."""
+    if is_placeholder(value):
+        raise ConfigError(
+            f"{where} is still the placeholder {value!r}: fill it in in your config file"
+        )
+    return value
+
+
+def resolve_path(value: str, where: str) -> Path:
+    """`package:<rel>` is data shipped inside prover_assets/data; other paths are used as given
+    (relative ones against the working directory, the project root)."""
+    require_filled(value, where)
+    if value.startswith(PACKAGE_PREFIX):
+        root = importlib.resources.files("prover_assets") / "data"
+        return Path(str(root)) / value[len(PACKAGE_PREFIX) :]
+    return Path(value).expanduser()
+
+
+class InputFile(_Spec):
+    path: str
+    sha256: Sha256OrPlaceholder  # checked before the file is read
+
+
+class EvalSetSpec(_Spec):
+    format: Literal["minif2f", "mobench"]
+    file: InputFile
+    # First N problems only (demo). Any limit makes a comparison secondary, never PRIMARY.
+    limit: PositiveInt | None = None
+    # The completion caps this set is evaluated at; None: every cap of `generation.caps`.
+    caps: list[PositiveInt] | None = None
+
+
+class PoolColumns(_Spec):
+    """Column names in the pool's parquet shards (Goedel-Pset-v1 defaults)."""
+
+    problem_id: str = "problem_id"
+    formal_statement: str = "formal_statement"
+    informal: str | None = "informal_statement"
+    source: str | None = "source"
+
+
+class PoolSpec(_Spec):
+    dataset: str
+    revision: str
+    shards: Annotated[list[InputFile], Field(min_length=1)]
+    columns: PoolColumns = PoolColumns()
+    seed: int
+    candidates: PositiveInt  # K: the ranked candidates kept (bounded heap)
+    size: PositiveInt  # N: the first N candidates that elaborate form the train pool
+    max_statement_chars: PositiveInt = 4000
+    informal_long_ngram: PositiveInt = 13
+    informal_short_ngram: PositiveInt = 8
+    min_short_ngram_overlaps: PositiveInt = 3
+    workers: PositiveInt = 2  # processes streaming row groups
+    batch_rows: PositiveInt = 8192
+
+    @model_validator(mode="after")
+    def _size_within_candidates(self) -> PoolSpec:
+        if self.size > self.candidates:
+            raise ValueError(f"size {self.size} > candidates {self.candidates}")
+        return self
+
+
+class ModelSpec(_Spec):
+    # `hub`: a local snapshot of a hub model, whose `revision` is required (40 hex digits).
+    # `demo_tiny`: the demo's tiny model, built and fine-tuned by the `demo_base_model` asset.
+    source: Literal["hub", "demo_tiny"]
+    path: str | None = None
+    revision: str | None = None
+    max_model_len: PositiveInt
+
+    @model_validator(mode="after")
+    def _hub_needs_path_and_revision(self) -> ModelSpec:
+        if self.source == "hub" and (self.path is None or self.revision is None):
+            raise ValueError("a hub model needs both path and revision")
+        return self
+
+
+class GenerationSpec(_Spec):
+    handler: Literal["dpskcot"]
+    temperature: Annotated[float, Field(ge=0)]
+    top_p: Probability
+    top_k: PositiveInt | None
+    n_samples: PositiveInt
+    caps: Annotated[list[PositiveInt], Field(min_length=1)]
+    seed: int
+    commit_every: PositiveInt = 256  # samples generated between appends to the store
+
+
+class CorrectionSpec(_Spec):
+    rounds: Annotated[int, Field(ge=0)]
+    samples_per_parent: PositiveInt
+
+
+class SftSpec(_Spec):
+    cap: PositiveInt
+    max_per_problem: PositiveInt
+    exclude_solved_all: bool
+    fill_duplicates: bool
+    max_seq_len: PositiveInt
+
+
+class TrainingSpec(_Spec):
+    lora_r: PositiveInt
+    lora_alpha: PositiveInt
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)]
+    target_modules: Annotated[list[str], Field(min_length=1)]
+    learning_rate: Annotated[float, Field(gt=0)]
+    lr_scheduler: Literal["cosine", "linear", "constant", "constant_with_warmup"]
+    warmup_ratio: Annotated[float, Field(ge=0, lt=1)]
+    epochs: PositiveInt
+    tokens_per_micro_batch: PositiveInt
+    gradient_accumulation: PositiveInt
+    save_every: PositiveInt  # micro-steps between checkpoints
+    keep_checkpoints: PositiveInt
+    seed: int
+    pad_token_id: int | None  # None: the tokenizer's
+    precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    max_steps: PositiveInt | None = None  # demo / smoke runs only
+
+
+class ReportSpec(_Spec):
+    primary_set: str
+    primary_cap: PositiveInt
+    k: PositiveInt
+    ks: Annotated[list[PositiveInt], Field(min_length=1)]
+    alpha: Probability
+    bootstrap_resamples: PositiveInt
+    bootstrap_seed: int
+    prereg: str  # path of prereg.md
+    power_discordant_fractions: list[Probability]
+    power_gains_points: list[Annotated[float, Field(gt=0)]]
+
+
+class DemoSpec(_Spec):
+    """The CPU demo: a tiny model fine-tuned for seconds, a simulated verifier."""
+
+    finetune_steps: PositiveInt
+    tiny_hidden_size: PositiveInt
+    tiny_layers: PositiveInt
+    tiny_vocab_size: PositiveInt
+
+
+class ExperimentSpec(_Spec):
+    name: str
+    kind: Literal["registered", "demo"]
+    data_root: str
+    eval_sets: Annotated[dict[str, EvalSetSpec], Field(min_length=1)]
+    pool: PoolSpec
+    model: ModelSpec
+    generation: GenerationSpec
+    corrections: CorrectionSpec
+    sft: SftSpec
+    training: TrainingSpec
+    report: ReportSpec
+    demo: DemoSpec | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExperimentSpec:
+        if (self.kind == "demo") != (self.demo is not None):
+            raise ValueError("a demo experiment has a `demo` section, and only a demo has one")
+        if (self.model.source == "demo_tiny") != (self.kind == "demo"):
+            raise ValueError("model.source demo_tiny is the demo's, and the demo's only")
+        if self.sft.cap not in self.generation.caps:
+            raise ValueError(f"sft.cap {self.sft.cap} is not one of generation.caps")
+        if self.report.primary_cap not in self.generation.caps:
+            raise ValueError(f"report.primary_cap {self.report.primary_cap} not in generation.caps")
+        if self.report.primary_set not in self.eval_sets:
+            raise ValueError(f"report.primary_set {self.report.primary_set!r} is not an eval set")
+        if self.report.k > self.generation.n_samples:
+            raise ValueError("report.k exceeds generation.n_samples")
+        for name, eval_set in self.eval_sets.items():
+            if not set(eval_set.caps or ()) <= set(self.generation.caps):
+                raise ValueError(f"eval_sets.{name}.caps must be a subset of generation.caps")
+        return self
+
+    def caps_of(self, eval_set: str) -> list[int]:
+        return list(self.eval_sets[eval_set].caps or self.generation.caps)
+
+
+class LeanSettings(_Spec):
+    """How proofs are verified (the `lean` resource)."""
+
+    # local: a pool of REPL processes; remote: a Kimina Lean Server; simulated: the demo's
+    # scripted REPL double (labelled simulated everywhere; only a demo experiment may use it).
+    backend: Literal["local", "remote", "simulated"]
+    workspace: str | None = None  # the Lean + Mathlib workspace (local backend)
+    command: Annotated[list[str], Field(min_length=1)] = ["lake", "exe", "repl"]
+    workers: PositiveInt = 8
+    budget_s: Annotated[float, Field(gt=0)] = 180.0
+    header_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    memory_cap_mb: PositiveInt = 12288  # RLIMIT_AS of each REPL process
+    memory_ceiling_mb: PositiveInt = 8192  # resident size after which a worker is recycled
+    recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
+    infrastructure_retries: Annotated[int, Field(ge=0)] = 2
+    commit_every: PositiveInt = 64  # verdicts per commit chunk
+    sandbox: bool = True  # no network, private TMPDIR (where the OS allows)
+    remote_url: str | None = None
+    remote_position_base: Literal["snippet", "body"] = "snippet"
+    expected_pins: dict[str, str] = {}  # e.g. lean_version, mathlib_rev, repl_rev prefixes
+    simulated_accept_share: Probability | None = None
+    simulated_seed: int | None = None
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> LeanSettings:
+        if self.backend == "local" and self.workspace is None:
+            raise ValueError("the local backend needs `workspace`")
+        if self.backend == "remote" and self.remote_url is None:
+            raise ValueError("the remote backend needs `remote_url`")
+        if self.backend == "simulated" and (
+            self.simulated_accept_share is None or self.simulated_seed is None
+        ):
+            raise ValueError("the simulated backend needs simulated_accept_share and seed")
+        return self
+
+
+class EngineSettings(_Spec):
+    """How samples are generated (the `gpu` resource)."""
+
+    engine: Literal["vllm", "transformers"]
+    device: Literal["cuda", "cpu"] = "cuda"
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    tensor_parallel_size: PositiveInt = 1
+    pipeline_parallel_size: PositiveInt = 1
+    gpu_memory_utilization: Probability = 0.9
+    max_num_seqs: PositiveInt = 256
+    enforce_eager: bool = False
+
+
+class RunConfig(_Spec):
+    experiment: ExperimentSpec
+    lean: LeanSettings
+    gpu: EngineSettings
+    source: str  # the file it was read from
+
+    @model_validator(mode="after")
+    def _simulated_only_in_demo(self) -> RunConfig:
+        if self.lean.backend == "simulated" and self.experiment.kind != "demo":
+            raise ValueError(
+                "the simulated Lean backend is for the demo only; a registered experiment "
+                "must verify with real Lean (backend local or remote)"
+            )
+        return self
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in mapping:
+            raise ConfigError(
+                f"line {key_node.start_mark.line + 1}: duplicate key {key!r} in the same mapping"
+            )
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+_SECTION_PATHS = {
+    "experiment": "resources.experiment.config.spec",
+    "lean": "resources.lean.config.settings",
+    "gpu": "resources.gpu.config.settings",
+}
+
+
+def _format_validation(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        head, *rest = error["loc"] or ("",)
+        where = ".".join([_SECTION_PATHS.get(str(head), str(head)), *map(str, rest)])
+        lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r:.80})")
+    return "\n".join(lines)
+
+
+def _section(raw: dict[str, Any], name: str, field: str, path: Path) -> Any:
+    try:
+        section = raw["resources"][name]["config"][field]
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: missing resources.{name}.config.{field}") from exc
+    return section
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read and validate a run config file; raises `ConfigError` naming the file and key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict) or set(raw) - {"resources", "execution", "loggers"}:
+        raise ConfigError(
+            f"{path}: a run config has top-level keys resources (and optionally execution, "
+            f"loggers); found {sorted(raw) if isinstance(raw, dict) else type(raw).__name__}"
+        )
+    unknown_resources = set(raw.get("resources") or {}) - {"experiment", "lean", "gpu"}
+    if unknown_resources:
+        raise ConfigError(f"{path}: unknown resources {sorted(unknown_resources)}")
+    sections = {
+        "experiment": _section(raw, "experiment", "spec", path),
+        "lean": _section(raw, "lean", "settings", path),
+        "gpu": _section(raw, "gpu", "settings", path),
+    }
+    try:
+        return RunConfig.model_validate({**sections, "source": str(path)})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{path}: invalid configuration:\n{_format_validation(exc)}"
+        ) from exc

@@ -1,0 +1,132 @@
+"""The evaluation sets: miniF2F (all 244 enter) and MOBench (the verifier-supported subset).
+
+Statements are normalised by Goedel's rule made safe (`normalise_statement`), so the prompt
+statement is byte-identical to the baseline model's own evaluation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from prover_assets.lean.statements import (
+    StatementError,
+    normalise_statement,
+    parse_statement,
+    signature_alpha_sha,
+    signature_sha,
+)
+from prover_assets.records import Problem, iter_records
+
+__all__ = [
+    "EvalSetError",
+    "Unsupported",
+    "goedel_prompt_statement",
+    "load_minif2f",
+    "load_mobench",
+    "reason_histogram",
+]
+
+
+class EvalSetError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    problem_id: str
+    reason: str
+    informal_prefix: str  # still used to decontaminate the pool: same problem, other wording
+
+
+class _MiniF2FRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    problem_id: str
+    split: str
+    informal_prefix: str
+    formal_statement: str
+    lean4_code: str
+
+    @property
+    def key(self) -> str:
+        return self.problem_id
+
+
+class _MOBenchRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    problem_id: str
+    split: str
+    header: str
+    informal_prefix: str
+    formal_statement: str
+    lean4_code: str
+    solved: bool
+    tags: list[str]
+    category: str
+
+    @property
+    def key(self) -> str:
+        return self.problem_id
+
+
+def goedel_prompt_statement(lean4_code: str) -> str:
+    """Goedel's own rule, verbatim; used only to check that the safe rule agrees with it."""
+    return lean4_code.split(":= by")[0] + ":= by sorry"
+
+
+def _problem(
+    problem_id: str, source: str, split: str, lean4_code: str, informal_prefix: str
+) -> Problem | Unsupported:
+    try:
+        statement = normalise_statement(lean4_code)
+    except StatementError as exc:
+        return Unsupported(problem_id, f"by_count:{exc}", informal_prefix)
+    parsed = parse_statement(statement)
+    if not parsed.supported or parsed.signature is None:
+        return Unsupported(problem_id, parsed.reason or "unsupported", informal_prefix)
+    return Problem(
+        problem_id=problem_id,
+        source=source,
+        split=split,
+        formal_statement=statement,
+        informal_prefix=informal_prefix,
+        statement_sha=signature_sha(parsed.signature),
+        alpha_sha=signature_alpha_sha(parsed.signature),
+        header=parsed.header,
+    )
+
+
+def load_minif2f(path: str | Path) -> list[Problem]:
+    """All miniF2F problems; any that cannot be taken as they are raises (no exclusions)."""
+    problems = []
+    for row in iter_records(path, _MiniF2FRow):
+        result = _problem(row.problem_id, "minif2f", row.split, row.lean4_code, row.informal_prefix)
+        if isinstance(result, Unsupported):
+            raise EvalSetError(
+                f"{path}: miniF2F problem {row.problem_id} is unsupported ({result.reason}); "
+                "the registered set admits no exclusions"
+            )
+        problems.append(result)
+    return problems
+
+
+def load_mobench(path: str | Path) -> tuple[list[Problem], list[Unsupported]]:
+    """MOBench's verifier-supported problems, and one reason for each excluded one."""
+    supported: list[Problem] = []
+    unsupported: list[Unsupported] = []
+    for row in iter_records(path, _MOBenchRow):
+        result = _problem(row.problem_id, "mobench", row.split, row.lean4_code, row.informal_prefix)
+        (unsupported if isinstance(result, Unsupported) else supported).append(result)
+    return supported, unsupported
+
+
+def reason_histogram(unsupported: list[Unsupported]) -> dict[str, int]:
+    return dict(Counter(item.reason.split(":")[0] for item in unsupported).most_common())
+

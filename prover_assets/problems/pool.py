@@ -1,0 +1,370 @@
+"""The training pool's candidates: streamed from parquet shards, filtered, decontaminated, ranked.
+
+Every row lands in exactly one bucket, counted in this order: not a bare statement; unsupported
+shape; too long; `sorry` not exactly once; decontamination layers 1-3; beyond the K smallest
+rank keys; decontamination layer 4 and duplicate statements; written. The rank key is
+`sha256(f"{seed}|{problem_id}")`, so the kept set does not depend on row order or sharding, and
+a bounded heap keeps memory at O(K) whatever the dataset size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from prover_assets.config import PoolSpec
+from prover_assets.lean.extract import remove_comments
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.statements import (
+    BY_MARKER,
+    StatementError,
+    normalise_statement,
+    parse_statement,
+    signature_alpha_sha,
+    signature_sha,
+)
+from prover_assets.problems.decontamination import (
+    DecontaminationSets,
+    informal_tokens,
+    name_matches,
+    ngram_hashes,
+)
+from prover_assets.records import Problem, sha256_file
+
+__all__ = [
+    "PoolBuild",
+    "PoolCounts",
+    "PoolInputError",
+    "build_pool_candidates",
+    "check_shards",
+    "rank_key",
+]
+
+log = logging.getLogger(__name__)
+
+_BARE_TAIL = re.compile(r"\s*sorry\s*")
+Progress = Callable[[int, int], None]
+
+
+class PoolInputError(ValueError):
+    pass
+
+
+@dataclass
+class PoolCounts:
+    rows_in: int = 0
+    not_bare_statement: int = 0
+    unsupported_shape: Counter[str] = field(default_factory=Counter)
+    too_long: int = 0
+    sorry_not_once: int = 0
+    decontam_statement_sha: int = 0
+    decontam_alpha_sha: int = 0
+    decontam_name: int = 0
+    beyond_k: int = 0
+    decontam_informal_long: int = 0
+    decontam_informal_short: int = 0
+    decontam_mobench_informal: int = 0
+    duplicate_statement: int = 0
+    without_informal: int = 0  # ranked candidates that carry no informal text (not a drop)
+    written: int = 0
+
+    def merge(self, other: PoolCounts) -> None:
+        for name, value in vars(other).items():
+            if isinstance(value, Counter):
+                getattr(self, name).update(value)
+            else:
+                setattr(self, name, getattr(self, name) + value)
+
+    def dropped(self) -> int:
+        return (
+            self.not_bare_statement + sum(self.unsupported_shape.values()) + self.too_long
+            + self.sorry_not_once + self.decontam_statement_sha + self.decontam_alpha_sha
+            + self.decontam_name + self.beyond_k + self.decontam_informal_long
+            + self.decontam_informal_short + self.decontam_mobench_informal
+            + self.duplicate_statement
+        )  # fmt: skip
+
+    def reconciles(self) -> bool:
+        return self.rows_in == self.written + self.dropped()
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = dict(vars(self))
+        data["unsupported_shape"] = dict(sorted(self.unsupported_shape.items()))
+        data["unsupported_shape_total"] = sum(self.unsupported_shape.values())
+        return data
+
+
+@dataclass(frozen=True, order=True)
+class _Ranked:
+    key: bytes
+    problem_id: str
+    formal_statement: str
+    informal: str | None
+    source: str
+    statement_sha: str
+    alpha_sha: str
+    header: str
+
+
+@dataclass
+class PoolBuild:
+    candidates: list[Problem]  # in rank order
+    counts: PoolCounts
+
+
+def rank_key(seed: int, problem_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}|{problem_id}".encode()).digest()
+
+
+def check_shards(shards: Sequence[tuple[Path, str]]) -> dict[str, str]:
+    """Every shard must exist and match its expected sha256, before any row is read."""
+    actual = {}
+    for path, expected in shards:
+        if not path.is_file():
+            raise PoolInputError(f"pool shard {path} does not exist")
+        digest = sha256_file(path)
+        if digest != expected:
+            raise PoolInputError(
+                f"pool shard {path} has sha256 {digest}, expected {expected} (the pinned "
+                "revision's LFS oid): wrong file or wrong revision; nothing was read"
+            )
+        actual[str(path)] = digest
+    return actual
+
+
+def _screen(
+    problem_id: str, text: str, source: str, informal: str | None,
+    spec: PoolSpec, sets: DecontaminationSets, embedded: re.Pattern[str] | None, counts: PoolCounts,
+) -> _Ranked | None:  # fmt: skip
+    """Layers up to 3; None (and the reason counted) when the row is dropped."""
+    markers = list(BY_MARKER.finditer(text))
+    if len(markers) != 1 or not _BARE_TAIL.fullmatch(text, markers[0].end()):
+        counts.not_bare_statement += 1
+        return None
+    try:
+        statement = normalise_statement(text)
+    except StatementError:
+        counts.not_bare_statement += 1
+        return None
+    parsed = parse_statement(statement)
+    if not parsed.supported or parsed.signature is None:
+        counts.unsupported_shape[(parsed.reason or "unsupported").split(":")[0]] += 1
+        return None
+    if len(text) > spec.max_statement_chars:
+        counts.too_long += 1
+        return None
+    if remove_comments(statement).count("sorry") != 1:
+        counts.sorry_not_once += 1
+        return None
+    statement_sha = signature_sha(parsed.signature)
+    if statement_sha in sets.statement_shas:
+        counts.decontam_statement_sha += 1
+        return None
+    alpha_sha = signature_alpha_sha(parsed.signature)
+    if alpha_sha in sets.alpha_shas:
+        counts.decontam_alpha_sha += 1
+        return None
+    if name_matches((parsed.signature.name, problem_id), sets.names, embedded):
+        counts.decontam_name += 1
+        return None
+    header = parsed.header
+    if not header:
+        # A bare theorem gets the protocol's header, so every Problem is a full file.
+        statement = GOEDEL_HEADER + statement.lstrip()
+        header = GOEDEL_HEADER.strip()
+    return _Ranked(
+        key=rank_key(spec.seed, problem_id),
+        problem_id=problem_id,
+        formal_statement=statement,
+        informal=informal,
+        source=source,
+        statement_sha=statement_sha,
+        alpha_sha=alpha_sha,
+        header=header,
+    )
+
+
+@dataclass(frozen=True)
+class _ScanTask:
+    path: str
+    row_groups: tuple[int, ...]
+    spec: PoolSpec
+    dataset: str
+
+
+_WORKER_SETS: DecontaminationSets | None = None
+
+
+def _init_worker(sets: DecontaminationSets) -> None:
+    global _WORKER_SETS
+    _WORKER_SETS = sets
+
+
+def _column(batch: Any, name: str | None, path: str) -> list[Any] | None:
+    if name is None:
+        return None
+    if name not in batch.schema.names:
+        raise PoolInputError(f"{path}: no column {name!r}; columns are {batch.schema.names}")
+    return batch.column(name).to_pylist()
+
+
+def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[PoolCounts, list]:
+    sets = sets or _WORKER_SETS
+    assert sets is not None
+    spec = task.spec
+    columns = spec.columns
+    wanted = [c for c in (columns.problem_id, columns.formal_statement, columns.informal,
+                          columns.source) if c is not None]  # fmt: skip
+    embedded = sets.embedded_pattern()
+    counts = PoolCounts()
+    heap: list[tuple[bytes, _Ranked]] = []  # max-heap by key via inverted bytes
+    parquet = pq.ParquetFile(task.path)
+    missing = [c for c in wanted if c not in parquet.schema_arrow.names]
+    if missing:
+        raise PoolInputError(
+            f"{task.path}: missing columns {missing}; columns are {parquet.schema_arrow.names}"
+        )
+    for batch in parquet.iter_batches(
+        batch_size=spec.batch_rows, row_groups=list(task.row_groups), columns=wanted
+    ):
+        ids = _column(batch, columns.problem_id, task.path)
+        texts = _column(batch, columns.formal_statement, task.path)
+        informals = _column(batch, columns.informal, task.path) or [None] * len(ids)
+        sources = _column(batch, columns.source, task.path) or [task.dataset] * len(ids)
+        for problem_id, text, informal, source in zip(ids, texts, informals, sources, strict=True):
+            counts.rows_in += 1
+            if not isinstance(problem_id, str) or not isinstance(text, str):
+                raise PoolInputError(
+                    f"{task.path}: a row has problem_id {problem_id!r} and a non-string or "
+                    "null statement; the pool's columns must be strings"
+                )
+            ranked = _screen(problem_id, text, source or task.dataset, informal, spec, sets,
+                             embedded, counts)  # fmt: skip
+            if ranked is None:
+                continue
+            inverted = bytes(255 - b for b in ranked.key)
+            if len(heap) < spec.candidates:
+                heapq.heappush(heap, (inverted, ranked))
+            elif inverted > heap[0][0]:
+                heapq.heapreplace(heap, (inverted, ranked))
+                counts.beyond_k += 1
+            else:
+                counts.beyond_k += 1
+    return counts, [ranked for _, ranked in heap]
+
+
+def _plan(paths: Sequence[Path], spec: PoolSpec, dataset: str) -> tuple[list[_ScanTask], int]:
+    tasks = []
+    total_rows = 0
+    for path in paths:
+        metadata = pq.ParquetFile(path).metadata
+        total_rows += metadata.num_rows
+        groups = list(range(metadata.num_row_groups))
+        # A few tasks per worker so that the pool balances; each task keeps its own top K.
+        per_task = max(1, len(groups) // (spec.workers * 4) or 1)
+        for start in range(0, len(groups), per_task):
+            tasks.append(_ScanTask(str(path), tuple(groups[start : start + per_task]), spec, dataset))
+    return tasks, total_rows
+
+
+def _informal_drop(informal: str | None, sets: DecontaminationSets, spec: PoolSpec) -> str | None:
+    if not informal:
+        return None
+    tokens = informal_tokens(informal)
+    long_grams = ngram_hashes(tokens, sets.long_ngram)
+    short_grams = ngram_hashes(tokens, sets.short_ngram)
+    if long_grams & sets.scored_long:
+        return "decontam_informal_long"
+    if len(short_grams & sets.scored_short) >= spec.min_short_ngram_overlaps:
+        return "decontam_informal_short"
+    if long_grams & sets.mobench_long or (
+        len(short_grams & sets.mobench_short) >= spec.min_short_ngram_overlaps
+    ):
+        return "decontam_mobench_informal"
+    return None
+
+
+def build_pool_candidates(
+    shards: Sequence[Path],
+    spec: PoolSpec,
+    sets: DecontaminationSets,
+    *,
+    progress: Progress | None = None,
+) -> PoolBuild:
+    """Stream the shards (already sha-checked by `check_shards`) into ranked candidates."""
+    tasks, total_rows = _plan(shards, spec, spec.dataset)
+    counts = PoolCounts()
+    ranked: list[_Ranked] = []
+    started = time.monotonic()
+
+    def collect(result: tuple[PoolCounts, list[_Ranked]]) -> None:
+        task_counts, task_ranked = result
+        counts.merge(task_counts)
+        ranked.extend(task_ranked)
+        if progress is not None:
+            progress(counts.rows_in, total_rows)
+        log.info(
+            "pool: %d / %d rows screened (%.0f rows/s)",
+            counts.rows_in, total_rows, counts.rows_in / max(time.monotonic() - started, 1e-9),
+        )  # fmt: skip
+
+    if spec.workers == 1 or len(tasks) == 1:
+        for task in tasks:
+            collect(_scan(task, sets))
+    else:
+        # spawn, not fork: the caller may hold threads (Dagster, a web server).
+        with ProcessPoolExecutor(
+            max_workers=spec.workers, mp_context=get_context("spawn"),
+            initializer=_init_worker, initargs=(sets,),
+        ) as executor:  # fmt: skip
+            for future in as_completed([executor.submit(_scan, task) for task in tasks]):
+                collect(future.result())
+
+    ranked.sort()
+    counts.beyond_k += max(0, len(ranked) - spec.candidates)
+    ranked = ranked[: spec.candidates]
+    ids = [item.problem_id for item in ranked]
+    if len(set(ids)) != len(ids):
+        duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
+        raise PoolInputError(f"duplicate problem_id in the pool: {duplicates[:5]}")
+
+    candidates = []
+    seen_statements: set[str] = set()
+    for item in ranked:
+        reason = _informal_drop(item.informal, sets, spec)
+        if reason is None and item.statement_sha in seen_statements:
+            reason = "duplicate_statement"
+        if reason is not None:
+            setattr(counts, reason, getattr(counts, reason) + 1)
+            continue
+        if not item.informal:
+            counts.without_informal += 1
+        seen_statements.add(item.statement_sha)
+        candidates.append(
+            Problem(
+                problem_id=item.problem_id,
+                source=item.source,
+                split="train",
+                formal_statement=item.formal_statement,
+                informal_prefix=item.informal or "",
+                statement_sha=item.statement_sha,
+                alpha_sha=item.alpha_sha,
+                header=item.header,
+            )
+        )
+    counts.written = len(candidates)
+    if not counts.reconciles():
+        raise AssertionError(f"pool counts do not reconcile: {counts.to_json()}")
+    return PoolBuild(candidates=candidates, counts=counts)

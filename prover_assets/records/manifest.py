@@ -1,0 +1,130 @@
+"""Provenance: every artifact's manifest names its inputs and outputs by sha256, the config, the
+code revision and the library pins. Written last, so its presence means the step completed."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import platform
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prover_assets.records.hashing import sha256_file
+from prover_assets.records.store import publish_text
+
+__all__ = [
+    "MANIFEST_NAME",
+    "GitRevision",
+    "build_manifest",
+    "file_entry",
+    "git_revision",
+    "library_pins",
+    "now_utc",
+    "read_manifest",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "manifest.json"
+_PINNED_LIBRARIES = (
+    "prover-assets", "dagster", "torch", "transformers", "peft", "accelerate", "tokenizers",
+    "vllm", "pyarrow", "pandas", "numpy", "pydantic",
+)  # fmt: skip
+_REQUIRED_KEYS = frozenset(
+    {"asset", "inputs", "outputs", "config", "counts", "code", "pins", "started_at", "finished_at"}
+)
+
+
+@dataclass(frozen=True)
+class GitRevision:
+    commit: str | None
+    dirty: bool | None
+    reason: str | None  # why commit is unknown; never a made-up commit
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@functools.cache
+def git_revision(source_dir: str | None = None) -> GitRevision:
+    """The git commit of the code that runs, and whether the tree had uncommitted changes."""
+    folder = source_dir or str(Path(__file__).resolve().parent)
+    try:
+        commit = subprocess.run(
+            ["git", "-C", folder, "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        status = subprocess.run(
+            ["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+    except FileNotFoundError:
+        return GitRevision(None, None, "git is not installed")
+    except subprocess.CalledProcessError as exc:
+        return GitRevision(None, None, f"not a git checkout with commits ({exc.stderr.strip()})")
+    except subprocess.TimeoutExpired:
+        return GitRevision(None, None, "git timed out")
+    return GitRevision(commit, bool(status.strip()), None)
+
+
+@functools.cache
+def library_pins() -> dict[str, str | None]:
+    pins: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _PINNED_LIBRARIES:
+        try:
+            pins[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pins[name] = None
+    return pins
+
+
+def file_entry(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    return {"path": str(path), "sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def build_manifest(
+    *,
+    asset: str,
+    inputs: Iterable[str | Path],
+    outputs: Iterable[str | Path],
+    config: Mapping[str, Any],
+    counts: Mapping[str, Any],
+    started_at: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "asset": asset,
+        "inputs": [file_entry(p) for p in inputs],
+        "outputs": [file_entry(p) for p in outputs],
+        "config": dict(config),
+        "counts": dict(counts),
+        "code": asdict(git_revision()),
+        "pins": library_pins(),
+        "started_at": started_at,
+        "finished_at": now_utc(),
+        **(dict(extra) if extra else {}),
+    }
+
+
+def write_manifest(folder: str | Path, manifest: Mapping[str, Any]) -> Path:
+    path = Path(folder) / MANIFEST_NAME
+    publish_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / MANIFEST_NAME
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: malformed manifest: {exc.msg}") from exc
+    missing = _REQUIRED_KEYS - set(manifest)
+    if missing:
+        raise ValueError(f"{path}: manifest lacks {sorted(missing)}")
+    return manifest

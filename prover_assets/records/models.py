@@ -1,0 +1,241 @@
+"""The record contract (design section 2): field names, types, and the cross-field rules.
+
+Every record is a frozen, strict pydantic model: no extra fields, no type coercion (`"1"` is not
+an int, `1` is not a bool). Readers validate every line through these models.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from prover_assets.lean.statements import alpha_sha, statement_sha
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Generation",
+    "Message",
+    "Pins",
+    "Problem",
+    "SampleKey",
+    "Sampling",
+    "SftRow",
+    "Stage",
+    "Verification",
+    "VerifierInfo",
+]
+
+SCHEMA_VERSION = 1
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+NonEmpty = Annotated[str, Field(min_length=1)]
+NonNegative = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(gt=0)]
+TokenId = Annotated[int, Field(ge=0)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+
+class SampleKey(BaseModel):
+    """`(problem_id, sample_idx, round, cap_tokens)`: one sample, unique within a file."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    problem_id: NonEmpty
+    sample_idx: NonNegative
+    round: NonNegative
+    cap_tokens: Positive
+
+    def as_tuple(self) -> tuple[str, int, int, int]:
+        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+
+class Problem(_Record):
+    problem_id: NonEmpty
+    source: NonEmpty
+    split: str
+    formal_statement: NonEmpty  # full header + one theorem, ending `:= by sorry`
+    informal_prefix: str
+    statement_sha: Sha256
+    alpha_sha: Sha256
+    header: str
+
+    @property
+    def key(self) -> str:
+        return self.problem_id
+
+    @model_validator(mode="after")
+    def _statement_is_bare_and_hashed(self) -> Problem:
+        if not self.formal_statement.endswith(":= by sorry"):
+            raise ValueError("formal_statement must end with ':= by sorry'")
+        if self.statement_sha != statement_sha(self.formal_statement):
+            raise ValueError("statement_sha does not match formal_statement")
+        if self.alpha_sha != alpha_sha(self.formal_statement):
+            raise ValueError("alpha_sha does not match formal_statement")
+        return self
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Sampling(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    temperature: Annotated[float, Field(ge=0)]
+    top_p: Annotated[float, Field(gt=0, le=1)]
+    top_k: Positive | None
+    max_tokens: NonNegative  # the effective completion budget of this sample
+    seed: int
+
+
+class Generation(_Record):
+    problem_id: NonEmpty
+    sample_idx: NonNegative
+    round: NonNegative
+    cap_tokens: Positive
+    prompt_ids: Annotated[list[TokenId], Field(min_length=1)]
+    completion_ids: list[TokenId]
+    prompt_text: str
+    completion_text: str
+    # `no_room`: the prompt left no room for a completion within the context window.
+    finish_reason: Literal["stop", "length", "no_room"]
+    lean_code: str | None  # header + the extracted block, as the model displayed it
+    lean_code_error: str | None  # why the code cannot be re-inserted into the statement
+    context_clipped: bool
+    messages: Annotated[list[Message], Field(min_length=1)]
+    model_path: NonEmpty
+    model_rev: NonEmpty
+    sampling: Sampling
+    parent: SampleKey | None
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+    @model_validator(mode="after")
+    def _contract(self) -> Generation:
+        max_tokens = self.sampling.max_tokens
+        n_completion = len(self.completion_ids)
+        if max_tokens > self.cap_tokens:
+            raise ValueError(f"sampling.max_tokens {max_tokens} > cap_tokens {self.cap_tokens}")
+        if n_completion > max_tokens:
+            raise ValueError(f"{n_completion} completion tokens > sampling.max_tokens {max_tokens}")
+        if self.finish_reason == "length" and n_completion != max_tokens:
+            raise ValueError(
+                f"finish_reason 'length' with {n_completion} tokens, not max_tokens {max_tokens}"
+            )
+        if self.context_clipped != (max_tokens < self.cap_tokens):
+            raise ValueError("context_clipped must say whether max_tokens < cap_tokens")
+        if (self.finish_reason == "no_room") != (max_tokens == 0):
+            raise ValueError("finish_reason 'no_room' exactly when max_tokens is 0")
+        if self.lean_code is None and self.lean_code_error is not None:
+            raise ValueError("lean_code_error without lean_code")
+        if (self.round == 0) != (self.parent is None):
+            raise ValueError("round 0 samples have no parent; correction samples must have one")
+        if self.parent is not None and (
+            self.parent.problem_id != self.problem_id
+            or self.parent.round != self.round - 1
+            or self.parent.cap_tokens != self.cap_tokens
+        ):
+            raise ValueError("parent must be a sample of the same problem and cap, one round earlier")
+        if self.messages[-1].role != "user":
+            raise ValueError("the last message of a prompt must be the user's")
+        return self
+
+
+class Stage(StrEnum):
+    """What a verdict is. Only ACCEPTED accepts; INFRASTRUCTURE is not a judgement of the proof."""
+
+    ACCEPTED = "accepted"
+    NO_CODE = "no_code"
+    REINSERTION = "reinsertion"
+    GATE = "gate"
+    COMPILE_ERROR = "compile_error"
+    INCOMPLETE = "incomplete"
+    TIMEOUT = "timeout"
+    AXIOM = "axiom"
+    INFRASTRUCTURE = "infrastructure"
+
+
+class Pins(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    lean_version: NonEmpty
+    mathlib_rev: NonEmpty
+    repl_rev: NonEmpty
+    backend: NonEmpty
+    simulated: bool  # true only for the demo's simulated verifier: never evidence
+
+
+class VerifierInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    pins: Pins
+    config: dict[str, Any]
+    workers: Positive
+
+
+class Verification(_Record):
+    problem_id: NonEmpty
+    sample_idx: NonNegative
+    round: NonNegative
+    cap_tokens: Positive
+    accepted: bool
+    reasons: list[str]
+    verify_s: Annotated[float, Field(ge=0)]
+    budget_s: Annotated[float, Field(gt=0)]
+    verifier: VerifierInfo
+    code_sha256: Sha256
+    stage: Stage
+    diagnostics: dict[str, Any]
+    repl_errors: list[dict[str, Any]] | None = None  # with feedback: the REPL's error messages
+    repl_code: str | None = None  # with feedback: the compile view the error positions index
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+    @model_validator(mode="after")
+    def _contract(self) -> Verification:
+        if self.accepted != (self.stage is Stage.ACCEPTED):
+            raise ValueError("accepted exactly when stage is 'accepted'")
+        if self.accepted == bool(self.reasons):
+            raise ValueError("an accepted verdict has no reasons; a rejected one has at least one")
+        if (self.repl_errors is None) != (self.repl_code is None):
+            raise ValueError("repl_errors and repl_code come together")
+        return self
+
+
+class SftRow(_Record):
+    input_ids: Annotated[list[TokenId], Field(min_length=2)]  # prompt_ids + completion_ids
+    prompt_len: Positive
+    kind: Literal["first", "correction"]
+    round: NonNegative
+    sample_idx: NonNegative
+    cap_tokens: Positive
+    n_completion: Positive
+    proof_sha: Sha256
+    model_rev: NonEmpty
+    problem_id: NonEmpty
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+    @model_validator(mode="after")
+    def _contract(self) -> SftRow:
+        if self.prompt_len + self.n_completion != len(self.input_ids):
+            raise ValueError("prompt_len + n_completion must equal len(input_ids)")
+        if (self.kind == "first") != (self.round == 0):
+            raise ValueError("kind 'first' exactly for round 0")
+        return self

@@ -1,0 +1,256 @@
+"""JSONL files that can be trusted: strict reads, resumable appends, atomic publishes.
+
+- Reading is strict: a line that is not UTF-8, not JSON, not a valid record, or repeats a key
+  raises `RecordError` naming the file and the line.
+- A stream opened for resume tolerates exactly one defect: an unterminated last line (a crash
+  mid-write). It is truncated away, counted and logged; everything before it is kept.
+- Appends write whole lines, flush and fsync; appending a key already present raises.
+- Whole files are published through a temporary file in the same folder, fsynced, renamed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = [
+    "Appender",
+    "DuplicateKeyError",
+    "OutputExistsError",
+    "RecordError",
+    "iter_records",
+    "publish_bytes",
+    "publish_folder",
+    "publish_records",
+    "publish_text",
+    "read_records",
+]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=BaseModel)
+KeyOf = Callable[[R], Hashable]
+
+
+class RecordError(ValueError):
+    """A line of a record file is not a valid record; the message names the file and line."""
+
+    def __init__(self, path: str | Path, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = Path(path)
+        self.line = line
+
+
+class DuplicateKeyError(RecordError):
+    pass
+
+
+class OutputExistsError(FileExistsError):
+    pass
+
+
+def _default_key(record: BaseModel) -> Hashable:
+    return record.key  # type: ignore[attr-defined]
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "record"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def _parse_line(path: Path, number: int, raw: bytes, model: type[R]) -> R:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(path, number, f"not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    try:
+        record = model.model_validate_json(text)
+    except ValidationError as exc:
+        if any(error["type"] == "json_invalid" for error in exc.errors()):
+            raise RecordError(path, number, f"malformed JSON: {_describe(exc)}") from exc
+        raise RecordError(path, number, f"invalid {model.__name__}: {_describe(exc)}") from exc
+    if "schema_version" in model.model_fields and "schema_version" not in record.model_fields_set:
+        raise RecordError(path, number, "missing field schema_version")
+    return record
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, terminated) for each line of the file."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            terminated = raw.endswith(b"\n")
+            yield number, raw[:-1] if terminated else raw, terminated
+
+
+def iter_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> Iterator[R]:
+    """Every record of the file, in order, validated; raises on the first bad line."""
+    path = Path(path)
+    seen: set[Hashable] = set()
+    for number, raw, terminated in _lines(path):
+        if not terminated:
+            raise RecordError(
+                path, number, "unterminated last line (a writer crashed mid-write); "
+                "reopen the stream for resume to drop it"
+            )
+        if not raw.strip():
+            raise RecordError(path, number, "empty line")
+        record = _parse_line(path, number, raw, model)
+        record_key = key(record)
+        if record_key in seen:
+            raise DuplicateKeyError(path, number, f"duplicate key {record_key!r}")
+        seen.add(record_key)
+        yield record
+
+
+def read_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> list[R]:
+    return list(iter_records(path, model, key=key))
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Appender(Generic[R]):
+    """A resumable append-only record stream.
+
+    Opening validates what is there (strictly), drops an unterminated last line (counted in
+    `torn_dropped`), and remembers every key, so a resumed writer skips finished work and can
+    never write a key twice.
+    """
+
+    def __init__(self, path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> None:
+        self.path = Path(path)
+        self.model = model
+        self._key = key
+        self.keys: set[Hashable] = set()
+        self.torn_dropped = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            self._recover()
+        self._handle = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+
+    def _recover(self) -> None:
+        good_bytes = 0
+        for number, raw, terminated in _lines(self.path):
+            if not terminated:
+                log.warning(
+                    "%s:%d: dropping an unterminated last line of %d bytes (a writer crashed "
+                    "mid-write)", self.path, number, len(raw)
+                )
+                self.torn_dropped = 1
+                break
+            record = _parse_line(self.path, number, raw, self.model)
+            record_key = self._key(record)
+            if record_key in self.keys:
+                raise DuplicateKeyError(self.path, number, f"duplicate key {record_key!r}")
+            self.keys.add(record_key)
+            good_bytes += len(raw) + 1
+        if self.torn_dropped:
+            with open(self.path, "r+b") as handle:
+                handle.truncate(good_bytes)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def __contains__(self, record_key: Hashable) -> bool:
+        return record_key in self.keys
+
+    def append_many(self, records: Iterable[R]) -> int:
+        """Append whole lines, then flush and fsync once; returns how many were written."""
+        lines = []
+        batch_keys: set[Hashable] = set()
+        for record in records:
+            record_key = self._key(record)
+            if record_key in self.keys or record_key in batch_keys:
+                raise DuplicateKeyError(self.path, 0, f"key {record_key!r} is already present")
+            batch_keys.add(record_key)
+            lines.append(record.model_dump_json().encode("utf-8") + b"\n")
+        if not lines:
+            return 0
+        self._handle.write(b"".join(lines))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.keys.update(batch_keys)
+        return len(lines)
+
+    def append(self, record: R) -> None:
+        self.append_many([record])
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> Appender[R]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def publish_bytes(path: str | Path, data: bytes) -> None:
+    """Atomically replace `path` with `data`: temp file in the same folder, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    _fsync_dir(path.parent)
+
+
+def publish_text(path: str | Path, text: str) -> None:
+    publish_bytes(path, text.encode("utf-8"))
+
+
+def publish_records(path: str | Path, records: Iterable[BaseModel]) -> int:
+    """Atomically write a whole record file; returns the number of records."""
+    lines = [record.model_dump_json().encode("utf-8") + b"\n" for record in records]
+    publish_bytes(path, b"".join(lines))
+    return len(lines)
+
+
+@contextlib.contextmanager
+def publish_folder(destination: str | Path) -> Iterator[Path]:
+    """Build a folder in a temporary sibling and rename it into place when the block succeeds.
+
+    Refuses to overwrite: an existing destination raises `OutputExistsError` before any work.
+    On failure the temporary folder is removed and the destination never appears.
+    """
+    destination = Path(destination)
+    if destination.exists():
+        raise OutputExistsError(f"{destination} already exists; outputs are never overwritten")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    try:
+        yield staging
+        for file in staging.rglob("*"):
+            if file.is_file():
+                with open(file, "rb") as handle:
+                    os.fsync(handle.fileno())
+        if destination.exists():
+            raise OutputExistsError(f"{destination} appeared while it was being built")
+        os.rename(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _fsync_dir(destination.parent)

@@ -1,0 +1,125 @@
+"""Small builders of valid records, so each test states only what it is about."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.statements import alpha_sha, statement_sha
+from prover_assets.records import (
+    Generation,
+    Message,
+    Pins,
+    Problem,
+    SampleKey,
+    Sampling,
+    Stage,
+    Verification,
+    VerifierInfo,
+    code_sha256,
+)
+
+STATEMENT = GOEDEL_HEADER + "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by sorry"
+
+
+def make_problem(problem_id: str = "p1", statement: str = STATEMENT, **overrides: Any) -> Problem:
+    fields: dict[str, Any] = {
+        "problem_id": problem_id,
+        "source": "test",
+        "split": "test",
+        "formal_statement": statement,
+        "informal_prefix": "",
+        "statement_sha": statement_sha(statement),
+        "alpha_sha": alpha_sha(statement),
+        "header": GOEDEL_HEADER.strip(),
+    }
+    fields.update(overrides)
+    return Problem(**fields)
+
+
+def make_generation(
+    problem_id: str = "p1",
+    sample_idx: int = 0,
+    *,
+    round: int = 0,
+    cap_tokens: int = 64,
+    completion_ids: list[int] | None = None,
+    completion_text: str = "plan\n```lean4\ntheorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by\n  omega\n```",
+    finish_reason: str = "stop",
+    max_tokens: int | None = None,
+    lean_code: str | None = "auto",
+    lean_code_error: str | None = None,
+    parent: SampleKey | None = None,
+    **overrides: Any,
+) -> Generation:
+    from prover_assets.lean.extract import extract_lean_code
+
+    completion_ids = [5, 6, 7] if completion_ids is None else completion_ids
+    max_tokens = cap_tokens if max_tokens is None else max_tokens
+    if lean_code == "auto":
+        lean_code = extract_lean_code(completion_text)
+    if round > 0 and parent is None:
+        parent = SampleKey(problem_id=problem_id, sample_idx=0, round=round - 1, cap_tokens=cap_tokens)
+    fields: dict[str, Any] = {
+        "problem_id": problem_id,
+        "sample_idx": sample_idx,
+        "round": round,
+        "cap_tokens": cap_tokens,
+        "prompt_ids": [1, 2, 3],
+        "completion_ids": completion_ids,
+        "prompt_text": "<prompt>",
+        "completion_text": completion_text,
+        "finish_reason": finish_reason,
+        "lean_code": lean_code,
+        "lean_code_error": lean_code_error,
+        "context_clipped": max_tokens < cap_tokens,
+        "messages": [Message(role="user", content="prove it")],
+        "model_path": "/models/m",
+        "model_rev": "0" * 40,
+        "sampling": Sampling(temperature=1.0, top_p=0.95, top_k=None, max_tokens=max_tokens, seed=1),
+        "parent": parent,
+    }
+    fields.update(overrides)
+    return Generation(**fields)
+
+
+def make_pins(**overrides: Any) -> Pins:
+    fields: dict[str, Any] = {
+        "lean_version": "v4.9.0-rc1",
+        "mathlib_rev": "d1d1e4b7",
+        "repl_rev": "7df77c0a",
+        "backend": "local",
+        "simulated": False,
+    }
+    fields.update(overrides)
+    return Pins(**fields)
+
+
+def make_verification(
+    generation: Generation | None = None,
+    *,
+    accepted: bool = True,
+    stage: Stage | None = None,
+    reasons: list[str] | None = None,
+    pins: Pins | None = None,
+    **overrides: Any,
+) -> Verification:
+    generation = generation or make_generation()
+    stage = stage or (Stage.ACCEPTED if accepted else Stage.COMPILE_ERROR)
+    reasons = [] if accepted else (reasons or ["compile_error"])
+    fields: dict[str, Any] = {
+        "problem_id": generation.problem_id,
+        "sample_idx": generation.sample_idx,
+        "round": generation.round,
+        "cap_tokens": generation.cap_tokens,
+        "accepted": accepted,
+        "reasons": reasons,
+        "verify_s": 0.5,
+        "budget_s": 180.0,
+        "verifier": VerifierInfo(pins=pins or make_pins(), config={"budget_s": 180.0}, workers=1),
+        "code_sha256": code_sha256(generation.lean_code),
+        "stage": stage,
+        "diagnostics": {},
+    }
+    fields.update(overrides)
+    return Verification(**fields)

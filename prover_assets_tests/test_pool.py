@@ -1,0 +1,242 @@
+"""The pool candidates builder on real pool statements with planted contaminants."""
+
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prover_assets.config import PoolSpec
+from prover_assets.lean.statements import alpha_sha, statement_sha
+from prover_assets.problems.decontamination import (
+    DecontaminationSets,
+    build_decontamination_sets,
+    informal_tokens,
+    ngram_hashes,
+)
+from prover_assets.problems.eval_sets import load_minif2f, load_mobench
+from prover_assets.problems.pool import (
+    PoolInputError,
+    build_pool_candidates,
+    check_shards,
+    rank_key,
+)
+from prover_assets.records import publish_records, sha256_file
+from prover_assets_tests.pool_fixtures import POOL_HEADER, goedel_pset_rows, write_shards
+
+DATA = Path(__file__).parents[1] / "prover_assets/data/goedel-prover-v2"
+
+
+@pytest.fixture(scope="module")
+def eval_problems():
+    minif2f = load_minif2f(DATA / "minif2f.jsonl")
+    mobench, unsupported = load_mobench(DATA / "MOBench.jsonl")
+    return minif2f, mobench, unsupported
+
+
+@pytest.fixture(scope="module")
+def sets(eval_problems) -> DecontaminationSets:
+    minif2f, mobench, unsupported = eval_problems
+    informal = [p.informal_prefix for p in mobench] + [u.informal_prefix for u in unsupported]
+    return build_decontamination_sets(minif2f + mobench, informal, long_ngram=13, short_ngram=8)
+
+
+@pytest.fixture(scope="module")
+def real_rows():
+    return goedel_pset_rows()
+
+
+def spec(**overrides) -> PoolSpec:
+    fields = {
+        "dataset": "test/pool", "revision": "r", "shards": [{"path": "x", "sha256": "0" * 64}],
+        "seed": 20261012, "candidates": 100_000, "size": 10, "workers": 1, "batch_rows": 1000,
+    }  # fmt: skip
+    fields.update(overrides)
+    return PoolSpec(**fields)
+
+
+def theorem_of(problem) -> str:
+    return problem.formal_statement[problem.formal_statement.index("theorem") :]
+
+
+def plants(eval_problems) -> list[dict]:
+    """One contaminant per layer, each built so that the earlier layers cannot catch it."""
+    minif2f, mobench, unsupported = eval_problems
+    by_id = {p.problem_id: p for p in minif2f}
+
+    renamed = theorem_of(by_id["mathd_algebra_478"]).replace("mathd_algebra_478", "pool_thm_one", 1)
+
+    source = theorem_of(by_id["amc12a_2002_p6"])
+    alpha = re.sub(r"\bm\b", "k", re.sub(r"\bp\b", "q", source)).replace("amc12a_2002_p6", "pool_thm_two", 1)
+    # The bound names differ, so the plain signature hash cannot see it; only alpha_sha can.
+    assert statement_sha(alpha) != by_id["amc12a_2002_p6"].statement_sha
+    assert alpha_sha(alpha) == by_id["amc12a_2002_p6"].alpha_sha
+
+    embedding = "theorem imo_1969_p2_generalised (a b : ℕ) (h : a + b = 7) : b + a = 7 := by sorry"
+
+    informal_source = by_id["mathd_numbertheory_233"].informal_prefix
+    respaced = informal_source.replace("$", "$ ").replace(" = ", "=").replace("\\equiv", "\\, \\equiv\\;")
+    assert respaced != informal_source
+    assert informal_tokens(respaced) == informal_tokens(informal_source)
+
+    scored = build_decontamination_sets(minif2f + mobench, [], long_ngram=13, short_ngram=8)
+    mobench_text = next(
+        u.informal_prefix for u in unsupported
+        if not ngram_hashes(informal_tokens(u.informal_prefix), 8) & scored.scored_short
+    )  # an unsupported problem's text that only the all-MOBench layer knows
+    return [
+        {"problem_id": "planted-statement", "formal_statement": POOL_HEADER + renamed,
+         "informal_statement": None, "source": "planted"},
+        {"problem_id": "planted-alpha", "formal_statement": POOL_HEADER + alpha,
+         "informal_statement": None, "source": "planted"},
+        {"problem_id": "planted-name", "formal_statement": POOL_HEADER + embedding,
+         "informal_statement": None, "source": "planted"},
+        {"problem_id": "planted-informal",
+         "formal_statement": POOL_HEADER + "theorem pool_thm_four (x : ℕ) (h : x % 7 = 3) : (x + 7) % 7 = 3 := by sorry",
+         "informal_statement": respaced, "source": "planted"},
+        {"problem_id": "planted-mobench",
+         "formal_statement": POOL_HEADER + "theorem pool_thm_five (y : ℤ) (h : y = 2) : y * y = 4 := by sorry",
+         "informal_statement": mobench_text, "source": "planted"},
+    ]  # fmt: skip
+
+
+def build(rows, tmp_path, sets, **spec_overrides):
+    paths = write_shards(rows, tmp_path / "shards", **spec_overrides.pop("shard_args", {}))
+    return build_pool_candidates(paths, spec(**spec_overrides), sets)
+
+
+def test_each_planted_contaminant_is_caught_by_its_own_layer(real_rows, eval_problems, sets, tmp_path):
+    rows = real_rows[:2000] + real_rows[-600:]  # Lean Workbook and the texts with informal parts
+    clean = build(rows, tmp_path / "clean", sets).counts
+    planted = plants(eval_problems)
+    result = build(rows + planted, tmp_path / "planted", sets)
+    counts = result.counts
+    assert counts.decontam_statement_sha - clean.decontam_statement_sha == 1
+    assert counts.decontam_alpha_sha - clean.decontam_alpha_sha == 1
+    assert counts.decontam_name - clean.decontam_name == 1
+    assert (counts.decontam_informal_long + counts.decontam_informal_short) - (
+        clean.decontam_informal_long + clean.decontam_informal_short
+    ) == 1
+    assert counts.decontam_mobench_informal - clean.decontam_mobench_informal == 1
+    kept = {problem.problem_id for problem in result.candidates}
+    assert not kept & {row["problem_id"] for row in planted}
+
+
+def test_counts_reconcile_on_real_rows(real_rows, sets, tmp_path):
+    counts = build(real_rows, tmp_path, sets, candidates=500).counts
+    assert counts.rows_in == len(real_rows)
+    assert counts.rows_in == counts.written + counts.dropped()
+    assert counts.written <= 500
+    assert counts.beyond_k > 0
+
+
+def test_unsupported_and_malformed_rows_are_counted_by_reason(sets, tmp_path):
+    rows = [
+        {"problem_id": "a", "formal_statement": POOL_HEADER + "theorem a : True := by trivial",
+         "informal_statement": None, "source": "s"},
+        {"problem_id": "b", "formal_statement": POOL_HEADER + "def f := 1\ntheorem b : f = 1 := by sorry",
+         "informal_statement": None, "source": "s"},
+        {"problem_id": "c", "formal_statement": POOL_HEADER + "theorem c : True := by sorry" + " " * 4000,
+         "informal_statement": None, "source": "s"},
+        {"problem_id": "d", "formal_statement": POOL_HEADER + "theorem d (sorry_x : ℕ) : sorry_x = sorry_x := by sorry",
+         "informal_statement": None, "source": "s"},
+        {"problem_id": "e", "formal_statement": POOL_HEADER + "theorem e (n : ℕ) : n = n := by sorry",
+         "informal_statement": None, "source": "s"},
+    ]  # fmt: skip
+    result = build(rows, tmp_path, sets)
+    counts = result.counts
+    assert (counts.not_bare_statement, dict(counts.unsupported_shape), counts.too_long,
+            counts.sorry_not_once, counts.written) == (1, {"def": 1}, 1, 1, 1)  # fmt: skip
+    assert [p.problem_id for p in result.candidates] == ["e"]
+
+
+def test_candidates_are_in_rank_order(real_rows, sets, tmp_path):
+    result = build(real_rows[:3000], tmp_path, sets, candidates=200)
+    keys = [rank_key(20261012, p.problem_id) for p in result.candidates]
+    assert keys == sorted(keys)
+
+
+def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, tmp_path):
+    rows = real_rows[:6000]
+    reference = build(rows, tmp_path / "a", sets, candidates=300)
+    shuffled = list(rows)
+    random.Random(5).shuffle(shuffled)
+    other = build(shuffled, tmp_path / "b", sets, candidates=300,
+                  shard_args={"shards": 3, "row_group_size": 333})  # fmt: skip
+    assert [p.problem_id for p in other.candidates] == [p.problem_id for p in reference.candidates]
+    assert other.counts.to_json() == reference.counts.to_json()
+
+
+def test_two_worker_processes_give_the_same_candidates(real_rows, sets, tmp_path):
+    rows = real_rows[:4000]
+    one = build(rows, tmp_path / "one", sets, candidates=300, shard_args={"shards": 2, "row_group_size": 500})
+    two = build(rows, tmp_path / "two", sets, candidates=300, workers=2,
+                shard_args={"shards": 2, "row_group_size": 500})  # fmt: skip
+    assert [p.problem_id for p in two.candidates] == [p.problem_id for p in one.candidates]
+
+
+def test_wrong_shard_sha256_raises_before_reading(tmp_path):
+    path = tmp_path / "shard.parquet"
+    path.write_bytes(b"not even parquet")
+    with pytest.raises(PoolInputError, match=r"expected 0{64}.*nothing was read"):
+        check_shards([(path, "0" * 64)])
+    assert check_shards([(path, sha256_file(path))]) == {str(path): sha256_file(path)}
+
+
+def test_duplicate_problem_ids_in_the_kept_set_raise(sets, tmp_path):
+    row = {"problem_id": "same", "formal_statement": POOL_HEADER + "theorem s (n : ℕ) : n = n := by sorry",
+           "informal_statement": None, "source": "s"}  # fmt: skip
+    other = dict(row, formal_statement=row["formal_statement"].replace("n = n", "n + 0 = n"))
+    with pytest.raises(PoolInputError, match="duplicate problem_id"):
+        build([row, other], tmp_path, sets)
+
+
+def test_missing_column_is_a_clear_error(sets, tmp_path):
+    with pytest.raises(PoolInputError, match="missing columns"):
+        build([{"problem_id": "a", "formal_statement": "x", "informal_statement": None, "source": "s"}],
+              tmp_path, sets, columns={"problem_id": "id"})  # fmt: skip
+
+
+KILL_SCRIPT = """
+import json, logging, sys
+sys.path.insert(0, {root!r})
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+from prover_assets.config import PoolSpec
+from prover_assets.problems.decontamination import DecontaminationSets
+from prover_assets.problems.pool import build_pool_candidates
+from prover_assets.records import publish_records
+sets = DecontaminationSets.from_json(json.load(open({sets!r})))
+spec = PoolSpec(**json.load(open({spec!r})))
+build = build_pool_candidates([__import__("pathlib").Path(p) for p in {shards!r}], spec, sets,
+                              progress=lambda done, total: print("PROGRESS", done, total, flush=True))
+publish_records({out!r}, build.candidates)
+"""
+
+
+def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(real_rows, sets, tmp_path):
+    shards = [str(p) for p in write_shards(real_rows[:5000], tmp_path / "shards", shards=4, row_group_size=250)]
+    (tmp_path / "sets.json").write_text(json.dumps(sets.to_json()))
+    pool_spec = spec(candidates=400).model_dump()
+    (tmp_path / "spec.json").write_text(json.dumps(pool_spec))
+    out = tmp_path / "train_pool_candidates.jsonl"
+    script = KILL_SCRIPT.format(root=str(Path(__file__).parents[1]), sets=str(tmp_path / "sets.json"),
+                                spec=str(tmp_path / "spec.json"), shards=shards, out=str(out))  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if line.startswith("PROGRESS"):
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait()
+    assert process.returncode == -9
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    rerun = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    reference = tmp_path / "reference.jsonl"
+    paths = [Path(p) for p in shards]
+    publish_records(reference, build_pool_candidates(paths, spec(candidates=400), sets).candidates)
+    assert out.read_bytes() == reference.read_bytes()

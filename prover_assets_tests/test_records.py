@@ -1,0 +1,298 @@
+"""The record contract, the strict JSONL store and the manifest."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from prover_assets.records import (
+    Appender,
+    DuplicateKeyError,
+    Generation,
+    OutputExistsError,
+    Problem,
+    RecordError,
+    SampleKey,
+    SftRow,
+    Stage,
+    Verification,
+    build_manifest,
+    git_revision,
+    publish_bytes,
+    publish_folder,
+    read_manifest,
+    read_records,
+    sha256_text,
+    write_manifest,
+)
+from prover_assets_tests.factories import (
+    STATEMENT,
+    make_generation,
+    make_problem,
+    make_verification,
+)
+
+# --- record rules ------------------------------------------------------------------------
+
+
+def test_length_finish_requires_completion_of_exactly_max_tokens():
+    with pytest.raises(ValidationError, match="finish_reason 'length'"):
+        make_generation(completion_ids=[1, 2], finish_reason="length", max_tokens=3, cap_tokens=3)
+    assert make_generation(completion_ids=[1, 2, 3], finish_reason="length", cap_tokens=3)
+
+
+def test_max_tokens_may_not_exceed_cap():
+    with pytest.raises(ValidationError, match="> cap_tokens"):
+        make_generation(cap_tokens=8, max_tokens=9, context_clipped=False)
+
+
+def test_completion_may_not_exceed_max_tokens():
+    with pytest.raises(ValidationError, match="completion tokens >"):
+        make_generation(completion_ids=[1, 2, 3, 4], cap_tokens=3)
+
+
+def test_context_clipped_must_match_max_tokens_below_cap():
+    with pytest.raises(ValidationError, match="context_clipped"):
+        make_generation(cap_tokens=64, max_tokens=32, context_clipped=False)
+    assert make_generation(cap_tokens=64, max_tokens=32).context_clipped
+
+
+def test_no_room_exactly_when_max_tokens_is_zero():
+    assert make_generation(
+        completion_ids=[], completion_text="", finish_reason="no_room", max_tokens=0
+    ).finish_reason == "no_room"
+    with pytest.raises(ValidationError, match="no_room"):
+        make_generation(completion_ids=[], finish_reason="stop", max_tokens=0)
+
+
+def test_correction_must_have_parent_one_round_earlier_of_same_problem():
+    with pytest.raises(ValidationError, match="parent"):
+        make_generation(round=1, parent=SampleKey(problem_id="other", sample_idx=0, round=0, cap_tokens=64))
+    with pytest.raises(ValidationError, match="round 0"):
+        make_generation(round=0, parent=SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64))
+
+
+def test_strict_types_reject_coercion():
+    with pytest.raises(ValidationError):
+        make_generation(sample_idx="0")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        make_generation(context_clipped=0)  # type: ignore[arg-type]
+
+
+def test_problem_hashes_must_match_its_statement():
+    with pytest.raises(ValidationError, match="statement_sha"):
+        make_problem(statement_sha="0" * 64)
+
+
+def test_problem_statement_must_end_with_by_sorry():
+    text = STATEMENT.replace(":= by sorry", ":= by\n  omega")
+    with pytest.raises(ValidationError, match="by sorry"):
+        make_problem(statement=text)
+
+
+def test_verdict_accepted_iff_stage_accepted_and_no_reasons():
+    with pytest.raises(ValidationError, match="accepted exactly"):
+        make_verification(accepted=True, stage=Stage.TIMEOUT)
+    rejected = make_verification(accepted=False).model_dump()
+    with pytest.raises(ValidationError, match="reasons"):
+        Verification(**{**rejected, "reasons": []})
+
+
+def test_sft_row_lengths_must_add_up():
+    with pytest.raises(ValidationError, match="prompt_len"):
+        SftRow(input_ids=[1, 2, 3], prompt_len=1, kind="first", round=0, sample_idx=0,
+               cap_tokens=8, n_completion=1, proof_sha="a" * 64, model_rev="r", problem_id="p")  # fmt: skip
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def problem_line(problem_id: str = "p1") -> bytes:
+    return make_problem(problem_id).model_dump_json().encode()
+
+
+def test_reader_names_file_and_line_of_malformed_json(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_lines(path, [problem_line("a"), b'{"problem_id": "b",', problem_line("c")])
+    with pytest.raises(RecordError, match=r"problems\.jsonl:2: malformed JSON"):
+        read_records(path, Problem)
+
+
+def test_reader_names_field_of_wrong_type(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    bad = json.loads(problem_line("a"))
+    bad["split"] = 3
+    write_lines(path, [json.dumps(bad).encode()])
+    with pytest.raises(RecordError, match=r":1: invalid Problem: split"):
+        read_records(path, Problem)
+
+
+def test_reader_names_missing_field(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    bad = json.loads(problem_line("a"))
+    del bad["header"]
+    write_lines(path, [json.dumps(bad).encode()])
+    with pytest.raises(RecordError, match=r":1: invalid Problem: header: Field required"):
+        read_records(path, Problem)
+
+
+def test_reader_requires_schema_version(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    bad = json.loads(problem_line("a"))
+    del bad["schema_version"]
+    write_lines(path, [json.dumps(bad).encode()])
+    with pytest.raises(RecordError, match="schema_version"):
+        read_records(path, Problem)
+
+
+def test_reader_rejects_duplicate_keys(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_lines(path, [problem_line("a"), problem_line("b"), problem_line("a")])
+    with pytest.raises(DuplicateKeyError, match=r":3: duplicate key 'a'"):
+        read_records(path, Problem)
+
+
+def test_reader_rejects_non_utf8(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_lines(path, [problem_line("a"), b'{"problem_id": "\xff\xfe"}'])
+    with pytest.raises(RecordError, match=r":2: not UTF-8"):
+        read_records(path, Problem)
+
+
+def test_strict_reader_refuses_a_torn_last_line(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    path.write_bytes(problem_line("a") + b"\n" + problem_line("b")[:20])
+    with pytest.raises(RecordError, match=r":2: unterminated last line"):
+        read_records(path, Problem)
+
+
+def test_resume_drops_a_torn_last_line_and_counts_it(tmp_path, caplog):
+    path = tmp_path / "problems.jsonl"
+    path.write_bytes(problem_line("a") + b"\n" + problem_line("b")[:20])
+    with Appender(path, Problem) as appender:
+        assert appender.torn_dropped == 1
+        assert appender.keys == {"a"}
+        appender.append(make_problem("b"))
+    assert [p.problem_id for p in read_records(path, Problem)] == ["a", "b"]
+    assert "dropping an unterminated last line" in caplog.text
+
+
+def test_resume_still_raises_on_a_malformed_middle_line(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_lines(path, [problem_line("a"), b"not json", problem_line("c")])
+    with pytest.raises(RecordError, match=":2:"):
+        Appender(path, Problem)
+
+
+def test_appending_a_present_key_raises_and_writes_nothing(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    with Appender(path, Problem) as appender:
+        appender.append(make_problem("a"))
+        with pytest.raises(DuplicateKeyError):
+            appender.append_many([make_problem("b"), make_problem("a")])
+    assert [p.problem_id for p in read_records(path, Problem)] == ["a"]
+
+
+def test_records_round_trip_through_the_store(tmp_path):
+    generation = make_generation(round=1)
+    verdict = make_verification(generation)
+    for record, model in ((generation, Generation), (verdict, Verification)):
+        path = tmp_path / f"{model.__name__}.jsonl"
+        with Appender(path, model) as appender:
+            appender.append(record)
+        assert read_records(path, model) == [record]
+
+
+def test_killed_appender_loses_at_most_the_torn_line(tmp_path):
+    """A writer killed with SIGKILL mid-stream leaves a file that resumes cleanly."""
+    path = tmp_path / "problems.jsonl"
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from prover_assets.records import Appender, Problem
+from prover_assets_tests.factories import make_problem
+appender = Appender({str(path)!r}, Problem)
+for i in range(40):
+    appender.append(make_problem(f"p{{i}}"))
+# a torn write, then death
+appender._handle.write(make_problem("torn").model_dump_json().encode()[:30]); appender._handle.flush()
+os.kill(os.getpid(), 9)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert result.returncode == -9
+    with Appender(path, Problem) as appender:
+        assert appender.torn_dropped == 1
+        assert len(appender.keys) == 40
+
+
+def test_publish_is_atomic_and_leaves_no_temp_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    publish_bytes(target, b"first")
+
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        publish_bytes(target, b"second")
+    assert target.read_bytes() == b"first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_publish_folder_refuses_to_overwrite(tmp_path):
+    destination = tmp_path / "report"
+    with publish_folder(destination) as staging:
+        (staging / "a.txt").write_text("a")
+    assert (destination / "a.txt").read_text() == "a"
+    with pytest.raises(OutputExistsError), publish_folder(destination):
+        pass
+
+
+def test_publish_folder_failure_leaves_nothing(tmp_path):
+    destination = tmp_path / "report"
+    with pytest.raises(RuntimeError), publish_folder(destination) as staging:
+        (staging / "a.txt").write_text("a")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the manifest --------------------------------------------------------------------------
+
+
+def test_manifest_records_inputs_outputs_and_real_git_commit(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("hello")
+    output = tmp_path / "out.txt"
+    output.write_text("world")
+    manifest = build_manifest(
+        asset="x", inputs=[source], outputs=[output], config={"k": 1}, counts={"n": 2},
+        started_at="2026-01-01T00:00:00+00:00",
+    )  # fmt: skip
+    write_manifest(tmp_path, manifest)
+    read = read_manifest(tmp_path)
+    assert read["inputs"] == [{"path": str(source), "sha256": sha256_text("hello"), "bytes": 5}]
+    assert read["outputs"][0]["sha256"] == sha256_text("world")
+    expected = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    if expected.returncode == 0:
+        assert read["code"]["commit"] == expected.stdout.strip()
+        assert read["code"]["dirty"] in (True, False)
+    else:
+        assert read["code"]["commit"] is None
+        assert read["code"]["reason"]
+
+
+def test_git_revision_outside_a_repository_is_unknown_not_made_up(tmp_path):
+    revision = git_revision.__wrapped__(str(tmp_path))
+    assert revision.commit is None
+    assert revision.dirty is None
+    assert revision.reason
