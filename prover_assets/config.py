@@ -41,8 +41,12 @@ __all__ = [
     "SftSpec",
     "TrainingSpec",
     "load_run_config",
+    "parse_engine_settings",
+    "parse_experiment_spec",
+    "parse_lean_settings",
     "require_filled",
     "resolve_path",
+    "same_shape",
 ]
 
 PLACEHOLDER_PREFIX = "REPLACE_ME"
@@ -357,6 +361,45 @@ def _section(raw: dict[str, Any], name: str, field: str, path: Path) -> Any:
     return section
 
 
+def _parse(model: type[_Spec], data: Any, section: str, source: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            where = ".".join([_SECTION_PATHS[section], *map(str, error["loc"])])
+            lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r:.80})")
+        raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(lines)) from exc
+
+
+def parse_experiment_spec(data: Any, source: str = "run config") -> ExperimentSpec:
+    return _parse(ExperimentSpec, data, "experiment", source)
+
+
+def parse_lean_settings(data: Any, source: str = "run config") -> LeanSettings:
+    return _parse(LeanSettings, data, "lean", source)
+
+
+def parse_engine_settings(data: Any, source: str = "run config") -> EngineSettings:
+    return _parse(EngineSettings, data, "gpu", source)
+
+
+def same_shape(run: ExperimentSpec, built: ExperimentSpec) -> None:
+    """The asset graph was built from one config; a run must not bring another shape."""
+    shape = lambda spec: (  # noqa: E731
+        spec.kind,
+        {name: spec.caps_of(name) for name in spec.eval_sets},
+        spec.generation.caps,
+        spec.sft.cap,
+        spec.corrections.rounds,
+    )
+    if shape(run) != shape(built):
+        raise ConfigError(
+            f"this run's config has the shape {shape(run)}, but the asset graph was built from "
+            f"{shape(built)}: point PROVER_ASSETS_CONFIG at the config you launch with"
+        )
+
+
 def load_run_config(path: str | Path) -> RunConfig:
     """Read and validate a run config file; raises `ConfigError` naming the file and key."""
     path = Path(path)
@@ -386,6 +429,4 @@ def load_run_config(path: str | Path) -> RunConfig:
     try:
         return RunConfig.model_validate({**sections, "source": str(path)})
     except ValidationError as exc:
-        raise ConfigError(
-            f"{path}: invalid configuration:\n{_format_validation(exc)}"
-        ) from exc
+        raise ConfigError(f"{path}: invalid configuration:\n{_format_validation(exc)}") from exc

@@ -59,7 +59,9 @@ def make_generation(
     if lean_code == "auto":
         lean_code = extract_lean_code(completion_text)
     if round > 0 and parent is None:
-        parent = SampleKey(problem_id=problem_id, sample_idx=0, round=round - 1, cap_tokens=cap_tokens)
+        parent = SampleKey(
+            problem_id=problem_id, sample_idx=0, round=round - 1, cap_tokens=cap_tokens
+        )
     fields: dict[str, Any] = {
         "problem_id": problem_id,
         "sample_idx": sample_idx,
@@ -76,7 +78,9 @@ def make_generation(
         "messages": [Message(role="user", content="prove it")],
         "model_path": "/models/m",
         "model_rev": "0" * 40,
-        "sampling": Sampling(temperature=1.0, top_p=0.95, top_k=None, max_tokens=max_tokens, seed=1),
+        "sampling": Sampling(
+            temperature=1.0, top_p=0.95, top_k=None, max_tokens=max_tokens, seed=1
+        ),
         "parent": parent,
     }
     fields.update(overrides)

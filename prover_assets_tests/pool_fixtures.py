@@ -42,7 +42,12 @@ def _strip_doc(text: str) -> str:
 
 def _leanworkbook() -> Iterator[dict]:
     seen: set[str] = set()
-    for name in ("leanworkbook_train_6K", "leanworkbook_hard", "leanworkbook_full", "leanworkbook_test"):
+    for name in (
+        "leanworkbook_train_6K",
+        "leanworkbook_hard",
+        "leanworkbook_full",
+        "leanworkbook_test",
+    ):
         for line in (SOURCES / f"{name}.jsonl").read_text().splitlines():
             row = json.loads(line)
             statement = row["formal_statement"]
@@ -97,8 +102,9 @@ def goedel_pset_rows() -> list[dict]:
     return list(rows.values())
 
 
-def write_shards(rows: Sequence[dict], folder: Path, *, shards: int = 1,
-                 row_group_size: int = 2048) -> list[Path]:  # fmt: skip
+def write_shards(
+    rows: Sequence[dict], folder: Path, *, shards: int = 1, row_group_size: int = 2048
+) -> list[Path]:
     """Write `rows` round-robin into `shards` parquet files."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []

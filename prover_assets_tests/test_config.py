@@ -16,22 +16,38 @@ def test_registered_config_carries_the_design_numbers():
     spec = config.experiment
     assert spec.kind == "registered"
     assert spec.model.revision == "dfd02e6271a58375dfbf3ece0175277cf6b6a89a"
-    assert (spec.generation.temperature, spec.generation.top_p, spec.generation.top_k) == (1.0, 0.95, None)
+    assert (spec.generation.temperature, spec.generation.top_p, spec.generation.top_k) == (
+        1.0,
+        0.95,
+        None,
+    )
     assert spec.generation.n_samples == 8
     assert spec.generation.caps == [16384, 40960]
     assert spec.caps_of("mobench") == [16384]
     assert (spec.pool.seed, spec.pool.candidates, spec.pool.size) == (20261012, 5000, 2000)
     assert spec.pool.revision == "79fc4fbe87b4c694a941bc63ad92dc38d39d41db"
     assert len(spec.pool.shards) == 4
-    assert (spec.sft.max_per_problem, spec.sft.exclude_solved_all, spec.sft.max_seq_len) == (4, True, 18432)
+    assert (spec.sft.max_per_problem, spec.sft.exclude_solved_all, spec.sft.max_seq_len) == (
+        4,
+        True,
+        18432,
+    )
     training = spec.training
-    assert (training.lora_r, training.lora_alpha, training.epochs, training.save_every,
-            training.keep_checkpoints, training.pad_token_id) == (64, 128, 2, 40, 2, 151643)  # fmt: skip
+    assert (
+        training.lora_r,
+        training.lora_alpha,
+        training.epochs,
+        training.save_every,
+        training.keep_checkpoints,
+        training.pad_token_id,
+    ) == (64, 128, 2, 40, 2, 151643)
     assert (spec.report.alpha, spec.report.k, spec.report.primary_cap) == (0.05, 8, 16384)
     assert config.lean.budget_s == 180.0
     assert config.lean.expected_pins == {
-        "lean_version": "v4.9.0-rc1", "mathlib_rev": "d1d1e4b7", "repl_rev": "7df77c0a",
-    }  # fmt: skip
+        "lean_version": "v4.9.0-rc1",
+        "mathlib_rev": "d1d1e4b7",
+        "repl_rev": "7df77c0a",
+    }
 
 
 def test_shipped_eval_files_match_the_configured_sha256():
@@ -58,14 +74,29 @@ def write_variant(tmp_path, mutate) -> Path:
 
 
 def test_unknown_key_is_an_error_naming_its_path(tmp_path):
-    path = write_variant(tmp_path, lambda raw: raw["resources"]["experiment"]["config"]["spec"]["generation"].update(temprature=0.7))
-    with pytest.raises(ConfigError, match=r"(?s)variant\.yaml.*resources\.experiment\.config\.spec\.generation\.temprature: Extra inputs"):
+    path = write_variant(
+        tmp_path,
+        lambda raw: raw["resources"]["experiment"]["config"]["spec"]["generation"].update(
+            temprature=0.7
+        ),
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"(?s)variant\.yaml.*resources\.experiment\.config\.spec\.generation\.temprature: Extra inputs",
+    ):
         load_run_config(path)
 
 
 def test_wrong_type_is_an_error_naming_its_path(tmp_path):
-    path = write_variant(tmp_path, lambda raw: raw["resources"]["experiment"]["config"]["spec"]["generation"].update(n_samples="8"))
-    with pytest.raises(ConfigError, match=r"spec\.generation\.n_samples: Input should be a valid integer"):
+    path = write_variant(
+        tmp_path,
+        lambda raw: raw["resources"]["experiment"]["config"]["spec"]["generation"].update(
+            n_samples="8"
+        ),
+    )
+    with pytest.raises(
+        ConfigError, match=r"spec\.generation\.n_samples: Input should be a valid integer"
+    ):
         load_run_config(path)
 
 
@@ -79,8 +110,10 @@ def test_duplicate_yaml_key_is_an_error_with_its_line(tmp_path):
 def test_simulated_verifier_is_refused_outside_the_demo(tmp_path):
     def to_simulated(raw):
         raw["resources"]["lean"]["config"]["settings"] = {
-            "backend": "simulated", "simulated_accept_share": 0.5, "simulated_seed": 1,
-        }  # fmt: skip
+            "backend": "simulated",
+            "simulated_accept_share": 0.5,
+            "simulated_seed": 1,
+        }
 
     with pytest.raises(ConfigError, match="simulated Lean backend is for the demo only"):
         load_run_config(write_variant(tmp_path, to_simulated))

@@ -61,9 +61,25 @@ def test_guillemet_identifier_is_one_token():
 
 def test_unicode_identifiers_and_subscripts():
     assert texts("(h₀ : 0 < x) (hₐ : ℝ) (α β : Type)") == [
-        "(", "h₀", ":", "0", "<", "x", ")", "(", "hₐ", ":", "ℝ", ")",
-        "(", "α", "β", ":", "Type", ")",
-    ]  # fmt: skip
+        "(",
+        "h₀",
+        ":",
+        "0",
+        "<",
+        "x",
+        ")",
+        "(",
+        "hₐ",
+        ":",
+        "ℝ",
+        ")",
+        "(",
+        "α",
+        "β",
+        ":",
+        "Type",
+        ")",
+    ]
 
 
 def test_dotted_names_are_one_identifier_but_field_numbers_are_not():
@@ -81,14 +97,27 @@ def test_lambda_pi_sigma_are_symbols_not_identifiers():
 
 
 def test_numerals():
-    numbers = [t.text for t in code_tokens("0x1F 0b101 0o17 12 1.5 2.5e-3 1_000") if t.kind is TokenKind.NUMBER]
+    numbers = [
+        t.text
+        for t in code_tokens("0x1F 0b101 0o17 12 1.5 2.5e-3 1_000")
+        if t.kind is TokenKind.NUMBER
+    ]
     assert numbers == ["0x1F", "0b101", "0o17", "12", "1.5", "2.5e-3", "1_000"]
 
 
 def test_multi_character_symbols_and_hash_commands():
     assert texts("x := y <;> z #eval #exit #[1]") == [
-        "x", ":=", "y", "<;>", "z", "#eval", "#exit", "#[", "1", "]",
-    ]  # fmt: skip
+        "x",
+        ":=",
+        "y",
+        "<;>",
+        "z",
+        "#eval",
+        "#exit",
+        "#[",
+        "1",
+        "]",
+    ]
 
 
 def test_question_mark_tactics_are_single_identifiers():
@@ -120,9 +149,18 @@ _OTHERS = st.sampled_from(
     ["(", ")", ":", ":=", "∀", ",", "+", "≤", "42", "1.5", '"str -- x"', "'c'", "by", "<;>"]
 )
 _TRIVIA = st.sampled_from(
-    [" ", "\n", "\t", "  \n  ", " -- line comment\n", "/- block -/", "/- a /- nested -/ b -/",
-     "/-- doc -/", "\n/-! module -/\n"]
-)  # fmt: skip
+    [
+        " ",
+        "\n",
+        "\t",
+        "  \n  ",
+        " -- line comment\n",
+        "/- block -/",
+        "/- a /- nested -/ b -/",
+        "/-- doc -/",
+        "\n/-! module -/\n",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -130,7 +168,9 @@ _TRIVIA = st.sampled_from(
 def test_comments_and_whitespace_never_change_the_code_tokens(pieces, data):
     plain = " ".join(pieces)
     separators = [data.draw(_TRIVIA) for _ in pieces]
-    decorated = "".join(piece + separator for piece, separator in zip(pieces, separators, strict=True))
+    decorated = "".join(
+        piece + separator for piece, separator in zip(pieces, separators, strict=True)
+    )
     assert texts(decorated) == texts(plain)
 
 

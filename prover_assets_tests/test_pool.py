@@ -52,9 +52,15 @@ def real_rows():
 
 def spec(**overrides) -> PoolSpec:
     fields = {
-        "dataset": "test/pool", "revision": "r", "shards": [{"path": "x", "sha256": "0" * 64}],
-        "seed": 20261012, "candidates": 100_000, "size": 10, "workers": 1, "batch_rows": 1000,
-    }  # fmt: skip
+        "dataset": "test/pool",
+        "revision": "r",
+        "shards": [{"path": "x", "sha256": "0" * 64}],
+        "seed": 20261012,
+        "candidates": 100_000,
+        "size": 10,
+        "workers": 1,
+        "batch_rows": 1000,
+    }
     fields.update(overrides)
     return PoolSpec(**fields)
 
@@ -71,7 +77,9 @@ def plants(eval_problems) -> list[dict]:
     renamed = theorem_of(by_id["mathd_algebra_478"]).replace("mathd_algebra_478", "pool_thm_one", 1)
 
     source = theorem_of(by_id["amc12a_2002_p6"])
-    alpha = re.sub(r"\bm\b", "k", re.sub(r"\bp\b", "q", source)).replace("amc12a_2002_p6", "pool_thm_two", 1)
+    alpha = re.sub(r"\bm\b", "k", re.sub(r"\bp\b", "q", source)).replace(
+        "amc12a_2002_p6", "pool_thm_two", 1
+    )
     # The bound names differ, so the plain signature hash cannot see it; only alpha_sha can.
     assert statement_sha(alpha) != by_id["amc12a_2002_p6"].statement_sha
     assert alpha_sha(alpha) == by_id["amc12a_2002_p6"].alpha_sha
@@ -79,29 +87,52 @@ def plants(eval_problems) -> list[dict]:
     embedding = "theorem imo_1969_p2_generalised (a b : ℕ) (h : a + b = 7) : b + a = 7 := by sorry"
 
     informal_source = by_id["mathd_numbertheory_233"].informal_prefix
-    respaced = informal_source.replace("$", "$ ").replace(" = ", "=").replace("\\equiv", "\\, \\equiv\\;")
+    respaced = (
+        informal_source.replace("$", "$ ").replace(" = ", "=").replace("\\equiv", "\\, \\equiv\\;")
+    )
     assert respaced != informal_source
     assert informal_tokens(respaced) == informal_tokens(informal_source)
 
     scored = build_decontamination_sets(minif2f + mobench, [], long_ngram=13, short_ngram=8)
     mobench_text = next(
-        u.informal_prefix for u in unsupported
+        u.informal_prefix
+        for u in unsupported
         if not ngram_hashes(informal_tokens(u.informal_prefix), 8) & scored.scored_short
     )  # an unsupported problem's text that only the all-MOBench layer knows
     return [
-        {"problem_id": "planted-statement", "formal_statement": POOL_HEADER + renamed,
-         "informal_statement": None, "source": "planted"},
-        {"problem_id": "planted-alpha", "formal_statement": POOL_HEADER + alpha,
-         "informal_statement": None, "source": "planted"},
-        {"problem_id": "planted-name", "formal_statement": POOL_HEADER + embedding,
-         "informal_statement": None, "source": "planted"},
-        {"problem_id": "planted-informal",
-         "formal_statement": POOL_HEADER + "theorem pool_thm_four (x : ℕ) (h : x % 7 = 3) : (x + 7) % 7 = 3 := by sorry",
-         "informal_statement": respaced, "source": "planted"},
-        {"problem_id": "planted-mobench",
-         "formal_statement": POOL_HEADER + "theorem pool_thm_five (y : ℤ) (h : y = 2) : y * y = 4 := by sorry",
-         "informal_statement": mobench_text, "source": "planted"},
-    ]  # fmt: skip
+        {
+            "problem_id": "planted-statement",
+            "formal_statement": POOL_HEADER + renamed,
+            "informal_statement": None,
+            "source": "planted",
+        },
+        {
+            "problem_id": "planted-alpha",
+            "formal_statement": POOL_HEADER + alpha,
+            "informal_statement": None,
+            "source": "planted",
+        },
+        {
+            "problem_id": "planted-name",
+            "formal_statement": POOL_HEADER + embedding,
+            "informal_statement": None,
+            "source": "planted",
+        },
+        {
+            "problem_id": "planted-informal",
+            "formal_statement": POOL_HEADER
+            + "theorem pool_thm_four (x : ℕ) (h : x % 7 = 3) : (x + 7) % 7 = 3 := by sorry",
+            "informal_statement": respaced,
+            "source": "planted",
+        },
+        {
+            "problem_id": "planted-mobench",
+            "formal_statement": POOL_HEADER
+            + "theorem pool_thm_five (y : ℤ) (h : y = 2) : y * y = 4 := by sorry",
+            "informal_statement": mobench_text,
+            "source": "planted",
+        },
+    ]
 
 
 def build(rows, tmp_path, sets, **spec_overrides):
@@ -109,7 +140,9 @@ def build(rows, tmp_path, sets, **spec_overrides):
     return build_pool_candidates(paths, spec(**spec_overrides), sets)
 
 
-def test_each_planted_contaminant_is_caught_by_its_own_layer(real_rows, eval_problems, sets, tmp_path):
+def test_each_planted_contaminant_is_caught_by_its_own_layer(
+    real_rows, eval_problems, sets, tmp_path
+):
     rows = real_rows[:2000] + real_rows[-600:]  # Lean Workbook and the texts with informal parts
     clean = build(rows, tmp_path / "clean", sets).counts
     planted = plants(eval_problems)
@@ -136,21 +169,47 @@ def test_counts_reconcile_on_real_rows(real_rows, sets, tmp_path):
 
 def test_unsupported_and_malformed_rows_are_counted_by_reason(sets, tmp_path):
     rows = [
-        {"problem_id": "a", "formal_statement": POOL_HEADER + "theorem a : True := by trivial",
-         "informal_statement": None, "source": "s"},
-        {"problem_id": "b", "formal_statement": POOL_HEADER + "def f := 1\ntheorem b : f = 1 := by sorry",
-         "informal_statement": None, "source": "s"},
-        {"problem_id": "c", "formal_statement": POOL_HEADER + "theorem c : True := by sorry" + " " * 4000,
-         "informal_statement": None, "source": "s"},
-        {"problem_id": "d", "formal_statement": POOL_HEADER + "theorem d (sorry_x : ℕ) : sorry_x = sorry_x := by sorry",
-         "informal_statement": None, "source": "s"},
-        {"problem_id": "e", "formal_statement": POOL_HEADER + "theorem e (n : ℕ) : n = n := by sorry",
-         "informal_statement": None, "source": "s"},
-    ]  # fmt: skip
+        {
+            "problem_id": "a",
+            "formal_statement": POOL_HEADER + "theorem a : True := by trivial",
+            "informal_statement": None,
+            "source": "s",
+        },
+        {
+            "problem_id": "b",
+            "formal_statement": POOL_HEADER + "def f := 1\ntheorem b : f = 1 := by sorry",
+            "informal_statement": None,
+            "source": "s",
+        },
+        {
+            "problem_id": "c",
+            "formal_statement": POOL_HEADER + "theorem c : True := by sorry" + " " * 4000,
+            "informal_statement": None,
+            "source": "s",
+        },
+        {
+            "problem_id": "d",
+            "formal_statement": POOL_HEADER
+            + "theorem d (sorry_x : ℕ) : sorry_x = sorry_x := by sorry",
+            "informal_statement": None,
+            "source": "s",
+        },
+        {
+            "problem_id": "e",
+            "formal_statement": POOL_HEADER + "theorem e (n : ℕ) : n = n := by sorry",
+            "informal_statement": None,
+            "source": "s",
+        },
+    ]
     result = build(rows, tmp_path, sets)
     counts = result.counts
-    assert (counts.not_bare_statement, dict(counts.unsupported_shape), counts.too_long,
-            counts.sorry_not_once, counts.written) == (1, {"def": 1}, 1, 1, 1)  # fmt: skip
+    assert (
+        counts.not_bare_statement,
+        dict(counts.unsupported_shape),
+        counts.too_long,
+        counts.sorry_not_once,
+        counts.written,
+    ) == (1, {"def": 1}, 1, 1, 1)
     assert [p.problem_id for p in result.candidates] == ["e"]
 
 
@@ -165,17 +224,34 @@ def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, tmp_p
     reference = build(rows, tmp_path / "a", sets, candidates=300)
     shuffled = list(rows)
     random.Random(5).shuffle(shuffled)
-    other = build(shuffled, tmp_path / "b", sets, candidates=300,
-                  shard_args={"shards": 3, "row_group_size": 333})  # fmt: skip
+    other = build(
+        shuffled,
+        tmp_path / "b",
+        sets,
+        candidates=300,
+        shard_args={"shards": 3, "row_group_size": 333},
+    )
     assert [p.problem_id for p in other.candidates] == [p.problem_id for p in reference.candidates]
     assert other.counts.to_json() == reference.counts.to_json()
 
 
 def test_two_worker_processes_give_the_same_candidates(real_rows, sets, tmp_path):
     rows = real_rows[:4000]
-    one = build(rows, tmp_path / "one", sets, candidates=300, shard_args={"shards": 2, "row_group_size": 500})
-    two = build(rows, tmp_path / "two", sets, candidates=300, workers=2,
-                shard_args={"shards": 2, "row_group_size": 500})  # fmt: skip
+    one = build(
+        rows,
+        tmp_path / "one",
+        sets,
+        candidates=300,
+        shard_args={"shards": 2, "row_group_size": 500},
+    )
+    two = build(
+        rows,
+        tmp_path / "two",
+        sets,
+        candidates=300,
+        workers=2,
+        shard_args={"shards": 2, "row_group_size": 500},
+    )
     assert [p.problem_id for p in two.candidates] == [p.problem_id for p in one.candidates]
 
 
@@ -188,8 +264,12 @@ def test_wrong_shard_sha256_raises_before_reading(tmp_path):
 
 
 def test_duplicate_problem_ids_in_the_kept_set_raise(sets, tmp_path):
-    row = {"problem_id": "same", "formal_statement": POOL_HEADER + "theorem s (n : ℕ) : n = n := by sorry",
-           "informal_statement": None, "source": "s"}  # fmt: skip
+    row = {
+        "problem_id": "same",
+        "formal_statement": POOL_HEADER + "theorem s (n : ℕ) : n = n := by sorry",
+        "informal_statement": None,
+        "source": "s",
+    }
     other = dict(row, formal_statement=row["formal_statement"].replace("n = n", "n + 0 = n"))
     with pytest.raises(PoolInputError, match="duplicate problem_id"):
         build([row, other], tmp_path, sets)
@@ -197,8 +277,19 @@ def test_duplicate_problem_ids_in_the_kept_set_raise(sets, tmp_path):
 
 def test_missing_column_is_a_clear_error(sets, tmp_path):
     with pytest.raises(PoolInputError, match="missing columns"):
-        build([{"problem_id": "a", "formal_statement": "x", "informal_statement": None, "source": "s"}],
-              tmp_path, sets, columns={"problem_id": "id"})  # fmt: skip
+        build(
+            [
+                {
+                    "problem_id": "a",
+                    "formal_statement": "x",
+                    "informal_statement": None,
+                    "source": "s",
+                }
+            ],
+            tmp_path,
+            sets,
+            columns={"problem_id": "id"},
+        )
 
 
 KILL_SCRIPT = """
@@ -218,13 +309,21 @@ publish_records({out!r}, build.candidates)
 
 
 def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(real_rows, sets, tmp_path):
-    shards = [str(p) for p in write_shards(real_rows[:5000], tmp_path / "shards", shards=4, row_group_size=250)]
+    shards = [
+        str(p)
+        for p in write_shards(real_rows[:5000], tmp_path / "shards", shards=4, row_group_size=250)
+    ]
     (tmp_path / "sets.json").write_text(json.dumps(sets.to_json()))
     pool_spec = spec(candidates=400).model_dump()
     (tmp_path / "spec.json").write_text(json.dumps(pool_spec))
     out = tmp_path / "train_pool_candidates.jsonl"
-    script = KILL_SCRIPT.format(root=str(Path(__file__).parents[1]), sets=str(tmp_path / "sets.json"),
-                                spec=str(tmp_path / "spec.json"), shards=shards, out=str(out))  # fmt: skip
+    script = KILL_SCRIPT.format(
+        root=str(Path(__file__).parents[1]),
+        sets=str(tmp_path / "sets.json"),
+        spec=str(tmp_path / "spec.json"),
+        shards=shards,
+        out=str(out),
+    )
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     for line in process.stdout:
         if line.startswith("PROGRESS"):

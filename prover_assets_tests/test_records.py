@@ -62,18 +62,25 @@ def test_context_clipped_must_match_max_tokens_below_cap():
 
 
 def test_no_room_exactly_when_max_tokens_is_zero():
-    assert make_generation(
-        completion_ids=[], completion_text="", finish_reason="no_room", max_tokens=0
-    ).finish_reason == "no_room"
+    assert (
+        make_generation(
+            completion_ids=[], completion_text="", finish_reason="no_room", max_tokens=0
+        ).finish_reason
+        == "no_room"
+    )
     with pytest.raises(ValidationError, match="no_room"):
         make_generation(completion_ids=[], finish_reason="stop", max_tokens=0)
 
 
 def test_correction_must_have_parent_one_round_earlier_of_same_problem():
     with pytest.raises(ValidationError, match="parent"):
-        make_generation(round=1, parent=SampleKey(problem_id="other", sample_idx=0, round=0, cap_tokens=64))
+        make_generation(
+            round=1, parent=SampleKey(problem_id="other", sample_idx=0, round=0, cap_tokens=64)
+        )
     with pytest.raises(ValidationError, match="round 0"):
-        make_generation(round=0, parent=SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64))
+        make_generation(
+            round=0, parent=SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
+        )
 
 
 def test_strict_types_reject_coercion():
@@ -104,8 +111,18 @@ def test_verdict_accepted_iff_stage_accepted_and_no_reasons():
 
 def test_sft_row_lengths_must_add_up():
     with pytest.raises(ValidationError, match="prompt_len"):
-        SftRow(input_ids=[1, 2, 3], prompt_len=1, kind="first", round=0, sample_idx=0,
-               cap_tokens=8, n_completion=1, proof_sha="a" * 64, model_rev="r", problem_id="p")  # fmt: skip
+        SftRow(
+            input_ids=[1, 2, 3],
+            prompt_len=1,
+            kind="first",
+            round=0,
+            sample_idx=0,
+            cap_tokens=8,
+            n_completion=1,
+            proof_sha="a" * 64,
+            model_rev="r",
+            problem_id="p",
+        )
 
 
 # --- the store -----------------------------------------------------------------------------
@@ -273,15 +290,21 @@ def test_manifest_records_inputs_outputs_and_real_git_commit(tmp_path):
     output = tmp_path / "out.txt"
     output.write_text("world")
     manifest = build_manifest(
-        asset="x", inputs=[source], outputs=[output], config={"k": 1}, counts={"n": 2},
+        asset="x",
+        inputs=[source],
+        outputs=[output],
+        config={"k": 1},
+        counts={"n": 2},
         started_at="2026-01-01T00:00:00+00:00",
-    )  # fmt: skip
+    )
     write_manifest(tmp_path, manifest)
     read = read_manifest(tmp_path)
     assert read["inputs"] == [{"path": str(source), "sha256": sha256_text("hello"), "bytes": 5}]
     assert read["outputs"][0]["sha256"] == sha256_text("world")
     expected = subprocess.run(
-        ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
     )
     if expected.returncode == 0:
         assert read["code"]["commit"] == expected.stdout.strip()

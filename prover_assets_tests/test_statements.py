@@ -51,9 +51,11 @@ def test_parse_supported_statement_reports_header_and_name():
     assert parsed.reason is None
     assert parsed.theorem_name == "foo_bar"
     assert parsed.header_commands == (
-        "import Mathlib", "import Aesop", "set_option maxHeartbeats 0",
+        "import Mathlib",
+        "import Aesop",
+        "set_option maxHeartbeats 0",
         "open BigOperators Real Nat Topology Rat",
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(

@@ -40,14 +40,51 @@ HEADER_KEYWORDS = frozenset({"import", "set_option", "open"})
 # makes it unsupported, with the keyword as the reason.
 COMMAND_KEYWORDS = frozenset(
     {
-        "theorem", "lemma", "def", "abbrev", "structure", "inductive", "variable", "instance",
-        "notation", "class", "namespace", "section", "noncomputable", "universe", "attribute",
-        "macro", "macro_rules", "syntax", "elab", "elab_rules", "example", "axiom", "opaque",
-        "local", "scoped", "infix", "infixl", "infixr", "prefix", "postfix", "private",
-        "protected", "mutual", "deriving", "import", "set_option", "open", "end", "unsafe",
-        "partial", "initialize", "builtin_initialize", "declare_syntax_cat",
+        "theorem",
+        "lemma",
+        "def",
+        "abbrev",
+        "structure",
+        "inductive",
+        "variable",
+        "instance",
+        "notation",
+        "class",
+        "namespace",
+        "section",
+        "noncomputable",
+        "universe",
+        "attribute",
+        "macro",
+        "macro_rules",
+        "syntax",
+        "elab",
+        "elab_rules",
+        "example",
+        "axiom",
+        "opaque",
+        "local",
+        "scoped",
+        "infix",
+        "infixl",
+        "infixr",
+        "prefix",
+        "postfix",
+        "private",
+        "protected",
+        "mutual",
+        "deriving",
+        "import",
+        "set_option",
+        "open",
+        "end",
+        "unsafe",
+        "partial",
+        "initialize",
+        "builtin_initialize",
+        "declare_syntax_cat",
     }
-)  # fmt: skip
+)
 
 _OPENING = {"(": ")", "{": "}", "[": "]", "⦃": "⦄", "⟨": "⟩"}
 _CLOSING = frozenset(_OPENING.values())
@@ -165,9 +202,7 @@ def parse_statement(text: str) -> ParsedStatement:
         return ParsedStatement(False, f"lex_error:{exc}", None, "")
     body_start, spans, header_reason = _header_end(tokens)
     header = text[tokens[spans[0][0]].start : tokens[spans[-1][1] - 1].end] if spans else ""
-    header_commands = tuple(
-        text[tokens[s].start : tokens[e - 1].end] for s, e in spans
-    )
+    header_commands = tuple(text[tokens[s].start : tokens[e - 1].end] for s, e in spans)
     theorem_index: int | None = None
     reason = header_reason
     for index in range(body_start, len(tokens)):

@@ -61,8 +61,9 @@ def ngram_hashes(tokens: Sequence[str], n: int) -> set[int]:
     return hashes
 
 
-def name_matches(candidate_names: Iterable[str], eval_names: frozenset[str],
-                 embedded: re.Pattern[str] | None) -> bool:  # fmt: skip
+def name_matches(
+    candidate_names: Iterable[str], eval_names: frozenset[str], embedded: re.Pattern[str] | None
+) -> bool:
     """Layer 3: a normalised name equal to an evaluation name, or containing a long one."""
     for name in candidate_names:
         normalised = normalise_name(name)
@@ -89,7 +90,9 @@ class DecontaminationSets:
 
     def embedded_pattern(self) -> re.Pattern[str] | None:
         """One alternation of the evaluation names long enough to count when embedded."""
-        names = sorted((n for n in self.names if len(n) >= MIN_EMBEDDED_NAME), key=lambda n: (-len(n), n))
+        names = sorted(
+            (n for n in self.names if len(n) >= MIN_EMBEDDED_NAME), key=lambda n: (-len(n), n)
+        )
         return re.compile("|".join(map(re.escape, names))) if names else None
 
     def to_json(self) -> dict[str, Any]:

@@ -129,4 +129,3 @@ def load_mobench(path: str | Path) -> tuple[list[Problem], list[Unsupported]]:
 
 def reason_histogram(unsupported: list[Unsupported]) -> dict[str, int]:
     return dict(Counter(item.reason.split(":")[0] for item in unsupported).most_common())
-

@@ -89,12 +89,19 @@ class PoolCounts:
 
     def dropped(self) -> int:
         return (
-            self.not_bare_statement + sum(self.unsupported_shape.values()) + self.too_long
-            + self.sorry_not_once + self.decontam_statement_sha + self.decontam_alpha_sha
-            + self.decontam_name + self.beyond_k + self.decontam_informal_long
-            + self.decontam_informal_short + self.decontam_mobench_informal
+            self.not_bare_statement
+            + sum(self.unsupported_shape.values())
+            + self.too_long
+            + self.sorry_not_once
+            + self.decontam_statement_sha
+            + self.decontam_alpha_sha
+            + self.decontam_name
+            + self.beyond_k
+            + self.decontam_informal_long
+            + self.decontam_informal_short
+            + self.decontam_mobench_informal
             + self.duplicate_statement
-        )  # fmt: skip
+        )
 
     def reconciles(self) -> bool:
         return self.rows_in == self.written + self.dropped()
@@ -103,6 +110,7 @@ class PoolCounts:
         data: dict[str, Any] = dict(vars(self))
         data["unsupported_shape"] = dict(sorted(self.unsupported_shape.items()))
         data["unsupported_shape_total"] = sum(self.unsupported_shape.values())
+        data["dropped"] = self.dropped()
         return data
 
 
@@ -145,9 +153,15 @@ def check_shards(shards: Sequence[tuple[Path, str]]) -> dict[str, str]:
 
 
 def _screen(
-    problem_id: str, text: str, source: str, informal: str | None,
-    spec: PoolSpec, sets: DecontaminationSets, embedded: re.Pattern[str] | None, counts: PoolCounts,
-) -> _Ranked | None:  # fmt: skip
+    problem_id: str,
+    text: str,
+    source: str,
+    informal: str | None,
+    spec: PoolSpec,
+    sets: DecontaminationSets,
+    embedded: re.Pattern[str] | None,
+    counts: PoolCounts,
+) -> _Ranked | None:
     """Layers up to 3; None (and the reason counted) when the row is dropped."""
     markers = list(BY_MARKER.finditer(text))
     if len(markers) != 1 or not _BARE_TAIL.fullmatch(text, markers[0].end()):
@@ -225,8 +239,11 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
     assert sets is not None
     spec = task.spec
     columns = spec.columns
-    wanted = [c for c in (columns.problem_id, columns.formal_statement, columns.informal,
-                          columns.source) if c is not None]  # fmt: skip
+    wanted = [
+        c
+        for c in (columns.problem_id, columns.formal_statement, columns.informal, columns.source)
+        if c is not None
+    ]
     embedded = sets.embedded_pattern()
     counts = PoolCounts()
     heap: list[tuple[bytes, _Ranked]] = []  # max-heap by key via inverted bytes
@@ -250,8 +267,9 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
                     f"{task.path}: a row has problem_id {problem_id!r} and a non-string or "
                     "null statement; the pool's columns must be strings"
                 )
-            ranked = _screen(problem_id, text, source or task.dataset, informal, spec, sets,
-                             embedded, counts)  # fmt: skip
+            ranked = _screen(
+                problem_id, text, source or task.dataset, informal, spec, sets, embedded, counts
+            )
             if ranked is None:
                 continue
             inverted = bytes(255 - b for b in ranked.key)
@@ -275,7 +293,9 @@ def _plan(paths: Sequence[Path], spec: PoolSpec, dataset: str) -> tuple[list[_Sc
         # A few tasks per worker so that the pool balances; each task keeps its own top K.
         per_task = max(1, len(groups) // (spec.workers * 4) or 1)
         for start in range(0, len(groups), per_task):
-            tasks.append(_ScanTask(str(path), tuple(groups[start : start + per_task]), spec, dataset))
+            tasks.append(
+                _ScanTask(str(path), tuple(groups[start : start + per_task]), spec, dataset)
+            )
     return tasks, total_rows
 
 
@@ -317,8 +337,10 @@ def build_pool_candidates(
             progress(counts.rows_in, total_rows)
         log.info(
             "pool: %d / %d rows screened (%.0f rows/s)",
-            counts.rows_in, total_rows, counts.rows_in / max(time.monotonic() - started, 1e-9),
-        )  # fmt: skip
+            counts.rows_in,
+            total_rows,
+            counts.rows_in / max(time.monotonic() - started, 1e-9),
+        )
 
     if spec.workers == 1 or len(tasks) == 1:
         for task in tasks:
@@ -326,9 +348,11 @@ def build_pool_candidates(
     else:
         # spawn, not fork: the caller may hold threads (Dagster, a web server).
         with ProcessPoolExecutor(
-            max_workers=spec.workers, mp_context=get_context("spawn"),
-            initializer=_init_worker, initargs=(sets,),
-        ) as executor:  # fmt: skip
+            max_workers=spec.workers,
+            mp_context=get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(sets,),
+        ) as executor:
             for future in as_completed([executor.submit(_scan, task) for task in tasks]):
                 collect(future.result())
 

@@ -31,9 +31,19 @@ __all__ = [
 
 MANIFEST_NAME = "manifest.json"
 _PINNED_LIBRARIES = (
-    "prover-assets", "dagster", "torch", "transformers", "peft", "accelerate", "tokenizers",
-    "vllm", "pyarrow", "pandas", "numpy", "pydantic",
-)  # fmt: skip
+    "prover-assets",
+    "dagster",
+    "torch",
+    "transformers",
+    "peft",
+    "accelerate",
+    "tokenizers",
+    "vllm",
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "pydantic",
+)
 _REQUIRED_KEYS = frozenset(
     {"asset", "inputs", "outputs", "config", "counts", "code", "pins", "started_at", "finished_at"}
 )
@@ -57,12 +67,18 @@ def git_revision(source_dir: str | None = None) -> GitRevision:
     try:
         commit = subprocess.run(
             ["git", "-C", folder, "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
         status = subprocess.run(
             ["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
     except FileNotFoundError:
         return GitRevision(None, None, "git is not installed")
     except subprocess.CalledProcessError as exc:

@@ -147,7 +147,9 @@ class Generation(_Record):
             or self.parent.round != self.round - 1
             or self.parent.cap_tokens != self.cap_tokens
         ):
-            raise ValueError("parent must be a sample of the same problem and cap, one round earlier")
+            raise ValueError(
+                "parent must be a sample of the same problem and cap, one round earlier"
+            )
         if self.messages[-1].role != "user":
             raise ValueError("the last message of a prompt must be the user's")
         return self

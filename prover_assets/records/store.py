@@ -100,8 +100,10 @@ def iter_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key)
     for number, raw, terminated in _lines(path):
         if not terminated:
             raise RecordError(
-                path, number, "unterminated last line (a writer crashed mid-write); "
-                "reopen the stream for resume to drop it"
+                path,
+                number,
+                "unterminated last line (a writer crashed mid-write); "
+                "reopen the stream for resume to drop it",
             )
         if not raw.strip():
             raise RecordError(path, number, "empty line")
@@ -150,7 +152,10 @@ class Appender(Generic[R]):
             if not terminated:
                 log.warning(
                     "%s:%d: dropping an unterminated last line of %d bytes (a writer crashed "
-                    "mid-write)", self.path, number, len(raw)
+                    "mid-write)",
+                    self.path,
+                    number,
+                    len(raw),
                 )
                 self.torn_dropped = 1
                 break

@@ -1,0 +1,47 @@
+# prover-assets: `make demo` (the whole loop on CPU) and `make test` (the CPU test suite) do
+# all the set-up from a fresh clone. `make ui` serves the asset graph on 127.0.0.1.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?= configs/demo.yaml
+HOST ?= 127.0.0.1
+PORT ?= 3000
+PYTEST_ARGS ?=
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+
+.PHONY: install test demo ui lint benchmarks clean-demo
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned to the CPU wheel on disk: a bare `torch` requirement on a machine without
+# torch would pull a multi-GB CUDA build. A GPU environment keeps the torch it already has.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	PROVER_ASSETS_CONFIG=configs/demo.yaml $(BIN)/python -m prover_assets.demo
+
+ui: install $(DAGSTER_HOME)/dagster.yaml
+	PROVER_ASSETS_CONFIG=$(CONFIG) $(BIN)/dagster dev -h $(HOST) -p $(PORT) -w workspace.yaml
+
+lint: install
+	$(BIN)/ruff check prover_assets prover_assets_tests benchmarks scripts
+	$(BIN)/ruff format --check prover_assets prover_assets_tests benchmarks scripts
+
+benchmarks: install
+	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+clean-demo:
+	rm -rf .prover_data/demo

@@ -1,0 +1,151 @@
+"""Problem assets: the evaluation sets, the decontamination sets, the pool's ranked candidates."""
+
+import time
+
+import dagster as dg
+
+from prover_assets.assets.metadata import histogram, manifest_metadata
+from prover_assets.config import ExperimentSpec
+from prover_assets.problems.stages import (
+    materialize_decontamination_sets,
+    materialize_eval_set,
+    materialize_pool_candidates,
+)
+from prover_assets.resources import ExperimentResource
+
+__all__ = [
+    "DECONTAMINATION_KEY",
+    "GROUP",
+    "POOL_CANDIDATES_KEY",
+    "eval_set_key",
+    "problem_assets",
+]
+
+GROUP = "problems"
+DECONTAMINATION_KEY = dg.AssetKey(["decontamination_sets"])
+POOL_CANDIDATES_KEY = dg.AssetKey(["train_pool_candidates"])
+
+
+def eval_set_key(name: str) -> dg.AssetKey:
+    return dg.AssetKey(["eval_problems", name])
+
+
+def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=eval_set_key(name),
+        group_name=GROUP,
+        kinds={"jsonl"},
+        description=f"The {name} evaluation problems, normalised by Goedel's rule made safe.",
+    )
+    def eval_problems(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+        spec = experiment.model(built)
+        result = materialize_eval_set(
+            name, spec.eval_sets[name], experiment.asset_dir(context.asset_key)
+        )
+        counts = result.counts
+        context.log.info(
+            f"{name}: {counts['rows_in']} rows, {counts['supported']} supported, "
+            f"{counts['unsupported']} unsupported, {counts['written']} written"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "rows_in": counts["rows_in"],
+                "supported": counts["supported"],
+                "unsupported": counts["unsupported"],
+                "problems": dg.MetadataValue.int(counts["written"]),
+                "unsupported_reasons": histogram(counts["unsupported_reasons"] or {"(none)": 0}),
+            }
+        )
+
+    return eval_problems
+
+
+def _decontamination_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=DECONTAMINATION_KEY,
+        group_name=GROUP,
+        deps=[eval_set_key(name) for name in built.eval_sets],
+        kinds={"json"},
+        description="Statement hashes, names and informal n-grams of the scored evaluation sets "
+        "(and every MOBench informal text) that the training pool must not contain.",
+    )
+    def decontamination_sets(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+        spec = experiment.model(built)
+        scored = {name: experiment.asset_dir(eval_set_key(name)) for name in spec.eval_sets}
+        mobench = next(
+            (scored[name] for name, s in spec.eval_sets.items() if s.format == "mobench"), None
+        )
+        result = materialize_decontamination_sets(
+            scored, mobench, experiment.asset_dir(context.asset_key), spec.pool
+        )
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                **{k: dg.MetadataValue.int(v) for k, v in result.counts.items()},
+            }
+        )
+
+    return decontamination_sets
+
+
+def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=POOL_CANDIDATES_KEY,
+        group_name=GROUP,
+        deps=[DECONTAMINATION_KEY],
+        kinds={"parquet", "jsonl"},
+        description="The pool's shards streamed, filtered, decontaminated (layers 1-4) and "
+        "ranked by sha256(seed|problem_id); the K smallest, in rank order.",
+    )
+    def train_pool_candidates(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+        spec = experiment.model(built)
+        started = time.monotonic()
+        last_report = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            elapsed = time.monotonic() - started
+            if elapsed - last_report[0] < 10 and done < total:
+                return
+            last_report[0] = elapsed
+            rate = done / max(elapsed, 1e-9)
+            eta = (total - done) / rate if rate else float("inf")
+            context.log.info(
+                f"pool: {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f} s)"
+            )
+
+        result = materialize_pool_candidates(
+            spec.pool,
+            experiment.asset_dir(DECONTAMINATION_KEY),
+            experiment.asset_dir(context.asset_key),
+            progress=progress,
+        )
+        counts = result.counts
+        drops = {
+            key: value
+            for key, value in counts.items()
+            if isinstance(value, int)
+            and key not in ("rows_in", "written", "without_informal", "unsupported_shape_total")
+        }
+        drops.update({f"unsupported_shape:{k}": v for k, v in counts["unsupported_shape"].items()})
+        elapsed = time.monotonic() - started
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "rows_in": dg.MetadataValue.int(counts["rows_in"]),
+                "candidates": dg.MetadataValue.int(counts["written"]),
+                "dropped_by_layer": histogram(drops, key="layer"),
+                "counts": dg.MetadataValue.json(counts),
+                "rows_per_s": dg.MetadataValue.float(counts["rows_in"] / max(elapsed, 1e-9)),
+            }
+        )
+
+    return train_pool_candidates
+
+
+def problem_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    return [
+        *(_eval_set_asset(name, built) for name in built.eval_sets),
+        _decontamination_asset(built),
+        _pool_candidates_asset(built),
+    ]

@@ -1,0 +1,50 @@
+"""The one place that assembles the asset graph, from the run config the user launches with.
+
+The graph's shape (evaluation sets, caps, rounds) comes from the config file named by
+PROVER_ASSETS_CONFIG (default: configs/p2.yaml, the registered experiment); the same file is
+the run config of `dagster job launch -c`. Loading imports no torch or vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from prover_assets.assets.problems import problem_assets
+from prover_assets.checks.problems import problem_checks
+from prover_assets.config import RunConfig, load_run_config
+from prover_assets.jobs import build_jobs
+from prover_assets.resources import ExperimentResource, GpuResource, LeanSettingsResource
+
+__all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "build_definitions", "config_path", "defs"]
+
+CONFIG_ENV = "PROVER_ASSETS_CONFIG"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "p2.yaml"
+
+
+def config_path() -> Path:
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "experiment": ExperimentResource(spec=config.experiment.model_dump(mode="json")),
+        "lean": LeanSettingsResource(settings=config.lean.model_dump(mode="json")),
+        "gpu": GpuResource(settings=config.gpu.model_dump(mode="json")),
+    }
+
+
+def build_definitions(path: str | Path) -> dg.Definitions:
+    config = load_run_config(path)
+    spec = config.experiment
+    return dg.Definitions(
+        assets=[*problem_assets(spec)],
+        asset_checks=[*problem_checks(spec)],
+        jobs=build_jobs(),
+        resources=build_resources(config),
+    )
+
+
+defs = build_definitions(config_path())

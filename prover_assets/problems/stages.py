@@ -1,0 +1,218 @@
+"""The problem-side steps as whole operations: inputs in, outputs and manifest out.
+
+Each step checks its inputs' sha256 before reading, reuses an output that is complete and
+current, refuses a stale one, and publishes atomically (manifest last).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prover_assets.config import EvalSetSpec, PoolSpec, resolve_path
+from prover_assets.problems.decontamination import DecontaminationSets, build_decontamination_sets
+from prover_assets.problems.eval_sets import Unsupported, load_minif2f, load_mobench
+from prover_assets.problems.pool import Progress, build_pool_candidates, check_shards
+from prover_assets.records import (
+    Problem,
+    build_manifest,
+    now_utc,
+    publish_records,
+    publish_text,
+    read_records,
+    sha256_file,
+    write_manifest,
+)
+from prover_assets.records.outputs import current_manifest
+
+__all__ = [
+    "CANDIDATES_FILE",
+    "PROBLEMS_FILE",
+    "SETS_FILE",
+    "UNSUPPORTED_FILE",
+    "InputChecksumError",
+    "StepResult",
+    "materialize_decontamination_sets",
+    "materialize_eval_set",
+    "materialize_pool_candidates",
+]
+
+log = logging.getLogger(__name__)
+
+PROBLEMS_FILE = "problems.jsonl"
+UNSUPPORTED_FILE = "unsupported.json"
+SETS_FILE = "decontamination_sets.json"
+CANDIDATES_FILE = "train_pool_candidates.jsonl"
+
+
+class InputChecksumError(ValueError):
+    pass
+
+
+@dataclass
+class StepResult:
+    folder: Path
+    manifest: dict[str, Any]
+    reused: bool  # the output was already complete and current
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def _checked_input(path_text: str, expected_sha: str, where: str) -> tuple[Path, str]:
+    path = resolve_path(path_text, where)
+    if not path.is_file():
+        raise InputChecksumError(f"{where}: {path} does not exist")
+    digest = sha256_file(path)
+    if digest != expected_sha:
+        raise InputChecksumError(
+            f"{where}: {path} has sha256 {digest}, the config records {expected_sha}; "
+            "nothing was read or written"
+        )
+    return path, digest
+
+
+def _reuse(folder: Path, inputs: dict[str, str], config: dict[str, Any]) -> StepResult | None:
+    manifest = current_manifest(folder, inputs=inputs, config=config)
+    if manifest is None:
+        return None
+    log.info("%s is complete and current; reusing it", folder)
+    return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+
+
+def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResult:
+    """problems.jsonl (and, for MOBench, unsupported.json with one reason per exclusion)."""
+    source, digest = _checked_input(spec.file.path, spec.file.sha256, f"eval_sets.{name}.file")
+    config = spec.model_dump(mode="json")
+    inputs = {"source": digest}
+    if (reused := _reuse(folder, inputs, config)) is not None:
+        return reused
+    started = now_utc()
+    unsupported: list[Unsupported] = []
+    if spec.format == "minif2f":
+        problems = load_minif2f(source)
+    else:
+        problems, unsupported = load_mobench(source)
+    rows_in = len(problems) + len(unsupported)
+    if spec.limit is not None:
+        problems = problems[: spec.limit]
+    outputs = [folder / PROBLEMS_FILE]
+    publish_records(folder / PROBLEMS_FILE, problems)
+    if spec.format == "mobench":
+        publish_text(
+            folder / UNSUPPORTED_FILE,
+            json.dumps([vars(item) for item in unsupported], indent=1, ensure_ascii=False) + "\n",
+        )
+        outputs.append(folder / UNSUPPORTED_FILE)
+    supported = rows_in - len(unsupported)
+    counts = {
+        "rows_in": rows_in,
+        "supported": supported,
+        "unsupported": len(unsupported),
+        "limited_out": supported - len(problems),  # a configured limit (the demo's)
+        "written": len(problems),
+        "unsupported_reasons": dict(Counter(u.reason.split(":")[0] for u in unsupported)),
+    }
+    manifest = build_manifest(
+        asset=f"eval_problems/{name}",
+        inputs=[source],
+        outputs=outputs,
+        config=config,
+        counts=counts,
+        started_at=started,
+        extra={"input_digests": inputs},
+    )
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)
+
+
+def materialize_decontamination_sets(
+    scored_dirs: dict[str, Path], mobench_dir: Path | None, folder: Path, pool: PoolSpec
+) -> StepResult:
+    """The hashes, names and informal n-grams the pool must not contain."""
+    files = {name: d / PROBLEMS_FILE for name, d in scored_dirs.items()}
+    if mobench_dir is not None:
+        files["mobench_unsupported"] = mobench_dir / UNSUPPORTED_FILE
+    inputs = {name: sha256_file(path) for name, path in files.items()}
+    config = {"long_ngram": pool.informal_long_ngram, "short_ngram": pool.informal_short_ngram}
+    if (reused := _reuse(folder, inputs, config)) is not None:
+        return reused
+    started = now_utc()
+    scored: list[Problem] = []
+    for directory in scored_dirs.values():
+        scored.extend(read_records(directory / PROBLEMS_FILE, Problem))
+    mobench_informal: list[str] = []
+    if mobench_dir is not None:
+        mobench_informal += [
+            p.informal_prefix for p in read_records(mobench_dir / PROBLEMS_FILE, Problem)
+        ]
+        unsupported = json.loads((mobench_dir / UNSUPPORTED_FILE).read_text(encoding="utf-8"))
+        mobench_informal += [item["informal_prefix"] for item in unsupported]
+    sets = build_decontamination_sets(
+        scored,
+        mobench_informal,
+        long_ngram=pool.informal_long_ngram,
+        short_ngram=pool.informal_short_ngram,
+    )
+    publish_text(folder / SETS_FILE, json.dumps(sets.to_json()) + "\n")
+    counts = {
+        "scored_problems": len(scored),
+        "statement_shas": len(sets.statement_shas),
+        "alpha_shas": len(sets.alpha_shas),
+        "names": len(sets.names),
+        "mobench_informal_texts": len(mobench_informal),
+    }
+    manifest = build_manifest(
+        asset="decontamination_sets",
+        inputs=list(files.values()),
+        outputs=[folder / SETS_FILE],
+        config=config,
+        counts=counts,
+        started_at=started,
+        extra={"input_digests": inputs},
+    )
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)
+
+
+def materialize_pool_candidates(
+    spec: PoolSpec, sets_dir: Path, folder: Path, *, progress: Progress | None = None
+) -> StepResult:
+    """train_pool_candidates.jsonl in rank order; every count in the manifest."""
+    shards = [
+        (resolve_path(shard.path, f"pool.shards[{i}].path"), shard.sha256)
+        for i, shard in enumerate(spec.shards)
+    ]
+    for i, (_, expected) in enumerate(shards):
+        if expected.startswith("REPLACE_ME"):
+            raise InputChecksumError(
+                f"pool.shards[{i}].sha256 is a placeholder: record the shard's LFS oid at "
+                f"revision {spec.revision} (python -m prover_assets.problems.hub)"
+            )
+    shard_digests = check_shards(shards)
+    sets_file = sets_dir / SETS_FILE
+    inputs = {
+        **{f"shard:{Path(p).name}": d for p, d in shard_digests.items()},
+        "decontamination_sets": sha256_file(sets_file),
+    }
+    config = spec.model_dump(mode="json")
+    if (reused := _reuse(folder, inputs, config)) is not None:
+        return reused
+    started = now_utc()
+    sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
+    build = build_pool_candidates([p for p, _ in shards], spec, sets, progress=progress)
+    publish_records(folder / CANDIDATES_FILE, build.candidates)
+    counts = build.counts.to_json()
+    manifest = build_manifest(
+        asset="train_pool_candidates",
+        inputs=[*(p for p, _ in shards), sets_file],
+        outputs=[folder / CANDIDATES_FILE],
+        config=config,
+        counts=counts,
+        started_at=started,
+        extra={"input_digests": inputs, "dataset": spec.dataset, "revision": spec.revision},
+    )
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)

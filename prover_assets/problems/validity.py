@@ -1,0 +1,89 @@
+"""Validity checks of the problem assets, as plain functions over their files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from prover_assets.lean.statements import parse_statement
+from prover_assets.problems.eval_sets import goedel_prompt_statement
+from prover_assets.records import Problem, iter_records, read_records
+from prover_assets.records.validity import CheckOutcome
+
+__all__ = [
+    "check_counts_reconcile",
+    "check_goedel_normalisation",
+    "check_ids_unique",
+    "check_pool_counts",
+    "check_statements_parse",
+]
+
+
+def check_counts_reconcile(counts: dict[str, Any]) -> CheckOutcome:
+    """rows in = supported + unsupported, and written = supported - limited out."""
+    reconciles = counts["rows_in"] == counts["supported"] + counts["unsupported"] and (
+        counts["written"] == counts["supported"] - counts["limited_out"]
+    )
+    return CheckOutcome(
+        reconciles,
+        f"{counts['rows_in']} in = {counts['supported']} supported + {counts['unsupported']} "
+        f"unsupported; {counts['written']} written",
+        {key: counts[key] for key in ("rows_in", "supported", "unsupported", "written")},
+    )
+
+
+def check_ids_unique(problems_file: Path) -> CheckOutcome:
+    ids = Counter(json.loads(line)["problem_id"] for line in problems_file.read_text().splitlines())
+    duplicates = sorted(problem_id for problem_id, n in ids.items() if n > 1)
+    return CheckOutcome(
+        not duplicates,
+        f"{len(ids)} ids, {len(duplicates)} duplicated",
+        {"duplicates": duplicates[:20]},
+    )
+
+
+def check_statements_parse(problems_file: Path) -> CheckOutcome:
+    failures = [
+        f"{problem.problem_id}: {parsed.reason}"
+        for problem in iter_records(problems_file, Problem)
+        if not (parsed := parse_statement(problem.formal_statement)).supported
+    ]
+    return CheckOutcome(
+        not failures, f"{len(failures)} statements do not parse", {"failures": failures[:20]}
+    )
+
+
+def check_goedel_normalisation(source_file: Path, problems_file: Path) -> CheckOutcome:
+    """Every prompt statement is byte-identical to Goedel's own `split(":= by")` rule."""
+    goedel = {}
+    for line in source_file.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        goedel[row["problem_id"]] = goedel_prompt_statement(row["lean4_code"])
+    problems = read_records(problems_file, Problem)
+    mismatched = [p.problem_id for p in problems if goedel.get(p.problem_id) != p.formal_statement]
+    return CheckOutcome(
+        not mismatched,
+        f"{len(problems) - len(mismatched)} of {len(problems)} byte-identical to Goedel's rule",
+        {"mismatched": mismatched[:20]},
+    )
+
+
+def check_pool_counts(counts: dict[str, Any], candidates_file: Path) -> CheckOutcome:
+    """rows in = candidates + every drop, and the file holds exactly the candidates counted."""
+    lines = sum(1 for _ in candidates_file.open("rb"))
+    passed = (
+        counts["rows_in"] == counts["written"] + counts["dropped"] and lines == counts["written"]
+    )
+    return CheckOutcome(
+        passed,
+        f"{counts['rows_in']} rows = {counts['written']} candidates + {counts['dropped']} dropped; "
+        f"{lines} lines in the file",
+        {
+            "rows_in": counts["rows_in"],
+            "written": counts["written"],
+            "dropped": counts["dropped"],
+            "file_lines": lines,
+        },
+    )

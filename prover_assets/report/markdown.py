@@ -1,0 +1,37 @@
+"""Markdown rendering shared by the report and the asset metadata."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["histogram_table", "markdown_table", "png_image"]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def histogram_table(counts: Mapping[str, int], *, key: str = "reason") -> str:
+    total = sum(counts.values())
+    rows = [
+        (name, count, f"{100 * count / total:.1f}%" if total else "-")
+        for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return markdown_table([key, "count", "share"], rows)
+
+
+def png_image(png: bytes, alt: str) -> str:
+    """A PNG as an inline image (a data URI), which the Dagster UI renders in markdown."""
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"

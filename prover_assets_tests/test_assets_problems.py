@@ -1,0 +1,123 @@
+"""The problem assets materialized in-process on the demo config, with their checks."""
+
+import json
+
+import pytest
+import yaml
+
+from prover_assets.definitions import build_definitions
+from prover_assets_tests.conftest import demo_run_config
+
+PROBLEM_JOB = "problems"
+
+
+def materialize(tmp_path, **spec_overrides):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(demo_run_config(tmp_path / "data", **spec_overrides)))
+    defs = build_definitions(path)
+    return defs.get_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
+
+
+def failure_text(result) -> str:
+    """The first step failure, with its cause chain (the domain error is the cause)."""
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    return failure.step_failure_data.error.to_string()
+
+
+def check_results(result):
+    return {
+        (
+            e.asset_check_evaluation_data.asset_key.to_user_string(),
+            e.asset_check_evaluation_data.check_name,
+        ): e.asset_check_evaluation_data.passed
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+
+
+def test_problem_job_materializes_and_every_check_passes(tmp_path):
+    result = materialize(tmp_path)
+    assert result.success
+    checks = check_results(result)
+    assert checks and all(checks.values()), checks
+    assert ("eval_problems/minif2f", "goedel_normalisation") in checks
+    data = tmp_path / "data"
+    assert len((data / "eval_problems/minif2f/problems.jsonl").read_text().splitlines()) == 6
+    manifest = json.loads((data / "train_pool_candidates/manifest.json").read_text())
+    assert manifest["counts"]["rows_in"] == 60
+
+
+def test_rerun_reuses_complete_and_current_outputs(tmp_path):
+    materialize(tmp_path)
+    first = (tmp_path / "data/train_pool_candidates/manifest.json").read_bytes()
+    result = materialize(tmp_path)
+    assert result.success
+    metadata = result.asset_materializations_for_node("train_pool_candidates")[0].metadata
+    assert metadata["reused_complete_output"].value is True
+    assert (tmp_path / "data/train_pool_candidates/manifest.json").read_bytes() == first
+
+
+def test_changed_config_refuses_to_overwrite_a_stale_output(tmp_path):
+    materialize(tmp_path)
+    raw = demo_run_config(tmp_path / "data")
+    raw["resources"]["experiment"]["config"]["spec"]["eval_sets"]["minif2f"]["limit"] = 5
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = (
+        build_definitions(path).get_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
+    )
+    assert not result.success
+    assert "never overwritten" in failure_text(result)
+
+
+def test_eval_file_with_wrong_sha256_fails_and_publishes_nothing(tmp_path):
+    raw = demo_run_config(tmp_path / "data")
+    raw["resources"]["experiment"]["config"]["spec"]["eval_sets"]["minif2f"]["file"]["sha256"] = (
+        "0" * 64
+    )
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = (
+        build_definitions(path).get_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
+    )
+    assert not result.success
+    assert "the config records 0000" in failure_text(result)
+    assert not (tmp_path / "data/eval_problems/minif2f").exists()
+
+
+@pytest.mark.parametrize("bad_line", [b'{"name": "x",', b'{"name": 1}'])
+def test_malformed_eval_file_fails_naming_file_and_line(tmp_path, bad_line):
+    from prover_assets.problems.eval_sets import load_minif2f
+    from prover_assets.records import RecordError
+    from prover_assets_tests.conftest import ROOT
+
+    source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
+    path = tmp_path / "minif2f.jsonl"
+    path.write_bytes(b"\n".join([*source[:3], bad_line, *source[3:]]) + b"\n")
+    with pytest.raises(RecordError, match=r"minif2f\.jsonl:4:"):
+        load_minif2f(path)
+
+
+def test_duplicate_problem_id_in_eval_file_fails(tmp_path):
+    from prover_assets.problems.eval_sets import load_minif2f
+    from prover_assets.records import DuplicateKeyError
+    from prover_assets_tests.conftest import ROOT
+
+    source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
+    path = tmp_path / "minif2f.jsonl"
+    path.write_bytes(b"\n".join([*source[:5], source[2]]) + b"\n")
+    with pytest.raises(DuplicateKeyError, match=r":6: duplicate key"):
+        load_minif2f(path)
+
+
+def test_mobench_counts_reconcile_with_a_reason_per_exclusion(tmp_path):
+    from prover_assets.problems.eval_sets import load_mobench
+    from prover_assets_tests.conftest import ROOT
+
+    supported, unsupported = load_mobench(
+        ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
+    )
+    assert len(supported) + len(unsupported) == 360
+    assert len(supported) == 135
+    assert all(item.reason for item in unsupported)
+    assert len({p.problem_id for p in supported}) == len(supported)
