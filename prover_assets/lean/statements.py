@@ -22,6 +22,7 @@ __all__ = [
     "StatementError",
     "alpha_sha",
     "count_by_markers",
+    "header_end",
     "normalise_statement",
     "parse_statement",
     "signature_alpha_sha",
@@ -167,7 +168,7 @@ def theorem_signature(text: str) -> Signature | None:
     return None
 
 
-def _header_end(tokens: Sequence[Token]) -> tuple[int, list[tuple[int, int]], str | None]:
+def header_end(tokens: Sequence[Token]) -> tuple[int, list[tuple[int, int]], str | None]:
     """Index of the first token after the header, the (start, end) token spans of its commands,
     and a reason if the header itself is unsupported."""
     i = 0
@@ -200,7 +201,7 @@ def parse_statement(text: str) -> ParsedStatement:
         tokens = code_tokens(text)
     except LexError as exc:
         return ParsedStatement(False, f"lex_error:{exc}", None, "")
-    body_start, spans, header_reason = _header_end(tokens)
+    body_start, spans, header_reason = header_end(tokens)
     header = text[tokens[spans[0][0]].start : tokens[spans[-1][1] - 1].end] if spans else ""
     header_commands = tuple(text[tokens[s].start : tokens[e - 1].end] for s, e in spans)
     theorem_index: int | None = None

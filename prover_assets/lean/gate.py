@@ -1,0 +1,136 @@
+"""The static gate: lexical rules on the full Lean text, before any compile view.
+
+It runs on the code exactly as the model displayed it (header + block), because Goedel's
+compile view drops every line starting with `set_option` or `open` (indented `set_option ...
+in` included): a banned option would otherwise never be seen. Built on the lexer, so a word in
+a comment or a string never counts, and `sorry_free` is not `sorry`.
+
+Reasons are specific: `banned:<word>`, `banned:set_option:<option>`, `banned:#<command>`,
+`banned:decl:<keyword>` (a declaration after the theorem), `banned:open_private`,
+`banned:open_in` (before the theorem), `banned:import` (after the header), `lex_error`,
+`no_theorem`, and with the problem's statement `header_mismatch` and `statement_mismatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prover_assets.lean.extract import displayed_statement_faithful
+from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens
+from prover_assets.lean.statements import header_end, parse_statement
+
+__all__ = ["ALLOWED_OPTIONS", "BANNED_WORDS", "DECLARATION_KEYWORDS", "static_check"]
+
+# Identifiers (or a component of a dotted identifier) that reject wherever they are.
+BANNED_WORDS = frozenset(
+    {
+        "sorry", "admit", "sorryAx", "native_decide", "ofReduceBool", "trustCompiler",
+        "apply?", "exact?", "axiom", "opaque", "unsafe", "implemented_by", "extern",
+        "run_tac", "run_cmd", "run_elab", "elab", "elab_rules", "macro", "macro_rules",
+        "syntax", "notation", "infix", "infixl", "infixr", "prefix", "postfix",
+        "declare_syntax_cat", "prelude", "modifyEnv", "addDecl", "addDeclCore", "instance",
+    }
+)  # fmt: skip
+# Namespaces whose constants reach the elaborator or the environment itself.
+BANNED_NAMESPACES = ("Lean.",)
+ALLOWED_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth"})
+# A new declaration after the displayed theorem: it would be compiled after the re-inserted
+# statement, where it can change nothing about the theorem but can run or assert anything.
+DECLARATION_KEYWORDS = frozenset(
+    {
+        "def", "lemma", "theorem", "instance", "abbrev", "structure", "class", "inductive",
+        "attribute", "example", "noncomputable", "mutual", "private", "protected", "partial",
+        "namespace", "section", "variable", "universe",
+    }
+)  # fmt: skip
+
+
+def _word_reasons(token: Token) -> list[str]:
+    name = token.text
+    components = name.split(".")
+    if (
+        name.startswith(BANNED_NAMESPACES)
+        or any(part in BANNED_WORDS for part in components)
+        or any(part.startswith("unsafe") for part in components)  # unsafeCast, unsafeIO, ...
+    ):
+        return [f"banned:{name}"]
+    return []
+
+
+def _add(reasons: list[str], reason: str) -> None:
+    if reason not in reasons:
+        reasons.append(reason)
+
+
+def _header_imports(text: str) -> set[str]:
+    parsed = parse_statement(text)
+    return {
+        command.split()[1] for command in parsed.header_commands if command.startswith("import")
+    }
+
+
+def static_check(code: str, *, statement: str | None = None) -> list[str]:
+    """Reasons to reject `code` without running Lean; empty means it passes.
+
+    With the problem's `statement`, also `header_mismatch` (an import the problem's header does
+    not have) and `statement_mismatch` (the displayed theorem's signature tokens differ).
+    """
+    try:
+        tokens = code_tokens(code)
+    except LexError:
+        return ["lex_error"]
+    reasons: list[str] = []
+    body_start, header_spans, header_reason = header_end(tokens)
+    if header_reason == "open_in":
+        _add(reasons, "banned:open_in")
+    allowed_imports = _header_imports(statement) if statement is not None else None
+    for start, _ in header_spans:
+        keyword = tokens[start].text
+        argument = tokens[start + 1].text if start + 1 < len(tokens) else ""
+        if keyword == "import" and allowed_imports is not None and argument not in allowed_imports:
+            _add(reasons, "header_mismatch")
+        elif keyword == "set_option" and argument not in ALLOWED_OPTIONS:
+            _add(reasons, f"banned:set_option:{argument}")
+        elif keyword == "open" and argument == "private":
+            _add(reasons, "banned:open_private")
+    theorem_seen = False
+    for index in range(body_start, len(tokens)):
+        token = tokens[index]
+        following = tokens[index + 1].text if index + 1 < len(tokens) else ""
+        text = token.text
+        if token.kind is TokenKind.HASH_COMMAND:
+            _add(reasons, f"banned:{text}")
+        elif token.kind is not TokenKind.IDENT:
+            if text == "@[" and theorem_seen:
+                _add(reasons, "banned:decl:attribute")
+            elif text == "+" and following == "native":
+                _add(reasons, "banned:native_decide")
+        elif text == "import":
+            _add(reasons, "banned:import")
+        elif text == "set_option":
+            if following not in ALLOWED_OPTIONS:
+                _add(reasons, f"banned:set_option:{following}")
+        elif text == "open":
+            if following == "private":
+                _add(reasons, "banned:open_private")
+            elif not theorem_seen and _open_in(tokens, index):
+                _add(reasons, "banned:open_in")
+        elif text == "theorem" and not theorem_seen:
+            theorem_seen = True
+        elif theorem_seen and text in DECLARATION_KEYWORDS:
+            _add(reasons, f"banned:decl:{text}")
+        else:
+            for reason in _word_reasons(token):
+                _add(reasons, reason)
+    if not theorem_seen:
+        _add(reasons, "no_theorem")
+    elif statement is not None and not displayed_statement_faithful(code, statement):
+        _add(reasons, "statement_mismatch")
+    return reasons
+
+
+def _open_in(tokens: Sequence[Token], index: int) -> bool:
+    j = index + 1
+    while j < len(tokens) and tokens[j].kind is TokenKind.IDENT and tokens[j].text != "in":
+        j += 1
+    return j < len(tokens) and tokens[j].text == "in"

@@ -1,0 +1,276 @@
+"""The Lean REPL protocol: one process, one JSON request at a time, and reading its answers.
+
+`ReplProcess` starts the REPL (`lake exe repl` in a workspace, or any command) in its own
+session, under an RLIMIT_AS cap, without network access and with a private TMPDIR where the OS
+allows it. A request is ONE JSON line plus one blank line; an answer is read as bytes until
+a complete JSON text is followed by a blank line, whatever the pieces it arrives in (REPLs of
+the v4.9 era do not flush per line). Any fault (timeout, crash, EOF, an empty or non-JSON
+answer) kills the whole process group and raises a `ReplFailure`; the caller restarts.
+
+`read_answer` is Goedel's reading made strict: errors are messages of severity `error`;
+complete means no errors, no sorries, no warning `declaration uses 'sorry'` in either quoting
+(v4.9 and v4.28+), and no warning containing `failed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ReplFailure",
+    "ReplOutcome",
+    "ReplProcess",
+    "read_answer",
+    "sandbox_prefix",
+]
+
+log = logging.getLogger(__name__)
+
+_SORRY_WARNINGS = ("declaration uses 'sorry'", "declaration uses `sorry`")
+_READ_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class ReplOutcome:
+    passed: bool  # no errors
+    complete: bool  # passed, no sorries, no sorry warning, no warning containing `failed`
+    errors: tuple[dict[str, Any], ...]
+    sorries: tuple[dict[str, Any], ...]
+    warnings: tuple[dict[str, Any], ...]
+    infos: tuple[dict[str, Any], ...]
+    env: int | None
+
+
+def read_answer(answer: Mapping[str, Any]) -> ReplOutcome:
+    messages = answer.get("messages") or []
+    errors = tuple(m for m in messages if m.get("severity") == "error")
+    warnings = tuple(m for m in messages if m.get("severity") == "warning")
+    infos = tuple(m for m in messages if m.get("severity") == "info")
+    sorries = tuple(answer.get("sorries") or [])
+    passed = not errors
+    bad_warning = any(
+        any(text in str(w.get("data", "")) for text in _SORRY_WARNINGS)
+        or "failed" in str(w.get("data", ""))
+        for w in warnings
+    )
+    return ReplOutcome(
+        passed=passed,
+        complete=passed and not sorries and not bad_warning,
+        errors=errors,
+        sorries=sorries,
+        warnings=warnings,
+        infos=infos,
+        env=answer.get("env"),
+    )
+
+
+class ReplFailure(RuntimeError):
+    """The REPL did not give an answer. `kind`: timeout, crash, empty or non_json."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+@functools.cache
+def sandbox_prefix() -> tuple[tuple[str, ...], str]:
+    """The command prefix that takes network access away, and what it is (for the record).
+
+    As root, `unshare --net`; otherwise a user namespace (`unshare --user --map-root-user
+    --net`) where the kernel allows it; else no prefix, and the record says why.
+    """
+    if shutil.which("unshare") is None:
+        return (), "none: unshare is not installed"
+    candidates = [("unshare", "--net", "--")]
+    if os.geteuid() != 0:
+        candidates = [("unshare", "--user", "--map-root-user", "--net", "--")]
+    for prefix in candidates:
+        try:
+            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return (), f"none: {exc}"
+        if probe.returncode == 0:
+            return prefix, " ".join(prefix[:-1])
+    return (), f"none: unshare refused ({probe.stderr.decode(errors='replace').strip()[:200]})"
+
+
+def _limit_address_space(cap_bytes: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
+
+
+@dataclass
+class ReplProcess:
+    """One running REPL. Not thread-safe: one caller at a time (a pool worker)."""
+
+    command: Sequence[str]
+    cwd: Path | None = None
+    memory_cap_mb: int | None = None
+    sandbox: bool = True
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    commands_sent: int = 0
+    _process: subprocess.Popen[bytes] | None = None
+    _buffer: bytearray = field(default_factory=bytearray)
+    _tmpdir: Path | None = None
+    _stderr_path: Path | None = None
+
+    def start(self) -> None:
+        self._tmpdir = Path(tempfile.mkdtemp(prefix="lean-repl-"))
+        self._stderr_path = self._tmpdir / "stderr.log"
+        prefix: tuple[str, ...] = sandbox_prefix()[0] if self.sandbox else ()
+        env = {**os.environ, **self.extra_env, "TMPDIR": str(self._tmpdir),
+               "TMP": str(self._tmpdir), "TEMP": str(self._tmpdir)}  # fmt: skip
+        cap = self.memory_cap_mb
+        with open(self._stderr_path, "wb") as stderr:
+            self._process = subprocess.Popen(
+                [*prefix, *self.command],
+                cwd=self.cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                start_new_session=True,
+                preexec_fn=(lambda: _limit_address_space(cap << 20)) if cap else None,
+            )
+        self._buffer.clear()
+        self.commands_sent = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def send(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and return its answer, or kill the process and raise ReplFailure."""
+        if not self.alive:
+            raise ReplFailure("crash", "the REPL is not running")
+        assert self._process is not None and self._process.stdin is not None
+        line = json.dumps(request, ensure_ascii=False)
+        try:
+            self._process.stdin.write(line.encode("utf-8") + b"\n\n")
+            self._process.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self._fail("crash", f"writing the request failed: {exc}")
+        self.commands_sent += 1
+        return self._read(timeout)
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        assert self._process is not None and self._process.stdout is not None
+        deadline = time.monotonic() + timeout
+        fd = self._process.stdout.fileno()
+        while True:
+            text = self._complete_answer()
+            if text is not None:
+                if not text.strip():
+                    self._fail("empty", "the REPL answered with nothing")
+                try:
+                    answer = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    self._fail("non_json", f"{exc}: {text[:200]!r}")
+                if not isinstance(answer, dict):
+                    self._fail("non_json", f"not a JSON object: {text[:200]!r}")
+                return answer
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._fail("timeout", f"no answer within {timeout:.1f} s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                code = self._process.wait(timeout=5)
+                self._fail("crash", f"EOF, exit code {code}; stderr: {self.stderr_tail()!r}")
+            self._buffer.extend(chunk)
+
+    def _complete_answer(self) -> str | None:
+        """Text of the first answer if a complete one (ended by a blank line) is buffered."""
+        start = 0
+        while start < len(self._buffer) and self._buffer[start] in b" \t\r\n":
+            start += 1
+        if start == len(self._buffer):
+            # Whitespace only: an empty answer once it holds a blank line.
+            if self._buffer.count(b"\n") >= 2:
+                self._buffer.clear()
+                return ""
+            return None
+        end = self._buffer.find(b"\n\n", start)
+        if end < 0:
+            return None
+        text = self._buffer[start:end].decode("utf-8", errors="replace")
+        del self._buffer[: end + 2]
+        return text
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        if self._stderr_path is None or not self._stderr_path.exists():
+            return ""
+        data = self._stderr_path.read_bytes()
+        return data[-limit:].decode("utf-8", errors="replace")
+
+    def _fail(self, kind: str, detail: str) -> None:
+        self.kill()
+        raise ReplFailure(kind, detail)
+
+    def kill(self) -> None:
+        """Kill the whole process group (the REPL's children too) and clean up."""
+        process, self._process = self._process, None
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+            for stream in (process.stdin, process.stdout):
+                with contextlib.suppress(OSError):
+                    if stream is not None:
+                        stream.close()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def close(self) -> None:
+        """End the REPL politely (EOF on stdin), then make sure nothing of it is left."""
+        process = self._process
+        if process is not None and process.poll() is None and process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+        self.kill()
+
+    def resident_mb(self) -> float:
+        """Resident memory of every process in the REPL's session (lake and the repl)."""
+        if self._process is None:
+            return 0.0
+        session = self._process.pid
+        total_kb = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                if int(fields[3]) != session:  # field 6 of stat: the session id
+                    continue
+                for line in (entry / "status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total_kb += int(line.split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        return total_kb / 1024

@@ -1,0 +1,306 @@
+"""Lean backends behind one interface: a local REPL pool, a remote server, the demo's simulation.
+
+- `LocalReplBackend`: a work-stealing pool of REPL processes (`lake exe repl` in the workspace).
+- `RemoteBackend`: a Kimina Lean Server (`POST /api/check`) for scale-out.
+- the simulated backend of the demo: the same local pool, with the REPL double as the REPL and
+  a seeded acceptance rule; its pins say SIMULATED, so nothing it produces is evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from prover_assets.config import LeanSettings, require_filled
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sandbox_prefix
+from prover_assets.records import Pins
+from prover_assets.records.validity import CheckOutcome
+from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
+from prover_assets.verify.pool import WorkStealingPool
+from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, parse_axioms
+
+__all__ = [
+    "SELF_TEST_BAD",
+    "SELF_TEST_GOOD",
+    "LeanBackend",
+    "LocalReplBackend",
+    "RemoteBackend",
+    "backend_from_settings",
+    "self_test",
+]
+
+SELF_TEST_GOOD = "theorem prover_assets_selftest_good : (2 : ℕ) + 2 = 4 := by\n  norm_num"
+SELF_TEST_BAD = "theorem prover_assets_selftest_bad : (2 : ℕ) + 2 = 5 := by\n  norm_num"
+SIMULATOR_MODULE = "prover_assets_tests.doubles.lean_repl"
+
+
+class LeanBackend(ABC):
+    pins: Pins
+    workers: int
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """What describes this backend in every verdict (with the verifier's policy)."""
+
+    @abstractmethod
+    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
+        """One result per job, in completion order."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def __enter__(self) -> LeanBackend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class LocalReplBackend(LeanBackend):
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        pins: Pins,
+        workers: int,
+        cwd: Path | None = None,
+        memory_cap_mb: int | None = None,
+        memory_ceiling_mb: float = float("inf"),
+        recycle_after: int = 1000,
+        header_timeout_s: float = 600.0,
+        retries: int = 2,
+        sandbox: bool = True,
+    ) -> None:
+        self.command = list(command)
+        self.pins = pins
+        self.workers = workers
+        self.cwd = cwd
+        self.memory_cap_mb = memory_cap_mb
+        self.memory_ceiling_mb = memory_ceiling_mb
+        self.recycle_after = recycle_after
+        self.retries = retries
+        self.sandbox = sandbox
+
+        def factory() -> ReplProcess:
+            return ReplProcess(self.command, cwd=cwd, memory_cap_mb=memory_cap_mb, sandbox=sandbox)
+
+        self.pool = WorkStealingPool(
+            [
+                ReplWorker(
+                    i,
+                    factory,
+                    header_timeout_s=header_timeout_s,
+                    recycle_after=recycle_after,
+                    memory_ceiling_mb=memory_ceiling_mb,
+                )  # fmt: skip
+                for i in range(workers)
+            ],
+            retries=retries,
+        )
+
+    def config(self) -> dict[str, Any]:
+        network = sandbox_prefix()[1] if self.sandbox else "none: sandbox off in the config"
+        return {
+            "backend": self.pins.backend,
+            "command": self.command,
+            "workers": self.workers,
+            "memory_cap_mb": self.memory_cap_mb,
+            "memory_ceiling_mb": self.memory_ceiling_mb
+            if math.isfinite(self.memory_ceiling_mb)
+            else None,
+            "recycle_after": self.recycle_after,
+            "infrastructure_retries": self.retries,
+            "sandbox": {"network": network, "tmpdir": "private per REPL process"},
+        }
+
+    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
+        return self.pool.run(jobs)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def restarts(self) -> int:
+        return self.pool.restarts()
+
+
+class RemoteBackend(LeanBackend):
+    """A Kimina Lean Server: one snippet per proof (header + compile view + `#print axioms`)."""
+
+    def __init__(self, url: str, *, pins: Pins, workers: int, retries: int = 2,
+                 position_base: str = "snippet", request_slack_s: float = 60.0) -> None:  # fmt: skip
+        self.url = url.rstrip("/")
+        self.pins = pins
+        self.workers = workers
+        self.retries = retries
+        self.position_base = position_base
+        self.request_slack_s = request_slack_s
+
+    def config(self) -> dict[str, Any]:
+        return {"backend": "remote", "url": self.url, "workers": self.workers,
+                "infrastructure_retries": self.retries, "position_base": self.position_base}  # fmt: skip
+
+    def _line_offset(self, header: str) -> int:
+        """Lines to subtract so that positions index the compile view."""
+        header_lines = (header + "\n").count("\n")
+        if self.position_base == "snippet":
+            return header_lines
+        stripped = 0  # Kimina's split moves leading blank and `import` lines out of the body
+        for line in (header + "\n").split("\n"):
+            if line.strip() and not line.strip().startswith("import "):
+                break
+            stripped += 1
+        return header_lines - min(stripped, header_lines)
+
+    def _post(self, job: LeanJob) -> dict[str, Any]:
+        code = job.header + "\n" + job.body
+        if job.theorem_name is not None:
+            code += f"\n\n#print axioms {job.theorem_name}"
+        payload = {"snippets": [{"id": json.dumps(job.key), "code": code}],
+                   "timeout": math.ceil(job.budget_s), "debug": False, "reuse": True}  # fmt: skip
+        request = urllib.request.Request(
+            f"{self.url}/api/check", data=json.dumps(payload).encode("utf-8"),
+            headers={"Content-Type": "application/json"}, method="POST",
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=job.budget_s + self.request_slack_s) as reply:
+            return json.loads(reply.read().decode("utf-8"))["results"][0]
+
+    def _check_once(self, job: LeanJob) -> LeanResult:
+        started = time.monotonic()
+        result = self._post(job)
+        elapsed = time.monotonic() - started
+        error = result.get("error")
+        if error:
+            if "timed out" in str(error):
+                return LeanResult(job.key, None, None, "timeout", elapsed, 1, 0)
+            raise ReplFailure("remote_error", str(error)[:300])
+        response = result.get("response") or {}
+        offset = self._line_offset(job.header)
+        printed, messages = [], []
+        for message in response.get("messages", []):
+            data = str(message.get("data", ""))
+            if message.get("severity") == "info" and ("depends on axioms" in data
+                                                     or "does not depend on any axioms" in data):  # fmt: skip
+                printed.append(message)
+                continue
+            messages.append(_shift(message, offset))
+        outcome = read_answer({**response, "messages": messages,
+                               "sorries": [_shift(s, offset) for s in response.get("sorries", [])]})  # fmt: skip
+        axioms = None
+        if outcome.complete and job.theorem_name is not None:
+            axioms = parse_axioms(read_answer({"messages": printed}), job.theorem_name)
+        return LeanResult(job.key, outcome, axioms, None, elapsed, 1, 0)
+
+    def _check(self, job: LeanJob) -> LeanResult:
+        started = time.monotonic()
+        for attempt in range(1, self.retries + 2):
+            try:
+                result = self._check_once(job)
+                return LeanResult(result.key, result.outcome, result.axioms, result.failure,
+                                  time.monotonic() - started, attempt, 0)  # fmt: skip
+            except (ReplFailure, urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+                kind = exc.kind if isinstance(exc, ReplFailure) else type(exc).__name__
+        return LeanResult(job.key, None, None, f"infrastructure:{kind}",
+                          time.monotonic() - started, self.retries + 1, 0)  # fmt: skip
+
+    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
+        ordered = sorted(jobs, key=lambda job: -job.priority)
+        with ThreadPoolExecutor(max_workers=self.workers) as executor:
+            futures = [executor.submit(self._check, job) for job in ordered]
+            for future in as_completed(futures):
+                yield future.result()
+
+
+def _shift(item: dict[str, Any], offset: int) -> dict[str, Any]:
+    shifted = dict(item)
+    for name in ("pos", "endPos"):
+        if isinstance(item.get(name), dict):
+            shifted[name] = {**item[name], "line": item[name]["line"] - offset}
+    return shifted
+
+
+def _simulator_rules(folder: Path) -> Path:
+    """The self-test answers of the simulation: the known-good passes, the known-bad fails."""
+    path = folder / "simulator_rules.json"
+    rules = [
+        {"match": {"substring": "prover_assets_selftest_good"}, "reply": {}},
+        {"match": {"substring": "prover_assets_selftest_bad"},
+         "reply": {"messages": [{"severity": "error", "pos": {"line": 1, "column": 58},
+                                 "endPos": {"line": 2, "column": 10},
+                                 "data": "unsolved goals\n⊢ False"}]}},
+    ]  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rules))
+    return path
+
+
+def backend_from_settings(settings: LeanSettings, *, scratch: Path) -> LeanBackend:
+    """The backend the settings describe; `scratch` holds the simulation's rules file."""
+    if settings.backend == "remote":
+        missing = {"lean_version", "mathlib_rev", "repl_rev"} - set(settings.expected_pins)
+        if missing:
+            raise ValueError(
+                f"a remote backend needs declared expected_pins; missing {sorted(missing)}"
+            )
+        pins = Pins(**{k: settings.expected_pins[k] for k in ("lean_version", "mathlib_rev", "repl_rev")},
+                    backend="remote", simulated=False)  # fmt: skip
+        return RemoteBackend(settings.remote_url or "", pins=pins, workers=settings.workers,
+                             retries=settings.infrastructure_retries,
+                             position_base=settings.remote_position_base)  # fmt: skip
+    common = {
+        "workers": settings.workers,
+        "memory_cap_mb": settings.memory_cap_mb,
+        "memory_ceiling_mb": settings.memory_ceiling_mb,
+        "recycle_after": settings.recycle_after,
+        "header_timeout_s": settings.header_timeout_s,
+        "retries": settings.infrastructure_retries,
+        "sandbox": settings.sandbox,
+    }
+    if settings.backend == "simulated":
+        command = [sys.executable, "-m", SIMULATOR_MODULE, "--rules", str(_simulator_rules(scratch)),
+                   "--simulate-accept-share", str(settings.simulated_accept_share),
+                   "--simulate-seed", str(settings.simulated_seed)]  # fmt: skip
+        return LocalReplBackend(command, pins=simulated_pins(SIMULATOR_MODULE), **common)
+    workspace = Path(
+        require_filled(settings.workspace or "", "resources.lean.config.settings.workspace")
+    )
+    pins = read_workspace_pins(workspace)
+    check_expected_pins(pins, settings.expected_pins)
+    return LocalReplBackend(settings.command, pins=pins, cwd=workspace, **common)
+
+
+def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
+    """A known-good proof must be complete with the standard axioms; a known-bad one must fail.
+
+    A verifier that fails this is a broken instrument, not a judge of proofs.
+    """
+    header = GOEDEL_HEADER.strip()
+    jobs = [
+        LeanJob(
+            ("selftest", "good"), header, SELF_TEST_GOOD, "prover_assets_selftest_good", budget_s
+        ),
+        LeanJob(("selftest", "bad"), header, SELF_TEST_BAD, "prover_assets_selftest_bad", budget_s),
+    ]
+    results = {result.key: result for result in backend.run(jobs)}
+    good, bad = results[("selftest", "good")], results[("selftest", "bad")]
+    good_ok = good.outcome is not None and good.outcome.complete and good.axioms is not None
+    bad_ok = bad.outcome is not None and not bad.outcome.passed
+    return CheckOutcome(
+        good_ok and bad_ok,
+        f"known-good {'accepted' if good_ok else 'NOT accepted'}, "
+        f"known-bad {'rejected' if bad_ok else 'NOT rejected'}",
+        {
+            "good_failure": good.failure,
+            "bad_failure": bad.failure,
+            "good_axioms": list(good.axioms or ()),
+        },  # fmt: skip
+    )

@@ -1,0 +1,184 @@
+"""The strict verifier: (problem, generation) -> verdict, in the order of design section 4.
+
+1. `no_code` without Lean: no extractable block, a length-capped completion, or no room;
+2. the static gate on the displayed code (and the displayed statement against the problem's);
+3. Goedel's re-insertion of the problem's own statement;
+4. the REPL, against the header env, under the wall budget: errors, sorries, sorry warnings;
+5. `#print axioms` in the proof's env: only propext, Classical.choice, Quot.sound accept.
+An infrastructure failure is recorded as such, never as a judgement of the proof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from prover_assets.lean.extract import (
+    ReinsertionError,
+    compile_view,
+    displayed_statement_faithful,
+    reinsert_statement,
+)
+from prover_assets.lean.gate import static_check
+from prover_assets.lean.protocol import STANDARD_AXIOMS
+from prover_assets.lean.statements import theorem_signature
+from prover_assets.records import (
+    Generation,
+    Problem,
+    Stage,
+    Verification,
+    VerifierInfo,
+    code_sha256,
+)
+from prover_assets.verify.backends import LeanBackend
+from prover_assets.verify.worker import LeanJob, LeanResult
+
+__all__ = ["StrictVerifier", "VerifierPolicy"]
+
+
+@dataclass(frozen=True)
+class VerifierPolicy:
+    budget_s: float
+    feedback: bool  # record the REPL's errors and the compile view (for correction rounds)
+    # reject: a displayed theorem that differs from the problem's rejects (strict);
+    # record: it is only recorded (Goedel's protocol judges the re-inserted original).
+    statement_check: Literal["reject", "record"] = "reject"
+    gate: bool = True
+    axiom_check: bool = True
+
+
+class StrictVerifier:
+    def __init__(self, backend: LeanBackend, policy: VerifierPolicy) -> None:
+        self.backend = backend
+        self.policy = policy
+        self._info = VerifierInfo(
+            pins=backend.pins,
+            config={**asdict(self.policy), **backend.config()},
+            workers=backend.workers,
+        )
+
+    @property
+    def info(self) -> VerifierInfo:
+        return self._info
+
+    def _verdict(self, generation: Generation, stage: Stage, reasons: list[str],
+                 verify_s: float = 0.0, **extra: Any) -> Verification:  # fmt: skip
+        diagnostics = extra.pop("diagnostics", {})
+        return Verification(
+            problem_id=generation.problem_id,
+            sample_idx=generation.sample_idx,
+            round=generation.round,
+            cap_tokens=generation.cap_tokens,
+            accepted=stage is Stage.ACCEPTED,
+            reasons=reasons,
+            verify_s=verify_s,
+            budget_s=self.policy.budget_s,
+            verifier=self._info,
+            code_sha256=code_sha256(generation.lean_code),
+            stage=stage,
+            diagnostics=diagnostics,
+            **extra,
+        )
+
+    def prepare(self, problem: Problem, generation: Generation) -> Verification | LeanJob:
+        """A verdict that needs no Lean, or the job to run."""
+        if problem.problem_id != generation.problem_id:
+            raise ValueError(
+                f"generation of {generation.problem_id} given with {problem.problem_id}"
+            )
+        if generation.finish_reason in ("length", "no_room"):
+            return self._verdict(generation, Stage.NO_CODE, [f"no_code:{generation.finish_reason}"])
+        code = generation.lean_code
+        if code is None:
+            return self._verdict(generation, Stage.NO_CODE, ["no_code"])
+        faithful = displayed_statement_faithful(code, problem.formal_statement)
+        diagnostics = {"displayed_statement_faithful": faithful, "code_chars": len(code)}
+        if self.policy.gate:
+            reasons = static_check(code, statement=problem.formal_statement)
+            if self.policy.statement_check == "record":
+                reasons = [r for r in reasons if r != "statement_mismatch"]
+            if reasons:
+                return self._verdict(generation, Stage.GATE, reasons, diagnostics=diagnostics)
+        try:
+            reinserted = reinsert_statement(problem.formal_statement, code)
+        except ReinsertionError as exc:
+            return self._verdict(generation, Stage.REINSERTION, [f"reinsertion:{exc.reason}"],
+                                 diagnostics=diagnostics)  # fmt: skip
+        signature = theorem_signature(problem.formal_statement)
+        return LeanJob(
+            key=generation.key,
+            header=problem.header,
+            body=compile_view(reinserted),
+            theorem_name=signature.name if signature and self.policy.axiom_check else None,
+            budget_s=self.policy.budget_s,
+            priority=float(len(code)),
+        )
+
+    def judge(self, problem: Problem, generation: Generation, job: LeanJob,
+              result: LeanResult) -> Verification:  # fmt: skip
+        code = generation.lean_code or ""
+        diagnostics: dict[str, Any] = {
+            "displayed_statement_faithful": displayed_statement_faithful(
+                code, problem.formal_statement
+            ),
+            "code_chars": len(code),
+            "attempts": result.attempts,
+            "worker": result.worker,
+        }
+        extra: dict[str, Any] = {}
+        if result.failure == "timeout":
+            return self._verdict(generation, Stage.TIMEOUT, ["timeout"], result.elapsed_s,
+                                 diagnostics=diagnostics)  # fmt: skip
+        if result.failure is not None or result.outcome is None:
+            return self._verdict(generation, Stage.INFRASTRUCTURE, [result.failure or "infrastructure"],
+                                 result.elapsed_s, diagnostics=diagnostics)  # fmt: skip
+        outcome = result.outcome
+        if self.policy.feedback:
+            extra = {"repl_errors": [dict(e) for e in outcome.errors], "repl_code": job.body}
+        diagnostics["warnings"] = len(outcome.warnings)
+        if not outcome.passed:
+            return self._verdict(generation, Stage.COMPILE_ERROR, ["compile_error"],
+                                 result.elapsed_s, diagnostics=diagnostics, **extra)  # fmt: skip
+        if not outcome.complete:
+            reasons = []
+            if outcome.sorries:
+                reasons.append("incomplete:sorry")
+            if any("sorry" in str(w.get("data")) for w in outcome.warnings):
+                reasons.append("incomplete:sorry_warning")
+            if any("failed" in str(w.get("data")) for w in outcome.warnings):
+                reasons.append("incomplete:warning_failed")
+            return self._verdict(generation, Stage.INCOMPLETE, reasons or ["incomplete"],
+                                 result.elapsed_s, diagnostics=diagnostics, **extra)  # fmt: skip
+        if job.theorem_name is not None:
+            axioms = result.axioms or ()
+            diagnostics["axioms"] = list(axioms)
+            foreign = [a for a in axioms if a not in STANDARD_AXIOMS]
+            if foreign or result.axioms is None:
+                reasons = [f"axiom:{a}" for a in foreign] or ["axiom:unchecked"]
+                return self._verdict(generation, Stage.AXIOM, reasons, result.elapsed_s,
+                                     diagnostics=diagnostics, **extra)  # fmt: skip
+        return self._verdict(generation, Stage.ACCEPTED, [], result.elapsed_s,
+                             diagnostics=diagnostics, **extra)  # fmt: skip
+
+    def verify_stream(self, pairs: Iterable[tuple[Problem, Generation]]) -> Iterator[Verification]:
+        """Verdicts for every pair: those needing no Lean first, then Lean's as they finish."""
+        jobs: list[LeanJob] = []
+        waiting: dict[tuple, tuple[Problem, Generation, LeanJob]] = {}
+        for problem, generation in pairs:
+            prepared = self.prepare(problem, generation)
+            if isinstance(prepared, Verification):
+                yield prepared
+            else:
+                jobs.append(prepared)
+                waiting[prepared.key] = (problem, generation, prepared)
+        for result in self.backend.run(jobs):
+            problem, generation, job = waiting.pop(result.key)
+            yield self.judge(problem, generation, job, result)
+
+    def verify(self, problem: Problem, generation: Generation) -> Verification:
+        (verdict,) = self.verify_stream([(problem, generation)])
+        return verdict
+
+    def verify_many(self, pairs: Sequence[tuple[Problem, Generation]]) -> list[Verification]:
+        return list(self.verify_stream(pairs))

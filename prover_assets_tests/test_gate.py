@@ -1,0 +1,144 @@
+"""The static gate: every lexically catchable cheat of LEAN_VERIFIER.md section 3, and controls."""
+
+import pytest
+
+from prover_assets.lean.gate import static_check
+from prover_assets.lean.protocol import GOEDEL_HEADER
+
+STATEMENT = GOEDEL_HEADER + "theorem t (x : ℝ) (h₀ : 0 < x) : 0 < x ^ 2 := by sorry"
+SIGNATURE = "theorem t (x : ℝ) (h₀ : 0 < x) : 0 < x ^ 2 := by"
+
+
+def code(proof: str, before: str = "", after: str = "") -> str:
+    return GOEDEL_HEADER + before + SIGNATURE + "\n" + proof + "\n" + after
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        (code("  sorry"), "banned:sorry"),
+        (code("  admit"), "banned:admit"),
+        (code("  exact sorryAx _ true"), "banned:sorryAx"),
+        (
+            code("  cheat", before='macro "cheat" : tactic => `(tactic| exact sorryAx _ true)\n'),
+            "banned:macro",
+        ),
+        (code("  apply?"), "banned:apply?"),
+        (code("  exact?"), "banned:exact?"),
+        (code("  native_decide"), "banned:native_decide"),
+        (code("  decide +native"), "banned:native_decide"),
+        (code("  exact h", before="axiom h : 0 < (2 : ℝ)\n"), "banned:axiom"),
+        (code("  exact f", before="opaque f : 0 < (2 : ℝ)\n"), "banned:opaque"),
+        (code("  exact unsafeCast ()"), "banned:unsafeCast"),
+        (code("  rfl", before="unsafe def g : ℕ := 0\n"), "banned:unsafe"),
+        (code("  rfl", before="@[implemented_by g] def f : ℕ := 0\n"), "banned:implemented_by"),
+        (code("  rfl", before='@[extern "c_f"] def f : ℕ := 0\n'), "banned:extern"),
+        (
+            code("  positivity", before="set_option debug.skipKernelTC true\n"),
+            "banned:set_option:debug.skipKernelTC",
+        ),
+        (
+            code("  set_option debug.skipKernelTC true in\n  positivity"),
+            "banned:set_option:debug.skipKernelTC",
+        ),
+        (code("  positivity", before='elab "cheat" : tactic => pure ()\n'), "banned:elab"),
+        (code("  run_tac pure ()"), "banned:run_tac"),
+        (code("  positivity", after="run_cmd pure ()"), "banned:run_cmd"),
+        (code("  positivity", after="run_elab pure ()"), "banned:run_elab"),
+        (code("  exact Lean.ofReduceBool _ _ rfl"), "banned:Lean.ofReduceBool"),
+        (code("  exact Lean.trustCompiler"), "banned:Lean.trustCompiler"),
+        (code("  positivity", before="open private foo in\n"), "banned:open_private"),
+        (code("  positivity", before="#eval Lean.modifyEnv id\n"), "banned:#eval"),
+        (code("  positivity", after="#exit"), "banned:#exit"),
+        (code("  positivity", after="#print axioms t"), "banned:#print"),
+        (code("  positivity", before="instance : Inhabited ℝ := ⟨1⟩\n"), "banned:instance"),
+        (code("  positivity", before='notation "𝟚" => (2 : ℝ)\n'), "banned:notation"),
+        (
+            code("  positivity", before="macro_rules | `(tactic| trivial) => `(tactic| sorry)\n"),
+            "banned:macro_rules",
+        ),
+        (code("  positivity", before='syntax "cheat" : tactic\n'), "banned:syntax"),
+        (code("  positivity", before="open Real in\n"), "banned:open_in"),
+        ("prelude\n" + code("  positivity"), "banned:prelude"),
+        (code("  positivity", after="import Mathlib.Tactic"), "banned:import"),
+        (
+            code("  positivity", after="theorem extra : False := by positivity"),
+            "banned:decl:theorem",
+        ),
+        (code("  positivity", after="lemma extra : True := trivial"), "banned:decl:lemma"),
+        (code("  positivity", after="def extra : ℕ := 1"), "banned:decl:def"),
+        (code("  positivity", after="instance : Inhabited ℕ := ⟨1⟩"), "banned:decl:instance"),
+        (code("  positivity", after="abbrev extra : ℕ := 1"), "banned:decl:abbrev"),
+        (code("  positivity", after="structure S where"), "banned:decl:structure"),
+        (code("  positivity", after="class C where"), "banned:decl:class"),
+        (code("  positivity", after="inductive I where"), "banned:decl:inductive"),
+        (code("  positivity", after="attribute [simp] t"), "banned:decl:attribute"),
+        (
+            code("  positivity", after="@[simp] theorem x : True := trivial"),
+            "banned:decl:attribute",
+        ),
+        (
+            code("  exact Lean.Elab.Command.elabCommand default"),
+            "banned:Lean.Elab.Command.elabCommand",
+        ),
+        (code("  positivity", before="def f := Lean.modifyEnv\n"), "banned:Lean.modifyEnv"),
+    ],
+)
+def test_each_lexical_cheat_is_caught(source, reason):
+    assert reason in static_check(source)
+
+
+def test_changed_statement_is_caught_with_the_problem():
+    weaker = GOEDEL_HEADER + "theorem t (x : ℝ) (h₀ : 0 < x) : 0 ≤ x ^ 2 := by\n  positivity"
+    assert static_check(weaker, statement=STATEMENT) == ["statement_mismatch"]
+
+
+def test_other_theorem_name_with_same_signature_is_faithful():
+    renamed = code("  positivity").replace("theorem t ", "theorem t_disproof ")
+    assert static_check(renamed, statement=STATEMENT) == []
+
+
+def test_import_in_header_not_in_problem_header_is_header_mismatch():
+    source = "import Mathlib\nimport MyCheats\n" + code("  positivity")
+    assert "header_mismatch" in static_check(source, statement=STATEMENT)
+
+
+def test_code_without_theorem_is_rejected():
+    assert static_check(GOEDEL_HEADER + "example : True := trivial") == ["no_theorem"]
+
+
+def test_unterminated_comment_is_a_lex_error():
+    assert static_check(code("  positivity /- open")) == ["lex_error"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        code("  -- we could use sorry here\n  positivity"),
+        code("  /- sorry /- nested sorry -/ admit -/\n  positivity"),
+        code('  have : "sorry" = "sorry" := rfl\n  positivity'),
+        code("  have sorry_free : 0 < x := h₀\n  positivity"),
+        code("  have h_admit : 0 < x := h₀\n  nlinarith [h_admit]"),
+        code("  decide"),
+        code("  set_option maxHeartbeats 400000 in\n  positivity"),
+        code("  set_option maxRecDepth 10000 in\n  nlinarith [sq_nonneg x]"),
+        code("  positivity", before="lemma helper (y : ℝ) : 0 ≤ y ^ 2 := by positivity\n"),
+        "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
+        + SIGNATURE
+        + "\n  positivity",
+    ],
+    ids=[
+        "line_comment",
+        "nested_comment",
+        "string",
+        "identifier_sorry_free",
+        "identifier_h_admit",
+        "decide",
+        "maxHeartbeats_in",
+        "maxRecDepth_in",
+        "helper_lemma_before",
+        "model_header",
+    ],
+)
+def test_controls_pass(source):
+    assert static_check(source, statement=STATEMENT) == []
