@@ -24,13 +24,41 @@ __all__ = ["ALLOWED_OPTIONS", "BANNED_WORDS", "DECLARATION_KEYWORDS", "static_ch
 # Identifiers (or a component of a dotted identifier) that reject wherever they are.
 BANNED_WORDS = frozenset(
     {
-        "sorry", "admit", "sorryAx", "native_decide", "ofReduceBool", "trustCompiler",
-        "apply?", "exact?", "axiom", "opaque", "unsafe", "implemented_by", "extern",
-        "run_tac", "run_cmd", "run_elab", "elab", "elab_rules", "macro", "macro_rules",
-        "syntax", "notation", "infix", "infixl", "infixr", "prefix", "postfix",
-        "declare_syntax_cat", "prelude", "modifyEnv", "addDecl", "addDeclCore", "instance",
+        "sorry",
+        "admit",
+        "sorryAx",
+        "native_decide",
+        "ofReduceBool",
+        "trustCompiler",
+        "apply?",
+        "exact?",
+        "axiom",
+        "opaque",
+        "unsafe",
+        "implemented_by",
+        "extern",
+        "run_tac",
+        "run_cmd",
+        "run_elab",
+        "elab",
+        "elab_rules",
+        "macro",
+        "macro_rules",
+        "syntax",
+        "notation",
+        "infix",
+        "infixl",
+        "infixr",
+        "prefix",
+        "postfix",
+        "declare_syntax_cat",
+        "prelude",
+        "modifyEnv",
+        "addDecl",
+        "addDeclCore",
+        "instance",
     }
-)  # fmt: skip
+)
 # Namespaces whose constants reach the elaborator or the environment itself.
 BANNED_NAMESPACES = ("Lean.",)
 ALLOWED_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth"})
@@ -38,11 +66,27 @@ ALLOWED_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth"})
 # statement, where it can change nothing about the theorem but can run or assert anything.
 DECLARATION_KEYWORDS = frozenset(
     {
-        "def", "lemma", "theorem", "instance", "abbrev", "structure", "class", "inductive",
-        "attribute", "example", "noncomputable", "mutual", "private", "protected", "partial",
-        "namespace", "section", "variable", "universe",
+        "def",
+        "lemma",
+        "theorem",
+        "instance",
+        "abbrev",
+        "structure",
+        "class",
+        "inductive",
+        "attribute",
+        "example",
+        "noncomputable",
+        "mutual",
+        "private",
+        "protected",
+        "partial",
+        "namespace",
+        "section",
+        "variable",
+        "universe",
     }
-)  # fmt: skip
+)
 
 
 def _word_reasons(token: Token) -> list[str]:

@@ -133,8 +133,13 @@ class ReplProcess:
         self._tmpdir = Path(tempfile.mkdtemp(prefix="lean-repl-"))
         self._stderr_path = self._tmpdir / "stderr.log"
         prefix: tuple[str, ...] = sandbox_prefix()[0] if self.sandbox else ()
-        env = {**os.environ, **self.extra_env, "TMPDIR": str(self._tmpdir),
-               "TMP": str(self._tmpdir), "TEMP": str(self._tmpdir)}  # fmt: skip
+        env = {
+            **os.environ,
+            **self.extra_env,
+            "TMPDIR": str(self._tmpdir),
+            "TMP": str(self._tmpdir),
+            "TEMP": str(self._tmpdir),
+        }
         cap = self.memory_cap_mb
         with open(self._stderr_path, "wb") as stderr:
             self._process = subprocess.Popen(

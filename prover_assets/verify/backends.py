@@ -102,7 +102,7 @@ class LocalReplBackend(LeanBackend):
                     header_timeout_s=header_timeout_s,
                     recycle_after=recycle_after,
                     memory_ceiling_mb=memory_ceiling_mb,
-                )  # fmt: skip
+                )
                 for i in range(workers)
             ],
             retries=retries,
@@ -136,8 +136,16 @@ class LocalReplBackend(LeanBackend):
 class RemoteBackend(LeanBackend):
     """A Kimina Lean Server: one snippet per proof (header + compile view + `#print axioms`)."""
 
-    def __init__(self, url: str, *, pins: Pins, workers: int, retries: int = 2,
-                 position_base: str = "snippet", request_slack_s: float = 60.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        *,
+        pins: Pins,
+        workers: int,
+        retries: int = 2,
+        position_base: str = "snippet",
+        request_slack_s: float = 60.0,
+    ) -> None:
         self.url = url.rstrip("/")
         self.pins = pins
         self.workers = workers
@@ -146,8 +154,13 @@ class RemoteBackend(LeanBackend):
         self.request_slack_s = request_slack_s
 
     def config(self) -> dict[str, Any]:
-        return {"backend": "remote", "url": self.url, "workers": self.workers,
-                "infrastructure_retries": self.retries, "position_base": self.position_base}  # fmt: skip
+        return {
+            "backend": "remote",
+            "url": self.url,
+            "workers": self.workers,
+            "infrastructure_retries": self.retries,
+            "position_base": self.position_base,
+        }
 
     def _line_offset(self, header: str) -> int:
         """Lines to subtract so that positions index the compile view."""
@@ -165,12 +178,18 @@ class RemoteBackend(LeanBackend):
         code = job.header + "\n" + job.body
         if job.theorem_name is not None:
             code += f"\n\n#print axioms {job.theorem_name}"
-        payload = {"snippets": [{"id": json.dumps(job.key), "code": code}],
-                   "timeout": math.ceil(job.budget_s), "debug": False, "reuse": True}  # fmt: skip
+        payload = {
+            "snippets": [{"id": json.dumps(job.key), "code": code}],
+            "timeout": math.ceil(job.budget_s),
+            "debug": False,
+            "reuse": True,
+        }
         request = urllib.request.Request(
-            f"{self.url}/api/check", data=json.dumps(payload).encode("utf-8"),
-            headers={"Content-Type": "application/json"}, method="POST",
-        )  # fmt: skip
+            f"{self.url}/api/check",
+            data=json.dumps(payload).encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=job.budget_s + self.request_slack_s) as reply:
             return json.loads(reply.read().decode("utf-8"))["results"][0]
 
@@ -188,13 +207,19 @@ class RemoteBackend(LeanBackend):
         printed, messages = [], []
         for message in response.get("messages", []):
             data = str(message.get("data", ""))
-            if message.get("severity") == "info" and ("depends on axioms" in data
-                                                     or "does not depend on any axioms" in data):  # fmt: skip
+            if message.get("severity") == "info" and (
+                "depends on axioms" in data or "does not depend on any axioms" in data
+            ):
                 printed.append(message)
                 continue
             messages.append(_shift(message, offset))
-        outcome = read_answer({**response, "messages": messages,
-                               "sorries": [_shift(s, offset) for s in response.get("sorries", [])]})  # fmt: skip
+        outcome = read_answer(
+            {
+                **response,
+                "messages": messages,
+                "sorries": [_shift(s, offset) for s in response.get("sorries", [])],
+            }
+        )
         axioms = None
         if outcome.complete and job.theorem_name is not None:
             axioms = parse_axioms(read_answer({"messages": printed}), job.theorem_name)
@@ -205,12 +230,26 @@ class RemoteBackend(LeanBackend):
         for attempt in range(1, self.retries + 2):
             try:
                 result = self._check_once(job)
-                return LeanResult(result.key, result.outcome, result.axioms, result.failure,
-                                  time.monotonic() - started, attempt, 0)  # fmt: skip
+                return LeanResult(
+                    result.key,
+                    result.outcome,
+                    result.axioms,
+                    result.failure,
+                    time.monotonic() - started,
+                    attempt,
+                    0,
+                )
             except (ReplFailure, urllib.error.URLError, OSError, ValueError, KeyError) as exc:
                 kind = exc.kind if isinstance(exc, ReplFailure) else type(exc).__name__
-        return LeanResult(job.key, None, None, f"infrastructure:{kind}",
-                          time.monotonic() - started, self.retries + 1, 0)  # fmt: skip
+        return LeanResult(
+            job.key,
+            None,
+            None,
+            f"infrastructure:{kind}",
+            time.monotonic() - started,
+            self.retries + 1,
+            0,
+        )
 
     def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
         ordered = sorted(jobs, key=lambda job: -job.priority)
@@ -233,11 +272,20 @@ def _simulator_rules(folder: Path) -> Path:
     path = folder / "simulator_rules.json"
     rules = [
         {"match": {"substring": "prover_assets_selftest_good"}, "reply": {}},
-        {"match": {"substring": "prover_assets_selftest_bad"},
-         "reply": {"messages": [{"severity": "error", "pos": {"line": 1, "column": 58},
-                                 "endPos": {"line": 2, "column": 10},
-                                 "data": "unsolved goals\n⊢ False"}]}},
-    ]  # fmt: skip
+        {
+            "match": {"substring": "prover_assets_selftest_bad"},
+            "reply": {
+                "messages": [
+                    {
+                        "severity": "error",
+                        "pos": {"line": 1, "column": 58},
+                        "endPos": {"line": 2, "column": 10},
+                        "data": "unsolved goals\n⊢ False",
+                    }
+                ]
+            },
+        },
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rules))
     return path
@@ -251,11 +299,18 @@ def backend_from_settings(settings: LeanSettings, *, scratch: Path) -> LeanBacke
             raise ValueError(
                 f"a remote backend needs declared expected_pins; missing {sorted(missing)}"
             )
-        pins = Pins(**{k: settings.expected_pins[k] for k in ("lean_version", "mathlib_rev", "repl_rev")},
-                    backend="remote", simulated=False)  # fmt: skip
-        return RemoteBackend(settings.remote_url or "", pins=pins, workers=settings.workers,
-                             retries=settings.infrastructure_retries,
-                             position_base=settings.remote_position_base)  # fmt: skip
+        pins = Pins(
+            **{k: settings.expected_pins[k] for k in ("lean_version", "mathlib_rev", "repl_rev")},
+            backend="remote",
+            simulated=False,
+        )
+        return RemoteBackend(
+            settings.remote_url or "",
+            pins=pins,
+            workers=settings.workers,
+            retries=settings.infrastructure_retries,
+            position_base=settings.remote_position_base,
+        )
     common = {
         "workers": settings.workers,
         "memory_cap_mb": settings.memory_cap_mb,
@@ -266,9 +321,17 @@ def backend_from_settings(settings: LeanSettings, *, scratch: Path) -> LeanBacke
         "sandbox": settings.sandbox,
     }
     if settings.backend == "simulated":
-        command = [sys.executable, "-m", SIMULATOR_MODULE, "--rules", str(_simulator_rules(scratch)),
-                   "--simulate-accept-share", str(settings.simulated_accept_share),
-                   "--simulate-seed", str(settings.simulated_seed)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            SIMULATOR_MODULE,
+            "--rules",
+            str(_simulator_rules(scratch)),
+            "--simulate-accept-share",
+            str(settings.simulated_accept_share),
+            "--simulate-seed",
+            str(settings.simulated_seed),
+        ]
         return LocalReplBackend(command, pins=simulated_pins(SIMULATOR_MODULE), **common)
     workspace = Path(
         require_filled(settings.workspace or "", "resources.lean.config.settings.workspace")
@@ -302,5 +365,5 @@ def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
             "good_failure": good.failure,
             "bad_failure": bad.failure,
             "good_axioms": list(good.axioms or ()),
-        },  # fmt: skip
+        },
     )

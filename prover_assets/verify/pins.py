@@ -25,8 +25,12 @@ def _manifest_rev(manifest: dict, names: tuple[str, ...]) -> str | None:
 
 def _git_head(folder: Path) -> str | None:
     try:
-        result = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"],
-                                capture_output=True, text=True, timeout=10)  # fmt: skip
+        result = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() or None if result.returncode == 0 else None
@@ -52,8 +56,13 @@ def read_workspace_pins(workspace: Path) -> Pins:
             f"{manifest_path}: cannot find the {'Mathlib' if mathlib is None else 'REPL'} "
             "revision; the verifier refuses to run without its pins"
         )
-    return Pins(lean_version=lean_version, mathlib_rev=mathlib, repl_rev=repl,
-                backend="local", simulated=False)  # fmt: skip
+    return Pins(
+        lean_version=lean_version,
+        mathlib_rev=mathlib,
+        repl_rev=repl,
+        backend="local",
+        simulated=False,
+    )
 
 
 def simulated_pins(description: str) -> Pins:

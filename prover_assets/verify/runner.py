@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from prover_assets.records import (
     Appender,
@@ -32,7 +34,9 @@ from prover_assets.records import (
 from prover_assets.verify.verifier import StrictVerifier
 
 __all__ = [
+    "CHUNKS_FILE",
     "ChunkInfrastructureError",
+    "CommitChunk",
     "StaleVerdictError",
     "VerifyStats",
     "check_verdicts_current",
@@ -42,7 +46,23 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STALE_FILE = "stale_verdicts.jsonl"
+CHUNKS_FILE = "chunks.jsonl"
 Progress = Callable[["VerifyStats"], None]
+
+
+class CommitChunk(BaseModel):
+    """One committed chunk of verdicts: how many, and how many died for infrastructure."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    schema_version: Literal[1] = 1
+    index: int
+    samples: int
+    infrastructure: int
+
+    @property
+    def key(self) -> int:
+        return self.index
 
 
 class StaleVerdictError(RuntimeError):
@@ -104,9 +124,10 @@ def check_verdicts_current(
     """Keys of verdicts without a generation, and of verdicts whose code hash is stale."""
     orphans = [key for key in verdicts if key not in generations]
     stale = [
-        key for key, verdict in verdicts.items()
+        key
+        for key, verdict in verdicts.items()
         if key in generations and verdict.code_sha256 != code_sha256(generations[key].lean_code)
-    ]  # fmt: skip
+    ]
     return orphans, stale
 
 
@@ -154,7 +175,10 @@ def verify_generations(
             )
         if stale:
             stats.stale_reverified = _set_aside_stale(verdicts_path, set(stale))
-    with Appender(verdicts_path, Verification) as appender:
+    with (
+        Appender(verdicts_path, Verification) as appender,
+        Appender(verdicts_path.with_name(CHUNKS_FILE), CommitChunk) as chunks,
+    ):
         stats.already_verified = len(appender.keys)
         pending = [
             (problems[g.problem_id], g) for key, g in generations.items() if key not in appender
@@ -170,6 +194,11 @@ def verify_generations(
                     "Fix the verifier's environment and re-run: finished verdicts are kept."
                 )
             appender.append_many(chunk)
+            chunks.append(
+                CommitChunk(
+                    index=len(chunks.keys), samples=len(chunk), infrastructure=infrastructure
+                )
+            )
             chunk.clear()
 
         for verdict in verifier.verify_stream(pending):

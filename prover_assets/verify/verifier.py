@@ -62,8 +62,14 @@ class StrictVerifier:
     def info(self) -> VerifierInfo:
         return self._info
 
-    def _verdict(self, generation: Generation, stage: Stage, reasons: list[str],
-                 verify_s: float = 0.0, **extra: Any) -> Verification:  # fmt: skip
+    def _verdict(
+        self,
+        generation: Generation,
+        stage: Stage,
+        reasons: list[str],
+        verify_s: float = 0.0,
+        **extra: Any,
+    ) -> Verification:
         diagnostics = extra.pop("diagnostics", {})
         return Verification(
             problem_id=generation.problem_id,
@@ -103,8 +109,12 @@ class StrictVerifier:
         try:
             reinserted = reinsert_statement(problem.formal_statement, code)
         except ReinsertionError as exc:
-            return self._verdict(generation, Stage.REINSERTION, [f"reinsertion:{exc.reason}"],
-                                 diagnostics=diagnostics)  # fmt: skip
+            return self._verdict(
+                generation,
+                Stage.REINSERTION,
+                [f"reinsertion:{exc.reason}"],
+                diagnostics=diagnostics,
+            )
         signature = theorem_signature(problem.formal_statement)
         return LeanJob(
             key=generation.key,
@@ -115,8 +125,9 @@ class StrictVerifier:
             priority=float(len(code)),
         )
 
-    def judge(self, problem: Problem, generation: Generation, job: LeanJob,
-              result: LeanResult) -> Verification:  # fmt: skip
+    def judge(
+        self, problem: Problem, generation: Generation, job: LeanJob, result: LeanResult
+    ) -> Verification:
         code = generation.lean_code or ""
         diagnostics: dict[str, Any] = {
             "displayed_statement_faithful": displayed_statement_faithful(
@@ -128,18 +139,30 @@ class StrictVerifier:
         }
         extra: dict[str, Any] = {}
         if result.failure == "timeout":
-            return self._verdict(generation, Stage.TIMEOUT, ["timeout"], result.elapsed_s,
-                                 diagnostics=diagnostics)  # fmt: skip
+            return self._verdict(
+                generation, Stage.TIMEOUT, ["timeout"], result.elapsed_s, diagnostics=diagnostics
+            )
         if result.failure is not None or result.outcome is None:
-            return self._verdict(generation, Stage.INFRASTRUCTURE, [result.failure or "infrastructure"],
-                                 result.elapsed_s, diagnostics=diagnostics)  # fmt: skip
+            return self._verdict(
+                generation,
+                Stage.INFRASTRUCTURE,
+                [result.failure or "infrastructure"],
+                result.elapsed_s,
+                diagnostics=diagnostics,
+            )
         outcome = result.outcome
         if self.policy.feedback:
             extra = {"repl_errors": [dict(e) for e in outcome.errors], "repl_code": job.body}
         diagnostics["warnings"] = len(outcome.warnings)
         if not outcome.passed:
-            return self._verdict(generation, Stage.COMPILE_ERROR, ["compile_error"],
-                                 result.elapsed_s, diagnostics=diagnostics, **extra)  # fmt: skip
+            return self._verdict(
+                generation,
+                Stage.COMPILE_ERROR,
+                ["compile_error"],
+                result.elapsed_s,
+                diagnostics=diagnostics,
+                **extra,
+            )
         if not outcome.complete:
             reasons = []
             if outcome.sorries:
@@ -148,18 +171,31 @@ class StrictVerifier:
                 reasons.append("incomplete:sorry_warning")
             if any("failed" in str(w.get("data")) for w in outcome.warnings):
                 reasons.append("incomplete:warning_failed")
-            return self._verdict(generation, Stage.INCOMPLETE, reasons or ["incomplete"],
-                                 result.elapsed_s, diagnostics=diagnostics, **extra)  # fmt: skip
+            return self._verdict(
+                generation,
+                Stage.INCOMPLETE,
+                reasons or ["incomplete"],
+                result.elapsed_s,
+                diagnostics=diagnostics,
+                **extra,
+            )
         if job.theorem_name is not None:
             axioms = result.axioms or ()
             diagnostics["axioms"] = list(axioms)
             foreign = [a for a in axioms if a not in STANDARD_AXIOMS]
             if foreign or result.axioms is None:
                 reasons = [f"axiom:{a}" for a in foreign] or ["axiom:unchecked"]
-                return self._verdict(generation, Stage.AXIOM, reasons, result.elapsed_s,
-                                     diagnostics=diagnostics, **extra)  # fmt: skip
-        return self._verdict(generation, Stage.ACCEPTED, [], result.elapsed_s,
-                             diagnostics=diagnostics, **extra)  # fmt: skip
+                return self._verdict(
+                    generation,
+                    Stage.AXIOM,
+                    reasons,
+                    result.elapsed_s,
+                    diagnostics=diagnostics,
+                    **extra,
+                )
+        return self._verdict(
+            generation, Stage.ACCEPTED, [], result.elapsed_s, diagnostics=diagnostics, **extra
+        )
 
     def verify_stream(self, pairs: Iterable[tuple[Problem, Generation]]) -> Iterator[Verification]:
         """Verdicts for every pair: those needing no Lean first, then Lean's as they finish."""

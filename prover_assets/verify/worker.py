@@ -132,14 +132,29 @@ class ReplWorker:
                 outcome, axioms = self.run(job)
             except ReplFailure as failure:
                 if failure.kind == "timeout":
-                    return LeanResult(job.key, None, None, "timeout", time.monotonic() - started,
-                                      attempts, self.index)  # fmt: skip
+                    return LeanResult(
+                        job.key,
+                        None,
+                        None,
+                        "timeout",
+                        time.monotonic() - started,
+                        attempts,
+                        self.index,
+                    )
                 if attempts > retries:
-                    return LeanResult(job.key, None, None, f"infrastructure:{failure.kind}",
-                                      time.monotonic() - started, attempts, self.index)  # fmt: skip
+                    return LeanResult(
+                        job.key,
+                        None,
+                        None,
+                        f"infrastructure:{failure.kind}",
+                        time.monotonic() - started,
+                        attempts,
+                        self.index,
+                    )
                 continue
-            return LeanResult(job.key, outcome, axioms, None, time.monotonic() - started,
-                              attempts, self.index)  # fmt: skip
+            return LeanResult(
+                job.key, outcome, axioms, None, time.monotonic() - started, attempts, self.index
+            )
 
     def close(self) -> None:
         if self._process is not None:

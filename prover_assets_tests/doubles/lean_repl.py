@@ -15,13 +15,17 @@ Protocol (as leanprover-community/repl):
 
 Verdicts, first match wins:
 1. rules (--rules FILE, a JSON list): `{"match": {"sha256"|"regex"|"substring": ...},
-   "reply": {...} | "action": "..."}`; a reply is sent as the answer (with the new env);
+   "reply": {...} | "action": "...", "messages_at": [{"severity", "at", "data"}],
+   "axioms": [...]}`; a reply is sent as the answer (with the new env), `messages_at` places
+   messages at the first occurrence of their `at` text in the command it received;
 2. directives in Lean comments of the command, e.g.
    `--@fake error {"at": "nlinarith", "data": "linarith failed"}`, `--@fake sorry`,
    `--@fake axioms ["sorryAx"]`, `--@fake delay 2.5`, `--@fake hang`, `--@fake crash 3`,
-   `--@fake oom`, `--@fake empty`, `--@fake warning {...}`;
+   `--@fake oom`, `--@fake empty`, `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
+   (an info message saying what the process sees: its TMPDIR, whether it can connect);
 3. --simulate-accept-share P --simulate-seed S (the demo's SIMULATED verifier): a seeded
-   share P of proofs is accepted, the others get a Lean-shaped error;
+   share P of proofs is accepted, the others get a Lean-shaped error (statements with a
+   literal `sorry`, as in elaboration checks, get the default answer);
 4. defaults: a literal `sorry` gives a `sorries` entry and the sorry warning; else `{"env": n}`.
 
 `#print axioms X` answers from the record of the env that declared X (the standard axioms
@@ -42,12 +46,14 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
 _DIRECTIVE = re.compile(r"--@fake\s+(\w+)\s*(.*)$", re.MULTILINE)
 _DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
+_SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
 _PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
 # Lean-shaped errors for the simulated verifier (texts as the real REPL prints them).
 _SIMULATED_ERRORS = (
@@ -107,8 +113,12 @@ class Double:
             data, severity = f"unknown constant '{name}'", "error"
         self.envs.append(Env())
         end = len(f"#print axioms {name}")
-        message = {"severity": severity, "pos": {"line": 1, "column": 0},
-                   "endPos": {"line": 1, "column": end}, "data": data}  # fmt: skip
+        message = {
+            "severity": severity,
+            "pos": {"line": 1, "column": 0},
+            "endPos": {"line": 1, "column": end},
+            "data": data,
+        }
         return {"messages": [message], "env": len(self.envs) - 1}
 
     def _scripted(self, command: str) -> dict[str, Any]:
@@ -123,13 +133,20 @@ class Double:
                 if "action" in rule:
                     self.act(rule["action"], rule.get("argument", ""))
                 reply = dict(rule.get("reply", {}))
+                for spec in rule.get("messages_at", []):
+                    message = self._message(command, spec.get("severity", "error"), spec)
+                    reply["messages"] = [*reply.get("messages", []), message]
                 if "axioms" in rule:
                     reply["__axioms__"] = rule["axioms"]
                 return reply
         directives = _DIRECTIVE.findall(command)
         if directives:
             return self._directed(command, directives)
-        if self.args.simulate_accept_share is not None and "theorem" in command:
+        if (
+            self.args.simulate_accept_share is not None
+            and "theorem" in command
+            and not _has_sorry(command)
+        ):
             return self._simulated(command, digest)
         return self._default(command)
 
@@ -145,6 +162,8 @@ class Double:
                 reply.update(self._default(command, force_sorry=True))
             elif name == "axioms":
                 reply["__axioms__"] = json.loads(argument)
+            elif name == "probe":
+                messages.append(_probe(json.loads(argument or "{}")))
             else:
                 self.act(name, argument)
         if messages:
@@ -161,10 +180,17 @@ class Double:
         else:
             line, column = _line_col(command, offset)
             end_line, end_column = _line_col(command, offset + len(anchor))
-        end_pos = None if spec.get("endPos") is None and "endPos" in spec else {
-            "line": end_line, "column": end_column}  # fmt: skip
-        return {"severity": severity, "pos": {"line": line, "column": column},
-                "endPos": end_pos, "data": spec.get("data", f"{severity} from the double")}  # fmt: skip
+        end_pos = (
+            None
+            if spec.get("endPos") is None and "endPos" in spec
+            else {"line": end_line, "column": end_column}
+        )
+        return {
+            "severity": severity,
+            "pos": {"line": line, "column": column},
+            "endPos": end_pos,
+            "data": spec.get("data", f"{severity} from the double"),
+        }
 
     def _simulated(self, command: str, digest: str) -> dict[str, Any]:
         draw = int(hashlib.sha256(f"{self.args.simulate_seed}|{digest}".encode()).hexdigest(), 16)
@@ -176,30 +202,48 @@ class Double:
         text = lines[target]
         column = len(text) - len(text.lstrip())
         error = _SIMULATED_ERRORS[draw % len(_SIMULATED_ERRORS)]
-        return {"messages": [{"severity": "error", "pos": {"line": target + 1, "column": column},
-                              "endPos": {"line": target + 1, "column": len(text)}, "data": error}]}  # fmt: skip
+        return {
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": target + 1, "column": column},
+                    "endPos": {"line": target + 1, "column": len(text)},
+                    "data": error,
+                }
+            ]
+        }
 
     def _default(self, command: str, *, force_sorry: bool = False) -> dict[str, Any]:
-        sorry = re.search(r"(?<![\w.'])sorry(?![\w'!?])", command)
+        sorry = _SORRY.search(command)
         if sorry is None and not force_sorry:
             return {}
         start = sorry.start() if sorry else 0
         line, column = _line_col(command, start)
         # The warning is on the declaration that contains the sorry: the last one before it.
-        declaration = None
-        for declaration in _DECLARATION.finditer(command, 0, start if sorry else len(command)):
-            pass
+        before = list(_DECLARATION.finditer(command, 0, start if sorry else len(command)))
+        declaration = before[-1] if before else None
         name_line, name_column, name_end = 1, 0, 0
         if declaration:
             name_line, name_column = _line_col(command, declaration.start(2))
             name_end = name_column + len(declaration.group(2))
         return {
-            "sorries": [{"proofState": 0, "pos": {"line": line, "column": column},
-                         "goal": "⊢ True", "endPos": {"line": line, "column": column + 5}}],
-            "messages": [{"severity": "warning", "pos": {"line": name_line, "column": name_column},
-                          "endPos": {"line": name_line, "column": name_end},
-                          "data": SORRY_WARNING[self.args.warning_style]}],
-        }  # fmt: skip
+            "sorries": [
+                {
+                    "proofState": 0,
+                    "pos": {"line": line, "column": column},
+                    "goal": "⊢ True",
+                    "endPos": {"line": line, "column": column + 5},
+                }
+            ],
+            "messages": [
+                {
+                    "severity": "warning",
+                    "pos": {"line": name_line, "column": name_column},
+                    "endPos": {"line": name_line, "column": name_end},
+                    "data": SORRY_WARNING[self.args.warning_style],
+                }
+            ],
+        }
 
     # --- faults ----------------------------------------------------------------------------
 
@@ -230,6 +274,30 @@ class Double:
 
 class _EmptyAnswer(Exception):
     pass
+
+
+def _probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the REPL's own process sees: its TMPDIR, and whether it can reach a TCP address."""
+    import socket
+
+    report: dict[str, Any] = {"tmpdir": os.environ.get("TMPDIR")}
+    if "connect" in spec:
+        host, port = spec["connect"].rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                report["connect"] = "ok"
+        except OSError as exc:
+            report["connect"] = f"blocked: {exc}"
+    return {
+        "severity": "info",
+        "pos": {"line": 1, "column": 0},
+        "endPos": None,
+        "data": json.dumps(report),
+    }
+
+
+def _has_sorry(command: str) -> bool:
+    return _SORRY.search(command) is not None
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -278,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--simulate-accept-share", type=float)
     parser.add_argument("--simulate-seed", type=int, default=0)
     args = parser.parse_args(argv)
-    rules = json.load(open(args.rules, encoding="utf-8")) if args.rules else []
+    rules = json.loads(Path(args.rules).read_text(encoding="utf-8")) if args.rules else []
     double = Double(args, rules)
     time.sleep(args.startup_delay)
     stdin = sys.stdin
@@ -307,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(args.log, {"request": request, "event": "empty"})
             _write("\n\n", args.chunked_output)
             continue
-        _log(args.log, {"request": request, "answer": answer})
+        _log(args.log, {"request": request, "raw": query, "answer": answer})
         _write(json.dumps(answer, ensure_ascii=False, indent=1) + "\n\n", args.chunked_output)
 
 

@@ -1,0 +1,61 @@
+"""Helpers to drive the verifier against the REPL double, scripted per test."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from prover_assets.verify.backends import LocalReplBackend
+from prover_assets_tests.factories import make_pins
+
+DOUBLE = [sys.executable, "-m", "prover_assets_tests.doubles.lean_repl"]
+
+
+def error_reply(
+    data: str, line: int = 2, column: int = 2, end_column: int | None = 10
+) -> dict[str, Any]:
+    end = None if end_column is None else {"line": line, "column": end_column}
+    return {
+        "messages": [
+            {
+                "severity": "error",
+                "pos": {"line": line, "column": column},
+                "endPos": end,
+                "data": data,
+            }
+        ]
+    }
+
+
+def double_backend(
+    tmp_path: Path,
+    rules: list[dict] | None = None,
+    *args: str,
+    workers: int = 2,
+    retries: int = 1,
+    **kwargs: Any,
+) -> LocalReplBackend:
+    """A local backend whose REPL is the double, with these rules and a log of every request."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    rules_path = tmp_path / "rules.json"
+    rules_path.write_text(json.dumps(rules or []))
+    command = [
+        *DOUBLE,
+        "--rules",
+        str(rules_path),
+        "--log",
+        str(tmp_path / "repl_log.jsonl"),
+        *args,
+    ]
+    return LocalReplBackend(
+        command, pins=make_pins(), workers=workers, retries=retries, sandbox=False, **kwargs
+    )
+
+
+def repl_log(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "repl_log.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]

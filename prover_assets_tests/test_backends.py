@@ -1,0 +1,140 @@
+"""Backends: the remote (Kimina) client against a local HTTP double, settings, the self-test."""
+
+import json
+
+import pytest
+
+from prover_assets.config import LeanSettings
+from prover_assets.records import Stage
+from prover_assets.verify.backends import RemoteBackend, backend_from_settings, self_test
+from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.doubles.kimina_server import KiminaDouble
+from prover_assets_tests.factories import make_generation, make_pins, make_problem
+from prover_assets_tests.lean_double import double_backend
+
+SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
+
+
+def completion(tactic: str) -> str:
+    return f"```lean4\n{SIGNATURE}\n  {tactic}\n```"
+
+
+def remote_verdict(server, tactic, **backend_kwargs):
+    backend = RemoteBackend(
+        server.url, pins=make_pins(backend="remote"), workers=2, **backend_kwargs
+    )
+    verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True))
+    return verifier.verify(make_problem(), make_generation(completion_text=completion(tactic)))
+
+
+def test_remote_accepts_a_clean_proof_after_checking_axioms():
+    with KiminaDouble() as server:
+        verdict = remote_verdict(server, "omega")
+        assert verdict.accepted
+        assert verdict.diagnostics["axioms"] == ["propext", "Classical.choice", "Quot.sound"]
+        (request,) = server.requests
+        assert request["snippets"][0]["code"].rstrip().endswith("#print axioms t")
+        assert request["timeout"] == 5
+
+
+def test_remote_error_positions_index_the_compile_view():
+    rules = [
+        {
+            "match": {"substring": "nlinarith"},
+            "messages_at": [{"severity": "error", "at": "nlinarith", "data": "linarith failed"}],
+        }
+    ]
+    with KiminaDouble(rules) as server:
+        verdict = remote_verdict(server, "nlinarith [h₀]")
+    assert verdict.stage is Stage.COMPILE_ERROR
+    error = verdict.repl_errors[0]
+    line = verdict.repl_code.split("\n")[error["pos"]["line"] - 1]
+    assert line[error["pos"]["column"] :].startswith("nlinarith")
+
+
+def test_remote_foreign_axiom_rejects():
+    rules = [{"match": {"substring": "positivity"}, "reply": {}, "axioms": ["sorryAx"]}]
+    with KiminaDouble(rules) as server:
+        assert remote_verdict(server, "positivity").reasons == ["axiom:sorryAx"]
+
+
+def test_remote_timeout_is_a_timeout_verdict():
+    with KiminaDouble() as server:
+        verdict = remote_verdict(server, "exact hang")
+    assert (verdict.stage, verdict.reasons) == (Stage.TIMEOUT, ["timeout"])
+
+
+def test_remote_server_errors_are_retried_then_infrastructure():
+    with KiminaDouble(fail_first=1) as server:
+        assert remote_verdict(server, "omega", retries=1).accepted
+    with KiminaDouble(fail_first=5) as server:
+        verdict = remote_verdict(server, "omega", retries=1)
+    assert verdict.stage is Stage.INFRASTRUCTURE
+
+
+def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_path):
+    rules = [
+        {
+            "match": {"substring": "selftest_bad"},
+            "reply": {
+                "messages": [
+                    {
+                        "severity": "error",
+                        "pos": {"line": 1, "column": 0},
+                        "endPos": None,
+                        "data": "unsolved goals",
+                    }
+                ]
+            },
+        }
+    ]
+    with double_backend(tmp_path / "ok", rules) as backend:
+        assert self_test(backend, 5.0).passed
+    with double_backend(tmp_path / "broken") as backend:  # accepts everything: broken
+        outcome = self_test(backend, 5.0)
+    assert not outcome.passed
+    assert "known-bad NOT rejected" in outcome.description
+
+
+def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_path):
+    settings = LeanSettings(
+        backend="simulated", workers=1, simulated_accept_share=0.5, simulated_seed=3
+    )
+    with backend_from_settings(settings, scratch=tmp_path) as backend:
+        assert backend.pins.simulated
+        assert backend.pins.lean_version == "SIMULATED"
+        assert self_test(backend, 5.0).passed
+
+
+def make_workspace(tmp_path, toolchain="leanprover/lean4:v4.9.0-rc1"):
+    (tmp_path / "lean-toolchain").write_text(toolchain + "\n")
+    manifest = {
+        "packages": [
+            {"name": "mathlib", "rev": "d1d1e4b7aaa"},
+            {"name": "REPL", "rev": "7df77c0abbb"},
+        ]
+    }
+    (tmp_path / "lake-manifest.json").write_text(json.dumps(manifest))
+    return tmp_path
+
+
+def test_pins_are_read_from_the_workspace(tmp_path):
+    pins = read_workspace_pins(make_workspace(tmp_path))
+    assert (pins.lean_version, pins.mathlib_rev, pins.repl_rev) == (
+        "v4.9.0-rc1",
+        "d1d1e4b7aaa",
+        "7df77c0abbb",
+    )
+    check_expected_pins(pins, {"lean_version": "v4.9.0-rc1", "mathlib_rev": "d1d1e4b7"})
+
+
+def test_wrong_pins_refuse_to_start(tmp_path):
+    pins = read_workspace_pins(make_workspace(tmp_path, "leanprover/lean4:v4.15.0"))
+    with pytest.raises(PinError, match="not the registered verifier"):
+        check_expected_pins(pins, {"lean_version": "v4.9.0-rc1"})
+
+
+def test_workspace_without_manifest_is_refused(tmp_path):
+    with pytest.raises(PinError, match="not a Lean workspace"):
+        read_workspace_pins(tmp_path)

@@ -1,0 +1,243 @@
+"""The strict verifier end to end against the scripted REPL double."""
+
+import pytest
+
+from prover_assets.lean.extract import compile_view, reinsert_statement
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.records import Stage
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.factories import STATEMENT, make_generation, make_problem
+from prover_assets_tests.lean_double import double_backend, repl_log
+
+SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
+
+
+def completion(proof: str, signature: str = SIGNATURE) -> str:
+    return f"Plan: use omega.\n\n```lean4\n{signature}\n{proof}\n```"
+
+
+def verify(tmp_path, proof=None, rules=None, *args, policy=None, generation=None, **backend_kwargs):
+    problem = make_problem()
+    generation = generation or make_generation(completion_text=completion(proof))
+    policy = policy or VerifierPolicy(budget_s=5.0, feedback=True)
+    with double_backend(tmp_path, rules, *args, **backend_kwargs) as backend:
+        return StrictVerifier(backend, policy).verify(problem, generation)
+
+
+def proof_commands(tmp_path):
+    return [
+        e
+        for e in repl_log(tmp_path)
+        if e["request"].get("env") is not None and not e["request"]["cmd"].startswith("#print")
+    ]
+
+
+def test_clean_proof_is_accepted_with_pins_budget_and_code_hash(tmp_path):
+    verdict = verify(tmp_path, "  omega")
+    assert verdict.accepted
+    assert verdict.stage is Stage.ACCEPTED
+    assert verdict.budget_s == 5.0
+    assert verdict.verifier.pins.lean_version == "v4.9.0-rc1"
+    assert verdict.verifier.config["statement_check"] == "reject"
+    assert verdict.diagnostics["axioms"] == ["propext", "Classical.choice", "Quot.sound"]
+
+
+def test_header_is_sent_once_and_proofs_use_its_env(tmp_path):
+    problem = make_problem()
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
+        for i in range(4)
+    ]
+    with double_backend(tmp_path, workers=1) as backend:
+        StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
+            [(problem, g) for g in generations]
+        )
+    requests = [e["request"] for e in repl_log(tmp_path)]
+    headers = [r for r in requests if "env" not in r]
+    assert headers == [{"cmd": problem.header}]
+    proofs = [r for r in requests if "env" in r and not r["cmd"].startswith("#print")]
+    assert len(proofs) == 4 and all(r["env"] == 0 for r in proofs)
+    expected_body = compile_view(
+        reinsert_statement(STATEMENT, GOEDEL_HEADER + SIGNATURE + "\n  omega -- 0")
+    )
+    assert proofs[0]["cmd"] == expected_body or any(r["cmd"] == expected_body for r in proofs)
+
+
+def test_axiom_check_runs_in_the_proofs_env(tmp_path):
+    verify(tmp_path, "  omega")
+    requests = [e["request"] for e in repl_log(tmp_path)]
+    proof_answer = next(
+        e["answer"]
+        for e in repl_log(tmp_path)
+        if "#print" not in e["request"]["cmd"] and "env" in e["request"]
+    )
+    printed = next(r for r in requests if r["cmd"].startswith("#print axioms"))
+    assert printed == {"cmd": "#print axioms t", "env": proof_answer["env"]}
+
+
+def test_no_code_needs_no_lean(tmp_path):
+    generation = make_generation(completion_text="I cannot do this.")
+    verdict = verify(tmp_path, generation=generation)
+    assert (verdict.stage, verdict.reasons) == (Stage.NO_CODE, ["no_code"])
+    assert repl_log(tmp_path) == []
+
+
+def test_length_capped_sample_is_never_accepted(tmp_path):
+    generation = make_generation(
+        completion_text=completion("  omega"),
+        completion_ids=[1] * 8,
+        finish_reason="length",
+        cap_tokens=8,
+    )
+    verdict = verify(tmp_path, generation=generation)
+    assert (verdict.stage, verdict.reasons, verdict.accepted) == (
+        Stage.NO_CODE,
+        ["no_code:length"],
+        False,
+    )
+
+
+def test_gate_rejects_without_starting_lean(tmp_path):
+    verdict = verify(tmp_path, "  native_decide")
+    assert (verdict.stage, verdict.reasons) == (Stage.GATE, ["banned:native_decide"])
+    assert proof_commands(tmp_path) == []
+
+
+def test_sorry_is_banned_by_the_gate(tmp_path):
+    assert verify(tmp_path, "  sorry").reasons == ["banned:sorry"]
+
+
+def test_displayed_other_statement_is_rejected_strictly_and_only_recorded_otherwise(tmp_path):
+    weaker = completion("  omega", signature="theorem t (x : ℕ) (h₀ : 0 < x) : 0 ≤ x + 1 := by")
+    generation = make_generation(completion_text=weaker)
+    strict = verify(tmp_path, generation=generation)
+    assert (strict.stage, strict.reasons) == (Stage.GATE, ["statement_mismatch"])
+    lenient = verify(
+        tmp_path / "b",
+        generation=generation,
+        policy=VerifierPolicy(budget_s=5.0, feedback=False, statement_check="record"),
+    )
+    assert lenient.accepted
+    assert lenient.diagnostics["displayed_statement_faithful"] is False
+
+
+def test_compile_error_carries_feedback_whose_positions_index_repl_code(tmp_path):
+    rules = [
+        {
+            "match": {"substring": "nlinarith [h₀]"},
+            "messages_at": [
+                {"severity": "error", "at": "nlinarith [h₀]", "data": "linarith failed"}
+            ],
+        }
+    ]
+    verdict = verify(tmp_path, "  nlinarith [h₀]", rules)
+    assert (verdict.stage, verdict.reasons) == (Stage.COMPILE_ERROR, ["compile_error"])
+    error = verdict.repl_errors[0]
+    line = verdict.repl_code.split("\n")[error["pos"]["line"] - 1]
+    assert line[error["pos"]["column"] : error["endPos"]["column"]] == "nlinarith [h₀]"
+
+
+def test_repl_level_sorry_warning_is_incomplete(tmp_path):
+    rules = [
+        {
+            "match": {"substring": "simp_all"},
+            "reply": {
+                "messages": [
+                    {
+                        "severity": "warning",
+                        "pos": {"line": 1, "column": 8},
+                        "endPos": {"line": 1, "column": 9},
+                        "data": "declaration uses 'sorry'",
+                    }
+                ]
+            },
+        }
+    ]
+    verdict = verify(tmp_path, "  simp_all", rules)
+    assert (verdict.stage, verdict.reasons) == (Stage.INCOMPLETE, ["incomplete:sorry_warning"])
+
+
+def test_foreign_axiom_rejects(tmp_path):
+    rules = [
+        {
+            "match": {"substring": "positivity"},
+            "reply": {},
+            "axioms": ["propext", "Lean.ofReduceBool"],
+        }
+    ]
+    verdict = verify(tmp_path, "  positivity", rules)
+    assert (verdict.stage, verdict.reasons) == (Stage.AXIOM, ["axiom:Lean.ofReduceBool"])
+
+
+def test_hang_becomes_timeout_and_the_next_proof_still_runs(tmp_path):
+    rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
+    problem = make_problem()
+    hanging = make_generation(sample_idx=0, completion_text=completion("  aesop"))
+    fine = make_generation(sample_idx=1, completion_text=completion("  omega"))
+    with double_backend(tmp_path, rules, workers=1) as backend:
+        verdicts = StrictVerifier(
+            backend, VerifierPolicy(budget_s=1.0, feedback=False)
+        ).verify_many([(problem, hanging), (problem, fine)])
+        restarts = backend.restarts()
+    by_index = {v.sample_idx: v for v in verdicts}
+    assert (by_index[0].stage, by_index[0].reasons) == (Stage.TIMEOUT, ["timeout"])
+    assert by_index[1].accepted
+    assert restarts == 1
+
+
+@pytest.mark.parametrize("action", ["crash", "empty"])
+def test_persistent_fault_is_infrastructure_never_a_rejection(tmp_path, action):
+    rules = [{"match": {"substring": "decide"}, "action": action}]
+    verdict = verify(tmp_path, "  decide", rules, retries=2, workers=1)
+    assert verdict.stage is Stage.INFRASTRUCTURE
+    assert verdict.reasons == [f"infrastructure:{action}"]
+    assert verdict.diagnostics["attempts"] == 3
+
+
+def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
+    problem = make_problem()
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
+        for i in range(5)
+    ]
+    with double_backend(tmp_path, None, "--die-after", "3", workers=1, retries=2) as backend:
+        verdicts = StrictVerifier(
+            backend, VerifierPolicy(budget_s=5.0, feedback=False)
+        ).verify_many([(problem, g) for g in generations])
+    assert all(v.accepted for v in verdicts)
+    assert max(v.diagnostics["attempts"] for v in verdicts) == 2
+
+
+def test_oom_under_the_memory_cap_is_infrastructure(tmp_path):
+    rules = [{"match": {"substring": "polyrith"}, "action": "oom"}]
+    verdict = verify(tmp_path, "  polyrith", rules, retries=0, workers=1, memory_cap_mb=400)
+    assert verdict.stage is Stage.INFRASTRUCTURE
+
+
+def test_worker_is_recycled_after_n_commands(tmp_path):
+    problem = make_problem()
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
+        for i in range(3)
+    ]
+    with double_backend(tmp_path, workers=1, recycle_after=3) as backend:
+        StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
+            [(problem, g) for g in generations]
+        )
+        recycles = backend.pool.recycles()
+    # Each job takes exactly 3 commands (header, proof, #print axioms): one REPL per job.
+    headers = [e for e in repl_log(tmp_path) if "env" not in e["request"]]
+    assert (len(headers), recycles) == (3, 3)
+
+
+def test_worker_is_recycled_above_the_memory_ceiling(tmp_path):
+    problem = make_problem()
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
+        for i in range(3)
+    ]
+    with double_backend(tmp_path, workers=1, memory_ceiling_mb=1.0) as backend:
+        StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
+            [(problem, g) for g in generations]
+        )
+        assert backend.pool.recycles() == 3

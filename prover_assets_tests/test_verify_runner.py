@@ -1,0 +1,174 @@
+"""Verifying a generations file: resume by key, stale verdicts, commit chunks."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prover_assets.records import Appender, Generation, Verification, publish_records, read_records
+from prover_assets.verify.runner import (
+    ChunkInfrastructureError,
+    StaleVerdictError,
+    verify_generations,
+)
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.factories import make_generation, make_problem
+from prover_assets_tests.lean_double import double_backend, repl_log
+
+SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
+
+
+def completion(tactic: str) -> str:
+    return f"```lean4\n{SIGNATURE}\n  {tactic}\n```"
+
+
+def write_generations(path: Path, tactics: list[str]) -> list[Generation]:
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(t)) for i, t in enumerate(tactics)
+    ]
+    publish_records(path, generations)
+    return generations
+
+
+def run(tmp_path, generations_path, verdicts_path, rules=None, **kwargs):
+    problems = {"p1": make_problem()}
+    with double_backend(tmp_path / "repl", rules, workers=2) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True))
+        return verify_generations(
+            problems,
+            generations_path,
+            verdicts_path,
+            verifier,
+            commit_every=kwargs.pop("commit_every", 3),
+            **kwargs,
+        )
+
+
+def test_every_generation_gets_exactly_one_verdict(tmp_path):
+    write_generations(
+        tmp_path / "gen.jsonl", [f"omega -- {i}" for i in range(7)] + ["native_decide"]
+    )
+    stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
+    verdicts = read_records(tmp_path / "ver.jsonl", Verification)
+    assert sorted(v.sample_idx for v in verdicts) == list(range(8))
+    assert stats.accepted == 7
+    assert stats.stages == {"accepted": 7, "gate": 1}
+
+
+def test_rerun_verifies_nothing_twice(tmp_path):
+    write_generations(tmp_path / "gen.jsonl", [f"omega -- {i}" for i in range(5)])
+    run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
+    sent = len(repl_log(tmp_path / "repl"))
+    stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
+    assert (stats.already_verified, stats.verified_now) == (5, 0)
+    assert len(repl_log(tmp_path / "repl")) == sent
+
+
+KILL_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from prover_assets.verify.runner import verify_generations
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.factories import make_problem
+from prover_assets_tests.lean_double import double_backend
+rules = [{{"match": {{"substring": "omega"}}, "action": "delay", "argument": "0.15"}}]
+with double_backend(Path({repl!r}), rules, workers=2) as backend:
+    verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True))
+    verify_generations({{"p1": make_problem()}}, Path({gen!r}), Path({ver!r}), verifier, commit_every=2)
+"""
+
+
+def sent_indices(tmp_path) -> set[int]:
+    """Sample indices of the proofs the REPL received (each proof states `have h<i>`)."""
+    return {
+        int(m.group(1))
+        for e in repl_log(tmp_path / "repl")
+        if (m := re.search(r"have h(\d+) :", e["request"].get("cmd", "")))
+    }
+
+
+def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_no_committed_verdict(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, [f"have h{i} : {i} = {i} := rfl\n  omega" for i in range(16)])
+    script = KILL_SCRIPT.format(
+        root=str(Path(__file__).parents[1]), repl=str(tmp_path / "repl"), gen=str(gen), ver=str(ver)
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+        not ver.exists() or len(ver.read_bytes().splitlines()) < 4
+    ):
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    with Appender(ver, Verification) as appender:
+        committed = {key[1] for key in appender.keys}
+    assert 4 <= len(committed) < 16
+    assert committed <= sent_indices(tmp_path)
+    (tmp_path / "repl" / "repl_log.jsonl").unlink()
+    run(tmp_path, gen, ver)
+    assert not sent_indices(tmp_path) & committed
+    verdicts = read_records(ver, Verification)
+    assert sorted(v.sample_idx for v in verdicts) == list(range(16))
+
+
+def test_stale_verdict_raises(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["omega", "simp"])
+    run(tmp_path, gen, ver)
+    write_generations(gen, ["omega", "positivity"])
+    with pytest.raises(StaleVerdictError, match="judged other code"):
+        run(tmp_path, gen, ver)
+
+
+def test_reverify_stale_moves_stale_verdicts_aside_and_verifies_again(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["omega", "simp"])
+    run(tmp_path, gen, ver)
+    write_generations(gen, ["omega", "positivity"])
+    stats = run(tmp_path, gen, ver, reverify_stale=True)
+    assert (stats.stale_reverified, stats.verified_now) == (1, 1)
+    assert len(read_records(tmp_path / "stale_verdicts.jsonl", Verification)) == 1
+    assert len(read_records(ver, Verification)) == 2
+
+
+def test_verdict_without_generation_raises(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["omega", "simp"])
+    run(tmp_path, gen, ver)
+    write_generations(gen, ["omega"])
+    with pytest.raises(StaleVerdictError, match="have no generation"):
+        run(tmp_path, gen, ver)
+
+
+def test_chunk_with_more_than_half_dead_is_not_written(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide -- 0", "decide -- 1", "omega"])
+    rules = [{"match": {"substring": "decide"}, "action": "crash", "argument": "9"}]
+    with pytest.raises(ChunkInfrastructureError, match="2 of 3"):
+        run(tmp_path, gen, ver, rules, commit_every=3)
+    assert not ver.exists() or read_records(ver, Verification) == []
+
+
+def test_chunk_with_a_minority_dead_is_written_with_infrastructure_rows(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide", "omega -- 1", "omega -- 2"])
+    rules = [{"match": {"substring": "decide"}, "action": "crash", "argument": "9"}]
+    stats = run(tmp_path, gen, ver, rules, commit_every=3)
+    assert stats.stages == {"infrastructure": 1, "accepted": 2}
+
+
+def test_torn_verdict_line_is_dropped_counted_and_reverified(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["omega -- 0", "omega -- 1"])
+    run(tmp_path, gen, ver)
+    data = ver.read_bytes().splitlines(keepends=True)
+    ver.write_bytes(data[0] + data[1][:40])
+    stats = run(tmp_path, gen, ver)
+    assert (stats.torn_dropped, stats.already_verified, stats.verified_now) == (1, 1, 1)
