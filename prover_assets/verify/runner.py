@@ -26,11 +26,11 @@ from prover_assets.records import (
     Problem,
     Stage,
     Verification,
-    code_sha256,
     iter_records,
     publish_records,
     read_records,
 )
+from prover_assets.records.staleness import StaleVerdictError, find_orphans_and_stale
 from prover_assets.verify.verifier import StrictVerifier
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "CommitChunk",
     "StaleVerdictError",
     "VerifyStats",
-    "check_verdicts_current",
     "verify_generations",
 ]
 
@@ -63,10 +62,6 @@ class CommitChunk(BaseModel):
     @property
     def key(self) -> int:
         return self.index
-
-
-class StaleVerdictError(RuntimeError):
-    pass
 
 
 class ChunkInfrastructureError(RuntimeError):
@@ -118,19 +113,6 @@ class VerifyStats:
         }
 
 
-def check_verdicts_current(
-    verdicts: Mapping[tuple, Verification], generations: Mapping[tuple, Generation]
-) -> tuple[list[tuple], list[tuple]]:
-    """Keys of verdicts without a generation, and of verdicts whose code hash is stale."""
-    orphans = [key for key in verdicts if key not in generations]
-    stale = [
-        key
-        for key, verdict in verdicts.items()
-        if key in generations and verdict.code_sha256 != code_sha256(generations[key].lean_code)
-    ]
-    return orphans, stale
-
-
 def _set_aside_stale(path: Path, stale: set[tuple]) -> int:
     """Move stale verdicts out of the stream (atomically), keeping them in stale_verdicts.jsonl."""
     rows = read_records(path, Verification)
@@ -163,7 +145,7 @@ def verify_generations(
         with Appender(verdicts_path, Verification) as probe:
             stats.torn_dropped = probe.torn_dropped
         existing = {v.key: v for v in iter_records(verdicts_path, Verification)}
-        orphans, stale = check_verdicts_current(existing, generations)
+        orphans, stale = find_orphans_and_stale(existing, generations)
         if orphans:
             raise StaleVerdictError(
                 f"{verdicts_path}: {len(orphans)} verdicts have no generation (e.g. {orphans[0]})"

@@ -1,0 +1,77 @@
+"""Model revisions: every generation records which exact weights produced it.
+
+A hub model is named by its hub revision (40 hex digits), given in the config. A model this
+project wrote (the SFT export, the demo's tiny model) is named `<kind>-<sha256 of its weight
+shards>`, recorded in `prover_assets_revision.json` and re-checked against the files. A folder
+with neither is refused: its revision cannot be derived.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from prover_assets.records import publish_text, sha256_file
+
+__all__ = [
+    "REVISION_FILE",
+    "RevisionError",
+    "model_revision",
+    "weights_sha256",
+    "write_local_revision",
+]
+
+REVISION_FILE = "prover_assets_revision.json"
+_HUB_REVISION = re.compile(r"^[0-9a-f]{40}$")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+class RevisionError(ValueError):
+    pass
+
+
+def weights_sha256(folder: Path) -> str:
+    """sha256 over the weight shards: each shard's name and sha256, in name order."""
+    shards = sorted(p for p in folder.iterdir() if p.suffix in _WEIGHT_SUFFIXES and p.is_file())
+    if not shards:
+        raise RevisionError(f"{folder} holds no weight shards (*.safetensors, *.bin)")
+    digest = hashlib.sha256()
+    for shard in shards:
+        digest.update(f"{shard.name}\t{sha256_file(shard)}\n".encode())
+    return digest.hexdigest()
+
+
+def write_local_revision(folder: Path, *, kind: str) -> str:
+    revision = f"{kind}-{weights_sha256(folder)}"
+    publish_text(folder / REVISION_FILE, json.dumps({"revision": revision, "kind": kind}) + "\n")
+    return revision
+
+
+def model_revision(folder: Path, declared: str | None = None) -> str:
+    """The revision of the model in `folder`: the declared hub revision, or the one this
+    project recorded (checked against the weights); refuses a folder with neither."""
+    record = folder / REVISION_FILE
+    if record.exists():
+        recorded = json.loads(record.read_text(encoding="utf-8"))["revision"]
+        kind = recorded.split("-", 1)[0]
+        actual = f"{kind}-{weights_sha256(folder)}"
+        if actual != recorded:
+            raise RevisionError(f"{folder}: the weights changed since {REVISION_FILE} was written")
+        if declared is not None and declared != recorded:
+            raise RevisionError(f"{folder} is {recorded}, the config declares {declared}")
+        return recorded
+    if declared is None:
+        raise RevisionError(
+            f"{folder} has no derivable revision: give the hub revision (40 hex digits) of this "
+            "snapshot in the config, or use a model this project exported"
+        )
+    if not _HUB_REVISION.match(declared):
+        raise RevisionError(f"{declared!r} is not a hub revision (40 hex digits)")
+    snapshot = folder.resolve().name
+    if _HUB_REVISION.match(snapshot) and snapshot != declared:
+        raise RevisionError(
+            f"{folder} is the hub snapshot {snapshot}, the config declares {declared}"
+        )
+    return declared

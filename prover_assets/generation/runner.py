@@ -1,0 +1,225 @@
+"""Sampling into a generations file: keyed, resumable, every row within the record contract.
+
+Keys are `(problem_id, sample_idx, round, cap_tokens)`; present keys are skipped, a torn last
+line is dropped. The effective `max_tokens` is `min(cap, max_model_len - len(prompt_ids))`
+(`context_clipped` when below the cap); a prompt that leaves no room is recorded as such
+(`no_room`), never silently dropped. Per-sample seeds derive from the base seed and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prover_assets.generation.engines import (
+    GenerationEngine,
+    GenerationRequest,
+    GenerationResult,
+    SamplingSettings,
+)
+from prover_assets.generation.prompts import render_prompt, round0_messages
+from prover_assets.lean.extract import ReinsertionError, extract_lean_code, reinsert_statement
+from prover_assets.records import Appender, Generation, Message, Problem, SampleKey, Sampling
+
+__all__ = [
+    "GenerationStats",
+    "SampleSpec",
+    "generate_samples",
+    "round0_specs",
+    "sample_seed",
+]
+
+log = logging.getLogger(__name__)
+Progress = Callable[["GenerationStats"], None]
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    problem: Problem
+    sample_idx: int
+    round: int
+    cap_tokens: int
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    parent: SampleKey | None = None
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.problem.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+
+def round0_specs(problems: Sequence[Problem], n_samples: int, cap: int) -> list[SampleSpec]:
+    specs = []
+    for problem in problems:
+        messages = tuple(
+            (m["role"], m["content"]) for m in round0_messages(problem.formal_statement)
+        )
+        specs += [SampleSpec(problem, i, 0, cap, messages) for i in range(n_samples)]
+    return specs
+
+
+def sample_seed(base: int, key: tuple[str, int, int, int]) -> int:
+    """A 63-bit seed from the base seed and the sample's key (stable across runs)."""
+    digest = hashlib.sha256(f"{base}|{key[0]}|{key[1]}|{key[2]}|{key[3]}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+@dataclass
+class GenerationStats:
+    total: int = 0
+    already_present: int = 0
+    generated_now: int = 0
+    no_room: int = 0
+    context_clipped: int = 0
+    hit_cap: int = 0  # finish_reason length
+    no_code: int = 0
+    reinsertion_errors: int = 0
+    completion_tokens: list[int] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    torn_dropped: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.already_present + self.generated_now
+
+    def tokens_per_s(self) -> float:
+        return sum(self.completion_tokens) / max(time.monotonic() - self.started, 1e-9)
+
+    def eta_s(self) -> float | None:
+        rate = self.generated_now / max(time.monotonic() - self.started, 1e-9)
+        return (self.total - self.done) / rate if rate > 0 else None
+
+    def percentiles(self) -> dict[str, int | None]:
+        values = sorted(self.completion_tokens)
+        if not values:
+            return {"p50": None, "p90": None, "p99": None, "max": None}
+        pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]  # noqa: E731
+        return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": values[-1]}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "already_present": self.already_present,
+            "generated_now": self.generated_now,
+            "no_room": self.no_room,
+            "context_clipped": self.context_clipped,
+            "hit_cap": self.hit_cap,
+            "hit_cap_share": self.hit_cap / self.generated_now if self.generated_now else None,
+            "no_code": self.no_code,
+            "reinsertion_errors": self.reinsertion_errors,
+            "torn_dropped": self.torn_dropped,
+            "completion_tokens": self.percentiles(),
+            "tokens_per_s": self.tokens_per_s(),
+        }
+
+
+def _lean_code(problem: Problem, completion: str) -> tuple[str | None, str | None]:
+    code = extract_lean_code(completion)
+    if code is None:
+        return None, None
+    try:
+        reinsert_statement(problem.formal_statement, code)
+    except ReinsertionError as exc:
+        return code, exc.reason
+    return code, None
+
+
+def generate_samples(
+    specs: Sequence[SampleSpec],
+    engine: GenerationEngine,
+    tokenizer: Any,
+    appender: Appender[Generation],
+    *,
+    model_path: str,
+    model_rev: str,
+    sampling: SamplingSettings,
+    base_seed: int,
+    max_model_len: int,
+    commit_every: int,
+    progress: Progress | None = None,
+) -> GenerationStats:
+    """Generate every spec whose key is not in `appender` yet; commit every `commit_every`."""
+    stats = GenerationStats(total=len(specs), torn_dropped=appender.torn_dropped)
+    pending: dict[tuple, tuple[SampleSpec, str, list[int], int, int]] = {}
+    no_room: list[Generation] = []
+    for spec in specs:
+        if spec.key in appender:
+            stats.already_present += 1
+            continue
+        messages = [{"role": role, "content": content} for role, content in spec.messages]
+        prompt_text, prompt_ids = render_prompt(tokenizer, messages)
+        max_tokens = min(spec.cap_tokens, max_model_len - len(prompt_ids))
+        seed = sample_seed(base_seed, spec.key)
+        if max_tokens <= 0:
+            no_room.append(_record(spec, prompt_text, prompt_ids, None, 0, seed, model_path,
+                                   model_rev, sampling))  # fmt: skip
+            continue
+        pending[spec.key] = (spec, prompt_text, prompt_ids, max_tokens, seed)
+    if no_room:
+        appender.append_many(no_room)
+        stats.no_room += len(no_room)
+        stats.generated_now += len(no_room)
+    requests = [
+        GenerationRequest(key, tuple(ids), max_tokens, seed)
+        for key, (_, _, ids, max_tokens, seed) in pending.items()
+    ]
+    chunk: list[Generation] = []
+    for result in engine.generate(requests):
+        spec, prompt_text, prompt_ids, max_tokens, seed = pending[result.key]
+        record = _record(spec, prompt_text, prompt_ids, result, max_tokens, seed, model_path,
+                         model_rev, sampling)  # fmt: skip
+        chunk.append(record)
+        stats.generated_now += 1
+        stats.completion_tokens.append(len(result.completion_ids))
+        stats.context_clipped += record.context_clipped
+        stats.hit_cap += record.finish_reason == "length"
+        stats.no_code += record.lean_code is None
+        stats.reinsertion_errors += record.lean_code_error is not None
+        if len(chunk) >= commit_every:
+            appender.append_many(chunk)
+            chunk.clear()
+            if progress is not None:
+                progress(stats)
+    if chunk:
+        appender.append_many(chunk)
+    if progress is not None:
+        progress(stats)
+    return stats
+
+
+def _record(
+    spec: SampleSpec, prompt_text: str, prompt_ids: list[int], result: GenerationResult | None,
+    max_tokens: int, seed: int, model_path: str, model_rev: str, sampling: SamplingSettings,
+) -> Generation:  # fmt: skip
+    completion_text = result.completion_text if result else ""
+    lean_code, lean_code_error = (
+        _lean_code(spec.problem, completion_text) if result else (None, None)
+    )
+    return Generation(
+        problem_id=spec.problem.problem_id,
+        sample_idx=spec.sample_idx,
+        round=spec.round,
+        cap_tokens=spec.cap_tokens,
+        prompt_ids=prompt_ids,
+        completion_ids=list(result.completion_ids) if result else [],
+        prompt_text=prompt_text,
+        completion_text=completion_text,
+        finish_reason=result.finish_reason if result else "no_room",
+        lean_code=lean_code,
+        lean_code_error=lean_code_error,
+        context_clipped=max_tokens < spec.cap_tokens,
+        messages=[Message(role=role, content=content) for role, content in spec.messages],
+        model_path=model_path,
+        model_rev=model_rev,
+        sampling=Sampling(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_tokens=max(max_tokens, 0),
+            seed=seed,
+        ),
+        parent=spec.parent,
+    )

@@ -1,0 +1,117 @@
+"""A tiny Qwen3-architecture model and tokenizer, built locally, for the CPU tests and the demo.
+
+The tokenizer is a byte-level BPE trained here on Lean text from the shipped data, with Qwen's
+special tokens and a Qwen-style chat template; the model has random weights from a fixed seed.
+Both are saved as a normal Hugging Face folder and loaded back with `AutoModelForCausalLM` and
+`AutoTokenizer`: no hub access anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from prover_assets.generation.revision import write_local_revision
+
+__all__ = ["CHAT_TEMPLATE", "EOS_TOKEN", "PAD_TOKEN", "build_tiny_model", "lean_training_text"]
+
+PAD_TOKEN = "<|endoftext|>"
+IM_START = "<|im_start|>"
+EOS_TOKEN = "<|im_end|>"
+# Qwen's template for plain messages: each turn `<|im_start|>{role}\n{content}<|im_end|>\n`,
+# then `<|im_start|>assistant\n` when a generation prompt is asked for.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+# Qwen2's pre-tokenizer split pattern (letters, numbers one by one, punctuation runs, spaces).
+_QWEN_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def lean_training_text() -> list[str]:
+    """Lean statements and prompt-like text from the data shipped with the package."""
+    from importlib.resources import files
+
+    data = Path(str(files("prover_assets") / "data" / "goedel-prover-v2"))
+    texts = []
+    for name in ("minif2f.jsonl", "MOBench.jsonl"):
+        for line in (data / name).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            texts.append(row["lean4_code"])
+    return texts
+
+
+def _train_tokenizer(texts: Iterable[str], vocab_size: int):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_QWEN_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[PAD_TOKEN, IM_START, EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def build_tiny_model(
+    folder: Path,
+    *,
+    hidden_size: int = 64,
+    layers: int = 2,
+    vocab_size: int = 1024,
+    seed: int = 0,
+    texts: Iterable[str] | None = None,
+) -> Path:
+    """Write a tiny Qwen3 model + tokenizer to `folder` (a plain HF folder) and return it."""
+    import torch
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=_train_tokenizer(
+            texts if texts is not None else lean_training_text(), vocab_size
+        ),
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        bos_token=None,
+        model_max_length=4096,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(folder)
+    heads = max(2, hidden_size // 32)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=hidden_size // heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids(EOS_TOKEN),
+        pad_token_id=tokenizer.convert_tokens_to_ids(PAD_TOKEN),
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(folder)
+    write_local_revision(folder, kind="tiny")
+    return folder

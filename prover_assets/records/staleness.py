@@ -1,0 +1,42 @@
+"""The code pin: a verdict is current only while its generation's code hashes to its pin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prover_assets.records.hashing import code_sha256
+from prover_assets.records.models import Generation, Verification
+
+__all__ = ["StaleVerdictError", "current_verdicts", "find_orphans_and_stale"]
+
+
+class StaleVerdictError(RuntimeError):
+    """A verdict judged other code than the generation now on disk, or has no generation."""
+
+
+def find_orphans_and_stale(
+    verdicts: Mapping[tuple, Verification], generations: Mapping[tuple, Generation]
+) -> tuple[list[tuple], list[tuple]]:
+    """Keys of verdicts without a generation, and of verdicts whose code hash is stale."""
+    orphans = [key for key in verdicts if key not in generations]
+    stale = [
+        key
+        for key, verdict in verdicts.items()
+        if key in generations and verdict.code_sha256 != code_sha256(generations[key].lean_code)
+    ]
+    return orphans, stale
+
+
+def current_verdicts(
+    generations: Mapping[tuple, Generation], verdicts: Iterable[Verification]
+) -> dict[tuple, Verification]:
+    """Verdicts keyed by sample; raises StaleVerdictError on any orphan or stale verdict."""
+    keyed = {verdict.key: verdict for verdict in verdicts}
+    orphans, stale = find_orphans_and_stale(keyed, generations)
+    if orphans:
+        raise StaleVerdictError(f"{len(orphans)} verdicts have no generation (e.g. {orphans[0]})")
+    if stale:
+        raise StaleVerdictError(
+            f"{len(stale)} verdicts judged other code than the generations now on disk (e.g. {stale[0]})"
+        )
+    return keyed

@@ -1,0 +1,145 @@
+"""Code extraction, statement re-insertion, the compile view, and displayed-statement faithfulness."""
+
+import pytest
+
+from prover_assets.lean.extract import (
+    ReinsertionError,
+    compile_view,
+    displayed_statement_faithful,
+    extract_lean_code,
+    reinsert_statement,
+)
+from prover_assets.lean.protocol import GOEDEL_HEADER
+
+STATEMENT = (
+    GOEDEL_HEADER
+    + "/-- Show that 2 + 2 = 4. -/\ntheorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by sorry"
+)
+
+LONG_COMPLETION = """### Detailed Proof Plan
+
+1. Substitute `x = 2` using `h₀`.
+2. Normalise numerals.
+
+A first sketch of the tactics:
+
+```tactics
+subst h₀
+norm_num
+```
+
+Here is an attempt in Lean 3 style that we discard:
+
+```lean
+theorem old : true := trivial
+```
+
+### Lean 4 Proof
+
+```lean4
+import Mathlib
+import Aesop
+set_option maxHeartbeats 400000
+open BigOperators Real Nat Topology Rat
+
+/-- Show that 2 + 2 = 4. -/
+theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by
+  -- substitute and compute
+  subst h₀
+  norm_num
+```
+
+### Final check
+
+```lean4
+theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by
+  rw [h₀]; norm_num
+```
+"""
+
+
+def test_last_lean4_block_wins_over_earlier_blocks_and_other_languages():
+    code = extract_lean_code(LONG_COMPLETION)
+    assert code == GOEDEL_HEADER + (
+        "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by\n  rw [h₀]; norm_num"
+    )
+
+
+def test_lean_block_is_used_only_when_there_is_no_lean4_block():
+    completion = "plan\n```lean\ntheorem a : True := trivial\n```\nmore"
+    assert extract_lean_code(completion) == GOEDEL_HEADER + "theorem a : True := trivial\n"
+
+
+def test_lean4_block_closed_without_newline_matches_the_second_pattern():
+    completion = "```lean4\ntheorem a : True := trivial```"
+    assert extract_lean_code(completion) == GOEDEL_HEADER + "theorem a : True := trivial"
+
+
+def test_block_without_closing_fence_is_no_code():
+    completion = "plan\n```lean4\ntheorem a : True := by\n  simp [very_long_proof_that_was_cut"
+    assert extract_lean_code(completion) is None
+
+
+def test_completion_without_block_is_no_code():
+    assert extract_lean_code("I think the answer is 4.") is None
+
+
+def test_reinsertion_keeps_the_problems_statement_and_the_proof_after_by():
+    code = extract_lean_code(
+        LONG_COMPLETION.replace(
+            "(x : ℝ) (h₀ : x = 2) : x + x = 4 := by\n  rw", "(y : ℝ) : y = y := by\n  rw"
+        )
+    )
+    result = reinsert_statement(STATEMENT, code)
+    assert result == (
+        "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\nopen BigOperators Real Nat Topology Rat\n\n\n"
+        "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by \n  rw [h₀]; norm_num"
+    )
+
+
+def test_reinsertion_removes_comments_like_goedel():
+    code = (
+        GOEDEL_HEADER
+        + "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by\n  /- a\n  block -/ subst h₀ -- done\n  norm_num"
+    )
+    assert reinsert_statement(STATEMENT, code).endswith(":= by \n   subst h₀ \n  norm_num")
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (GOEDEL_HEADER + "theorem a : True := by\n  apply?", "apply?_or_exact?"),
+        (GOEDEL_HEADER + "lemma a : True := by trivial", "code_has_no_theorem"),
+    ],
+)
+def test_reinsertion_failures_raise_with_a_reason(code, reason):
+    with pytest.raises(ReinsertionError) as failure:
+        reinsert_statement(STATEMENT, code)
+    assert failure.value.reason == reason
+
+
+def test_sorry_inside_a_statement_signature_is_mangled_by_goedels_rule():
+    """Goedel deletes every `sorry` of the statement: such a problem is unwinnable (filtered)."""
+    statement = "theorem s (sorry_free : ℕ) : sorry_free = sorry_free := by sorry"
+    result = reinsert_statement(statement, GOEDEL_HEADER + "theorem s (x : ℕ) : x = x := by\n  rfl")
+    assert result == "theorem s (_free : ℕ) : _free = _free := by \n  rfl"
+
+
+def test_compile_view_drops_header_lines_and_indented_set_option():
+    code = "import Mathlib\n  open Real in\nset_option maxHeartbeats 0\ntheorem a : True := by\n  set_option maxRecDepth 100 in\n  trivial\n"
+    assert compile_view(code) == "theorem a : True := by\n  trivial\n"
+
+
+def test_faithful_display_ignores_name_comments_and_whitespace():
+    code = (
+        GOEDEL_HEADER
+        + "theorem other_name (x : ℝ)\n   (h₀ : x = 2) : -- c\n x + x = 4 := by\n  norm_num"
+    )
+    assert displayed_statement_faithful(code, STATEMENT)
+
+
+def test_changed_display_is_not_faithful():
+    code = (
+        GOEDEL_HEADER + "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x ≤ 4 := by\n  norm_num"
+    )
+    assert not displayed_statement_faithful(code, STATEMENT)

@@ -1,0 +1,169 @@
+"""The tiny model through the whole generation path on CPU: engine, runner, contract, resume."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prover_assets.generation.engines import GenerationRequest, SamplingSettings, TransformersEngine
+from prover_assets.generation.prompts import render_prompt, round0_messages
+from prover_assets.generation.runner import generate_samples, round0_specs, sample_seed
+from prover_assets.records import Appender, Generation, read_records
+from prover_assets_tests.factories import make_problem
+
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    return TransformersEngine(tiny_model_dir, SAMPLING)
+
+
+def prompt_ids(engine):
+    return render_prompt(engine.tokenizer, round0_messages(make_problem().formal_statement))[1]
+
+
+def test_same_seed_reproduces_a_sample_and_other_seeds_differ(engine):
+    ids = tuple(prompt_ids(engine))
+    requests = [
+        GenerationRequest(("a",), ids, 24, 7),
+        GenerationRequest(("b",), ids, 24, 7),
+        GenerationRequest(("c",), ids, 24, 8),
+    ]
+    a, b, c = engine.generate(requests)
+    assert a.completion_ids == b.completion_ids
+    assert a.completion_ids != c.completion_ids
+
+
+def test_length_finish_has_exactly_max_tokens(engine):
+    (result,) = engine.generate([GenerationRequest(("a",), tuple(prompt_ids(engine)), 5, 1)])
+    assert result.finish_reason == "length" or result.completion_ids[-1] in engine.eos_ids
+    if result.finish_reason == "length":
+        assert len(result.completion_ids) == 5
+
+
+def test_stop_finish_ends_with_eos(engine):
+    results = list(
+        engine.generate(
+            [GenerationRequest((i,), tuple(prompt_ids(engine)), 150, i) for i in range(6)]
+        )
+    )
+    stopped = [r for r in results if r.finish_reason == "stop"]
+    assert all(r.completion_ids[-1] in engine.eos_ids for r in stopped)
+    assert all(len(r.completion_ids) <= 150 for r in results)
+
+
+def run(engine, path, problems, *, n=2, cap=16, max_model_len=4096, commit_every=2):
+    with Appender(path, Generation) as appender:
+        return generate_samples(
+            round0_specs(problems, n, cap),
+            engine,
+            engine.tokenizer,
+            appender,
+            model_path="tiny",
+            model_rev="tiny-rev",
+            sampling=SAMPLING,
+            base_seed=1,
+            max_model_len=max_model_len,
+            commit_every=commit_every,
+        )
+
+
+def test_every_row_satisfies_the_contract_and_records_the_sample(engine, tmp_path):
+    problems = [make_problem("p1"), make_problem("p2")]
+    stats = run(engine, tmp_path / "gen.jsonl", problems)
+    rows = read_records(tmp_path / "gen.jsonl", Generation)
+    assert sorted(r.key for r in rows) == [
+        ("p1", 0, 0, 16),
+        ("p1", 1, 0, 16),
+        ("p2", 0, 0, 16),
+        ("p2", 1, 0, 16),
+    ]
+    row = rows[0]
+    text, ids = render_prompt(engine.tokenizer, round0_messages(problems[0].formal_statement))
+    assert (row.prompt_text, row.prompt_ids) == (text, ids)
+    assert row.sampling.seed == sample_seed(1, row.key)
+    assert (row.sampling.temperature, row.sampling.top_p, row.sampling.top_k) == (1.0, 0.95, None)
+    assert stats.generated_now == 4
+
+
+def test_context_window_clips_max_tokens_and_records_it(engine, tmp_path):
+    problem = make_problem()
+    window = len(prompt_ids(engine)) + 10
+    run(engine, tmp_path / "gen.jsonl", [problem], n=1, cap=16, max_model_len=window)
+    (row,) = read_records(tmp_path / "gen.jsonl", Generation)
+    assert (row.sampling.max_tokens, row.context_clipped) == (10, True)
+
+
+def test_prompt_without_room_is_recorded_and_counted(engine, tmp_path):
+    window = len(prompt_ids(engine)) - 1
+    stats = run(engine, tmp_path / "gen.jsonl", [make_problem()], n=2, max_model_len=window)
+    rows = read_records(tmp_path / "gen.jsonl", Generation)
+    assert stats.no_room == 2
+    assert [(r.finish_reason, r.completion_ids, r.lean_code) for r in rows] == [
+        ("no_room", [], None)
+    ] * 2
+
+
+def test_rerun_generates_only_missing_keys(engine, tmp_path):
+    path = tmp_path / "gen.jsonl"
+    run(engine, path, [make_problem("p1")])
+    stats = run(engine, path, [make_problem("p1"), make_problem("p2")])
+    assert (stats.already_present, stats.generated_now) == (2, 2)
+    assert len(read_records(path, Generation)) == 4
+
+
+KILL_SCRIPT = """
+import sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from prover_assets.generation.engines import SamplingSettings, TransformersEngine
+from prover_assets.generation.runner import generate_samples, round0_specs
+from prover_assets.records import Appender, Generation
+from prover_assets_tests.factories import make_problem
+sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+engine = TransformersEngine(Path({model!r}), sampling)
+problems = [make_problem(f"p{{i}}") for i in range(4)]
+with Appender(Path({out!r}), Generation) as appender:
+    generate_samples(round0_specs(problems, 3, 24), engine, engine.tokenizer, appender,
+                     model_path="tiny", model_rev="tiny-rev", sampling=sampling, base_seed=1,
+                     max_model_len=4096, commit_every=1)
+"""
+
+
+def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(engine, tiny_model_dir, tmp_path):
+    killed, clean = tmp_path / "killed.jsonl", tmp_path / "clean.jsonl"
+    root = str(Path(__file__).parents[1])
+    script = KILL_SCRIPT.format(root=root, model=str(tiny_model_dir), out=str(killed))
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+        not killed.exists() or killed.read_bytes().count(b"\n") < 3
+    ):
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    partial = killed.read_bytes().count(b"\n")
+    assert 3 <= partial < 12
+    subprocess.run([sys.executable, "-c", script], check=True)
+    with Appender(clean, Generation) as appender:
+        generate_samples(
+            round0_specs([make_problem(f"p{i}") for i in range(4)], 3, 24),
+            engine,
+            engine.tokenizer,
+            appender,
+            model_path="tiny",
+            model_rev="tiny-rev",
+            sampling=SAMPLING,
+            base_seed=1,
+            max_model_len=4096,
+            commit_every=1,
+        )
+    resumed = {r.key: r for r in read_records(killed, Generation)}
+    reference = {r.key: r for r in read_records(clean, Generation)}
+    assert len(resumed) == 12
+    assert resumed == reference  # per-sample seeds: the resumed run equals an uninterrupted one
