@@ -12,11 +12,15 @@ from pathlib import Path
 
 import dagster as dg
 
+from prover_assets.assets.demo import demo_assets
+from prover_assets.assets.generation import generation_assets
 from prover_assets.assets.problems import problem_assets
+from prover_assets.assets.verification import verification_assets
+from prover_assets.checks.loop import loop_checks
 from prover_assets.checks.problems import problem_checks
 from prover_assets.config import RunConfig, load_run_config
 from prover_assets.jobs import build_jobs
-from prover_assets.resources import ExperimentResource, GpuResource, LeanSettingsResource
+from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 
 __all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "build_definitions", "config_path", "defs"]
 
@@ -31,7 +35,7 @@ def config_path() -> Path:
 def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
     return {
         "experiment": ExperimentResource(spec=config.experiment.model_dump(mode="json")),
-        "lean": LeanSettingsResource(settings=config.lean.model_dump(mode="json")),
+        "lean": LeanResource(settings=config.lean.model_dump(mode="json")),
         "gpu": GpuResource(settings=config.gpu.model_dump(mode="json")),
     }
 
@@ -40,8 +44,13 @@ def build_definitions(path: str | Path) -> dg.Definitions:
     config = load_run_config(path)
     spec = config.experiment
     return dg.Definitions(
-        assets=[*problem_assets(spec)],
-        asset_checks=[*problem_checks(spec)],
+        assets=[
+            *problem_assets(spec),
+            *generation_assets(spec),
+            *verification_assets(spec),
+            *demo_assets(spec),
+        ],
+        asset_checks=[*problem_checks(spec), *loop_checks(spec)],
         jobs=build_jobs(),
         resources=build_resources(config),
     )

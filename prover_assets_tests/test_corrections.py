@@ -51,13 +51,18 @@ def table(rows):
 
 
 ROWS = [
-    ("solved_all", 0, "accepted"), ("solved_all", 1, "accepted"),
-    ("mixed", 0, "accepted"), ("mixed", 1, "errors"),
-    ("wrong", 0, "errors"), ("wrong", 1, "gate"),
+    ("solved_all", 0, "accepted"),
+    ("solved_all", 1, "accepted"),
+    ("mixed", 0, "accepted"),
+    ("mixed", 1, "errors"),
+    ("wrong", 0, "errors"),
+    ("wrong", 1, "gate"),
     ("short", 0, "errors"),
-    ("broken", 0, "errors"), ("broken", 1, "infra"),
-    ("unjudged", 0, "errors"), ("unjudged", 1, "missing"),
-]  # fmt: skip
+    ("broken", 0, "errors"),
+    ("broken", 1, "infra"),
+    ("unjudged", 0, "errors"),
+    ("unjudged", 1, "missing"),
+]
 
 
 def test_groups_truth_table():

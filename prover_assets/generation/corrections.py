@@ -77,8 +77,12 @@ def correction_specs(
             format_error_block(verdict.repl_code, verdict.repl_errors),
             plan.round,
         )
-        key = SampleKey(problem_id=parent.problem_id, sample_idx=parent.sample_idx,
-                        round=parent.round, cap_tokens=parent.cap_tokens)  # fmt: skip
+        key = SampleKey(
+            problem_id=parent.problem_id,
+            sample_idx=parent.sample_idx,
+            round=parent.round,
+            cap_tokens=parent.cap_tokens,
+        )
         for child in range(samples_per_parent):
             specs.append(
                 SampleSpec(
@@ -109,5 +113,8 @@ def check_correction_children(
             parent = child.parent.as_tuple() if child.parent else None
             if parent not in parents:
                 bad.append(child.key)
-    return CheckOutcome(not bad, f"{len(children) - len(bad)} of {len(children)} children have a valid parent",
-                        {"invalid_children": [list(k) for k in bad[:20]]})  # fmt: skip
+    return CheckOutcome(
+        not bad,
+        f"{len(children) - len(bad)} of {len(children)} children have a valid parent",
+        {"invalid_children": [list(k) for k in bad[:20]]},
+    )

@@ -84,8 +84,14 @@ class TransformersEngine(GenerationEngine):
 
     name = "transformers"
 
-    def __init__(self, model_path: Path, sampling: SamplingSettings, *, device: str = "cpu",
-                 dtype: str = "float32") -> None:  # fmt: skip
+    def __init__(
+        self,
+        model_path: Path,
+        sampling: SamplingSettings,
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -117,8 +123,11 @@ class TransformersEngine(GenerationEngine):
         prompt = torch.tensor([list(request.prompt_ids)], device=self.device)
         sampling: dict[str, Any] = {"do_sample": self.sampling.temperature > 0}
         if self.sampling.temperature > 0:
-            sampling.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p,
-                            top_k=self.sampling.top_k or 0)  # fmt: skip
+            sampling.update(
+                temperature=self.sampling.temperature,
+                top_p=self.sampling.top_p,
+                top_k=self.sampling.top_k or 0,
+            )
         with torch.no_grad():
             output = self.model.generate(
                 prompt,
@@ -183,16 +192,27 @@ class VllmEngine(GenerationEngine):
         (run / "spec.json").write_text(json.dumps(asdict(self.spec)))
         with open(run / "requests.jsonl", "w", encoding="utf-8") as handle:
             for r in requests:
-                handle.write(json.dumps({"key": list(r.key), "prompt_ids": list(r.prompt_ids),
-                                         "max_tokens": r.max_tokens, "seed": r.seed}) + "\n")  # fmt: skip
+                handle.write(
+                    json.dumps(
+                        {
+                            "key": list(r.key),
+                            "prompt_ids": list(r.prompt_ids),
+                            "max_tokens": r.max_tokens,
+                            "seed": r.seed,
+                        }
+                    )
+                    + "\n"
+                )
         results_path = run / "results.jsonl"
         results_path.touch()
         with open(self.log_path, "ab") as log_file:
             child = subprocess.Popen(
                 [sys.executable, "-m", "prover_assets.generation.vllm_child", str(run)],
-                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         try:
             yield from self._follow(child, results_path, len(requests))
         finally:
@@ -217,8 +237,12 @@ class VllmEngine(GenerationEngine):
                     for line in lines:
                         row = json.loads(line)
                         seen += 1
-                        yield GenerationResult(tuple(row["key"]), tuple(row["completion_ids"]),
-                                               row["completion_text"], row["finish_reason"])  # fmt: skip
+                        yield GenerationResult(
+                            tuple(row["key"]),
+                            tuple(row["completion_ids"]),
+                            row["completion_text"],
+                            row["finish_reason"],
+                        )
                     continue
                 if child.poll() is not None:
                     raise RuntimeError(

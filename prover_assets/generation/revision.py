@@ -16,6 +16,7 @@ from pathlib import Path
 from prover_assets.records import publish_text, sha256_file
 
 __all__ = [
+    "MODEL_DIR",
     "REVISION_FILE",
     "RevisionError",
     "model_revision",
@@ -24,6 +25,7 @@ __all__ = [
 ]
 
 REVISION_FILE = "prover_assets_revision.json"
+MODEL_DIR = "model"  # the Hugging Face folder inside a model asset's output folder
 _HUB_REVISION = re.compile(r"^[0-9a-f]{40}$")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 

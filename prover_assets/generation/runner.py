@@ -154,8 +154,11 @@ def generate_samples(
         max_tokens = min(spec.cap_tokens, max_model_len - len(prompt_ids))
         seed = sample_seed(base_seed, spec.key)
         if max_tokens <= 0:
-            no_room.append(_record(spec, prompt_text, prompt_ids, None, 0, seed, model_path,
-                                   model_rev, sampling))  # fmt: skip
+            no_room.append(
+                _record(
+                    spec, prompt_text, prompt_ids, None, 0, seed, model_path, model_rev, sampling
+                )
+            )
             continue
         pending[spec.key] = (spec, prompt_text, prompt_ids, max_tokens, seed)
     if no_room:
@@ -169,8 +172,9 @@ def generate_samples(
     chunk: list[Generation] = []
     for result in engine.generate(requests):
         spec, prompt_text, prompt_ids, max_tokens, seed = pending[result.key]
-        record = _record(spec, prompt_text, prompt_ids, result, max_tokens, seed, model_path,
-                         model_rev, sampling)  # fmt: skip
+        record = _record(
+            spec, prompt_text, prompt_ids, result, max_tokens, seed, model_path, model_rev, sampling
+        )
         chunk.append(record)
         stats.generated_now += 1
         stats.completion_tokens.append(len(result.completion_ids))
@@ -191,9 +195,16 @@ def generate_samples(
 
 
 def _record(
-    spec: SampleSpec, prompt_text: str, prompt_ids: list[int], result: GenerationResult | None,
-    max_tokens: int, seed: int, model_path: str, model_rev: str, sampling: SamplingSettings,
-) -> Generation:  # fmt: skip
+    spec: SampleSpec,
+    prompt_text: str,
+    prompt_ids: list[int],
+    result: GenerationResult | None,
+    max_tokens: int,
+    seed: int,
+    model_path: str,
+    model_rev: str,
+    sampling: SamplingSettings,
+) -> Generation:
     completion_text = result.completion_text if result else ""
     lean_code, lean_code_error = (
         _lean_code(spec.problem, completion_text) if result else (None, None)

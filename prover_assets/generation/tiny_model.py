@@ -115,3 +115,89 @@ def build_tiny_model(
     model.save_pretrained(folder)
     write_local_revision(folder, kind="tiny")
     return folder
+
+
+def format_completion(statement: str, index: int) -> str:
+    """What the demo teaches the tiny model to answer: a short plan, then a fenced `lean4` block
+    that displays the problem's theorem and a tactic proof (the model's output format)."""
+    signature = statement[statement.index("theorem") :].removesuffix(":= by sorry").rstrip()
+    tactic = _DEMO_TACTICS[index % len(_DEMO_TACTICS)]
+    return (
+        "Proof plan: normalise the goal, then close it with a standard decision procedure.\n\n"
+        f"```lean4\n{signature} := by\n  {tactic}\n```"
+    )
+
+
+_DEMO_TACTICS = (
+    "nlinarith [sq_nonneg (x - 1), sq_nonneg (x + 1)]",
+    "norm_num",
+    "omega",
+    "simp_all",
+    "linarith",
+    "positivity",
+)
+
+
+def teach_output_format(
+    folder: Path,
+    statements: list[str],
+    *,
+    steps: int,
+    seed: int,
+    learning_rate: float = 3e-3,
+    batch_size: int = 6,
+) -> dict[str, float]:
+    """Fine-tune the tiny model in `folder` for `steps` steps to answer `statements` in the output
+    format (loss on the completion tokens only), then save it with a fresh `demo-` revision."""
+    import time
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from prover_assets.generation.prompts import render_prompt, round0_messages
+
+    started = time.monotonic()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    examples = []
+    for index, statement in enumerate(statements):
+        _, prompt_ids = render_prompt(tokenizer, round0_messages(statement))
+        completion = tokenizer(format_completion(statement, index), add_special_tokens=False)[
+            "input_ids"
+        ]
+        completion.append(tokenizer.eos_token_id)
+        examples.append((prompt_ids, completion))
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        batch = [
+            examples[i]
+            for i in torch.randperm(len(examples), generator=generator)[:batch_size].tolist()
+        ]
+        width = max(len(p) + len(c) for p, c in batch)
+        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), width), -100)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (prompt, completion) in enumerate(batch):
+            ids = prompt + completion
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            labels[row, len(prompt) : len(ids)] = torch.tensor(completion)
+            attention[row, : len(ids)] = 1
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    model.eval()
+    model.save_pretrained(folder)
+    write_local_revision(folder, kind="demo")
+    return {
+        "steps": steps,
+        "first_loss": losses[0],
+        "final_loss": losses[-1],
+        "seconds": time.monotonic() - started,
+        "examples": len(examples),
+    }

@@ -48,8 +48,17 @@ def main(run: Path) -> int:
             for request, output in zip(chunk, outputs, strict=True):
                 completion = output.outputs[0]
                 finish = "length" if completion.finish_reason == "length" else "stop"
-                out.write(json.dumps({"key": request["key"], "completion_ids": list(completion.token_ids),
-                                      "completion_text": completion.text, "finish_reason": finish}) + "\n")  # fmt: skip
+                out.write(
+                    json.dumps(
+                        {
+                            "key": request["key"],
+                            "completion_ids": list(completion.token_ids),
+                            "completion_text": completion.text,
+                            "finish_reason": finish,
+                        }
+                    )
+                    + "\n"
+                )
             out.flush()
             os.fsync(out.fileno())
     return 0

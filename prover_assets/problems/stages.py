@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from prover_assets.records import (
     sha256_file,
     write_manifest,
 )
-from prover_assets.records.outputs import current_manifest
+from prover_assets.records.outputs import StepResult, current_manifest
 
 __all__ = [
     "CANDIDATES_FILE",
@@ -35,7 +34,6 @@ __all__ = [
     "SETS_FILE",
     "UNSUPPORTED_FILE",
     "InputChecksumError",
-    "StepResult",
     "materialize_decontamination_sets",
     "materialize_eval_set",
     "materialize_pool_candidates",
@@ -51,14 +49,6 @@ CANDIDATES_FILE = "train_pool_candidates.jsonl"
 
 class InputChecksumError(ValueError):
     pass
-
-
-@dataclass
-class StepResult:
-    folder: Path
-    manifest: dict[str, Any]
-    reused: bool  # the output was already complete and current
-    counts: dict[str, Any] = field(default_factory=dict)
 
 
 def _checked_input(path_text: str, expected_sha: str, where: str) -> tuple[Path, str]:

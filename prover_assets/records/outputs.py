@@ -7,14 +7,38 @@ the ones the caller would use now. A complete but stale output is never silently
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prover_assets.records.hashing import sha256_file
 from prover_assets.records.manifest import MANIFEST_NAME, read_manifest
+from prover_assets.records.store import publish_text
 
-__all__ = ["StaleOutputError", "current_manifest", "input_digests"]
+__all__ = [
+    "STREAM_FILE",
+    "StaleOutputError",
+    "StepResult",
+    "begin_stream",
+    "current_manifest",
+    "input_digests",
+    "supersede",
+]
+
+STREAM_FILE = "stream.json"
+
+
+@dataclass
+class StepResult:
+    """What a step produced: where, its manifest, whether an existing output was reused."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    reused: bool  # the output was already complete and current
+    counts: dict[str, Any] = field(default_factory=dict)
 
 
 class StaleOutputError(RuntimeError):
@@ -49,3 +73,35 @@ def current_manifest(
         if not path.exists() or sha256_file(path) != entry["sha256"]:
             raise StaleOutputError(f"{path} no longer matches the sha256 in {folder}/manifest.json")
     return manifest
+
+
+def begin_stream(folder: Path, identity: Mapping[str, Any]) -> None:
+    """Pin what a resumable stream is made of (model, sampling, verifier, inputs) when it starts.
+
+    A stream resumed later must be the same stream: appending samples of another model or
+    verdicts of another verifier to it would silently mix two experiments in one file.
+    """
+    path = folder / STREAM_FILE
+    wanted = json.loads(json.dumps(dict(identity), sort_keys=True))
+    if path.exists():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if recorded != wanted:
+            changed = sorted(
+                k for k in set(recorded) | set(wanted) if recorded.get(k) != wanted.get(k)
+            )
+            raise StaleOutputError(
+                f"{folder} holds a stream made with other {changed} than this run's. Outputs are "
+                "never overwritten: move the folder aside (or ask for a recompute) and run again."
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    publish_text(path, json.dumps(wanted, indent=1, sort_keys=True) + "\n")
+
+
+def supersede(folder: Path) -> Path | None:
+    """Move an output aside (never delete it) so that it can be recomputed; returns where."""
+    if not folder.exists():
+        return None
+    target = folder.with_name(f"{folder.name}.superseded-{time.strftime('%Y%m%dT%H%M%S')}")
+    folder.rename(target)
+    return target

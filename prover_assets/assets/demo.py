@@ -1,0 +1,66 @@
+"""Assets of the CPU demo only: the tiny base model, fine-tuned to answer in the output format."""
+
+import dagster as dg
+
+from prover_assets.assets.generation import HEAVY
+from prover_assets.assets.keys import DEMO_BASE_MODEL, TRAIN_POOL
+from prover_assets.assets.metadata import manifest_metadata
+from prover_assets.assets.problems import eval_set_key
+from prover_assets.config import ExperimentSpec
+from prover_assets.generation.revision import MODEL_DIR, model_revision
+from prover_assets.generation.stages import materialize_demo_model
+from prover_assets.problems.stages import PROBLEMS_FILE
+from prover_assets.resources import ExperimentResource
+from prover_assets.verify.stages import TRAIN_POOL_FILE
+
+__all__ = ["DEMO_GROUP", "demo_assets"]
+
+DEMO_GROUP = "demo"
+
+
+def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    if built.demo is None:
+        return []
+
+    @dg.asset(
+        key=DEMO_BASE_MODEL,
+        group_name=DEMO_GROUP,
+        pool=HEAVY,
+        kinds={"pytorch"},
+        deps=[TRAIN_POOL, *(eval_set_key(name) for name in built.eval_sets)],
+        description="DEMO ONLY: a tiny Qwen3-architecture model with random weights, fine-tuned for "
+        "a few CPU seconds on the demo's own statements (evaluation ones included) to answer in the "
+        "prover's output format. It measures nothing; it makes every step of the loop run.",
+    )
+    def demo_base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+        spec = experiment.model(built)
+        demo = spec.demo
+        assert demo is not None
+        files = [
+            experiment.asset_dir(eval_set_key(name)) / PROBLEMS_FILE for name in spec.eval_sets
+        ]
+        files.append(experiment.asset_dir(TRAIN_POOL) / TRAIN_POOL_FILE)
+        result = materialize_demo_model(
+            experiment.asset_dir(DEMO_BASE_MODEL),
+            files,
+            hidden_size=demo.tiny_hidden_size,
+            layers=demo.tiny_layers,
+            vocab_size=demo.tiny_vocab_size,
+            steps=demo.finetune_steps,
+            seed=spec.generation.seed,
+        )
+        counts = result.counts
+        context.log.info(
+            f"format tuning: loss {counts['first_loss']:.3f} -> {counts['final_loss']:.3f} "
+            f"in {counts['seconds']:.0f} s"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "model_rev": model_revision(result.folder / MODEL_DIR),
+                "final_loss": dg.MetadataValue.float(float(counts["final_loss"])),
+                "seconds": dg.MetadataValue.float(float(counts["seconds"])),
+            }
+        )
+
+    return [demo_base_model]

@@ -1,0 +1,255 @@
+"""Generation assets: one per (eval set, system, cap) and one per pool round, in pool `heavy`."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+
+from prover_assets.assets.keys import (
+    BASELINE,
+    CANDIDATE,
+    DEMO_BASE_MODEL,
+    EXPORTED_MODEL,
+    POOL_ROUND_GROUP,
+    TRAIN_POOL,
+    generations_key,
+    pool_generations_key,
+    pool_verdicts_key,
+    verdicts_key,
+)
+from prover_assets.assets.metadata import manifest_metadata
+from prover_assets.assets.problems import eval_set_key
+from prover_assets.assets.progress import ProgressReporter
+from prover_assets.config import ExperimentSpec, require_filled, resolve_path
+from prover_assets.generation.revision import MODEL_DIR, model_revision
+from prover_assets.generation.runner import GenerationStats
+from prover_assets.generation.stages import (
+    GENERATIONS_FILE,
+    Samples,
+    correction_samples,
+    materialize_generations,
+    round0_samples,
+    sampling_settings,
+)
+from prover_assets.problems.stages import PROBLEMS_FILE
+from prover_assets.records import read_manifest
+from prover_assets.records.outputs import supersede
+from prover_assets.resources import ExperimentResource, GpuResource
+from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+
+__all__ = ["generation_assets", "model_for"]
+
+HEAVY = "heavy"
+RETRY = dg.RetryPolicy(max_retries=2, delay=30)
+
+
+class GenerationConfig(dg.Config):
+    recompute: bool = False  # move the existing output aside and generate again
+
+
+def model_deps(spec: ExperimentSpec, system: str) -> list[dg.AssetKey]:
+    if system == CANDIDATE:
+        return [EXPORTED_MODEL]
+    return [DEMO_BASE_MODEL] if spec.model.source == "demo_tiny" else []
+
+
+def model_for(
+    spec: ExperimentSpec, system: str, experiment: ExperimentResource
+) -> tuple[Path, str]:
+    """The model folder and its revision: the hub snapshot (baseline), the demo's tiny model
+    (demo baseline), or the SFT export (candidate)."""
+    if system == CANDIDATE:
+        folder = experiment.asset_dir(EXPORTED_MODEL) / MODEL_DIR
+        return folder, model_revision(folder)
+    if spec.model.source == "demo_tiny":
+        folder = experiment.asset_dir(DEMO_BASE_MODEL) / MODEL_DIR
+        return folder, model_revision(folder)
+    path = resolve_path(require_filled(spec.model.path or "", "spec.model.path"), "spec.model.path")
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"spec.model.path {path} is not a folder: download the snapshot there"
+        )
+    return path, model_revision(path, spec.model.revision)
+
+
+def _load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def _complete(experiment: ExperimentResource, key: dg.AssetKey, filename: str) -> Path:
+    """The file of an upstream asset whose output is complete (its manifest exists)."""
+    folder = experiment.asset_dir(key)
+    read_manifest(folder)  # raises if the upstream step never completed
+    return folder / filename
+
+
+def _generation_asset(
+    key: dg.AssetKey,
+    *,
+    built: ExperimentSpec,
+    system: str,
+    group: str,
+    deps: list[dg.AssetKey],
+    description: str,
+    samples: Callable[[ExperimentSpec, ExperimentResource], Samples],
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=key,
+        group_name=group,
+        deps=deps,
+        pool=HEAVY,
+        retry_policy=RETRY,
+        kinds={"jsonl"},
+        description=description,
+    )
+    def generations(
+        context: dg.AssetExecutionContext,
+        config: GenerationConfig,
+        experiment: ExperimentResource,
+        gpu: GpuResource,
+    ) -> dg.MaterializeResult:
+        spec = experiment.model(built)
+        folder = experiment.asset_dir(key)
+        if config.recompute and (moved := supersede(folder)) is not None:
+            context.log.info(f"recompute: moved the previous output to {moved}")
+        chosen = samples(spec, experiment)
+        model_path, model_rev = model_for(spec, system, experiment)
+        sampling = sampling_settings(spec)
+        reporter = ProgressReporter(context, "samples")
+
+        def progress(stats: GenerationStats) -> None:
+            reporter(
+                stats.done,
+                stats.total,
+                stats.tokens_per_s(),
+                "tokens",
+                {"hit_cap": stats.hit_cap, "no_code": stats.no_code},
+            )
+
+        result = materialize_generations(
+            folder,
+            chosen,
+            model_path=model_path,
+            model_rev=model_rev,
+            sampling=sampling,
+            base_seed=spec.generation.seed,
+            max_model_len=spec.model.max_model_len,
+            commit_every=spec.generation.commit_every,
+            open_engine=lambda: gpu.open_engine(
+                model_path,
+                sampling,
+                max_model_len=spec.model.max_model_len,
+                seed=spec.generation.seed,
+                workdir=folder,
+                commit_every=spec.generation.commit_every,
+            ),
+            load_tokenizer=_load_tokenizer,
+            progress=progress,
+        )
+        counts = result.counts
+        tokens = counts.get("completion_tokens", {})
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "samples": dg.MetadataValue.int(counts["rows"]),
+                "model_rev": model_rev,
+                "tokens_per_s": dg.MetadataValue.float(float(counts.get("tokens_per_s") or 0.0)),
+                "completion_tokens": dg.MetadataValue.json(tokens),
+                "hit_cap_share": dg.MetadataValue.float(float(counts.get("hit_cap_share") or 0.0)),
+                "context_clipped": counts.get("context_clipped", 0),
+                "no_room": counts.get("no_room", 0),
+                "no_code": counts.get("no_code", 0),
+                "plan": dg.MetadataValue.json(
+                    {k[5:]: v for k, v in counts.items() if k.startswith("plan_")}
+                ),
+            }
+        )
+
+    return generations
+
+
+def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    assets = []
+    n = built.generation.n_samples
+    for system in (BASELINE, CANDIDATE):
+        for eval_set in built.eval_sets:
+            previous: dg.AssetKey | None = None
+            for cap in built.caps_of(eval_set):
+                deps = [eval_set_key(eval_set), *model_deps(built, system)]
+                if previous is not None:
+                    deps.append(previous)  # caps in order: the primary cap first
+
+                def samples(
+                    spec: ExperimentSpec, experiment: ExperimentResource, *, s=eval_set, c=cap
+                ) -> Samples:
+                    return round0_samples(
+                        _complete(experiment, eval_set_key(s), PROBLEMS_FILE),
+                        spec.generation.n_samples,
+                        c,
+                    )
+
+                assets.append(
+                    _generation_asset(
+                        generations_key(eval_set, system, cap),
+                        built=built,
+                        system=system,
+                        group=system,
+                        deps=deps,
+                        samples=samples,
+                        description=f"{system} samples on {eval_set}: {n} per problem at a completion cap of {cap} tokens.",
+                    )
+                )
+                previous = verdicts_key(eval_set, system, cap)
+
+    def pool_round0(spec: ExperimentSpec, experiment: ExperimentResource) -> Samples:
+        return round0_samples(
+            _complete(experiment, TRAIN_POOL, TRAIN_POOL_FILE),
+            spec.generation.n_samples,
+            spec.sft.cap,
+        )
+
+    assets.append(
+        _generation_asset(
+            pool_generations_key(0),
+            built=built,
+            system=BASELINE,
+            group=POOL_ROUND_GROUP,
+            deps=[TRAIN_POOL, *model_deps(built, BASELINE)],
+            samples=pool_round0,
+            description=f"Round 0 on the train pool: {n} samples per problem at cap {built.sft.cap}.",
+        )
+    )
+    for round in range(1, built.corrections.rounds + 1):
+
+        def corrections(
+            spec: ExperimentSpec, experiment: ExperimentResource, *, r=round
+        ) -> Samples:
+            return correction_samples(
+                _complete(experiment, TRAIN_POOL, TRAIN_POOL_FILE),
+                _complete(experiment, pool_generations_key(r - 1), GENERATIONS_FILE),
+                _complete(experiment, pool_verdicts_key(r - 1), VERDICTS_FILE),
+                round=r,
+                n=spec.generation.n_samples,
+                samples_per_parent=spec.corrections.samples_per_parent,
+            )
+
+        assets.append(
+            _generation_asset(
+                pool_generations_key(round),
+                built=built,
+                system=BASELINE,
+                group=POOL_ROUND_GROUP,
+                deps=[
+                    TRAIN_POOL,
+                    pool_generations_key(round - 1),
+                    pool_verdicts_key(round - 1),
+                    *model_deps(built, BASELINE),
+                ],
+                samples=corrections,
+                description=f"Correction round {round}: failed samples with Lean errors of problems "
+                f"unsolved in round {round - 1}, shown their errors.",
+            )
+        )
+    return assets

@@ -1,0 +1,62 @@
+"""Progress of long steps: counts, rate and ETA in the run's logs and as asset observations."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+__all__ = ["ProgressReporter"]
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+class ProgressReporter:
+    """Logs every call, and records an observation (visible in the asset's timeline) at most
+    every `observe_every_s` seconds and at the end."""
+
+    def __init__(
+        self, context: dg.AssetExecutionContext, what: str, *, observe_every_s: float = 30.0
+    ) -> None:
+        self.context = context
+        self.what = what
+        self.observe_every_s = observe_every_s
+        self._last = 0.0
+
+    def __call__(
+        self,
+        done: int,
+        total: int,
+        rate: float | None,
+        unit: str,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        final: bool = False,
+    ) -> None:
+        eta = (total - done) / rate if rate else None
+        summary = f"{self.what}: {done:,}/{total:,}" + (
+            f" ({rate:,.2f} {unit}/s, ETA {_eta(eta)})" if rate else ""
+        )
+        if extra:
+            summary += " " + ", ".join(f"{k} {v}" for k, v in extra.items())
+        self.context.log.info(summary)
+        now = time.monotonic()
+        if final or now - self._last >= self.observe_every_s:
+            self._last = now
+            metadata: dict[str, Any] = {"done": done, "total": total, "eta": _eta(eta)}
+            if rate:
+                metadata[f"{unit}_per_s"] = float(rate)
+            metadata.update(
+                {k: v for k, v in (extra or {}).items() if isinstance(v, int | float | str)}
+            )
+            self.context.log_event(
+                dg.AssetObservation(asset_key=self.context.asset_key, metadata=metadata)
+            )

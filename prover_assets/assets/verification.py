@@ -1,0 +1,200 @@
+"""Verification assets: one verdict file per generation asset, and the train pool, in `heavy`."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from prover_assets.assets.generation import HEAVY, RETRY
+from prover_assets.assets.keys import (
+    BASELINE,
+    CANDIDATE,
+    POOL_ROUND_GROUP,
+    TRAIN_POOL,
+    generations_key,
+    pool_generations_key,
+    pool_verdicts_key,
+    verdicts_key,
+)
+from prover_assets.assets.metadata import histogram, manifest_metadata
+from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
+from prover_assets.assets.problems import POOL_CANDIDATES_KEY, eval_set_key
+from prover_assets.assets.progress import ProgressReporter
+from prover_assets.config import ExperimentSpec
+from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
+from prover_assets.records import read_manifest
+from prover_assets.records.outputs import supersede
+from prover_assets.resources import ExperimentResource, LeanResource
+from prover_assets.verify.runner import VerifyStats
+from prover_assets.verify.stages import (
+    TRAIN_POOL_FILE,
+    materialize_train_pool,
+    materialize_verdicts,
+)
+
+__all__ = ["verification_assets"]
+
+
+class VerifyConfig(dg.Config):
+    # Verdicts whose code hash no longer matches the generation are moved to
+    # stale_verdicts.jsonl and verified again (recorded in the manifest); otherwise they raise.
+    reverify_stale: bool = False
+    recompute: bool = False  # move the existing output aside and verify everything again
+
+
+def _upstream_file(experiment: ExperimentResource, key: dg.AssetKey, filename: str) -> Path:
+    folder = experiment.asset_dir(key)
+    read_manifest(folder)  # raises if the upstream step never completed
+    return folder / filename
+
+
+def _verdict_asset(
+    key: dg.AssetKey,
+    *,
+    built: ExperimentSpec,
+    generation: dg.AssetKey,
+    problems: tuple[dg.AssetKey, str],
+    feedback: bool,
+    group: str,
+    description: str,
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=key,
+        group_name=group,
+        deps=[generation, problems[0]],
+        pool=HEAVY,
+        retry_policy=RETRY,
+        kinds={"lean", "jsonl"},
+        description=description,
+    )
+    def verdicts(
+        context: dg.AssetExecutionContext,
+        config: VerifyConfig,
+        experiment: ExperimentResource,
+        lean: LeanResource,
+    ) -> dg.MaterializeResult:
+        spec = experiment.model(built)
+        folder = experiment.asset_dir(key)
+        if config.recompute and (moved := supersede(folder)) is not None:
+            context.log.info(f"recompute: moved the previous output to {moved}")
+        reporter = ProgressReporter(context, "verified")
+
+        def progress(stats: VerifyStats) -> None:
+            reporter(
+                stats.done,
+                stats.total,
+                stats.rate(),
+                "samples",
+                {
+                    "accepted_now": stats.accepted,
+                    "timeouts": stats.stages.get("timeout", 0),
+                    "infrastructure": stats.stages.get("infrastructure", 0),
+                },
+            )
+
+        result = materialize_verdicts(
+            folder,
+            generations_file=_upstream_file(experiment, generation, GENERATIONS_FILE),
+            problems_file=_upstream_file(experiment, *problems),
+            open_verifier=lambda: lean.open_verifier(
+                spec, feedback=feedback, scratch=folder / "scratch"
+            ),
+            self_test=lean.require_self_test,
+            commit_every=lean.model().commit_every,
+            reverify_stale=config.reverify_stale,
+            progress=progress,
+        )
+        counts = result.counts
+        stages = counts.get("stages", {})
+        verifier = result.manifest.get("verifier", {})
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "verified": dg.MetadataValue.int(counts["total"]),
+                "accepted": dg.MetadataValue.int(stages.get("accepted", 0)),
+                "stages": histogram(stages or {"(none)": 0}, key="stage"),
+                "reasons": histogram(counts.get("reasons") or {"(none)": 0}),
+                "verify_s": dg.MetadataValue.json(counts.get("verify_s", {})),
+                "pins": dg.MetadataValue.json(
+                    verifier.get("pins", result.manifest["config"].get("pins"))
+                ),
+                "stale_reverified": counts.get("stale_reverified", 0),
+            }
+        )
+
+    return verdicts
+
+
+def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=TRAIN_POOL,
+        group_name=PROBLEMS_GROUP,
+        deps=[POOL_CANDIDATES_KEY],
+        pool=HEAVY,
+        retry_policy=RETRY,
+        kinds={"lean", "jsonl"},
+        description="The first N ranked candidates whose statements elaborate under the pinned toolchain.",
+    )
+    def train_pool(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource, lean: LeanResource
+    ):
+        spec = experiment.model(built)
+        folder = experiment.asset_dir(TRAIN_POOL)
+        reporter = ProgressReporter(context, "elaborated")
+        result = materialize_train_pool(
+            folder,
+            candidates_file=_upstream_file(experiment, POOL_CANDIDATES_KEY, CANDIDATES_FILE),
+            size=spec.pool.size,
+            open_verifier=lambda: lean.open_verifier(
+                spec, feedback=False, scratch=folder / "scratch"
+            ),
+            self_test=lean.require_self_test,
+            progress=lambda counts: reporter(
+                counts["elaborated"], spec.pool.size, None, "statements", counts
+            ),
+        )
+        counts = result.counts
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "pool": dg.MetadataValue.int(counts["pool"]),
+                "checked": counts["checked"],
+                "outcomes": histogram(
+                    {k: counts[k] for k in ("elaborated", "error", "timeout", "infrastructure")},
+                    key="status",
+                ),
+            }
+        )
+
+    return train_pool
+
+
+def verification_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    assets = [_train_pool_asset(built)]
+    for system in (BASELINE, CANDIDATE):
+        for eval_set in built.eval_sets:
+            for cap in built.caps_of(eval_set):
+                assets.append(
+                    _verdict_asset(
+                        verdicts_key(eval_set, system, cap),
+                        built=built,
+                        generation=generations_key(eval_set, system, cap),
+                        problems=(eval_set_key(eval_set), PROBLEMS_FILE),
+                        feedback=False,
+                        group=system,
+                        description=f"Strict verdicts of the {system} samples on {eval_set} at cap {cap}.",
+                    )
+                )
+    for round in range(built.corrections.rounds + 1):
+        assets.append(
+            _verdict_asset(
+                pool_verdicts_key(round),
+                built=built,
+                generation=pool_generations_key(round),
+                problems=(TRAIN_POOL, TRAIN_POOL_FILE),
+                feedback=True,
+                group=POOL_ROUND_GROUP,
+                description=f"Strict verdicts of pool round {round}, with the REPL's errors for corrections.",
+            )
+        )
+    return assets

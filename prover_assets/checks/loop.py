@@ -1,0 +1,241 @@
+"""Blocking checks of the generation and verdict assets, and the reference elaboration check."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from prover_assets.assets.generation import HEAVY
+from prover_assets.assets.keys import (
+    BASELINE,
+    CANDIDATE,
+    TRAIN_POOL,
+    generations_key,
+    pool_generations_key,
+    pool_verdicts_key,
+    verdicts_key,
+)
+from prover_assets.assets.metadata import output_dir
+from prover_assets.assets.problems import eval_set_key
+from prover_assets.checks import to_result
+from prover_assets.config import ExperimentSpec
+from prover_assets.generation.corrections import check_correction_children
+from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.generation.validity import (
+    check_design_match,
+    check_rows_valid,
+    check_samples_per_problem,
+)
+from prover_assets.problems.stages import PROBLEMS_FILE
+from prover_assets.records import (
+    Generation,
+    Problem,
+    Verification,
+    iter_records,
+    read_manifest,
+    read_records,
+)
+from prover_assets.records.staleness import current_verdicts
+from prover_assets.records.validity import CheckOutcome
+from prover_assets.resources import ExperimentResource, LeanResource
+from prover_assets.verify.elaboration import ElaborationStatus, elaborate_references
+from prover_assets.verify.runner import CHUNKS_FILE
+from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+from prover_assets.verify.validity import (
+    check_chunks,
+    check_no_length_capped_accepted,
+    check_verdicts_cover_generations,
+    check_verifier_identical,
+)
+
+__all__ = ["loop_checks"]
+
+
+def _dir(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Path:
+    return Path(output_dir(context, key))
+
+
+def _generation_checks(
+    key: dg.AssetKey,
+    problems: tuple[dg.AssetKey, str],
+    *,
+    n: int,
+    previous: tuple[dg.AssetKey, dg.AssetKey] | None,
+) -> list:
+    @dg.asset_check(asset=key, name="rows_satisfy_contract", blocking=True)
+    def rows_satisfy_contract(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        folder = _dir(context, key)
+        expected = read_manifest(folder)["counts"]["rows"]
+        return to_result(check_rows_valid(folder / GENERATIONS_FILE, expected))
+
+    if previous is None:
+
+        @dg.asset_check(
+            asset=key,
+            name="samples_per_problem",
+            blocking=True,
+            description=f"every problem has at least {n} samples (a validity condition)",
+        )
+        def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+            problem_ids = [
+                p.problem_id
+                for p in read_records(_dir(context, problems[0]) / problems[1], Problem)
+            ]
+            return to_result(
+                check_samples_per_problem(_dir(context, key) / GENERATIONS_FILE, problem_ids, n)
+            )
+
+        return [rows_satisfy_contract, samples_per_problem]
+
+    @dg.asset_check(asset=key, name="children_have_failed_parents", blocking=True)
+    def children_have_failed_parents(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        previous_generations = {
+            g.key: g
+            for g in iter_records(_dir(context, previous[0]) / GENERATIONS_FILE, Generation)
+        }
+        verdicts = current_verdicts(
+            previous_generations,
+            iter_records(_dir(context, previous[1]) / VERDICTS_FILE, Verification),
+        )
+        children = read_records(_dir(context, key) / GENERATIONS_FILE, Generation)
+        return to_result(check_correction_children(children, previous_generations, verdicts, n=n))
+
+    return [rows_satisfy_contract, children_have_failed_parents]
+
+
+def _design_match_check(eval_set: str, cap: int) -> dg.AssetChecksDefinition:
+    key, baseline = (
+        generations_key(eval_set, CANDIDATE, cap),
+        generations_key(eval_set, BASELINE, cap),
+    )
+
+    @dg.asset_check(
+        asset=key,
+        name="design_match",
+        blocking=True,
+        additional_deps=[baseline],
+        description="round-0 prompts and sampling identical to the baseline's, sample by sample",
+    )
+    def design_match(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return to_result(
+            check_design_match(
+                _dir(context, baseline) / GENERATIONS_FILE, _dir(context, key) / GENERATIONS_FILE
+            )
+        )
+
+    return design_match
+
+
+def _verdict_checks(
+    key: dg.AssetKey, generation: dg.AssetKey, compare_with: dg.AssetKey | None
+) -> list:
+    deps = [generation] + ([compare_with] if compare_with else [])
+
+    @dg.asset_check(
+        asset=key,
+        name="verifier_identical",
+        blocking=True,
+        additional_deps=deps,
+        description="pins, verifier config and budget identical across the comparison",
+    )
+    def verifier_identical(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        files = [_dir(context, key) / VERDICTS_FILE]
+        if compare_with is not None:
+            files.append(_dir(context, compare_with) / VERDICTS_FILE)
+        return to_result(check_verifier_identical(files))
+
+    @dg.asset_check(
+        asset=key, name="verdicts_cover_generations", blocking=True, additional_deps=[generation]
+    )
+    def verdicts_cover_generations(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return to_result(
+            check_verdicts_cover_generations(
+                _dir(context, generation) / GENERATIONS_FILE, _dir(context, key) / VERDICTS_FILE
+            )
+        )
+
+    @dg.asset_check(
+        asset=key, name="no_length_capped_accepted", blocking=True, additional_deps=[generation]
+    )
+    def no_length_capped_accepted(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return to_result(
+            check_no_length_capped_accepted(
+                _dir(context, generation) / GENERATIONS_FILE, _dir(context, key) / VERDICTS_FILE
+            )
+        )
+
+    @dg.asset_check(asset=key, name="no_chunk_half_dead", blocking=True)
+    def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return to_result(check_chunks(_dir(context, key) / CHUNKS_FILE))
+
+    return [
+        verifier_identical,
+        verdicts_cover_generations,
+        no_length_capped_accepted,
+        no_chunk_half_dead,
+    ]
+
+
+def _reference_check(eval_set: str, built: ExperimentSpec) -> dg.AssetChecksDefinition:
+    key = eval_set_key(eval_set)
+
+    @dg.asset_check(
+        asset=key,
+        name="reference_elaborates",
+        blocking=True,
+        pool=HEAVY,
+        description="every problem elaborates as `theorem _ref <signature> := by sorry` "
+        "under the pinned toolchain; one that does not is reference_invalid",
+    )
+    def reference_elaborates(
+        context: dg.AssetCheckExecutionContext, experiment: ExperimentResource, lean: LeanResource
+    ) -> dg.AssetCheckResult:
+        spec = experiment.model(built)
+        folder = _dir(context, key)
+        problems = read_records(folder / PROBLEMS_FILE, Problem)
+        with lean.open_verifier(
+            spec, feedback=False, scratch=folder.parent / ".scratch" / eval_set
+        ) as verifier:
+            lean.require_self_test(verifier)
+            results = elaborate_references(
+                problems, verifier.backend, budget_s=verifier.policy.budget_s
+            )
+        invalid = [r.problem_id for r in results if r.status is not ElaborationStatus.ELABORATED]
+        return to_result(
+            CheckOutcome(
+                not invalid,
+                f"{len(problems) - len(invalid)} of {len(problems)} elaborate",
+                {"reference_invalid": invalid[:50], "simulated": verifier.info.pins.simulated},
+            )
+        )
+
+    return reference_elaborates
+
+
+def loop_checks(built: ExperimentSpec) -> list:
+    checks: list = []
+    n = built.generation.n_samples
+    for eval_set in built.eval_sets:
+        checks.append(_reference_check(eval_set, built))
+        for cap in built.caps_of(eval_set):
+            for system in (BASELINE, CANDIDATE):
+                checks += _generation_checks(
+                    generations_key(eval_set, system, cap),
+                    (eval_set_key(eval_set), PROBLEMS_FILE),
+                    n=n,
+                    previous=None,
+                )
+                checks += _verdict_checks(
+                    verdicts_key(eval_set, system, cap),
+                    generations_key(eval_set, system, cap),
+                    verdicts_key(eval_set, BASELINE, cap) if system == CANDIDATE else None,
+                )
+            checks.append(_design_match_check(eval_set, cap))
+    for round in range(built.corrections.rounds + 1):
+        previous = (
+            None if round == 0 else (pool_generations_key(round - 1), pool_verdicts_key(round - 1))
+        )
+        checks += _generation_checks(
+            pool_generations_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), n=n, previous=previous
+        )
+        checks += _verdict_checks(pool_verdicts_key(round), pool_generations_key(round), None)
+    return checks

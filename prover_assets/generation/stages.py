@@ -1,0 +1,230 @@
+"""The generation steps as whole operations: which samples, from which model, into which file.
+
+A generations folder holds `generations.jsonl` (the resumable stream), `stream.json` (what
+the stream is made of: model revision, sampling, inputs; a resume must match it) and, once
+every sample is there, `manifest.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from prover_assets.config import ExperimentSpec
+from prover_assets.generation.corrections import correction_specs, plan_corrections
+from prover_assets.generation.engines import GenerationEngine, SamplingSettings
+from prover_assets.generation.runner import (
+    GenerationStats,
+    SampleSpec,
+    generate_samples,
+    round0_specs,
+)
+from prover_assets.records import (
+    Appender,
+    Generation,
+    Problem,
+    Verification,
+    build_manifest,
+    iter_records,
+    now_utc,
+    read_records,
+    sha256_file,
+    write_manifest,
+)
+from prover_assets.records.outputs import StepResult, begin_stream, current_manifest
+from prover_assets.records.staleness import current_verdicts
+
+__all__ = [
+    "GENERATIONS_FILE",
+    "Samples",
+    "correction_samples",
+    "materialize_generations",
+    "round0_samples",
+    "sampling_settings",
+]
+
+log = logging.getLogger(__name__)
+
+GENERATIONS_FILE = "generations.jsonl"
+EngineFactory = Callable[[], contextlib.AbstractContextManager[GenerationEngine]]
+
+
+class Samples:
+    """The specs of a generation step, the files they came from, and how they were chosen."""
+
+    def __init__(
+        self, specs: Sequence[SampleSpec], inputs: dict[str, Path], plan: dict[str, Any]
+    ) -> None:
+        self.specs = list(specs)
+        self.inputs = inputs
+        self.plan = plan
+
+
+def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
+    g = spec.generation
+    return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
+
+
+def round0_samples(problems_file: Path, n: int, cap: int) -> Samples:
+    problems = read_records(problems_file, Problem)
+    return Samples(
+        round0_specs(problems, n, cap),
+        {"problems": problems_file},
+        {"problems": len(problems), "samples": len(problems) * n},
+    )
+
+
+def correction_samples(
+    problems_file: Path,
+    previous_generations: Path,
+    previous_verdicts: Path,
+    *,
+    round: int,
+    n: int,
+    samples_per_parent: int,
+) -> Samples:
+    """Children of the failed samples (with Lean errors) of problems unsolved in round - 1."""
+    problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
+    previous = {g.key: g for g in iter_records(previous_generations, Generation)}
+    verdicts = current_verdicts(previous, iter_records(previous_verdicts, Verification))
+    plan = plan_corrections(previous, verdicts, round=round, n=n)
+    specs = correction_specs(plan, problems, samples_per_parent=samples_per_parent)
+    inputs = {
+        "problems": problems_file,
+        "previous_generations": previous_generations,
+        "previous_verdicts": previous_verdicts,
+    }
+    return Samples(specs, inputs, {**plan.counts(), "children": len(specs)})
+
+
+def materialize_generations(
+    folder: Path,
+    samples: Samples,
+    *,
+    model_path: Path,
+    model_rev: str,
+    sampling: SamplingSettings,
+    base_seed: int,
+    max_model_len: int,
+    commit_every: int,
+    open_engine: EngineFactory,
+    load_tokenizer: Callable[[Path], Any],
+    progress: Callable[[GenerationStats], None] | None = None,
+) -> StepResult:
+    """Generate every missing sample; reuse a complete, current output; refuse a foreign one."""
+    digests = {name: sha256_file(path) for name, path in samples.inputs.items()}
+    identity = {
+        "model_rev": model_rev,
+        "sampling": {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+        },
+        "base_seed": base_seed,
+        "max_model_len": max_model_len,
+        "samples": len(samples.specs),
+        "inputs": digests,
+    }
+    manifest = current_manifest(folder, inputs=digests, config=identity)
+    if manifest is not None:
+        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    begin_stream(folder, identity)
+    started = now_utc()
+    path = folder / GENERATIONS_FILE
+    with Appender(path, Generation) as appender:
+        missing = [s for s in samples.specs if s.key not in appender]
+        if missing:
+            with open_engine() as engine:
+                tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(model_path)
+                stats = generate_samples(
+                    samples.specs,
+                    engine,
+                    tokenizer,
+                    appender,
+                    model_path=str(model_path),
+                    model_rev=model_rev,
+                    sampling=sampling,
+                    base_seed=base_seed,
+                    max_model_len=max_model_len,
+                    commit_every=commit_every,
+                    progress=progress,
+                )
+                engine_description = engine.describe()
+        else:
+            stats = GenerationStats(total=len(samples.specs), already_present=len(samples.specs))
+            engine_description = {"engine": "none needed: every sample was present"}
+        rows = len(appender.keys)
+    expected = {s.key for s in samples.specs}
+    present = {g.key for g in iter_records(path, Generation)}
+    if present != expected:
+        raise RuntimeError(
+            f"{path}: {len(expected - present)} samples missing, {len(present - expected)} unexpected"
+        )
+    counts = {**stats.to_json(), "rows": rows, **{f"plan_{k}": v for k, v in samples.plan.items()}}
+    manifest = build_manifest(
+        asset=str(folder),
+        inputs=list(samples.inputs.values()),
+        outputs=[path],
+        config=identity,
+        counts=counts,
+        started_at=started,
+        extra={
+            "input_digests": digests,
+            "engine": engine_description,
+            "model_path": str(model_path),
+        },
+    )
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)
+
+
+def materialize_demo_model(
+    folder: Path,
+    statement_files: Sequence[Path],
+    *,
+    hidden_size: int,
+    layers: int,
+    vocab_size: int,
+    steps: int,
+    seed: int,
+) -> StepResult:
+    """The demo's base model: the tiny model, fine-tuned for a few CPU seconds to answer the
+    demo's statements in the prover's output format (a plan, then a fenced `lean4` block)."""
+    from prover_assets.generation.revision import MODEL_DIR
+    from prover_assets.generation.tiny_model import build_tiny_model, teach_output_format
+
+    digests = {path.parent.name: sha256_file(path) for path in statement_files}
+    config = {
+        "hidden_size": hidden_size,
+        "layers": layers,
+        "vocab_size": vocab_size,
+        "steps": steps,
+        "seed": seed,
+    }
+    manifest = current_manifest(folder, inputs=digests, config=config)
+    if manifest is not None:
+        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    started = now_utc()
+    statements = [
+        p.formal_statement for path in statement_files for p in read_records(path, Problem)
+    ]
+    model_dir = folder / MODEL_DIR
+    build_tiny_model(
+        model_dir, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size, seed=seed
+    )
+    counts = teach_output_format(model_dir, statements, steps=steps, seed=seed)
+    outputs = sorted(p for p in model_dir.iterdir() if p.is_file())
+    manifest = build_manifest(
+        asset=str(folder),
+        inputs=list(statement_files),
+        outputs=outputs,
+        config=config,
+        counts=counts,
+        started_at=started,
+        extra={"input_digests": digests},
+    )
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)

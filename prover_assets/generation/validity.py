@@ -1,0 +1,74 @@
+"""Validity checks of generation files, as plain functions over them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from prover_assets.records import Generation, RecordError, iter_records
+from prover_assets.records.validity import CheckOutcome
+
+__all__ = ["check_design_match", "check_rows_valid", "check_samples_per_problem"]
+
+
+def check_rows_valid(path: Path, expected_rows: int | None = None) -> CheckOutcome:
+    """Every row passes the contract (the strict reader), and the count is the recorded one."""
+    try:
+        rows = sum(1 for _ in iter_records(path, Generation))
+    except RecordError as exc:
+        return CheckOutcome(False, str(exc), {"error": str(exc)})
+    matches = expected_rows is None or rows == expected_rows
+    return CheckOutcome(
+        matches,
+        f"{rows} rows satisfy the contract"
+        + ("" if matches else f", but the manifest records {expected_rows}"),
+        {"rows": rows},
+    )
+
+
+def check_samples_per_problem(
+    path: Path, problem_ids: Iterable[str], n: int, *, round: int = 0
+) -> CheckOutcome:
+    """Every problem has samples 0..n-1 of the round (a validity condition of the design)."""
+    have = Counter(
+        g.problem_id
+        for g in iter_records(path, Generation)
+        if g.round == round and g.sample_idx < n
+    )
+    short = sorted(p for p in problem_ids if have.get(p, 0) < n)
+    return CheckOutcome(
+        not short,
+        f"{len(short)} problems have fewer than {n} samples",
+        {"short": short[:20], "n": n},
+    )
+
+
+def _round0_design(path: Path) -> dict[tuple, tuple]:
+    return {
+        g.key: (
+            g.prompt_text,
+            tuple(g.prompt_ids),
+            g.sampling.temperature,
+            g.sampling.top_p,
+            g.sampling.top_k,
+            g.cap_tokens,
+        )
+        for g in iter_records(path, Generation)
+        if g.round == 0
+    }
+
+
+def check_design_match(baseline: Path, candidate: Path) -> CheckOutcome:
+    """Round-0 prompts and sampling identical between baseline and candidate, key by key."""
+    base, cand = _round0_design(baseline), _round0_design(candidate)
+    missing = sorted(set(base) ^ set(cand))
+    differing = sorted(key for key in set(base) & set(cand) if base[key] != cand[key])
+    return CheckOutcome(
+        not missing and not differing,
+        f"{len(differing)} samples differ in prompt or sampling, {len(missing)} keys are not in both",
+        {
+            "differing": [list(k) for k in differing[:20]],
+            "unpaired": [list(k) for k in missing[:20]],
+        },
+    )

@@ -1,0 +1,99 @@
+"""Validity checks of verdict files, as plain functions over them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prover_assets.records import Generation, Verification, VerifierInfo, iter_records
+from prover_assets.records.validity import CheckOutcome
+from prover_assets.verify.runner import CommitChunk
+
+__all__ = [
+    "check_chunks",
+    "check_no_length_capped_accepted",
+    "check_verdicts_cover_generations",
+    "check_verifier_identical",
+    "verdict_identity",
+]
+
+# What must be identical for two verdict files to be comparable: pins, budget and policy.
+# Worker count, command paths and recycling do not change a verdict.
+_COMPARED_CONFIG = (
+    "budget_s",
+    "feedback",
+    "statement_check",
+    "gate",
+    "axiom_check",
+    "backend",
+    "memory_cap_mb",
+    "infrastructure_retries",
+    "sandbox",
+)
+
+
+def verdict_identity(info: VerifierInfo) -> dict[str, Any]:
+    return {
+        "pins": info.pins.model_dump(mode="json"),
+        "config": {key: info.config.get(key) for key in _COMPARED_CONFIG},
+    }
+
+
+def _identities(path: Path) -> dict[str, int]:
+    seen: dict[str, int] = {}
+    for verdict in iter_records(path, Verification):
+        identity = json.dumps(verdict_identity(verdict.verifier), sort_keys=True)
+        seen[identity] = seen.get(identity, 0) + 1
+    return seen
+
+
+def check_verifier_identical(paths: Sequence[Path]) -> CheckOutcome:
+    """Pins, verifier config and budget identical across every row of these verdict files."""
+    identities: dict[str, int] = {}
+    for path in paths:
+        for identity, count in _identities(path).items():
+            identities[identity] = identities.get(identity, 0) + count
+    return CheckOutcome(
+        len(identities) <= 1,
+        f"{len(identities)} distinct verifier identities across {len(paths)} verdict files",
+        {"identities": [json.loads(i) for i in identities][:5]},
+    )
+
+
+def check_verdicts_cover_generations(generations: Path, verdicts: Path) -> CheckOutcome:
+    """No verdict without a generation, and one verdict for every generation."""
+    generation_keys = {g.key for g in iter_records(generations, Generation)}
+    verdict_keys = {v.key for v in iter_records(verdicts, Verification)}
+    orphans = sorted(verdict_keys - generation_keys)
+    unjudged = sorted(generation_keys - verdict_keys)
+    return CheckOutcome(
+        not orphans and not unjudged,
+        f"{len(orphans)} verdicts without a generation, {len(unjudged)} generations without a verdict",
+        {"orphans": [list(k) for k in orphans[:20]], "unjudged": [list(k) for k in unjudged[:20]]},
+    )
+
+
+def check_no_length_capped_accepted(generations: Path, verdicts: Path) -> CheckOutcome:
+    capped = {g.key for g in iter_records(generations, Generation) if g.finish_reason == "length"}
+    accepted = [
+        v.key for v in iter_records(verdicts, Verification) if v.accepted and v.key in capped
+    ]
+    return CheckOutcome(
+        not accepted,
+        f"{len(accepted)} length-capped samples accepted ({len(capped)} capped)",
+        {"accepted_capped": [list(k) for k in accepted[:20]]},
+    )
+
+
+def check_chunks(chunks: Path) -> CheckOutcome:
+    """No committed chunk in which more than half the samples died for infrastructure reasons."""
+    records = list(iter_records(chunks, CommitChunk)) if chunks.exists() else []
+    bad = [c.index for c in records if c.infrastructure * 2 > c.samples]
+    dead = sum(c.infrastructure for c in records)
+    return CheckOutcome(
+        not bad,
+        f"{len(records)} chunks, {dead} infrastructure failures, {len(bad)} chunks over half dead",
+        {"bad_chunks": bad[:20], "infrastructure": dead},
+    )
