@@ -242,6 +242,14 @@ class ExperimentSpec(_Spec):
             raise ValueError(f"report.primary_set {self.report.primary_set!r} is not an eval set")
         if self.report.k > self.generation.n_samples:
             raise ValueError("report.k exceeds generation.n_samples")
+        if self.training.save_every % self.training.gradient_accumulation:
+            raise ValueError(
+                "training.save_every (micro-steps) must be a multiple of gradient_accumulation"
+            )
+        if self.sft.max_seq_len > self.training.tokens_per_micro_batch:
+            raise ValueError(
+                "sft.max_seq_len exceeds training.tokens_per_micro_batch: a row would not fit"
+            )
         for name, eval_set in self.eval_sets.items():
             if not set(eval_set.caps or ()) <= set(self.generation.caps):
                 raise ValueError(f"eval_sets.{name}.caps must be a subset of generation.caps")

@@ -15,9 +15,11 @@ import dagster as dg
 from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.generation import generation_assets
 from prover_assets.assets.problems import problem_assets
+from prover_assets.assets.sft import sft_assets
 from prover_assets.assets.verification import verification_assets
 from prover_assets.checks.loop import loop_checks
 from prover_assets.checks.problems import problem_checks
+from prover_assets.checks.sft import sft_checks
 from prover_assets.config import RunConfig, load_run_config
 from prover_assets.jobs import build_jobs
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
@@ -48,9 +50,10 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *problem_assets(spec),
             *generation_assets(spec),
             *verification_assets(spec),
+            *sft_assets(spec),
             *demo_assets(spec),
         ],
-        asset_checks=[*problem_checks(spec), *loop_checks(spec)],
+        asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],
         jobs=build_jobs(),
         resources=build_resources(config),
     )

@@ -22,7 +22,7 @@ def main() -> int:
     definitions = build_definitions(config_path())
     started = time.monotonic()
     with dg.DagsterInstance.get() as instance:
-        result = definitions.get_job_def(MAIN_JOB).execute_in_process(
+        result = definitions.resolve_job_def(MAIN_JOB).execute_in_process(
             instance=instance, raise_on_error=False
         )
     elapsed = time.monotonic() - started

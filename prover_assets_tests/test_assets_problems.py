@@ -15,7 +15,7 @@ def materialize(tmp_path, **spec_overrides):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(demo_run_config(tmp_path / "data", **spec_overrides)))
     defs = build_definitions(path)
-    return defs.get_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
+    return defs.resolve_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
 
 
 def failure_text(result) -> str:
@@ -64,7 +64,9 @@ def test_changed_config_refuses_to_overwrite_a_stale_output(tmp_path):
     path = tmp_path / "changed.yaml"
     path.write_text(yaml.safe_dump(raw))
     result = (
-        build_definitions(path).get_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
+        build_definitions(path)
+        .resolve_job_def(PROBLEM_JOB)
+        .execute_in_process(raise_on_error=False)
     )
     assert not result.success
     assert "never overwritten" in failure_text(result)
@@ -78,7 +80,9 @@ def test_eval_file_with_wrong_sha256_fails_and_publishes_nothing(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(raw))
     result = (
-        build_definitions(path).get_job_def(PROBLEM_JOB).execute_in_process(raise_on_error=False)
+        build_definitions(path)
+        .resolve_job_def(PROBLEM_JOB)
+        .execute_in_process(raise_on_error=False)
     )
     assert not result.success
     assert "the config records 0000" in failure_text(result)

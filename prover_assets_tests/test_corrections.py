@@ -67,7 +67,7 @@ ROWS = [
 
 def test_groups_truth_table():
     generations, verdicts = table(ROWS)
-    groups = {p: o.group for p, o in problem_groups(generations.values(), verdicts, n=2).items()}
+    groups = {p: o.group for p, o in problem_groups(generations.keys(), verdicts, n=2).items()}
     assert groups == {
         "solved_all": ProblemGroup.ALL_CORRECT,
         "mixed": ProblemGroup.MIXED,
@@ -80,9 +80,7 @@ def test_groups_truth_table():
 
 def test_only_the_first_n_samples_count():
     generations, verdicts = table([("p", 0, "accepted"), ("p", 1, "accepted"), ("p", 2, "errors")])
-    assert (
-        problem_groups(generations.values(), verdicts, n=2)["p"].group is ProblemGroup.ALL_CORRECT
-    )
+    assert problem_groups(generations.keys(), verdicts, n=2)["p"].group is ProblemGroup.ALL_CORRECT
 
 
 def test_correction_parents_are_failed_samples_with_errors_of_unsolved_problems():

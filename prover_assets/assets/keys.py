@@ -8,7 +8,9 @@ __all__ = [
     "DEMO_BASE_MODEL",
     "EXPORTED_MODEL",
     "POOL_ROUND_GROUP",
+    "REPORT_GROUP",
     "SFT_CHECKPOINT",
+    "SFT_GROUP",
     "SFT_SHARDS",
     "TRAIN_POOL",
     "generations_key",
@@ -18,6 +20,8 @@ __all__ = [
 ]
 
 BASELINE = "baseline"
+SFT_GROUP = "sft"
+REPORT_GROUP = "report"
 CANDIDATE = "candidate"
 POOL_ROUND_GROUP = "pool_round"
 

@@ -46,7 +46,7 @@ def plan_corrections(
 ) -> CorrectionPlan:
     """`previous` and `verdicts` are round `round - 1`'s samples and their (current) verdicts."""
     plan = CorrectionPlan(round=round)
-    outcomes = problem_groups(previous.values(), verdicts, n=n, round=round - 1)
+    outcomes = problem_groups(previous.keys(), verdicts, n=n, round=round - 1)
     for problem_id in sorted(outcomes):
         if outcomes[problem_id].solved:
             plan.solved_problems.append(problem_id)

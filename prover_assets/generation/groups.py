@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from prover_assets.records import Generation, Stage, Verification
+from prover_assets.records import Stage, Verification
 
 __all__ = ["ProblemGroup", "ProblemOutcome", "problem_groups"]
 
@@ -40,19 +40,21 @@ class ProblemOutcome:
 
 
 def problem_groups(
-    generations: Iterable[Generation],
+    keys: Iterable[tuple[str, int, int, int]],
     verdicts: Mapping[tuple, Verification],
     *,
     n: int,
     round: int = 0,
 ) -> dict[str, ProblemOutcome]:
-    samples: dict[str, list[Generation]] = defaultdict(list)
-    for generation in generations:
-        if generation.round == round and generation.sample_idx < n:
-            samples[generation.problem_id].append(generation)
+    """Outcome groups from the sample keys `(problem_id, sample_idx, round, cap_tokens)` of
+    the generations and their verdicts."""
+    samples: dict[str, list[tuple]] = defaultdict(list)
+    for key in keys:
+        if key[2] == round and key[1] < n:
+            samples[key[0]].append(key)
     outcomes = {}
     for problem_id, group in samples.items():
-        judged = [verdicts.get(g.key) for g in group]
+        judged = [verdicts.get(key) for key in group]
         accepted = sum(1 for v in judged if v is not None and v.accepted)
         broken = any(v is None or v.stage is Stage.INFRASTRUCTURE for v in judged)
         if len(group) < n or broken:

@@ -117,11 +117,11 @@ def build_tiny_model(
     return folder
 
 
-def format_completion(statement: str, index: int) -> str:
+def format_completion(statement: str, variant: int) -> str:
     """What the demo teaches the tiny model to answer: a short plan, then a fenced `lean4` block
     that displays the problem's theorem and a tactic proof (the model's output format)."""
     signature = statement[statement.index("theorem") :].removesuffix(":= by sorry").rstrip()
-    tactic = _DEMO_TACTICS[index % len(_DEMO_TACTICS)]
+    tactic = _DEMO_TACTICS[variant % len(_DEMO_TACTICS)]
     return (
         "Proof plan: normalise the goal, then close it with a standard decision procedure.\n\n"
         f"```lean4\n{signature} := by\n  {tactic}\n```"
@@ -145,10 +145,14 @@ def teach_output_format(
     steps: int,
     seed: int,
     learning_rate: float = 3e-3,
-    batch_size: int = 6,
+    batch_size: int = 4,
+    variants: int = 3,
 ) -> dict[str, float]:
     """Fine-tune the tiny model in `folder` for `steps` steps to answer `statements` in the output
-    format (loss on the completion tokens only), then save it with a fresh `demo-` revision."""
+    format (loss on the completion tokens only), then save it with a fresh `demo-` revision.
+
+    Each statement is taught with `variants` different tactics, so that sampling gives
+    different proofs of one problem (and the simulated verifier judges them independently)."""
     import time
 
     import torch
@@ -162,11 +166,12 @@ def teach_output_format(
     examples = []
     for index, statement in enumerate(statements):
         _, prompt_ids = render_prompt(tokenizer, round0_messages(statement))
-        completion = tokenizer(format_completion(statement, index), add_special_tokens=False)[
-            "input_ids"
-        ]
-        completion.append(tokenizer.eos_token_id)
-        examples.append((prompt_ids, completion))
+        for variant in range(variants):
+            text = format_completion(statement, index + variant)
+            completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [
+                tokenizer.eos_token_id
+            ]
+            examples.append((prompt_ids, completion))
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)

@@ -1,0 +1,136 @@
+"""SFT assets: shards (read back through the trainer), the LoRA checkpoint, the exported model."""
+
+import json
+
+import dagster as dg
+
+from prover_assets.assets.generation import HEAVY, RETRY, model_deps, model_for
+from prover_assets.assets.keys import (
+    BASELINE,
+    EXPORTED_MODEL,
+    SFT_CHECKPOINT,
+    SFT_GROUP,
+    SFT_SHARDS,
+    TRAIN_POOL,
+    pool_generations_key,
+    pool_verdicts_key,
+)
+from prover_assets.assets.metadata import histogram, manifest_metadata
+from prover_assets.assets.problems import DECONTAMINATION_KEY
+from prover_assets.config import ExperimentSpec
+from prover_assets.generation.revision import MODEL_DIR
+from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.problems.stages import SETS_FILE
+from prover_assets.report.markdown import png_image
+from prover_assets.report.plots import line_plot
+from prover_assets.resources import ExperimentResource, GpuResource
+from prover_assets.sft.stages import materialize_checkpoint, materialize_export, materialize_shards
+from prover_assets.sft.trainer import METRICS_FILE
+from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+
+__all__ = ["sft_assets"]
+
+
+def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    rounds = range(built.corrections.rounds + 1)
+    pool_keys = [key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))]
+
+    @dg.asset(
+        key=SFT_SHARDS, group_name=SFT_GROUP, kinds={"numpy"},
+        deps=[*pool_keys, TRAIN_POOL, DECONTAMINATION_KEY, *model_deps(built, BASELINE)],
+        description="Accepted, faithful, distinct pool proofs as training rows (prompt_ids + "
+        "completion_ids as sampled), every rule counted, read back through the trainer's path.",
+    )  # fmt: skip
+    def sft_shards(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource
+    ) -> dg.MaterializeResult:
+        spec = experiment.model(built)
+        base_dir, _ = model_for(spec, BASELINE, experiment)
+        result = materialize_shards(
+            experiment.asset_dir(SFT_SHARDS),
+            generation_files=[experiment.asset_dir(pool_generations_key(r)) / GENERATIONS_FILE for r in rounds],
+            verdict_files=[experiment.asset_dir(pool_verdicts_key(r)) / VERDICTS_FILE for r in rounds],
+            pool_file=experiment.asset_dir(TRAIN_POOL) / TRAIN_POOL_FILE,
+            sets_file=experiment.asset_dir(DECONTAMINATION_KEY) / SETS_FILE,
+            base_model_dir=base_dir, spec=spec.sft, n=spec.generation.n_samples,
+        )  # fmt: skip
+        counts = result.counts
+        drops = {k[5:]: v for k, v in counts.items() if k.startswith("drop_")}
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "rows": dg.MetadataValue.int(counts["written"]),
+                "candidates": counts["candidates"],
+                "drops": histogram({**drops, "written": counts["written"]}, key="rule"),
+                "tokens": counts["tokens"],
+                "kinds": dg.MetadataValue.json(counts["kinds"]),
+                "read_back": counts["read_back"],
+                "reconciles": counts["reconciles"],
+            }
+        )
+
+    @dg.asset(
+        key=SFT_CHECKPOINT, group_name=SFT_GROUP, deps=[SFT_SHARDS, *model_deps(built, BASELINE)],
+        pool=HEAVY, retry_policy=RETRY, kinds={"pytorch"},
+        description="LoRA training (transformers Trainer + peft) on packed micro-batches, "
+        "resumable to the micro-step; a SIGTERM saves and stops, running again resumes.",
+    )  # fmt: skip
+    def sft_checkpoint(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
+    ):
+        spec = experiment.model(built)
+        base_dir, base_rev = model_for(spec, BASELINE, experiment)
+        folder = experiment.asset_dir(SFT_CHECKPOINT)
+        result = materialize_checkpoint(
+            folder, shards_dir=experiment.asset_dir(SFT_SHARDS), base_model_dir=base_dir,
+            base_revision=base_rev, training=spec.training, device=gpu.model().device,
+        )  # fmt: skip
+        counts = result.counts
+        metrics = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
+        losses = [(m["step"], m["loss"]) for m in metrics if "loss" in m]
+        plot = line_plot({"train loss": ([s for s, _ in losses], [v for _, v in losses])},
+                         title="SFT loss", xlabel="optimizer step", ylabel="loss") if losses else b""  # fmt: skip
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "loss_curve": dg.MetadataValue.md(
+                    png_image(plot, "loss curve") if plot else "no steps logged"
+                ),
+                "steps": dg.MetadataValue.int(int(counts["global_step"])),
+                "micro_steps": counts["micro_steps"],
+                "tokens_per_s": dg.MetadataValue.float(
+                    float(counts.get("tokens_per_s_this_run") or 0.0)
+                ),
+                "packing_efficiency": dg.MetadataValue.float(float(counts["packing_efficiency"])),
+                "final_loss": dg.MetadataValue.float(float(losses[-1][1])) if losses else "none",
+            }
+        )
+
+    @dg.asset(
+        key=EXPORTED_MODEL, group_name=SFT_GROUP, deps=[SFT_CHECKPOINT], pool=HEAVY, kinds={"huggingface"},
+        description="The adapter merged into the base, saved as a plain Hugging Face folder with "
+        "revision sft-<sha256 of the weight shards>; its log-probabilities equal the adapter model's.",
+    )  # fmt: skip
+    def exported_model(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
+    ):
+        spec = experiment.model(built)
+        base_dir, _ = model_for(spec, BASELINE, experiment)
+        dtype = "bfloat16" if spec.training.precision == "bf16" or (
+            spec.training.precision == "auto" and gpu.model().device == "cuda") else "float32"  # fmt: skip
+        result = materialize_export(
+            experiment.asset_dir(EXPORTED_MODEL), checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),
+            base_model_dir=base_dir, shards_dir=experiment.asset_dir(SFT_SHARDS), dtype=dtype,
+        )  # fmt: skip
+        counts = result.counts
+        return dg.MaterializeResult(
+            metadata={
+                **manifest_metadata(result.folder, result.manifest, result.reused),
+                "model_rev": counts["revision"],
+                "model_dir": dg.MetadataValue.path(str(result.folder / MODEL_DIR)),
+                "parity_max_abs_diff": dg.MetadataValue.float(float(counts["parity_max_abs_diff"])),
+                "parity_tolerance": dg.MetadataValue.float(float(counts["parity_tolerance"])),
+            }
+        )
+
+    return [sft_shards, sft_checkpoint, exported_model]

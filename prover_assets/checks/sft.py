@@ -1,0 +1,96 @@
+"""Blocking checks of the SFT assets."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from prover_assets.assets.keys import (
+    EXPORTED_MODEL,
+    SFT_CHECKPOINT,
+    SFT_SHARDS,
+    TRAIN_POOL,
+    pool_generations_key,
+)
+from prover_assets.assets.metadata import output_dir
+from prover_assets.assets.problems import DECONTAMINATION_KEY
+from prover_assets.checks import to_result
+from prover_assets.config import ExperimentSpec
+from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.problems.decontamination import DecontaminationSets
+from prover_assets.problems.stages import SETS_FILE
+from prover_assets.records import read_manifest
+from prover_assets.records.validity import CheckOutcome
+from prover_assets.sft.trainer import DATA_ORDER_FILE
+from prover_assets.sft.validity import (
+    check_at_least_one_row,
+    check_data_order,
+    check_no_eval_leak,
+    check_rows_match_generations,
+    check_shard_counts,
+)
+from prover_assets.verify.stages import TRAIN_POOL_FILE
+
+__all__ = ["sft_checks"]
+
+
+def sft_checks(built: ExperimentSpec) -> list:
+    generations = [pool_generations_key(r) for r in range(built.corrections.rounds + 1)]
+
+    def shards(context: dg.AssetCheckExecutionContext) -> Path:
+        return Path(output_dir(context, SFT_SHARDS))
+
+    @dg.asset_check(asset=SFT_SHARDS, name="read_back_exact", blocking=True, additional_deps=generations,
+                    description="every row, through the trainer's dataset and collate, is its generation's "
+                    "prompt (no loss) and completion (loss), token for token")  # fmt: skip
+    def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        files = [Path(output_dir(context, key)) / GENERATIONS_FILE for key in generations]
+        return to_result(check_rows_match_generations(shards(context), files))
+
+    @dg.asset_check(asset=SFT_SHARDS, name="no_eval_leak", blocking=True,
+                    additional_deps=[TRAIN_POOL, DECONTAMINATION_KEY])  # fmt: skip
+    def no_eval_leak(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        sets_file = Path(output_dir(context, DECONTAMINATION_KEY)) / SETS_FILE
+        sets = DecontaminationSets.from_json(json.loads(sets_file.read_text()))
+        pool = Path(output_dir(context, TRAIN_POOL)) / TRAIN_POOL_FILE
+        return to_result(check_no_eval_leak(shards(context), pool, sets))
+
+    @dg.asset_check(asset=SFT_SHARDS, name="counts_reconcile", blocking=True)
+    def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return to_result(
+            check_shard_counts(read_manifest(shards(context))["counts"], shards(context))
+        )
+
+    @dg.asset_check(asset=SFT_SHARDS, name="at_least_one_row", blocking=True)
+    def at_least_one_row(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return to_result(check_at_least_one_row(shards(context)))
+
+    @dg.asset_check(asset=SFT_CHECKPOINT, name="data_order", blocking=True,
+                    description="across stops and resumes: each micro-step once, no row more than `epochs` times")  # fmt: skip
+    def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        folder = Path(output_dir(context, SFT_CHECKPOINT))
+        counts = read_manifest(folder)["counts"]
+        micro_steps = min(
+            counts["micro_steps"], counts["global_step"] * built.training.gradient_accumulation
+        )
+        return to_result(check_data_order(folder / DATA_ORDER_FILE, micro_steps=micro_steps, rows=counts["rows"],
+                                          epochs=built.training.epochs))  # fmt: skip
+
+    @dg.asset_check(asset=EXPORTED_MODEL, name="logprob_parity", blocking=True)
+    def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        counts = read_manifest(output_dir(context, EXPORTED_MODEL))["counts"]
+        return to_result(CheckOutcome(
+            counts["parity_max_abs_diff"] <= counts["parity_tolerance"],
+            f"max |Δ logprob| {counts['parity_max_abs_diff']:.2e} (tolerance {counts['parity_tolerance']:.0e}) "
+            f"on {counts['parity_tokens']} tokens",
+            {"max_abs_diff": counts["parity_max_abs_diff"]},
+        ))  # fmt: skip
+
+    return [
+        read_back_exact,
+        no_eval_leak,
+        counts_reconcile,
+        at_least_one_row,
+        data_order,
+        logprob_parity,
+    ]

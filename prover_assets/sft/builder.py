@@ -1,0 +1,267 @@
+"""The SFT builder: which accepted samples become training rows, every rule counted.
+
+Each generation of the pool rounds is a candidate; it is dropped by the first rule it fails,
+in this order, and counted under that rule:
+  other_cap -> not_accepted -> statement_not_faithful -> no_eos -> too_long -> solved_all
+  -> duplicate_proof -> over_max
+so that candidates = written + every drop. Some inputs are refused outright (they raise): a
+stale or missing verdict, a generation of a problem outside the pool, a pool problem whose
+statement is in an evaluation set, a correction whose parent was accepted.
+
+Rows are `prompt_ids + completion_ids` exactly as sampled (never re-tokenised), and are read
+back through the trainer's own dataset and collate path after writing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prover_assets.config import SftSpec
+from prover_assets.generation.groups import ProblemGroup, problem_groups
+from prover_assets.lean.extract import displayed_statement_faithful
+from prover_assets.lean.lexer import LexError, code_tokens
+from prover_assets.lean.statements import theorem_signature
+from prover_assets.problems.decontamination import DecontaminationSets
+from prover_assets.records import (
+    Generation,
+    Problem,
+    SftRow,
+    Verification,
+    code_sha256,
+    iter_records,
+)
+from prover_assets.records.staleness import StaleVerdictError
+from prover_assets.records.validity import CheckOutcome
+from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, pack
+
+__all__ = [
+    "DROP_REASONS",
+    "BuiltRow",
+    "SftBuild",
+    "SftInputError",
+    "build_sft",
+    "proof_sha",
+    "read_back",
+]
+
+DROP_REASONS = (
+    "other_cap",
+    "not_accepted",
+    "statement_not_faithful",
+    "no_eos",
+    "too_long",
+    "solved_all",
+    "duplicate_proof",
+    "over_max",
+)
+
+
+class SftInputError(ValueError):
+    """An input the builder refuses: it would make training data that must not exist."""
+
+
+def proof_sha(code: str) -> str:
+    """sha256 of the proof's tokens after the displayed theorem's `:=` (comments and
+    whitespace do not make two proofs distinct)."""
+    signature = theorem_signature(code)
+    proof = code[signature.assign_start :] if signature else code
+    try:
+        tokens = [token.text for token in code_tokens(proof)]
+    except LexError:
+        tokens = proof.split()
+    return hashlib.sha256("\x1f".join(tokens).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class BuiltRow:
+    problem_id: str
+    round: int
+    sample_idx: int
+    cap_tokens: int
+    prompt_ids: np.ndarray  # uint32, exactly as sampled
+    completion_ids: np.ndarray
+    proof_sha: str
+    model_rev: str
+
+    def to_row(self) -> SftRow:
+        input_ids = np.concatenate([self.prompt_ids, self.completion_ids]).astype(np.int64).tolist()
+        return SftRow(
+            input_ids=input_ids, prompt_len=len(self.prompt_ids), kind="first" if self.round == 0 else "correction",
+            round=self.round, sample_idx=self.sample_idx, cap_tokens=self.cap_tokens,
+            n_completion=len(self.completion_ids), proof_sha=self.proof_sha, model_rev=self.model_rev,
+            problem_id=self.problem_id,
+        )  # fmt: skip
+
+
+@dataclass
+class SftBuild:
+    rows: list[BuiltRow]
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def _refuse_eval_leaks(pool: Sequence[Problem], sets: DecontaminationSets) -> None:
+    leaks = [
+        p.problem_id
+        for p in pool
+        if p.statement_sha in sets.statement_shas or p.alpha_sha in sets.alpha_shas
+    ]
+    if leaks:
+        raise SftInputError(f"pool problems share a statement with an evaluation set: {leaks[:5]}")
+
+
+def build_sft(
+    generation_files: Iterable[Path],
+    verdict_files: Iterable[Path],
+    pool: Sequence[Problem],
+    sets: DecontaminationSets,
+    *,
+    spec: SftSpec,
+    n: int,
+    eos_ids: set[int],
+) -> SftBuild:
+    _refuse_eval_leaks(pool, sets)
+    problems = {p.problem_id: p for p in pool}
+    verdicts: dict[tuple, Verification] = {}
+    for path in verdict_files:
+        for verdict in iter_records(path, Verification):
+            verdicts[verdict.key] = verdict
+    outcomes = problem_groups(verdicts.keys(), verdicts, n=n, round=0)
+    drops = dict.fromkeys(DROP_REASONS, 0)
+    candidates = 0
+    seen: set[tuple] = set()
+    eligible: dict[str, list[BuiltRow]] = defaultdict(list)
+    for path in generation_files:
+        for generation in iter_records(path, Generation):
+            key = generation.key
+            seen.add(key)
+            problem = problems.get(generation.problem_id)
+            if problem is None:
+                raise SftInputError(
+                    f"{path}: generation {key} is of a problem outside the train pool"
+                )
+            verdict = verdicts.get(key)
+            if verdict is None:
+                raise StaleVerdictError(f"{path}: generation {key} has no verdict")
+            if verdict.code_sha256 != code_sha256(generation.lean_code):
+                raise StaleVerdictError(
+                    f"verdict {key} judged other code than the generation in {path}"
+                )
+            candidates += 1
+            reason = _drop_reason(generation, verdict, problem, verdicts, outcomes, spec, eos_ids)
+            if reason is not None:
+                drops[reason] += 1
+                continue
+            eligible[generation.problem_id].append(
+                BuiltRow(
+                    problem_id=generation.problem_id, round=generation.round, sample_idx=generation.sample_idx,
+                    cap_tokens=generation.cap_tokens, prompt_ids=np.asarray(generation.prompt_ids, np.uint32),
+                    completion_ids=np.asarray(generation.completion_ids, np.uint32),
+                    proof_sha=proof_sha(generation.lean_code or ""), model_rev=generation.model_rev,
+                )
+            )  # fmt: skip
+    orphans = sorted(set(verdicts) - seen)
+    if orphans:
+        raise StaleVerdictError(f"{len(orphans)} verdicts have no generation (e.g. {orphans[0]})")
+    rows: list[BuiltRow] = []
+    for problem in pool:
+        rows += _select(eligible.get(problem.problem_id, []), spec, drops)
+    counts: dict[str, Any] = {"candidates": candidates, "written": len(rows),
+                              **{f"drop_{k}": v for k, v in drops.items()}}  # fmt: skip
+    counts["reconciles"] = candidates == len(rows) + sum(drops.values())
+    counts["problems_with_rows"] = len({row.problem_id for row in rows})
+    counts["tokens"] = int(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows))
+    counts["kinds"] = {
+        "first": sum(r.round == 0 for r in rows),
+        "correction": sum(r.round > 0 for r in rows),
+    }
+    if not counts["reconciles"]:
+        raise AssertionError(f"SFT counts do not reconcile: {counts}")
+    return SftBuild(rows=rows, counts=counts)
+
+
+def _drop_reason(
+    generation: Generation, verdict: Verification, problem: Problem, verdicts: dict[tuple, Verification],
+    outcomes: dict, spec: SftSpec, eos_ids: set[int],
+) -> str | None:  # fmt: skip
+    if generation.cap_tokens != spec.cap:
+        return "other_cap"
+    if not verdict.accepted:
+        return "not_accepted"
+    if generation.parent is not None:
+        parent = verdicts.get(generation.parent.as_tuple())
+        if parent is not None and parent.accepted:
+            raise SftInputError(f"correction {generation.key} has an accepted parent; corrections exist "
+                                "only for failed samples")  # fmt: skip
+    if not displayed_statement_faithful(generation.lean_code or "", problem.formal_statement):
+        return "statement_not_faithful"
+    if not generation.completion_ids or generation.completion_ids[-1] not in eos_ids:
+        return "no_eos"
+    if len(generation.prompt_ids) + len(generation.completion_ids) > spec.max_seq_len:
+        return "too_long"
+    outcome = outcomes.get(generation.problem_id)
+    if (
+        spec.exclude_solved_all
+        and outcome is not None
+        and outcome.group is ProblemGroup.ALL_CORRECT
+    ):
+        return "solved_all"
+    return None
+
+
+def _select(eligible: list[BuiltRow], spec: SftSpec, drops: dict[str, int]) -> list[BuiltRow]:
+    """Distinct proofs first, in (round, sample_idx) order, at most `max_per_problem`; with
+    `fill_duplicates`, repeated proofs fill what is left."""
+    selected: list[BuiltRow] = []
+    repeats: list[BuiltRow] = []
+    proofs: set[str] = set()
+    for row in sorted(eligible, key=lambda r: (r.round, r.sample_idx)):
+        if row.proof_sha in proofs:
+            if spec.fill_duplicates:
+                repeats.append(row)
+            else:
+                drops["duplicate_proof"] += 1
+        elif len(selected) >= spec.max_per_problem:
+            drops["over_max"] += 1
+        else:
+            selected.append(row)
+            proofs.add(row.proof_sha)
+    while repeats and len(selected) < spec.max_per_problem:
+        selected.append(repeats.pop(0))
+    drops["over_max"] += len(repeats)
+    return selected
+
+
+def read_back(folder: Path, rows: Sequence[BuiltRow]) -> CheckOutcome:
+    """Every written row, read through the trainer's dataset and collate, token by token: the
+    context is its prompt_ids, the tokens with loss are its completion_ids, none in the prompt."""
+    dataset = SftDataset(folder)
+    problems: list[str] = []
+    if len(dataset) != len(rows):
+        problems.append(f"{len(dataset)} rows on disk, {len(rows)} built")
+    for i, row in enumerate(rows[: len(dataset)]):
+        record = dataset[i]  # validates the SftRow contract
+        batch = pack(dataset, [i])
+        prompt_len = len(row.prompt_ids)
+        context = batch.input_ids[:prompt_len]
+        with_loss = batch.labels != IGNORE_INDEX
+        if record.prompt_len != prompt_len or not np.array_equal(context, row.prompt_ids):
+            problems.append(f"row {i} ({row.problem_id}): context differs from its prompt_ids")
+        if with_loss[:prompt_len].any():
+            problems.append(f"row {i}: loss on a prompt token")
+        if not np.array_equal(batch.labels[with_loss], row.completion_ids):
+            problems.append(f"row {i}: tokens with loss differ from its completion_ids")
+        if len(problems) >= 20:
+            break
+    if len(dataset) >= 2:
+        pair = pack(dataset, [0, 1])
+        if pair.position_ids[pair.spans[1][0]] != 0:
+            problems.append("packed rows do not restart their position ids")
+    return CheckOutcome(not problems, f"{len(dataset) - len(problems)} of {len(dataset)} rows read back exactly"
+                        if not problems else "; ".join(problems[:5]), {"mismatches": problems[:20]})  # fmt: skip

@@ -1,0 +1,217 @@
+"""The SFT steps as whole operations: shards (read back), the LoRA checkpoint, the export."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from prover_assets.config import SftSpec, TrainingSpec
+from prover_assets.problems.decontamination import DecontaminationSets
+from prover_assets.records import (
+    Problem,
+    build_manifest,
+    now_utc,
+    publish_folder,
+    read_manifest,
+    read_records,
+    sha256_file,
+    write_manifest,
+)
+from prover_assets.records.outputs import StepResult, begin_stream, current_manifest
+from prover_assets.sft.builder import build_sft, read_back
+from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
+from prover_assets.sft.trainer import (
+    DATA_ORDER_FILE,
+    FINAL_ADAPTER,
+    METRICS_FILE,
+    STOPPED_EXIT_CODE,
+    SUMMARY_FILE,
+    TrainRun,
+)
+
+__all__ = [
+    "ReadBackError",
+    "TrainingInterrupted",
+    "eos_token_ids",
+    "materialize_checkpoint",
+    "materialize_export",
+    "materialize_shards",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ReadBackError(RuntimeError):
+    pass
+
+
+class TrainingInterrupted(RuntimeError):
+    """Training saved and stopped (SIGTERM); running the step again resumes it."""
+
+
+def eos_token_ids(model_dir: Path) -> set[int]:
+    """The ids that end a completion: generation_config's eos ids and the tokenizer's eos token
+    (read from the folder's JSON, without loading a model or importing transformers)."""
+    ids: set[int] = set()
+    generation = model_dir / "generation_config.json"
+    if generation.exists():
+        eos = json.loads(generation.read_text()).get("eos_token_id")
+        ids |= set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    token = config.get("eos_token")
+    token = token.get("content") if isinstance(token, dict) else token
+    if token is not None:
+        added = json.loads((model_dir / "tokenizer.json").read_text()).get("added_tokens", [])
+        ids |= {entry["id"] for entry in added if entry["content"] == token}
+    if not ids:
+        raise ValueError(f"{model_dir}: cannot tell which token ends a completion")
+    return ids
+
+
+def materialize_shards(
+    folder: Path, *, generation_files: Sequence[Path], verdict_files: Sequence[Path], pool_file: Path,
+    sets_file: Path, base_model_dir: Path, spec: SftSpec, n: int,
+) -> StepResult:  # fmt: skip
+    inputs = [*generation_files, *verdict_files, pool_file, sets_file]
+    digests = {f"{p.parent.name}/{p.name}": sha256_file(p) for p in inputs}
+    eos = sorted(eos_token_ids(base_model_dir))
+    config = {**spec.model_dump(mode="json"), "n_samples": n, "eos_ids": eos}
+    manifest = current_manifest(folder, inputs=digests, config=config)
+    if manifest is not None:
+        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    started = now_utc()
+    pool = read_records(pool_file, Problem)
+    sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
+    build = build_sft(generation_files, verdict_files, pool, sets, spec=spec, n=n, eos_ids=set(eos))
+    with publish_folder(folder) as staging:
+        writer = ShardWriter(staging)
+        for row in build.rows:
+            writer.write(row.to_row())
+        writer.close()
+        outcome = read_back(staging, build.rows)
+        if not outcome.passed:
+            raise ReadBackError(f"SFT read-back failed: {outcome.description}")
+        counts = {
+            **build.counts,
+            "read_back": outcome.description,
+            "shards": len(writer.shard_paths()),
+        }
+        outputs = [*writer.shard_paths(), staging / ROWS_FILE]
+        manifest = build_manifest(
+            asset=str(folder), inputs=inputs, outputs=outputs, config=config, counts=counts,
+            started_at=started, extra={"input_digests": digests},
+        )  # fmt: skip
+        manifest["outputs"] = [
+            {**entry, "path": str(folder / Path(entry["path"]).name)}
+            for entry in manifest["outputs"]
+        ]
+        write_manifest(staging, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)
+
+
+def _run_trainer(run_file: Path, log_path: Path) -> int:
+    """The trainer in a child process with its own session; a termination of this process
+    (Dagster stopping the run) is passed on as SIGTERM, so the child saves before it exits."""
+    with open(log_path, "ab") as log_file:
+        child = subprocess.Popen([sys.executable, "-m", "prover_assets.sft.trainer", str(run_file)],
+                                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            return child.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=600)
+            raise
+
+
+def materialize_checkpoint(
+    folder: Path, *, shards_dir: Path, base_model_dir: Path, base_revision: str, training: TrainingSpec,
+    device: str, on_progress: Callable[[str], None] | None = None,
+) -> StepResult:  # fmt: skip
+    """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs."""
+    shards_sha = read_manifest(shards_dir)["outputs"]
+    identity = {"shards": shards_sha, "base_model_rev": base_revision, "training": training.model_dump(mode="json"),
+                "device": device}  # fmt: skip
+    digests = {"shards_manifest": sha256_file(shards_dir / "manifest.json")}
+    manifest = current_manifest(folder, inputs=digests, config=identity)
+    if manifest is not None:
+        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    begin_stream(folder, identity)
+    started = now_utc()
+    run = TrainRun(shards_dir=str(shards_dir), base_model_dir=str(base_model_dir), output_dir=str(folder),
+                   training=training.model_dump(mode="json"), device=device)  # fmt: skip
+    run_file = folder / "run.json"
+    run_file.write_text(json.dumps(asdict(run), indent=1))
+    wall = time.monotonic()
+    code = _run_trainer(run_file, folder / "train.log")
+    summary = (
+        json.loads((folder / SUMMARY_FILE).read_text()) if (folder / SUMMARY_FILE).exists() else {}
+    )
+    if code == STOPPED_EXIT_CODE:
+        raise TrainingInterrupted(f"training saved and stopped at step {summary.get('global_step')}; "
+                                  "run the step again to resume it")  # fmt: skip
+    if code != 0:
+        tail = (folder / "train.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"training failed with exit code {code}:\n{tail}")
+    counts = {k: v for k, v in summary.items() if k != "run"}
+    counts["wall_s_this_run"] = time.monotonic() - wall
+    adapter = folder / FINAL_ADAPTER
+    outputs = [
+        *sorted(p for p in adapter.iterdir() if p.is_file()),
+        folder / METRICS_FILE,
+        folder / DATA_ORDER_FILE,
+    ]
+    manifest = build_manifest(asset=str(folder), inputs=[shards_dir / "manifest.json"], outputs=outputs,
+                              config=identity, counts=counts, started_at=started,
+                              extra={"input_digests": digests})  # fmt: skip
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=counts)
+
+
+def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[list[int]]:
+    """Fixed inputs for the export's parity check: the first rows of the SFT data, clipped."""
+    dataset = SftDataset(shards_dir)
+    return [
+        dataset.tokens(i)[:length].astype(int).tolist() for i in range(min(count, len(dataset)))
+    ]
+
+
+def materialize_export(
+    folder: Path, *, checkpoint_dir: Path, base_model_dir: Path, shards_dir: Path, dtype: str
+) -> StepResult:
+    from prover_assets.generation.revision import MODEL_DIR
+    from prover_assets.sft.export import export_merged
+
+    adapter = checkpoint_dir / FINAL_ADAPTER
+    digests = {"checkpoint_manifest": sha256_file(checkpoint_dir / "manifest.json")}
+    config = {"dtype": dtype}
+    manifest = current_manifest(folder, inputs=digests, config=config)
+    if manifest is not None:
+        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    started = now_utc()
+    with publish_folder(folder) as staging:
+        result: dict[str, Any] = export_merged(base_model_dir, adapter, staging / MODEL_DIR,
+                                               parity_inputs=parity_inputs(shards_dir), dtype=dtype)  # fmt: skip
+        if not result["parity_passed"]:
+            raise RuntimeError(f"the export does not reproduce the adapter model: {result}")
+        outputs = sorted(p for p in (staging / MODEL_DIR).iterdir() if p.is_file())
+        manifest = build_manifest(asset=str(folder), inputs=[checkpoint_dir / "manifest.json"], outputs=outputs,
+                                  config=config, counts=result, started_at=started,
+                                  extra={"input_digests": digests})  # fmt: skip
+        manifest["outputs"] = [
+            {**e, "path": str(folder / MODEL_DIR / Path(e["path"]).name)}
+            for e in manifest["outputs"]
+        ]
+        write_manifest(staging, manifest)
+    return StepResult(folder, manifest, reused=False, counts=result)

@@ -1,0 +1,281 @@
+"""LoRA training on transformers' Trainer and peft, resumable to the micro-step.
+
+`python -m prover_assets.sft.trainer RUN.json` trains; it exits 0 when training finished and
+143 when a SIGTERM made it save and stop (rerunning resumes). Design:
+- the schedule (packed micro-batches of every epoch) is fixed up front and read in order, so
+  the Trainer's own resume (model, optimizer, scheduler, RNG, data position) is exact;
+- checkpoints every `save_every` micro-steps (whole optimizer steps), the last `keep` kept;
+  each is marked complete once saved, and an unmarked (partial) one is deleted at start;
+- a SIGTERM lets the current optimizer step finish, saves, and stops;
+- every micro-step's rows go to `data_order.jsonl` (micro-steps after the resumed checkpoint
+  are dropped from it first, since they were lost), so order can be audited.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from prover_assets.config import TrainingSpec
+from prover_assets.sft.packing import Schedule, training_schedule
+from prover_assets.sft.shards import SftDataset, pack
+
+__all__ = [
+    "CHECKPOINTS",
+    "COMPLETE_MARKER",
+    "DATA_ORDER_FILE",
+    "FINAL_ADAPTER",
+    "METRICS_FILE",
+    "STOPPED_EXIT_CODE",
+    "TrainRun",
+    "complete_checkpoints",
+    "main",
+    "train",
+]
+
+STOPPED_EXIT_CODE = 143
+CHECKPOINTS = "checkpoints"
+COMPLETE_MARKER = ".complete"
+DATA_ORDER_FILE = "data_order.jsonl"
+METRICS_FILE = "metrics.jsonl"
+FINAL_ADAPTER = "adapter"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    shards_dir: str
+    base_model_dir: str
+    output_dir: str
+    training: dict[str, Any]  # a TrainingSpec
+    device: str  # "cpu" or "cuda"
+
+    def spec(self) -> TrainingSpec:
+        return TrainingSpec.model_validate(self.training)
+
+
+def complete_checkpoints(folder: Path) -> list[Path]:
+    if not folder.exists():
+        return []
+    found = [
+        p
+        for p in folder.iterdir()
+        if p.name.startswith("checkpoint-") and (p / COMPLETE_MARKER).exists()
+    ]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def _remove_partial_checkpoints(folder: Path) -> list[str]:
+    removed = []
+    if folder.exists():
+        for path in folder.iterdir():
+            if path.name.startswith("checkpoint-") and not (path / COMPLETE_MARKER).exists():
+                shutil.rmtree(path)
+                removed.append(path.name)
+    return removed
+
+
+def _truncate_log(path: Path, field: str, below: int) -> None:
+    """Keep the log lines whose `field` is below `below`: the rest were lost with the run."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines() if json.loads(line)[field] < below]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+class _PackedDataset:
+    """The schedule's micro-batches as torch tensors (the Trainer's dataset)."""
+
+    def __init__(self, dataset: SftDataset, schedule: Schedule) -> None:
+        self.dataset = dataset
+        self.schedule = schedule
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def __getitem__(self, micro_step: int) -> dict[str, Any]:
+        import torch
+
+        batch = pack(self.dataset, self.schedule.micro_batches[micro_step])
+        return {
+            "input_ids": torch.from_numpy(batch.input_ids),
+            "labels": torch.from_numpy(batch.labels),
+            "position_ids": torch.from_numpy(batch.position_ids),
+            "micro_step": micro_step,
+        }
+
+
+def _collate(items: list[dict[str, Any]]) -> dict[str, Any]:
+    (item,) = items  # one packed micro-batch per step
+    return {
+        "input_ids": item["input_ids"].unsqueeze(0),
+        "labels": item["labels"].unsqueeze(0),
+        "position_ids": item["position_ids"].unsqueeze(0),
+        "micro_step": item["micro_step"],
+    }
+
+
+def _warmup(arguments: type, ratio: float) -> dict[str, float]:
+    """transformers 5 folded `warmup_ratio` into `warmup_steps` (a float below 1 is a ratio)."""
+    import inspect
+
+    if "warmup_ratio" in inspect.signature(arguments.__init__).parameters:
+        return {"warmup_ratio": ratio}
+    return {"warmup_steps": float(ratio)}
+
+
+def train(run: TrainRun) -> dict[str, Any]:
+    """Train (or resume); returns a summary whose `status` is `done` or `stopped`."""
+    import torch
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    from torch.utils.data import SequentialSampler
+    from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+    transformers.utils.logging.disable_progress_bar()
+    spec = run.spec()
+    output = Path(run.output_dir)
+    checkpoints = output / CHECKPOINTS
+    output.mkdir(parents=True, exist_ok=True)
+    removed = _remove_partial_checkpoints(checkpoints)
+    dataset = SftDataset(Path(run.shards_dir))
+    schedule = training_schedule(
+        dataset.lengths(), spec.tokens_per_micro_batch, epochs=spec.epochs, seed=spec.seed
+    )
+    steps = math.ceil(len(schedule) / spec.gradient_accumulation)
+    if spec.max_steps is not None:
+        steps = min(steps, spec.max_steps)
+    bf16 = spec.precision == "bf16" or (spec.precision == "auto" and run.device == "cuda")
+    resume = complete_checkpoints(checkpoints)
+    resume_from = str(resume[-1]) if resume else None
+    resumed_step = int(resume[-1].name.split("-")[1]) if resume else 0
+    order_log = output / DATA_ORDER_FILE
+    _truncate_log(order_log, "micro_step", resumed_step * spec.gradient_accumulation)
+    _truncate_log(output / METRICS_FILE, "step", resumed_step + 1)
+
+    transformers.set_seed(spec.seed)
+    base = AutoModelForCausalLM.from_pretrained(
+        run.base_model_dir, dtype=torch.bfloat16 if bf16 else torch.float32
+    )
+    base.config.use_cache = False
+    if spec.pad_token_id is not None:
+        base.config.pad_token_id = spec.pad_token_id
+    lora = LoraConfig(r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
+                      target_modules=list(spec.target_modules), task_type="CAUSAL_LM")  # fmt: skip
+    transformers.set_seed(spec.seed)  # LoRA's A matrices start random: seed right before
+    model = get_peft_model(base, lora)
+
+    stop_requested = {"flag": False}
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop_requested["flag"] = True
+
+    class StopAndMark(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if stop_requested["flag"]:
+                control.should_save = True
+                control.should_training_stop = True
+            return control
+
+        def on_save(self, args, state, control, **kwargs):
+            folder = checkpoints / f"checkpoint-{state.global_step}"
+            (folder / COMPLETE_MARKER).write_text(json.dumps({"global_step": state.global_step}))
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            with open(output / METRICS_FILE, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
+            return control
+
+    class PackedTrainer(Trainer):
+        def _get_train_sampler(self, *args: Any, **kwargs: Any) -> SequentialSampler:
+            return SequentialSampler(self.train_dataset)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            micro_step = int(inputs.pop("micro_step"))
+            with open(order_log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"micro_step": micro_step,
+                                         "rows": list(schedule.micro_batches[micro_step])}) + "\n")  # fmt: skip
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)  # fmt: skip
+
+    args = TrainingArguments(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=spec.gradient_accumulation,
+        learning_rate=spec.learning_rate,
+        lr_scheduler_type=spec.lr_scheduler,
+        **_warmup(TrainingArguments, spec.warmup_ratio),
+        num_train_epochs=1,
+        max_steps=steps,
+        save_strategy="steps",
+        save_steps=spec.save_every // spec.gradient_accumulation,
+        save_total_limit=spec.keep_checkpoints,
+        logging_steps=1,
+        report_to=[],
+        seed=spec.seed,
+        data_seed=spec.seed,
+        bf16=bf16,
+        use_cpu=run.device == "cpu",
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+    )
+    trainer = PackedTrainer(model=model, args=args, train_dataset=_PackedDataset(dataset, schedule),
+                            data_collator=_collate, callbacks=[StopAndMark()])  # fmt: skip
+    previous = signal.signal(signal.SIGTERM, request_stop)
+    started = time.monotonic()
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    seconds = time.monotonic() - started
+    stopped = stop_requested["flag"] and trainer.state.global_step < steps
+    trained_micro_steps = (
+        trainer.state.global_step * spec.gradient_accumulation
+        - resumed_step * spec.gradient_accumulation
+    )
+    trained_tokens = sum(
+        sum(dataset.index[r].length for r in schedule.micro_batches[m])
+        for m in range(resumed_step * spec.gradient_accumulation,
+                       min(len(schedule), trainer.state.global_step * spec.gradient_accumulation))
+    )  # fmt: skip
+    summary = {
+        "status": "stopped" if stopped else "done",
+        "global_step": trainer.state.global_step,
+        "max_steps": steps,
+        "micro_steps": len(schedule),
+        "resumed_from_step": resumed_step,
+        "removed_partial_checkpoints": removed,
+        "trained_micro_steps_this_run": max(trained_micro_steps, 0),
+        "tokens_per_s_this_run": trained_tokens / seconds if seconds > 0 else None,
+        "packing_efficiency": schedule.packing_efficiency,
+        "rows": len(dataset),
+        "epochs": spec.epochs,
+        "bf16": bf16,
+        "run": asdict(run),
+    }
+    if not stopped:
+        model.save_pretrained(output / FINAL_ADAPTER)
+    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def main(argv: list[str]) -> int:
+    run = TrainRun(**json.loads(Path(argv[0]).read_text()))
+    summary = train(run)
+    print(json.dumps({k: v for k, v in summary.items() if k != "run"}), flush=True)
+    return STOPPED_EXIT_CODE if summary["status"] == "stopped" else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main(sys.argv[1:]))
