@@ -36,11 +36,13 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     pool_keys = [key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))]
 
     @dg.asset(
-        key=SFT_SHARDS, group_name=SFT_GROUP, kinds={"numpy"},
+        key=SFT_SHARDS,
+        group_name=SFT_GROUP,
+        kinds={"numpy"},
         deps=[*pool_keys, TRAIN_POOL, DECONTAMINATION_KEY, *model_deps(built, BASELINE)],
         description="Accepted, faithful, distinct pool proofs as training rows (prompt_ids + "
         "completion_ids as sampled), every rule counted, read back through the trainer's path.",
-    )  # fmt: skip
+    )
     def sft_shards(
         context: dg.AssetExecutionContext, experiment: ExperimentResource
     ) -> dg.MaterializeResult:
@@ -48,12 +50,18 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         base_dir, _ = model_for(spec, BASELINE, experiment)
         result = materialize_shards(
             experiment.asset_dir(SFT_SHARDS),
-            generation_files=[experiment.asset_dir(pool_generations_key(r)) / GENERATIONS_FILE for r in rounds],
-            verdict_files=[experiment.asset_dir(pool_verdicts_key(r)) / VERDICTS_FILE for r in rounds],
+            generation_files=[
+                experiment.asset_dir(pool_generations_key(r)) / GENERATIONS_FILE for r in rounds
+            ],
+            verdict_files=[
+                experiment.asset_dir(pool_verdicts_key(r)) / VERDICTS_FILE for r in rounds
+            ],
             pool_file=experiment.asset_dir(TRAIN_POOL) / TRAIN_POOL_FILE,
             sets_file=experiment.asset_dir(DECONTAMINATION_KEY) / SETS_FILE,
-            base_model_dir=base_dir, spec=spec.sft, n=spec.generation.n_samples,
-        )  # fmt: skip
+            base_model_dir=base_dir,
+            spec=spec.sft,
+            n=spec.generation.n_samples,
+        )
         counts = result.counts
         drops = {k[5:]: v for k, v in counts.items() if k.startswith("drop_")}
         return dg.MaterializeResult(
@@ -70,11 +78,15 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         )
 
     @dg.asset(
-        key=SFT_CHECKPOINT, group_name=SFT_GROUP, deps=[SFT_SHARDS, *model_deps(built, BASELINE)],
-        pool=HEAVY, retry_policy=RETRY, kinds={"pytorch"},
+        key=SFT_CHECKPOINT,
+        group_name=SFT_GROUP,
+        deps=[SFT_SHARDS, *model_deps(built, BASELINE)],
+        pool=HEAVY,
+        retry_policy=RETRY,
+        kinds={"pytorch"},
         description="LoRA training (transformers Trainer + peft) on packed micro-batches, "
         "resumable to the micro-step; a SIGTERM saves and stops, running again resumes.",
-    )  # fmt: skip
+    )
     def sft_checkpoint(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
     ):
@@ -82,14 +94,26 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         base_dir, base_rev = model_for(spec, BASELINE, experiment)
         folder = experiment.asset_dir(SFT_CHECKPOINT)
         result = materialize_checkpoint(
-            folder, shards_dir=experiment.asset_dir(SFT_SHARDS), base_model_dir=base_dir,
-            base_revision=base_rev, training=spec.training, device=gpu.model().device,
-        )  # fmt: skip
+            folder,
+            shards_dir=experiment.asset_dir(SFT_SHARDS),
+            base_model_dir=base_dir,
+            base_revision=base_rev,
+            training=spec.training,
+            device=gpu.model().device,
+        )
         counts = result.counts
         metrics = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
         losses = [(m["step"], m["loss"]) for m in metrics if "loss" in m]
-        plot = line_plot({"train loss": ([s for s, _ in losses], [v for _, v in losses])},
-                         title="SFT loss", xlabel="optimizer step", ylabel="loss") if losses else b""  # fmt: skip
+        plot = (
+            line_plot(
+                {"train loss": ([s for s, _ in losses], [v for _, v in losses])},
+                title="SFT loss",
+                xlabel="optimizer step",
+                ylabel="loss",
+            )
+            if losses
+            else b""
+        )
         return dg.MaterializeResult(
             metadata={
                 **manifest_metadata(result.folder, result.manifest, result.reused),
@@ -107,21 +131,32 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         )
 
     @dg.asset(
-        key=EXPORTED_MODEL, group_name=SFT_GROUP, deps=[SFT_CHECKPOINT], pool=HEAVY, kinds={"huggingface"},
+        key=EXPORTED_MODEL,
+        group_name=SFT_GROUP,
+        deps=[SFT_CHECKPOINT],
+        pool=HEAVY,
+        kinds={"huggingface"},
         description="The adapter merged into the base, saved as a plain Hugging Face folder with "
         "revision sft-<sha256 of the weight shards>; its log-probabilities equal the adapter model's.",
-    )  # fmt: skip
+    )
     def exported_model(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
     ):
         spec = experiment.model(built)
         base_dir, _ = model_for(spec, BASELINE, experiment)
-        dtype = "bfloat16" if spec.training.precision == "bf16" or (
-            spec.training.precision == "auto" and gpu.model().device == "cuda") else "float32"  # fmt: skip
+        dtype = (
+            "bfloat16"
+            if spec.training.precision == "bf16"
+            or (spec.training.precision == "auto" and gpu.model().device == "cuda")
+            else "float32"
+        )
         result = materialize_export(
-            experiment.asset_dir(EXPORTED_MODEL), checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),
-            base_model_dir=base_dir, shards_dir=experiment.asset_dir(SFT_SHARDS), dtype=dtype,
-        )  # fmt: skip
+            experiment.asset_dir(EXPORTED_MODEL),
+            checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),
+            base_model_dir=base_dir,
+            shards_dir=experiment.asset_dir(SFT_SHARDS),
+            dtype=dtype,
+        )
         counts = result.counts
         return dg.MaterializeResult(
             metadata={

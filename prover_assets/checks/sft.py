@@ -40,15 +40,24 @@ def sft_checks(built: ExperimentSpec) -> list:
     def shards(context: dg.AssetCheckExecutionContext) -> Path:
         return Path(output_dir(context, SFT_SHARDS))
 
-    @dg.asset_check(asset=SFT_SHARDS, name="read_back_exact", blocking=True, additional_deps=generations,
-                    description="every row, through the trainer's dataset and collate, is its generation's "
-                    "prompt (no loss) and completion (loss), token for token")  # fmt: skip
+    @dg.asset_check(
+        asset=SFT_SHARDS,
+        name="read_back_exact",
+        blocking=True,
+        additional_deps=generations,
+        description="every row, through the trainer's dataset and collate, is its generation's "
+        "prompt (no loss) and completion (loss), token for token",
+    )
     def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         files = [Path(output_dir(context, key)) / GENERATIONS_FILE for key in generations]
         return to_result(check_rows_match_generations(shards(context), files))
 
-    @dg.asset_check(asset=SFT_SHARDS, name="no_eval_leak", blocking=True,
-                    additional_deps=[TRAIN_POOL, DECONTAMINATION_KEY])  # fmt: skip
+    @dg.asset_check(
+        asset=SFT_SHARDS,
+        name="no_eval_leak",
+        blocking=True,
+        additional_deps=[TRAIN_POOL, DECONTAMINATION_KEY],
+    )
     def no_eval_leak(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         sets_file = Path(output_dir(context, DECONTAMINATION_KEY)) / SETS_FILE
         sets = DecontaminationSets.from_json(json.loads(sets_file.read_text()))
@@ -65,26 +74,38 @@ def sft_checks(built: ExperimentSpec) -> list:
     def at_least_one_row(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_at_least_one_row(shards(context)))
 
-    @dg.asset_check(asset=SFT_CHECKPOINT, name="data_order", blocking=True,
-                    description="across stops and resumes: each micro-step once, no row more than `epochs` times")  # fmt: skip
+    @dg.asset_check(
+        asset=SFT_CHECKPOINT,
+        name="data_order",
+        blocking=True,
+        description="across stops and resumes: each micro-step once, no row more than `epochs` times",
+    )
     def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = Path(output_dir(context, SFT_CHECKPOINT))
         counts = read_manifest(folder)["counts"]
         micro_steps = min(
             counts["micro_steps"], counts["global_step"] * built.training.gradient_accumulation
         )
-        return to_result(check_data_order(folder / DATA_ORDER_FILE, micro_steps=micro_steps, rows=counts["rows"],
-                                          epochs=built.training.epochs))  # fmt: skip
+        return to_result(
+            check_data_order(
+                folder / DATA_ORDER_FILE,
+                micro_steps=micro_steps,
+                rows=counts["rows"],
+                epochs=built.training.epochs,
+            )
+        )
 
     @dg.asset_check(asset=EXPORTED_MODEL, name="logprob_parity", blocking=True)
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         counts = read_manifest(output_dir(context, EXPORTED_MODEL))["counts"]
-        return to_result(CheckOutcome(
-            counts["parity_max_abs_diff"] <= counts["parity_tolerance"],
-            f"max |Δ logprob| {counts['parity_max_abs_diff']:.2e} (tolerance {counts['parity_tolerance']:.0e}) "
-            f"on {counts['parity_tokens']} tokens",
-            {"max_abs_diff": counts["parity_max_abs_diff"]},
-        ))  # fmt: skip
+        return to_result(
+            CheckOutcome(
+                counts["parity_max_abs_diff"] <= counts["parity_tolerance"],
+                f"max |Δ logprob| {counts['parity_max_abs_diff']:.2e} (tolerance {counts['parity_tolerance']:.0e}) "
+                f"on {counts['parity_tokens']} tokens",
+                {"max_abs_diff": counts["parity_max_abs_diff"]},
+            )
+        )
 
     return [
         read_back_exact,

@@ -22,6 +22,7 @@ __all__ = [
     "StatementError",
     "alpha_sha",
     "count_by_markers",
+    "first_theorem_signature",
     "header_end",
     "normalise_statement",
     "parse_statement",
@@ -162,6 +163,10 @@ def theorem_signature(text: str) -> Signature | None:
         tokens = code_tokens(text)
     except LexError:
         return None
+    return first_theorem_signature(tokens)
+
+
+def first_theorem_signature(tokens: Sequence[Token]) -> Signature | None:
     for index, token in enumerate(tokens):
         if token.kind is TokenKind.IDENT and token.text == "theorem":
             return _signature_from(tokens, index)

@@ -99,9 +99,10 @@ def library_pins() -> dict[str, str | None]:
     return pins
 
 
-def file_entry(path: str | Path) -> dict[str, Any]:
+def file_entry(path: str | Path, sha256: str | None = None) -> dict[str, Any]:
+    """A file's path, sha256 and size; `sha256` when the caller has just computed it."""
     path = Path(path)
-    return {"path": str(path), "sha256": sha256_file(path), "bytes": path.stat().st_size}
+    return {"path": str(path), "sha256": sha256 or sha256_file(path), "bytes": path.stat().st_size}
 
 
 def build_manifest(
@@ -113,10 +114,13 @@ def build_manifest(
     counts: Mapping[str, Any],
     started_at: str,
     extra: Mapping[str, Any] | None = None,
+    input_sha256: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`input_sha256` (path -> sha256) spares hashing large inputs a second time."""
+    known = dict(input_sha256 or {})
     return {
         "asset": asset,
-        "inputs": [file_entry(p) for p in inputs],
+        "inputs": [file_entry(p, known.get(str(p))) for p in inputs],
         "outputs": [file_entry(p) for p in outputs],
         "config": dict(config),
         "counts": dict(counts),

@@ -26,8 +26,14 @@ def _png(plt, figure) -> bytes:
     return buffer.getvalue()
 
 
-def line_plot(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str,
-              ylabel: str, logy: bool = False) -> bytes:  # fmt: skip
+def line_plot(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logy: bool = False,
+) -> bytes:
     plt, figure, axes = _figure()
     for label, (x, y) in series.items():
         axes.plot(list(x), list(y), marker="o" if len(x) < 30 else None, label=label)
@@ -48,8 +54,13 @@ def bar_plot(groups: Mapping[str, Mapping[str, float]], *, title: str, ylabel: s
     for index, (label, values) in enumerate(groups.items()):
         positions = [i + index * width for i in range(len(categories))]
         axes.bar(positions, [values.get(c, 0) for c in categories], width=width, label=label)
-    axes.set_xticks([i + width * (len(groups) - 1) / 2 for i in range(len(categories))], categories,
-                    rotation=30, ha="right", fontsize=8)  # fmt: skip
+    axes.set_xticks(
+        [i + width * (len(groups) - 1) / 2 for i in range(len(categories))],
+        categories,
+        rotation=30,
+        ha="right",
+        fontsize=8,
+    )
     axes.set(title=title, ylabel=ylabel)
     if len(groups) > 1:
         axes.legend()

@@ -25,9 +25,9 @@ import numpy as np
 
 from prover_assets.config import SftSpec
 from prover_assets.generation.groups import ProblemGroup, problem_groups
-from prover_assets.lean.extract import displayed_statement_faithful
 from prover_assets.lean.lexer import LexError, code_tokens
-from prover_assets.lean.statements import theorem_signature
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.statements import first_theorem_signature, signature_sha
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
     Generation,
@@ -39,7 +39,7 @@ from prover_assets.records import (
 )
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.records.validity import CheckOutcome
-from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, pack
+from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, ShardWriter, pack
 
 __all__ = [
     "DROP_REASONS",
@@ -47,6 +47,7 @@ __all__ = [
     "SftBuild",
     "SftInputError",
     "build_sft",
+    "displayed_shas",
     "proof_sha",
     "read_back",
 ]
@@ -67,16 +68,24 @@ class SftInputError(ValueError):
     """An input the builder refuses: it would make training data that must not exist."""
 
 
-def proof_sha(code: str) -> str:
-    """sha256 of the proof's tokens after the displayed theorem's `:=` (comments and
-    whitespace do not make two proofs distinct)."""
-    signature = theorem_signature(code)
-    proof = code[signature.assign_start :] if signature else code
+def displayed_shas(code: str) -> tuple[str | None, str]:
+    """The displayed theorem's signature sha (None without one) and the proof's sha: sha256 of
+    the tokens after the theorem's `:=`, so comments and whitespace do not make proofs distinct.
+    One lexing pass serves both."""
+    # The protocol's fixed header carries no theorem: skip lexing it (a third of the text).
+    body = code.removeprefix(GOEDEL_HEADER)
     try:
-        tokens = [token.text for token in code_tokens(proof)]
+        tokens = code_tokens(body)
     except LexError:
-        tokens = proof.split()
-    return hashlib.sha256("\x1f".join(tokens).encode("utf-8")).hexdigest()
+        return None, hashlib.sha256(code.encode("utf-8")).hexdigest()
+    signature = first_theorem_signature(tokens)
+    proof = [t.text for t in tokens if signature is None or t.start >= signature.assign_start]
+    displayed = signature_sha(signature) if signature is not None else None
+    return displayed, hashlib.sha256("\x1f".join(proof).encode("utf-8")).hexdigest()
+
+
+def proof_sha(code: str) -> str:
+    return displayed_shas(code)[1]
 
 
 @dataclass
@@ -90,14 +99,33 @@ class BuiltRow:
     proof_sha: str
     model_rev: str
 
+    def write_to(self, writer: ShardWriter) -> None:
+        writer.write(
+            np.concatenate([self.prompt_ids, self.completion_ids]),
+            prompt_len=len(self.prompt_ids),
+            kind="first" if self.round == 0 else "correction",
+            round=self.round,
+            sample_idx=self.sample_idx,
+            cap_tokens=self.cap_tokens,
+            proof_sha=self.proof_sha,
+            model_rev=self.model_rev,
+            problem_id=self.problem_id,
+        )
+
     def to_row(self) -> SftRow:
         input_ids = np.concatenate([self.prompt_ids, self.completion_ids]).astype(np.int64).tolist()
         return SftRow(
-            input_ids=input_ids, prompt_len=len(self.prompt_ids), kind="first" if self.round == 0 else "correction",
-            round=self.round, sample_idx=self.sample_idx, cap_tokens=self.cap_tokens,
-            n_completion=len(self.completion_ids), proof_sha=self.proof_sha, model_rev=self.model_rev,
+            input_ids=input_ids,
+            prompt_len=len(self.prompt_ids),
+            kind="first" if self.round == 0 else "correction",
+            round=self.round,
+            sample_idx=self.sample_idx,
+            cap_tokens=self.cap_tokens,
+            n_completion=len(self.completion_ids),
+            proof_sha=self.proof_sha,
+            model_rev=self.model_rev,
             problem_id=self.problem_id,
-        )  # fmt: skip
+        )
 
 
 @dataclass
@@ -154,26 +182,35 @@ def build_sft(
                     f"verdict {key} judged other code than the generation in {path}"
                 )
             candidates += 1
-            reason = _drop_reason(generation, verdict, problem, verdicts, outcomes, spec, eos_ids)
+            reason, proof = _drop_reason(
+                generation, verdict, problem, verdicts, outcomes, spec, eos_ids
+            )
             if reason is not None:
                 drops[reason] += 1
                 continue
             eligible[generation.problem_id].append(
                 BuiltRow(
-                    problem_id=generation.problem_id, round=generation.round, sample_idx=generation.sample_idx,
-                    cap_tokens=generation.cap_tokens, prompt_ids=np.asarray(generation.prompt_ids, np.uint32),
+                    problem_id=generation.problem_id,
+                    round=generation.round,
+                    sample_idx=generation.sample_idx,
+                    cap_tokens=generation.cap_tokens,
+                    prompt_ids=np.asarray(generation.prompt_ids, np.uint32),
                     completion_ids=np.asarray(generation.completion_ids, np.uint32),
-                    proof_sha=proof_sha(generation.lean_code or ""), model_rev=generation.model_rev,
+                    proof_sha=proof,
+                    model_rev=generation.model_rev,
                 )
-            )  # fmt: skip
+            )
     orphans = sorted(set(verdicts) - seen)
     if orphans:
         raise StaleVerdictError(f"{len(orphans)} verdicts have no generation (e.g. {orphans[0]})")
     rows: list[BuiltRow] = []
     for problem in pool:
         rows += _select(eligible.get(problem.problem_id, []), spec, drops)
-    counts: dict[str, Any] = {"candidates": candidates, "written": len(rows),
-                              **{f"drop_{k}": v for k, v in drops.items()}}  # fmt: skip
+    counts: dict[str, Any] = {
+        "candidates": candidates,
+        "written": len(rows),
+        **{f"drop_{k}": v for k, v in drops.items()},
+    }
     counts["reconciles"] = candidates == len(rows) + sum(drops.values())
     counts["problems_with_rows"] = len({row.problem_id for row in rows})
     counts["tokens"] = int(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows))
@@ -187,32 +224,41 @@ def build_sft(
 
 
 def _drop_reason(
-    generation: Generation, verdict: Verification, problem: Problem, verdicts: dict[tuple, Verification],
-    outcomes: dict, spec: SftSpec, eos_ids: set[int],
-) -> str | None:  # fmt: skip
+    generation: Generation,
+    verdict: Verification,
+    problem: Problem,
+    verdicts: dict[tuple, Verification],
+    outcomes: dict,
+    spec: SftSpec,
+    eos_ids: set[int],
+) -> tuple[str | None, str]:
+    """The first rule the sample fails (None if it passes them all), and its proof's sha."""
     if generation.cap_tokens != spec.cap:
-        return "other_cap"
+        return "other_cap", ""
     if not verdict.accepted:
-        return "not_accepted"
+        return "not_accepted", ""
     if generation.parent is not None:
         parent = verdicts.get(generation.parent.as_tuple())
         if parent is not None and parent.accepted:
-            raise SftInputError(f"correction {generation.key} has an accepted parent; corrections exist "
-                                "only for failed samples")  # fmt: skip
-    if not displayed_statement_faithful(generation.lean_code or "", problem.formal_statement):
-        return "statement_not_faithful"
+            raise SftInputError(
+                f"correction {generation.key} has an accepted parent; corrections exist "
+                "only for failed samples"
+            )
+    displayed, proof = displayed_shas(generation.lean_code or "")
+    if displayed != problem.statement_sha:  # the displayed theorem's signature is the problem's
+        return "statement_not_faithful", proof
     if not generation.completion_ids or generation.completion_ids[-1] not in eos_ids:
-        return "no_eos"
+        return "no_eos", proof
     if len(generation.prompt_ids) + len(generation.completion_ids) > spec.max_seq_len:
-        return "too_long"
+        return "too_long", proof
     outcome = outcomes.get(generation.problem_id)
     if (
         spec.exclude_solved_all
         and outcome is not None
         and outcome.group is ProblemGroup.ALL_CORRECT
     ):
-        return "solved_all"
-    return None
+        return "solved_all", proof
+    return None, proof
 
 
 def _select(eligible: list[BuiltRow], spec: SftSpec, drops: dict[str, int]) -> list[BuiltRow]:
@@ -246,12 +292,11 @@ def read_back(folder: Path, rows: Sequence[BuiltRow]) -> CheckOutcome:
     if len(dataset) != len(rows):
         problems.append(f"{len(dataset)} rows on disk, {len(rows)} built")
     for i, row in enumerate(rows[: len(dataset)]):
-        record = dataset[i]  # validates the SftRow contract
         batch = pack(dataset, [i])
         prompt_len = len(row.prompt_ids)
         context = batch.input_ids[:prompt_len]
         with_loss = batch.labels != IGNORE_INDEX
-        if record.prompt_len != prompt_len or not np.array_equal(context, row.prompt_ids):
+        if dataset.index[i].prompt_len != prompt_len or not np.array_equal(context, row.prompt_ids):
             problems.append(f"row {i} ({row.problem_id}): context differs from its prompt_ids")
         if with_loss[:prompt_len].any():
             problems.append(f"row {i}: loss on a prompt token")
@@ -263,5 +308,10 @@ def read_back(folder: Path, rows: Sequence[BuiltRow]) -> CheckOutcome:
         pair = pack(dataset, [0, 1])
         if pair.position_ids[pair.spans[1][0]] != 0:
             problems.append("packed rows do not restart their position ids")
-    return CheckOutcome(not problems, f"{len(dataset) - len(problems)} of {len(dataset)} rows read back exactly"
-                        if not problems else "; ".join(problems[:5]), {"mismatches": problems[:20]})  # fmt: skip
+    return CheckOutcome(
+        not problems,
+        f"{len(dataset) - len(problems)} of {len(dataset)} rows read back exactly"
+        if not problems
+        else "; ".join(problems[:5]),
+        {"mismatches": problems[:20]},
+    )

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from prover_assets.records import Appender, SftRow, iter_records
+from prover_assets.records import SftRow, iter_records
 
 __all__ = [
     "IGNORE_INDEX",
@@ -70,34 +70,68 @@ def shard_name(index: int) -> str:
 
 
 class ShardWriter:
-    """Appends rows to token shards and the row index; `close` fsyncs everything."""
+    """Writes rows to token shards and the row index. The folder is published as a whole by
+    its caller, so nothing here needs to be durable before `close` (which fsyncs)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        self._index = Appender(folder / ROWS_FILE, RowIndex)
+        self._index = open(folder / ROWS_FILE, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._shard = 0
         self._offset = 0
         self._handle = open(folder / shard_name(0), "wb")  # noqa: SIM115 - closed in close()
         self.rows = 0
         self.tokens = 0
 
-    def write(self, row: SftRow) -> None:
-        ids = np.asarray(row.input_ids, dtype=np.uint32)
+    def write(
+        self,
+        input_ids: np.ndarray,
+        *,
+        prompt_len: int,
+        kind: str,
+        round: int,
+        sample_idx: int,
+        cap_tokens: int,
+        proof_sha: str,
+        model_rev: str,
+        problem_id: str,
+    ) -> None:
+        ids = np.asarray(input_ids, dtype=np.uint32)
         if self._offset + len(ids) > SHARD_TOKENS:
             self._next_shard()
+        entry = RowIndex(
+            row=self.rows,
+            shard=shard_name(self._shard),
+            offset=self._offset,
+            length=len(ids),
+            prompt_len=prompt_len,
+            kind=kind,
+            round=round,
+            sample_idx=sample_idx,
+            cap_tokens=cap_tokens,
+            proof_sha=proof_sha,
+            model_rev=model_rev,
+            problem_id=problem_id,
+        )
         self._handle.write(ids.tobytes())
-        self._index.append(
-            RowIndex(
-                row=self.rows, shard=shard_name(self._shard), offset=self._offset, length=len(ids),
-                prompt_len=row.prompt_len, kind=row.kind, round=row.round, sample_idx=row.sample_idx,
-                cap_tokens=row.cap_tokens, proof_sha=row.proof_sha, model_rev=row.model_rev,
-                problem_id=row.problem_id,
-            )
-        )  # fmt: skip
+        self._index.write(entry.model_dump_json() + "\n")
         self._offset += len(ids)
         self.rows += 1
         self.tokens += len(ids)
+
+    def write_row(self, row: SftRow) -> None:
+        """Write a contract row (tests and tools; the builder writes its arrays directly)."""
+        self.write(
+            np.asarray(row.input_ids),
+            prompt_len=row.prompt_len,
+            kind=row.kind,
+            round=row.round,
+            sample_idx=row.sample_idx,
+            cap_tokens=row.cap_tokens,
+            proof_sha=row.proof_sha,
+            model_rev=row.model_rev,
+            problem_id=row.problem_id,
+        )
 
     def _next_shard(self) -> None:
         self._close_shard()
@@ -115,6 +149,8 @@ class ShardWriter:
 
     def close(self) -> None:
         self._close_shard()
+        self._index.flush()
+        os.fsync(self._index.fileno())
         self._index.close()
 
 
@@ -143,11 +179,17 @@ class SftDataset:
     def __getitem__(self, i: int) -> SftRow:
         entry = self.index[i]
         return SftRow(
-            input_ids=self.tokens(i).astype(np.int64).tolist(), prompt_len=entry.prompt_len,
-            kind=entry.kind, round=entry.round, sample_idx=entry.sample_idx,
-            cap_tokens=entry.cap_tokens, n_completion=entry.length - entry.prompt_len,
-            proof_sha=entry.proof_sha, model_rev=entry.model_rev, problem_id=entry.problem_id,
-        )  # fmt: skip
+            input_ids=self.tokens(i).astype(np.int64).tolist(),
+            prompt_len=entry.prompt_len,
+            kind=entry.kind,
+            round=entry.round,
+            sample_idx=entry.sample_idx,
+            cap_tokens=entry.cap_tokens,
+            n_completion=entry.length - entry.prompt_len,
+            proof_sha=entry.proof_sha,
+            model_rev=entry.model_rev,
+            problem_id=entry.problem_id,
+        )
 
     def __iter__(self) -> Iterator[SftRow]:
         for i in range(len(self)):

@@ -79,11 +79,19 @@ def eos_token_ids(model_dir: Path) -> set[int]:
 
 
 def materialize_shards(
-    folder: Path, *, generation_files: Sequence[Path], verdict_files: Sequence[Path], pool_file: Path,
-    sets_file: Path, base_model_dir: Path, spec: SftSpec, n: int,
-) -> StepResult:  # fmt: skip
+    folder: Path,
+    *,
+    generation_files: Sequence[Path],
+    verdict_files: Sequence[Path],
+    pool_file: Path,
+    sets_file: Path,
+    base_model_dir: Path,
+    spec: SftSpec,
+    n: int,
+) -> StepResult:
     inputs = [*generation_files, *verdict_files, pool_file, sets_file]
-    digests = {f"{p.parent.name}/{p.name}": sha256_file(p) for p in inputs}
+    by_path = {str(p): sha256_file(p) for p in inputs}
+    digests = {f"{p.parent.name}/{p.name}": by_path[str(p)] for p in inputs}
     eos = sorted(eos_token_ids(base_model_dir))
     config = {**spec.model_dump(mode="json"), "n_samples": n, "eos_ids": eos}
     manifest = current_manifest(folder, inputs=digests, config=config)
@@ -96,7 +104,7 @@ def materialize_shards(
     with publish_folder(folder) as staging:
         writer = ShardWriter(staging)
         for row in build.rows:
-            writer.write(row.to_row())
+            row.write_to(writer)
         writer.close()
         outcome = read_back(staging, build.rows)
         if not outcome.passed:
@@ -108,9 +116,15 @@ def materialize_shards(
         }
         outputs = [*writer.shard_paths(), staging / ROWS_FILE]
         manifest = build_manifest(
-            asset=str(folder), inputs=inputs, outputs=outputs, config=config, counts=counts,
-            started_at=started, extra={"input_digests": digests},
-        )  # fmt: skip
+            asset=str(folder),
+            inputs=inputs,
+            outputs=outputs,
+            config=config,
+            counts=counts,
+            started_at=started,
+            extra={"input_digests": digests},
+            input_sha256=by_path,
+        )
         manifest["outputs"] = [
             {**entry, "path": str(folder / Path(entry["path"]).name)}
             for entry in manifest["outputs"]
@@ -123,8 +137,12 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
     """The trainer in a child process with its own session; a termination of this process
     (Dagster stopping the run) is passed on as SIGTERM, so the child saves before it exits."""
     with open(log_path, "ab") as log_file:
-        child = subprocess.Popen([sys.executable, "-m", "prover_assets.sft.trainer", str(run_file)],
-                                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        child = subprocess.Popen(
+            [sys.executable, "-m", "prover_assets.sft.trainer", str(run_file)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             return child.wait()
         except BaseException:
@@ -136,21 +154,36 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
 
 
 def materialize_checkpoint(
-    folder: Path, *, shards_dir: Path, base_model_dir: Path, base_revision: str, training: TrainingSpec,
-    device: str, on_progress: Callable[[str], None] | None = None,
-) -> StepResult:  # fmt: skip
+    folder: Path,
+    *,
+    shards_dir: Path,
+    base_model_dir: Path,
+    base_revision: str,
+    training: TrainingSpec,
+    device: str,
+    on_progress: Callable[[str], None] | None = None,
+) -> StepResult:
     """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs."""
     shards_sha = read_manifest(shards_dir)["outputs"]
-    identity = {"shards": shards_sha, "base_model_rev": base_revision, "training": training.model_dump(mode="json"),
-                "device": device}  # fmt: skip
+    identity = {
+        "shards": shards_sha,
+        "base_model_rev": base_revision,
+        "training": training.model_dump(mode="json"),
+        "device": device,
+    }
     digests = {"shards_manifest": sha256_file(shards_dir / "manifest.json")}
     manifest = current_manifest(folder, inputs=digests, config=identity)
     if manifest is not None:
         return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
     begin_stream(folder, identity)
     started = now_utc()
-    run = TrainRun(shards_dir=str(shards_dir), base_model_dir=str(base_model_dir), output_dir=str(folder),
-                   training=training.model_dump(mode="json"), device=device)  # fmt: skip
+    run = TrainRun(
+        shards_dir=str(shards_dir),
+        base_model_dir=str(base_model_dir),
+        output_dir=str(folder),
+        training=training.model_dump(mode="json"),
+        device=device,
+    )
     run_file = folder / "run.json"
     run_file.write_text(json.dumps(asdict(run), indent=1))
     wall = time.monotonic()
@@ -159,8 +192,10 @@ def materialize_checkpoint(
         json.loads((folder / SUMMARY_FILE).read_text()) if (folder / SUMMARY_FILE).exists() else {}
     )
     if code == STOPPED_EXIT_CODE:
-        raise TrainingInterrupted(f"training saved and stopped at step {summary.get('global_step')}; "
-                                  "run the step again to resume it")  # fmt: skip
+        raise TrainingInterrupted(
+            f"training saved and stopped at step {summary.get('global_step')}; "
+            "run the step again to resume it"
+        )
     if code != 0:
         tail = (folder / "train.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"training failed with exit code {code}:\n{tail}")
@@ -172,9 +207,15 @@ def materialize_checkpoint(
         folder / METRICS_FILE,
         folder / DATA_ORDER_FILE,
     ]
-    manifest = build_manifest(asset=str(folder), inputs=[shards_dir / "manifest.json"], outputs=outputs,
-                              config=identity, counts=counts, started_at=started,
-                              extra={"input_digests": digests})  # fmt: skip
+    manifest = build_manifest(
+        asset=str(folder),
+        inputs=[shards_dir / "manifest.json"],
+        outputs=outputs,
+        config=identity,
+        counts=counts,
+        started_at=started,
+        extra={"input_digests": digests},
+    )
     write_manifest(folder, manifest)
     return StepResult(folder, manifest, reused=False, counts=counts)
 
@@ -201,14 +242,25 @@ def materialize_export(
         return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
     started = now_utc()
     with publish_folder(folder) as staging:
-        result: dict[str, Any] = export_merged(base_model_dir, adapter, staging / MODEL_DIR,
-                                               parity_inputs=parity_inputs(shards_dir), dtype=dtype)  # fmt: skip
+        result: dict[str, Any] = export_merged(
+            base_model_dir,
+            adapter,
+            staging / MODEL_DIR,
+            parity_inputs=parity_inputs(shards_dir),
+            dtype=dtype,
+        )
         if not result["parity_passed"]:
             raise RuntimeError(f"the export does not reproduce the adapter model: {result}")
         outputs = sorted(p for p in (staging / MODEL_DIR).iterdir() if p.is_file())
-        manifest = build_manifest(asset=str(folder), inputs=[checkpoint_dir / "manifest.json"], outputs=outputs,
-                                  config=config, counts=result, started_at=started,
-                                  extra={"input_digests": digests})  # fmt: skip
+        manifest = build_manifest(
+            asset=str(folder),
+            inputs=[checkpoint_dir / "manifest.json"],
+            outputs=outputs,
+            config=config,
+            counts=result,
+            started_at=started,
+            extra={"input_digests": digests},
+        )
         manifest["outputs"] = [
             {**e, "path": str(folder / MODEL_DIR / Path(e["path"]).name)}
             for e in manifest["outputs"]

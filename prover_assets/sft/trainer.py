@@ -35,7 +35,9 @@ __all__ = [
     "FINAL_ADAPTER",
     "METRICS_FILE",
     "STOPPED_EXIT_CODE",
+    "PackedDataset",
     "TrainRun",
+    "collate",
     "complete_checkpoints",
     "main",
     "train",
@@ -91,7 +93,7 @@ def _truncate_log(path: Path, field: str, below: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
-class _PackedDataset:
+class PackedDataset:
     """The schedule's micro-batches as torch tensors (the Trainer's dataset)."""
 
     def __init__(self, dataset: SftDataset, schedule: Schedule) -> None:
@@ -113,12 +115,16 @@ class _PackedDataset:
         }
 
 
-def _collate(items: list[dict[str, Any]]) -> dict[str, Any]:
-    (item,) = items  # one packed micro-batch per step
+def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """One packed micro-batch per step. No attention mask and no KV cache: then transformers
+    reads the restarting position ids as sequence boundaries and masks attention across them
+    (with a cache it would not, and rows would see each other)."""
+    (item,) = items
     return {
         "input_ids": item["input_ids"].unsqueeze(0),
         "labels": item["labels"].unsqueeze(0),
         "position_ids": item["position_ids"].unsqueeze(0),
+        "use_cache": False,
         "micro_step": item["micro_step"],
     }
 
@@ -168,8 +174,13 @@ def train(run: TrainRun) -> dict[str, Any]:
     base.config.use_cache = False
     if spec.pad_token_id is not None:
         base.config.pad_token_id = spec.pad_token_id
-    lora = LoraConfig(r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
-                      target_modules=list(spec.target_modules), task_type="CAUSAL_LM")  # fmt: skip
+    lora = LoraConfig(
+        r=spec.lora_r,
+        lora_alpha=spec.lora_alpha,
+        lora_dropout=spec.lora_dropout,
+        target_modules=list(spec.target_modules),
+        task_type="CAUSAL_LM",
+    )
     transformers.set_seed(spec.seed)  # LoRA's A matrices start random: seed right before
     model = get_peft_model(base, lora)
 
@@ -202,10 +213,15 @@ def train(run: TrainRun) -> dict[str, Any]:
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             micro_step = int(inputs.pop("micro_step"))
             with open(order_log, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"micro_step": micro_step,
-                                         "rows": list(schedule.micro_batches[micro_step])}) + "\n")  # fmt: skip
-            return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)  # fmt: skip
+                handle.write(
+                    json.dumps(
+                        {"micro_step": micro_step, "rows": list(schedule.micro_batches[micro_step])}
+                    )
+                    + "\n"
+                )
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
 
     args = TrainingArguments(
         output_dir=str(checkpoints),
@@ -229,8 +245,13 @@ def train(run: TrainRun) -> dict[str, Any]:
         remove_unused_columns=False,
         disable_tqdm=True,
     )
-    trainer = PackedTrainer(model=model, args=args, train_dataset=_PackedDataset(dataset, schedule),
-                            data_collator=_collate, callbacks=[StopAndMark()])  # fmt: skip
+    trainer = PackedTrainer(
+        model=model,
+        args=args,
+        train_dataset=PackedDataset(dataset, schedule),
+        data_collator=collate,
+        callbacks=[StopAndMark()],
+    )
     previous = signal.signal(signal.SIGTERM, request_stop)
     started = time.monotonic()
     try:
@@ -245,9 +266,11 @@ def train(run: TrainRun) -> dict[str, Any]:
     )
     trained_tokens = sum(
         sum(dataset.index[r].length for r in schedule.micro_batches[m])
-        for m in range(resumed_step * spec.gradient_accumulation,
-                       min(len(schedule), trainer.state.global_step * spec.gradient_accumulation))
-    )  # fmt: skip
+        for m in range(
+            resumed_step * spec.gradient_accumulation,
+            min(len(schedule), trainer.state.global_step * spec.gradient_accumulation),
+        )
+    )
     summary = {
         "status": "stopped" if stopped else "done",
         "global_step": trainer.state.global_step,

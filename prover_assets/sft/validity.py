@@ -49,8 +49,11 @@ def check_rows_match_generations(
             else:
                 matched += 1
     problems += [list(key) for key in wanted]  # rows without a generation
-    return CheckOutcome(not problems, f"{matched} of {len(dataset)} rows match their generation exactly",
-                        {"mismatched_or_unknown": problems[:20]})  # fmt: skip
+    return CheckOutcome(
+        not problems,
+        f"{matched} of {len(dataset)} rows match their generation exactly",
+        {"mismatched_or_unknown": problems[:20]},
+    )
 
 
 def check_no_eval_leak(
@@ -60,12 +63,16 @@ def check_no_eval_leak(
     rows = {e.problem_id for e in SftDataset(shards_dir).index}
     outside = sorted(rows - set(pool))
     leaked = sorted(
-        pid for pid in rows & set(pool)
+        pid
+        for pid in rows & set(pool)
         if pool[pid].statement_sha in sets.statement_shas or pool[pid].alpha_sha in sets.alpha_shas
-    )  # fmt: skip
-    return CheckOutcome(not outside and not leaked,
-                        f"{len(leaked)} training problems share a statement with an evaluation set, "
-                        f"{len(outside)} are outside the pool", {"leaked": leaked[:20], "outside": outside[:20]})  # fmt: skip
+    )
+    return CheckOutcome(
+        not outside and not leaked,
+        f"{len(leaked)} training problems share a statement with an evaluation set, "
+        f"{len(outside)} are outside the pool",
+        {"leaked": leaked[:20], "outside": outside[:20]},
+    )
 
 
 def check_shard_counts(counts: dict[str, Any], shards_dir: Path) -> CheckOutcome:
@@ -73,8 +80,12 @@ def check_shard_counts(counts: dict[str, Any], shards_dir: Path) -> CheckOutcome
     drops = sum(v for k, v in counts.items() if k.startswith("drop_"))
     rows = len(SftDataset(shards_dir))
     passed = counts["candidates"] == counts["written"] + drops and rows == counts["written"]
-    return CheckOutcome(passed, f"{counts['candidates']} candidates = {counts['written']} written + {drops} "
-                        f"dropped; {rows} rows on disk", {"rows": rows, "dropped": drops})  # fmt: skip
+    return CheckOutcome(
+        passed,
+        f"{counts['candidates']} candidates = {counts['written']} written + {drops} "
+        f"dropped; {rows} rows on disk",
+        {"rows": rows, "dropped": drops},
+    )
 
 
 def check_at_least_one_row(shards_dir: Path) -> CheckOutcome:

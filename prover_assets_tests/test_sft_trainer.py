@@ -1,0 +1,257 @@
+"""Packing and LoRA training with the tiny model: loss parity, schedule, stop/kill and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prover_assets.config import TrainingSpec
+from prover_assets.records import SftRow
+from prover_assets.sft.packing import first_fit_decreasing, training_schedule
+from prover_assets.sft.shards import SftDataset, ShardWriter, pack
+from prover_assets.sft.trainer import (
+    CHECKPOINTS,
+    DATA_ORDER_FILE,
+    FINAL_ADAPTER,
+    METRICS_FILE,
+    STOPPED_EXIT_CODE,
+    PackedDataset,
+    TrainRun,
+    collate,
+)
+from prover_assets.sft.validity import check_data_order
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(0)
+    writer = ShardWriter(folder)
+    for i in range(20):
+        prompt, completion = int(rng.integers(10, 40)), int(rng.integers(4, 30))
+        ids = rng.integers(3, 1000, prompt + completion).tolist()
+        writer.write_row(
+            SftRow(
+                input_ids=ids,
+                prompt_len=prompt,
+                kind="first",
+                round=0,
+                sample_idx=i,
+                cap_tokens=64,
+                n_completion=completion,
+                proof_sha="a" * 64,
+                model_rev="r",
+                problem_id=f"p{i}",
+            )
+        )
+    writer.close()
+    return folder
+
+
+def trainer_loss(model, dataset, rows):
+    """The loss the Trainer computes for a micro-batch of `rows`, through its dataset and collate."""
+    import torch
+
+    from prover_assets.sft.packing import Schedule
+
+    schedule = Schedule((tuple(rows),), capacity=10_000, epochs=1, real_tokens=0)
+    batch = collate([PackedDataset(dataset, schedule)[0]])
+    batch.pop("micro_step")
+    with torch.no_grad():
+        loss = model(**batch).loss
+    # the model shifts labels by one: the first label of a row is never predicted
+    return float(loss), int((batch["labels"][0, 1:] != -100).sum())
+
+
+def test_packed_loss_equals_the_token_weighted_mean_of_rows_computed_alone(tiny_model_dir, shards):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    dataset = SftDataset(shards)
+    rows = [0, 1, 2, 3]
+    packed_loss, _ = trainer_loss(model, dataset, rows)
+    alone = [trainer_loss(model, dataset, [row]) for row in rows]
+    expected = sum(loss * tokens for loss, tokens in alone) / sum(tokens for _, tokens in alone)
+    assert packed_loss == pytest.approx(expected, abs=1e-5)
+
+
+def test_with_a_kv_cache_rows_would_attend_across_the_boundary(tiny_model_dir, shards):
+    """The control: with a cache, transformers ignores the position resets, and the loss moves."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    dataset = SftDataset(shards)
+    packed_loss, _ = trainer_loss(model, dataset, [0, 1, 2, 3])
+    batch = pack(dataset, [0, 1, 2, 3])
+    with torch.no_grad():
+        leaking = model(
+            input_ids=torch.from_numpy(batch.input_ids)[None],
+            labels=torch.from_numpy(batch.labels)[None],
+            position_ids=torch.from_numpy(batch.position_ids)[None],
+            use_cache=True,
+        ).loss
+    assert abs(float(leaking) - packed_loss) > 1e-4
+
+
+def test_first_fit_decreasing_respects_capacity_and_places_every_row_once():
+    lengths = [50, 40, 30, 30, 20, 10, 10, 5]
+    bins = first_fit_decreasing(lengths, 60, range(len(lengths)))
+    assert sorted(r for b in bins for r in b) == list(range(len(lengths)))
+    assert all(sum(lengths[r] for r in b) <= 60 for b in bins)
+    assert len(bins) == 4  # 195 tokens need at least ceil(195/60) = 4 bins
+
+
+def test_schedule_sees_every_row_exactly_epochs_times_in_a_seeded_order():
+    lengths = [int(n) for n in np.random.default_rng(1).integers(5, 60, 30)]
+    one = training_schedule(lengths, 128, epochs=3, seed=7)
+    two = training_schedule(lengths, 128, epochs=3, seed=7)
+    other = training_schedule(lengths, 128, epochs=3, seed=8)
+    seen = np.bincount([r for batch in one.micro_batches for r in batch], minlength=30)
+    assert seen.tolist() == [3] * 30
+    assert one == two and one.micro_batches != other.micro_batches
+    assert 0 < one.packing_efficiency <= 1
+
+
+def training(**overrides) -> TrainingSpec:
+    fields = {
+        "lora_r": 4,
+        "lora_alpha": 8,
+        "lora_dropout": 0.1,
+        "target_modules": ["q_proj", "v_proj"],
+        "learning_rate": 1e-3,
+        "lr_scheduler": "cosine",
+        "warmup_ratio": 0.0,
+        "epochs": 3,
+        "tokens_per_micro_batch": 96,
+        "gradient_accumulation": 2,
+        "save_every": 2,
+        "keep_checkpoints": 2,
+        "seed": 3,
+        "pad_token_id": None,
+        "precision": "fp32",
+    }
+    fields.update(overrides)
+    return TrainingSpec(**fields)
+
+
+def run_file(tmp_path, name, tiny_model_dir, shards) -> Path:
+    run = TrainRun(
+        shards_dir=str(shards),
+        base_model_dir=str(tiny_model_dir),
+        output_dir=str(tmp_path / name),
+        training=training().model_dump(mode="json"),
+        device="cpu",
+    )
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(asdict(run)))
+    return path
+
+
+def start(path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "prover_assets.sft.trainer", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_for(predicate, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise TimeoutError
+
+
+def losses(folder: Path) -> list[tuple[int, float]]:
+    return [
+        (m["step"], m["loss"])
+        for m in map(json.loads, (folder / METRICS_FILE).read_text().splitlines())
+        if "loss" in m
+    ]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_model_dir, shards) -> Path:
+    tmp = tmp_path_factory.mktemp("reference")
+    process = start(run_file(tmp, "out", tiny_model_dir, shards))
+    assert process.wait() == 0
+    return tmp / "out"
+
+
+def test_sigterm_saves_and_exits_143_then_resume_matches_an_uninterrupted_run(
+    tmp_path, tiny_model_dir, shards, uninterrupted
+):
+    path = run_file(tmp_path, "out", tiny_model_dir, shards)
+    out = tmp_path / "out"
+    process = start(path)
+    wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
+    os.killpg(process.pid, signal.SIGTERM)
+    assert process.wait() == STOPPED_EXIT_CODE
+    stopped_at = json.loads((out / "summary.json").read_text())["global_step"]
+    assert 3 <= stopped_at < json.loads((uninterrupted / "summary.json").read_text())["max_steps"]
+    assert not (out / FINAL_ADAPTER).exists()
+    assert start(path).wait() == 0
+    assert losses(out) == losses(uninterrupted)
+    adapter = "adapter_model.safetensors"
+    assert (out / FINAL_ADAPTER / adapter).read_bytes() == (
+        uninterrupted / FINAL_ADAPTER / adapter
+    ).read_bytes()
+    summary = json.loads((out / "summary.json").read_text())
+    assert check_data_order(
+        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
+    ).passed
+
+
+def test_kill_9_then_resume_from_the_last_complete_checkpoint_matches(
+    tmp_path, tiny_model_dir, shards, uninterrupted
+):
+    path = run_file(tmp_path, "out", tiny_model_dir, shards)
+    out = tmp_path / "out"
+    process = start(path)
+    wait_for(
+        lambda: (
+            any((p / ".complete").exists() for p in (out / CHECKPOINTS).glob("checkpoint-*"))
+            and len(losses(out)) >= 4
+        )
+    )
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    partial = out / CHECKPOINTS / "checkpoint-999"
+    partial.mkdir()  # a save the kill interrupted: no completion marker
+    assert start(path).wait() == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert "checkpoint-999" in summary["removed_partial_checkpoints"]
+    assert summary["resumed_from_step"] >= 1
+    assert losses(out) == losses(uninterrupted)
+    adapter = "adapter_model.safetensors"
+    assert (out / FINAL_ADAPTER / adapter).read_bytes() == (
+        uninterrupted / FINAL_ADAPTER / adapter
+    ).read_bytes()
+    assert check_data_order(
+        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
+    ).passed
+
+
+def test_last_two_checkpoints_are_kept(uninterrupted):
+    kept = sorted(p.name for p in (uninterrupted / CHECKPOINTS).iterdir())
+    assert len(kept) == 2
+
+
+def test_data_order_check_fails_on_a_repeated_micro_step(tmp_path):
+    log = tmp_path / DATA_ORDER_FILE
+    log.write_text("".join(json.dumps({"micro_step": s, "rows": [s]}) + "\n" for s in [0, 1, 1, 2]))
+    outcome = check_data_order(log, micro_steps=3, rows=3, epochs=1)
+    assert not outcome.passed
+    assert outcome.metadata["repeated"] == [1]
