@@ -15,6 +15,7 @@ import dagster as dg
 from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.generation import generation_assets
 from prover_assets.assets.problems import problem_assets
+from prover_assets.assets.report import report_assets
 from prover_assets.assets.sft import sft_assets
 from prover_assets.assets.verification import verification_assets
 from prover_assets.checks.loop import loop_checks
@@ -36,7 +37,9 @@ def config_path() -> Path:
 
 def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
     return {
-        "experiment": ExperimentResource(spec=config.experiment.model_dump(mode="json")),
+        "experiment": ExperimentResource(
+            spec=config.experiment.model_dump(mode="json"), source=config.source
+        ),
         "lean": LeanResource(settings=config.lean.model_dump(mode="json")),
         "gpu": GpuResource(settings=config.gpu.model_dump(mode="json")),
     }
@@ -51,6 +54,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *generation_assets(spec),
             *verification_assets(spec),
             *sft_assets(spec),
+            *report_assets(spec),
             *demo_assets(spec),
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],

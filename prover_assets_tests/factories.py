@@ -19,6 +19,19 @@ from prover_assets.records import (
     code_sha256,
 )
 
+# What a strict verifier records of its policy and backend (StrictVerifier.info.config).
+VERIFIER_CONFIG = {
+    "budget_s": 180.0,
+    "feedback": False,
+    "statement_check": "reject",
+    "gate": True,
+    "axiom_check": True,
+    "backend": "local",
+    "memory_cap_mb": 12288,
+    "infrastructure_retries": 2,
+    "sandbox": {"network": "unshare --net", "tmpdir": "private per REPL process"},
+}
+
 STATEMENT = GOEDEL_HEADER + "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by sorry"
 
 
@@ -120,7 +133,7 @@ def make_verification(
         "reasons": reasons,
         "verify_s": 0.5,
         "budget_s": 180.0,
-        "verifier": VerifierInfo(pins=pins or make_pins(), config={"budget_s": 180.0}, workers=1),
+        "verifier": VerifierInfo(pins=pins or make_pins(), config=VERIFIER_CONFIG, workers=1),
         "code_sha256": code_sha256(generation.lean_code),
         "stage": stage,
         "diagnostics": {},

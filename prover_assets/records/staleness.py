@@ -7,7 +7,12 @@ from collections.abc import Iterable, Mapping
 from prover_assets.records.hashing import code_sha256
 from prover_assets.records.models import Generation, Verification
 
-__all__ = ["StaleVerdictError", "current_verdicts", "find_orphans_and_stale"]
+__all__ = [
+    "StaleVerdictError",
+    "current_verdicts",
+    "current_verdicts_by_hash",
+    "find_orphans_and_stale",
+]
 
 
 class StaleVerdictError(RuntimeError):
@@ -18,11 +23,17 @@ def find_orphans_and_stale(
     verdicts: Mapping[tuple, Verification], generations: Mapping[tuple, Generation]
 ) -> tuple[list[tuple], list[tuple]]:
     """Keys of verdicts without a generation, and of verdicts whose code hash is stale."""
-    orphans = [key for key in verdicts if key not in generations]
+    return _orphans_and_stale(
+        verdicts, {key: code_sha256(g.lean_code) for key, g in generations.items()}
+    )
+
+
+def _orphans_and_stale(
+    verdicts: Mapping[tuple, Verification], code_shas: Mapping[tuple, str]
+) -> tuple[list[tuple], list[tuple]]:
+    orphans = [key for key in verdicts if key not in code_shas]
     stale = [
-        key
-        for key, verdict in verdicts.items()
-        if key in generations and verdict.code_sha256 != code_sha256(generations[key].lean_code)
+        key for key, v in verdicts.items() if key in code_shas and v.code_sha256 != code_shas[key]
     ]
     return orphans, stale
 
@@ -31,8 +42,17 @@ def current_verdicts(
     generations: Mapping[tuple, Generation], verdicts: Iterable[Verification]
 ) -> dict[tuple, Verification]:
     """Verdicts keyed by sample; raises StaleVerdictError on any orphan or stale verdict."""
+    return current_verdicts_by_hash(
+        {key: code_sha256(g.lean_code) for key, g in generations.items()}, verdicts
+    )
+
+
+def current_verdicts_by_hash(
+    code_shas: Mapping[tuple, str], verdicts: Iterable[Verification]
+) -> dict[tuple, Verification]:
+    """As `current_verdicts`, from each generation's code hash (no need to hold generations)."""
     keyed = {verdict.key: verdict for verdict in verdicts}
-    orphans, stale = find_orphans_and_stale(keyed, generations)
+    orphans, stale = _orphans_and_stale(keyed, code_shas)
     if orphans:
         raise StaleVerdictError(f"{len(orphans)} verdicts have no generation (e.g. {orphans[0]})")
     if stale:

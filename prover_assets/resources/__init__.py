@@ -38,6 +38,7 @@ class ExperimentResource(dg.ConfigurableResource):
     """What the experiment is: `resources.experiment.config.spec` (an ExperimentSpec)."""
 
     spec: dict
+    source: str = ""  # the config file the spec was read from (hashed into the report's inputs)
 
     def model(self, built: ExperimentSpec | None = None) -> ExperimentSpec:
         """The validated spec; with `built`, also checks it has the asset graph's shape."""

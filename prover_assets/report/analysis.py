@@ -1,0 +1,448 @@
+"""What the report says, computed: per-system tables, the paired comparison, the guard that
+decides PRIMARY, and the refusals.
+
+A run is one system's generations and verdicts on one evaluation set at one cap. Every number
+is computed from the files; nothing is carried over from a manifest's counts. Comparisons are
+refused when they cannot be made honestly: different caps, different problems, missing
+samples, stale verdicts, different verifiers; different sampling or prompts unless an override
+is given (and then recorded).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prover_assets.generation.prompts import round0_messages
+from prover_assets.records import (
+    Generation,
+    Message,
+    Problem,
+    Stage,
+    Verification,
+    code_sha256,
+    iter_records,
+    read_records,
+)
+from prover_assets.records.manifest import read_manifest
+from prover_assets.records.staleness import current_verdicts_by_hash
+from prover_assets.report.prereg import Prereg
+from prover_assets.stats import (
+    MissingSamplesError,
+    cluster_bootstrap_mean,
+    mcnemar_exact,
+    mcnemar_power,
+    paired_bootstrap_difference,
+    pass_at_k,
+    solved_at_k,
+    wilson_interval,
+)
+from prover_assets.verify.validity import verdict_identity
+
+__all__ = [
+    "DECISIONS",
+    "Comparison",
+    "ComparisonRefused",
+    "RunData",
+    "RunFiles",
+    "compare_runs",
+    "correction_lift",
+    "decide",
+    "load_run",
+    "power_table",
+    "summarize_run",
+]
+
+DECISIONS = ("success", "significant degradation", "no detectable improvement")
+
+
+class ComparisonRefused(ValueError):
+    """The two runs cannot be compared honestly; the message says why."""
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    system: str
+    eval_set: str
+    cap: int
+    problems: Path
+    generations: Path
+    verdicts: Path
+
+
+@dataclass
+class RunData:
+    files: RunFiles
+    problems: list[Problem]
+    accepted: dict[str, dict[int, bool]]  # problem -> sample_idx -> accepted (round 0)
+    meta: dict[
+        tuple, dict[str, Any]
+    ]  # key -> max_tokens, finish_reason, prompt, sampling, model_rev
+    verdicts: dict[tuple, Verification]
+    identity: dict[str, Any]
+    simulated: bool
+
+    @property
+    def sampling(self) -> set[tuple]:
+        return {m["sampling"] for m in self.meta.values()}
+
+    @property
+    def model_revs(self) -> set[str]:
+        return {m["model_rev"] for m in self.meta.values()}
+
+
+def load_run(files: RunFiles, *, samples_required: int) -> RunData:
+    """Read and validate one run; every problem must have samples 0..samples_required-1."""
+    problems = read_records(files.problems, Problem)
+    problem_ids = {p.problem_id for p in problems}
+    expected = {
+        p.problem_id: [Message(**m) for m in round0_messages(p.formal_statement)] for p in problems
+    }
+    meta: dict[tuple, dict[str, Any]] = {}
+    code_shas: dict[tuple, str] = {}
+    for generation in iter_records(files.generations, Generation):
+        if generation.problem_id not in problem_ids:
+            raise ComparisonRefused(
+                f"{files.generations}: {generation.key} is not a problem of {files.problems}"
+            )
+        if generation.cap_tokens != files.cap:
+            raise ComparisonRefused(
+                f"{files.generations}: {generation.key} has cap {generation.cap_tokens}, "
+                f"not {files.cap}: caps are never pooled"
+            )
+        code_shas[generation.key] = code_sha256(generation.lean_code)
+        meta[generation.key] = {
+            "max_tokens": generation.sampling.max_tokens,
+            "finish_reason": generation.finish_reason,
+            "context_clipped": generation.context_clipped,
+            "prompt": generation.prompt_text,
+            "messages": [m.model_dump() for m in generation.messages],
+            "statement_prompt": generation.messages == expected[generation.problem_id],
+            "sampling": (
+                generation.sampling.temperature,
+                generation.sampling.top_p,
+                generation.sampling.top_k,
+            ),
+            "model_rev": generation.model_rev,
+            "round": generation.round,
+        }
+    verdicts = current_verdicts_by_hash(code_shas, iter_records(files.verdicts, Verification))
+    unjudged = sorted(set(code_shas) - set(verdicts))
+    if unjudged:
+        raise MissingSamplesError(
+            f"{files.verdicts}: {len(unjudged)} samples have no verdict (e.g. {unjudged[0]})"
+        )
+    accepted: dict[str, dict[int, bool]] = defaultdict(dict)
+    for key, verdict in verdicts.items():
+        if key[2] == 0:
+            accepted[key[0]][key[1]] = verdict.accepted
+    short = sorted(
+        p
+        for p in problem_ids
+        if len(accepted.get(p, {})) < samples_required
+        or any(i not in accepted[p] for i in range(samples_required))
+    )
+    if short:
+        raise MissingSamplesError(
+            f"{files.system} on {files.eval_set} at cap {files.cap}: {len(short)} problems lack samples "
+            f"0..{samples_required - 1} (e.g. {short[0]}); missing problems are never scored as failures"
+        )
+    identities = {
+        json.dumps(verdict_identity(v.verifier), sort_keys=True) for v in verdicts.values()
+    }
+    if len(identities) > 1:
+        raise ComparisonRefused(
+            f"{files.verdicts}: verdicts from {len(identities)} different verifiers"
+        )
+    identity = json.loads(identities.pop()) if identities else {}
+    simulated = any(v.verifier.pins.simulated for v in verdicts.values())
+    return RunData(files, problems, dict(accepted), meta, verdicts, identity, simulated)
+
+
+def _reason_class(reason: str) -> str:
+    """Reasons grouped for the histogram: `banned:*` and `axiom:*` by their kind."""
+    for prefix in ("banned:", "axiom:", "infrastructure:", "reinsertion:", "no_code:"):
+        if reason.startswith(prefix):
+            return prefix.rstrip(":") if prefix != "banned:" else reason
+    return reason
+
+
+def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
+    """The per-system table of one run."""
+    problems = [p.problem_id for p in run.problems]
+    per_problem_n = {p: len(run.accepted[p]) for p in problems}
+    per_problem_c = {p: sum(run.accepted[p].values()) for p in problems}
+    solved = {}
+    for k in ks:
+        if k > min(per_problem_n.values()):
+            solved[k] = None
+            continue
+        count = sum(solved_at_k(run.accepted[p], k) for p in problems)
+        low, high = wilson_interval(count, len(problems))
+        solved[k] = {
+            "solved": count,
+            "share": count / len(problems),
+            "wilson_low": low,
+            "wilson_high": high,
+        }
+    pass_k = {}
+    for k in ks:
+        values = [pass_at_k(per_problem_n[p], per_problem_c[p], k) for p in problems]
+        pass_k[k] = None if any(v is None for v in values) else sum(values) / len(values)
+    pass1 = cluster_bootstrap_mean(
+        [per_problem_c[p] / per_problem_n[p] for p in problems], resamples=resamples, seed=seed
+    )
+    total_c, total_n = sum(per_problem_c.values()), sum(per_problem_n.values())
+    pooled_low, pooled_high = wilson_interval(total_c, total_n)
+    stages = Counter(v.stage.value for v in run.verdicts.values())
+    reasons = Counter(_reason_class(r) for v in run.verdicts.values() for r in v.reasons)
+    rewritten = sum(
+        1
+        for v in run.verdicts.values()
+        if v.accepted and v.diagnostics.get("displayed_statement_faithful") is False
+    )
+    metas = list(run.meta.values())
+    return {
+        "system": run.files.system,
+        "eval_set": run.files.eval_set,
+        "cap": run.files.cap,
+        "model_revs": sorted(run.model_revs),
+        "problems": len(problems),
+        "samples": len(run.verdicts),
+        "samples_per_problem": min(per_problem_n.values()),
+        "solved_at_k": solved,
+        "pass_at_k": pass_k,
+        "pass1_cluster": asdict(pass1),
+        "pass1_pooled_wilson": {
+            "estimate": total_c / total_n,
+            "low": pooled_low,
+            "high": pooled_high,
+            "note": "anti-conservative: treats every sample as independent",
+        },
+        "nominal_cap": run.files.cap,
+        "mean_effective_max_tokens": sum(m["max_tokens"] for m in metas) / len(metas),
+        "hit_cap_share": sum(m["finish_reason"] == "length" for m in metas) / len(metas),
+        "context_clipped_share": sum(m["context_clipped"] for m in metas) / len(metas),
+        "stages": dict(stages),
+        "reasons": dict(reasons.most_common()),
+        "timeouts": stages.get(Stage.TIMEOUT.value, 0),
+        "accepted_but_rewritten": rewritten,
+        "verifier": run.identity,
+        "simulated": run.simulated,
+        "per_problem": {p: {"n": per_problem_n[p], "c": per_problem_c[p]} for p in problems},
+    }
+
+
+def decide(candidate_only: int, baseline_only: int, p_value: float, alpha: float) -> str:
+    """The registered decision rule."""
+    if p_value < alpha and candidate_only > baseline_only:
+        return DECISIONS[0]
+    if p_value < alpha and candidate_only < baseline_only:
+        return DECISIONS[1]
+    return DECISIONS[2]
+
+
+@dataclass
+class Comparison:
+    eval_set: str
+    cap: int
+    k: int
+    table: dict[str, int]
+    p_value: float
+    alpha: float
+    decision: str
+    pass1_difference: dict[str, Any]
+    primary: bool
+    secondary_reasons: list[str]
+    design_override: str | None
+    baseline: dict[str, Any] = field(default_factory=dict)
+    candidate: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return "PRIMARY" if self.primary else "secondary"
+
+
+def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
+    problems = []
+    if baseline.sampling != candidate.sampling or len(baseline.sampling) != 1:
+        problems.append(
+            f"sampling differs: baseline {sorted(baseline.sampling)}, candidate {sorted(candidate.sampling)}"
+        )
+    differing = [
+        k
+        for k in set(baseline.meta) & set(candidate.meta)
+        if baseline.meta[k]["messages"] != candidate.meta[k]["messages"]
+    ]
+    if differing:
+        problems.append(
+            f"round-0 prompts differ on {len(differing)} samples (e.g. {sorted(differing)[0]})"
+        )
+    return problems
+
+
+def _primary_reasons(
+    baseline: RunData, candidate: RunData, k: int, prereg: Prereg | None, override: str | None
+) -> list[str]:
+    if prereg is None:
+        return ["no pre-registration given"]
+    design = prereg.design
+    reasons = []
+    if not prereg.hash_matches:
+        reasons.append("the pre-registration block does not match its recorded sha256")
+    if baseline.files.eval_set != design.problem_set:
+        reasons.append(f"problem set {baseline.files.eval_set}, registered {design.problem_set}")
+    if len(baseline.problems) != design.problem_count:
+        reasons.append(f"{len(baseline.problems)} problems, registered {design.problem_count}")
+    source = read_manifest(baseline.files.problems.parent)["inputs"][0]["sha256"]
+    if source != design.problems_sha256:
+        reasons.append("the problems come from another file than the registered one")
+    if baseline.model_revs != {design.baseline_revision}:
+        reasons.append(
+            f"baseline revision {sorted(baseline.model_revs)}, registered {design.baseline_revision}"
+        )
+    if not all(rev.startswith("sft-") for rev in candidate.model_revs):
+        reasons.append("the candidate is not this project's SFT export")
+    registered_sampling = {(design.temperature, design.top_p, design.top_k)}
+    for run in (baseline, candidate):
+        if run.sampling != registered_sampling:
+            reasons.append(
+                f"{run.files.system} sampling {sorted(run.sampling)} is not the registered one"
+            )
+        if not all(m["statement_prompt"] for m in run.meta.values()):
+            reasons.append(
+                f"{run.files.system} prompts are not the registered {design.handler} round-0 prompts"
+            )
+        if min(len(a) for a in run.accepted.values()) < design.n_samples:
+            reasons.append(
+                f"{run.files.system} has fewer than {design.n_samples} samples for some problem"
+            )
+    if baseline.files.cap != design.cap_tokens:
+        reasons.append(f"cap {baseline.files.cap}, registered {design.cap_tokens}")
+    if k != design.k:
+        reasons.append(f"k = {k}, registered {design.k}")
+    pins = baseline.identity.get("pins", {})
+    config = baseline.identity.get("config", {})
+    registered = design.verifier
+    for name in ("lean_version", "mathlib_rev", "repl_rev"):
+        if not str(pins.get(name, "")).startswith(getattr(registered, name)):
+            reasons.append(
+                f"verifier {name} {pins.get(name)}, registered {getattr(registered, name)}"
+            )
+    for name in ("budget_s", "statement_check", "gate", "axiom_check"):
+        if config.get(name) != getattr(registered, name):
+            reasons.append(
+                f"verifier {name} {config.get(name)}, registered {getattr(registered, name)}"
+            )
+    if baseline.simulated or candidate.simulated:
+        reasons.append("SIMULATED verifier: not evidence")
+    if override is not None:
+        reasons.append(f"design mismatch overridden: {override}")
+    return reasons
+
+
+def compare_runs(
+    baseline: RunData,
+    candidate: RunData,
+    *,
+    k: int,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    prereg: Prereg | None = None,
+    allow_design_mismatch: str | None = None,
+) -> Comparison:
+    """The paired comparison of two runs on the same problems at the same cap."""
+    if baseline.files.cap != candidate.files.cap:
+        raise ComparisonRefused(
+            f"caps differ ({baseline.files.cap} vs {candidate.files.cap}): caps are never pooled"
+        )
+    if [p.problem_id for p in baseline.problems] != [p.problem_id for p in candidate.problems]:
+        raise ComparisonRefused("the runs are on different problems")
+    if baseline.identity != candidate.identity:
+        raise ComparisonRefused(
+            "verifier pins, configuration or budget differ between the runs: the comparison is invalid "
+            f"(baseline {baseline.identity}, candidate {candidate.identity})"
+        )
+    mismatches = _design_mismatches(baseline, candidate)
+    if mismatches and allow_design_mismatch is None:
+        raise ComparisonRefused(
+            "; ".join(mismatches) + " (pass allow_design_mismatch with a reason to compare anyway)"
+        )
+    table = {"both": 0, "baseline_only": 0, "candidate_only": 0, "neither": 0}
+    for problem in baseline.problems:
+        base = solved_at_k(baseline.accepted[problem.problem_id], k)
+        cand = solved_at_k(candidate.accepted[problem.problem_id], k)
+        table[
+            {
+                (True, True): "both",
+                (True, False): "baseline_only",
+                (False, True): "candidate_only",
+                (False, False): "neither",
+            }[(base, cand)]
+        ] += 1
+    p_value = mcnemar_exact(table["candidate_only"], table["baseline_only"])
+    ids = [p.problem_id for p in baseline.problems]
+    difference = paired_bootstrap_difference(
+        [sum(baseline.accepted[p].values()) / len(baseline.accepted[p]) for p in ids],
+        [sum(candidate.accepted[p].values()) / len(candidate.accepted[p]) for p in ids],
+        resamples=resamples,
+        seed=seed,
+    )
+    reasons = _primary_reasons(baseline, candidate, k, prereg, allow_design_mismatch)
+    return Comparison(
+        eval_set=baseline.files.eval_set,
+        cap=baseline.files.cap,
+        k=k,
+        table=table,
+        p_value=p_value,
+        alpha=alpha,
+        decision=decide(table["candidate_only"], table["baseline_only"], p_value, alpha),
+        pass1_difference=asdict(difference),
+        primary=not reasons,
+        secondary_reasons=reasons,
+        design_override=allow_design_mismatch,
+    )
+
+
+def power_table(
+    n_problems: int, fractions: Sequence[float], gains_points: Sequence[float], alpha: float
+) -> dict[str, dict[str, float]]:
+    return {
+        f"{f:.2f}": {f"+{g:g}": mcnemar_power(n_problems, f, g / 100, alpha) for g in gains_points}
+        for f in fractions
+    }
+
+
+def correction_lift(rounds: Sequence[tuple[Path, Path]]) -> list[dict[str, Any]]:
+    """Per pool round: problems unsolved before it, converted in it, samples and tokens spent."""
+    solved: set[str] = set()
+    problems: set[str] = set()
+    rows = []
+    for index, (generations, verdicts) in enumerate(rounds):
+        tokens = 0
+        code_shas: dict[tuple, str] = {}
+        for generation in iter_records(generations, Generation):
+            tokens += len(generation.completion_ids)
+            code_shas[generation.key] = code_sha256(generation.lean_code)
+            problems.add(generation.problem_id)
+        judged = current_verdicts_by_hash(code_shas, iter_records(verdicts, Verification))
+        solved_now = {key[0] for key, v in judged.items() if v.accepted}
+        entering = len(problems - solved) if index else len(problems)
+        converted = solved_now - solved
+        solved |= solved_now
+        rows.append(
+            {
+                "round": index,
+                "problems_entering": entering,
+                "converted": len(converted),
+                "solved_cumulative": len(solved),
+                "samples": len(judged),
+                "completion_tokens": tokens,
+            }
+        )
+    return rows

@@ -1,0 +1,108 @@
+"""The evidence bundle: the report folder, published atomically, never overwritten, verifiable.
+
+`report.md`, `summary.json`, the plots, and `manifest.json` with the sha256 and size of every
+input (problems, generations, verdicts, configs, pre-registration) and every artifact, the
+pins, the config, the package version, the git commit and dirty flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prover_assets import __version__
+from prover_assets.records import (
+    MANIFEST_NAME,
+    build_manifest,
+    publish_folder,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
+
+__all__ = ["BundleCheck", "bundle_name", "publish_bundle", "verify_bundle"]
+
+REPORT_FILE = "report.md"
+SUMMARY_FILE = "summary.json"
+PLOTS_DIR = "plots"
+
+
+def bundle_name(inputs: Sequence[Path]) -> str:
+    """A bundle is named by its inputs: the same inputs make the same report folder."""
+    digest = hashlib.sha256()
+    for path in sorted(inputs, key=str):
+        digest.update(f"{path}\t{sha256_file(path)}\n".encode())
+    return f"report-{digest.hexdigest()[:16]}"
+
+
+def publish_bundle(
+    folder: Path,
+    *,
+    markdown: str,
+    summary: Mapping[str, Any],
+    plots: Mapping[str, bytes],
+    inputs: Sequence[Path],
+    config: Mapping[str, Any],
+    started_at: str,
+) -> dict[str, Any]:
+    """Write the bundle to `folder` atomically; refuses if `folder` exists."""
+    with publish_folder(folder) as staging:
+        (staging / REPORT_FILE).write_text(markdown, encoding="utf-8")
+        (staging / SUMMARY_FILE).write_text(
+            json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n"
+        )
+        (staging / PLOTS_DIR).mkdir()
+        for name, png in plots.items():
+            (staging / PLOTS_DIR / name).write_bytes(png)
+        artifacts = [
+            staging / REPORT_FILE,
+            staging / SUMMARY_FILE,
+            *sorted((staging / PLOTS_DIR).iterdir()),
+        ]
+        manifest = build_manifest(
+            asset="eval_report",
+            inputs=inputs,
+            outputs=artifacts,
+            config=config,
+            counts={"comparisons": len(summary.get("comparisons", [])), "plots": len(plots)},
+            started_at=started_at,
+            extra={"package_version": __version__, "pins": summary.get("pins")},
+        )
+        manifest["outputs"] = [
+            {**e, "path": str(Path(e["path"]).relative_to(staging))} for e in manifest["outputs"]
+        ]
+        write_manifest(staging, manifest)
+    return manifest
+
+
+@dataclass(frozen=True)
+class BundleCheck:
+    ok: bool
+    changed: list[str]  # what differs from the manifest: missing or modified inputs and artifacts
+
+
+def verify_bundle(folder: Path) -> BundleCheck:
+    """Re-check every hash the bundle's manifest records, and say what changed."""
+    if not (folder / MANIFEST_NAME).exists():
+        return BundleCheck(False, [f"{folder}/{MANIFEST_NAME} is missing"])
+    manifest = read_manifest(folder)
+    changed = []
+    for role, entries in (("input", manifest["inputs"]), ("artifact", manifest["outputs"])):
+        for entry in entries:
+            path = Path(entry["path"]) if role == "input" else folder / entry["path"]
+            if not path.exists():
+                changed.append(f"{role} {entry['path']} is missing")
+            elif sha256_file(path) != entry["sha256"]:
+                changed.append(f"{role} {entry['path']} was modified (sha256 differs)")
+    listed = {entry["path"] for entry in manifest["outputs"]} | {MANIFEST_NAME}
+    extra = [
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and str(p.relative_to(folder)) not in listed
+    ]
+    changed += [f"artifact {name} is not in the manifest" for name in sorted(extra)]
+    return BundleCheck(not changed, changed)

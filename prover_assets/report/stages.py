@@ -1,0 +1,159 @@
+"""The evaluation report as one step: runs in, an evidence bundle out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from prover_assets import __version__
+from prover_assets.records import git_revision, now_utc
+from prover_assets.records.manifest import read_manifest
+from prover_assets.records.outputs import StepResult
+from prover_assets.report.analysis import (
+    RunFiles,
+    compare_runs,
+    correction_lift,
+    load_run,
+    power_table,
+    summarize_run,
+)
+from prover_assets.report.bundle import bundle_name, publish_bundle, verify_bundle
+from prover_assets.report.prereg import read_prereg
+from prover_assets.report.render import render_markdown, render_plots
+
+__all__ = ["ReportSettings", "build_report", "materialize_report"]
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    experiment: str
+    k: int
+    ks: tuple[int, ...]
+    alpha: float
+    resamples: int
+    seed: int
+    samples_required: int
+    power_fractions: tuple[float, ...]
+    power_gains_points: tuple[float, ...]
+    allow_design_mismatch: str | None = None
+
+
+def build_report(
+    pairs: Sequence[tuple[RunFiles, RunFiles]],
+    pool_rounds: Sequence[tuple[Path, Path]],
+    prereg_path: Path | None,
+    settings: ReportSettings,
+) -> tuple[dict[str, Any], str, dict[str, bytes]]:
+    """Compute, then render: the summary (JSON), the markdown, the plots."""
+    prereg = read_prereg(prereg_path) if prereg_path is not None else None
+    systems: dict[str, list[dict[str, Any]]] = {}
+    comparisons = []
+    simulated = False
+    pins = None
+    for baseline_files, candidate_files in pairs:
+        baseline = load_run(baseline_files, samples_required=settings.samples_required)
+        candidate = load_run(candidate_files, samples_required=settings.samples_required)
+        simulated |= baseline.simulated or candidate.simulated
+        pins = pins or baseline.identity.get("pins")
+        key = f"{baseline_files.eval_set} cap {baseline_files.cap}"
+        systems[key] = [
+            summarize_run(run, ks=settings.ks, resamples=settings.resamples, seed=settings.seed)
+            for run in (baseline, candidate)
+        ]
+        comparison = compare_runs(
+            baseline,
+            candidate,
+            k=settings.k,
+            alpha=settings.alpha,
+            resamples=settings.resamples,
+            seed=settings.seed,
+            prereg=prereg,
+            allow_design_mismatch=settings.allow_design_mismatch,
+        )
+        comparisons.append(asdict(comparison))
+    # The power table is the registered design's: its problem count, not this run's.
+    power_problems = (
+        prereg.design.problem_count
+        if prereg
+        else max(len(g[0]["per_problem"]) for g in systems.values())
+    )
+    code = git_revision()
+    summary = {
+        "experiment": settings.experiment,
+        "simulated": simulated,
+        "prereg": None
+        if prereg is None
+        else {
+            "path": str(prereg.path),
+            "sha256": prereg.sha256,
+            "recorded_sha256": prereg.recorded_sha256,
+            "hash_matches": prereg.hash_matches,
+        },
+        "k": settings.k,
+        "ks": list(settings.ks),
+        "alpha": settings.alpha,
+        "bootstrap": {"resamples": settings.resamples, "seed": settings.seed},
+        "comparisons": comparisons,
+        "systems": systems,
+        "power": power_table(
+            power_problems,
+            settings.power_fractions,
+            settings.power_gains_points,
+            settings.alpha,
+        ),
+        "power_problems": power_problems,
+        "correction_lift": correction_lift(pool_rounds) if pool_rounds else [],
+        "pins": pins,
+        "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
+        "package_version": __version__,
+    }
+    return summary, render_markdown(summary), render_plots(summary)
+
+
+def materialize_report(
+    root: Path,
+    pairs: Sequence[tuple[RunFiles, RunFiles]],
+    pool_rounds: Sequence[tuple[Path, Path]],
+    *,
+    prereg_path: Path | None,
+    config_files: Sequence[Path],
+    settings: ReportSettings,
+    config: Mapping[str, Any],
+) -> StepResult:
+    """The bundle for these inputs under `root`: reused when it exists and verifies, refused
+    (never overwritten) when it exists and does not."""
+    inputs = [
+        path
+        for base, cand in pairs
+        for run in (base, cand)
+        for path in (run.problems, run.generations, run.verdicts)
+    ]
+    inputs += [path for round_files in pool_rounds for path in round_files]
+    inputs += [*config_files, *([prereg_path] if prereg_path else [])]
+    inputs = list(dict.fromkeys(inputs))
+    folder = root / bundle_name(inputs)
+    if folder.exists():
+        check = verify_bundle(folder)
+        if not check.ok:
+            raise RuntimeError(
+                f"{folder} exists but no longer verifies: {check.changed[:5]}; reports are never "
+                "overwritten, move it aside to rebuild"
+            )
+        manifest = read_manifest(folder)
+        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    started = now_utc()
+    summary, markdown, plots = build_report(pairs, pool_rounds, prereg_path, settings)
+    manifest = publish_bundle(
+        folder,
+        markdown=markdown,
+        summary=summary,
+        plots=plots,
+        inputs=inputs,
+        config={**dict(config), "report": asdict(settings)},
+        started_at=started,
+    )
+    return StepResult(
+        folder, manifest, reused=False, counts={**manifest["counts"], "summary": summary}
+    )

@@ -1,0 +1,172 @@
+"""Every statistic against an independent computation: enumeration, brute force, scipy."""
+
+import itertools
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from prover_assets.stats import (
+    MissingSamplesError,
+    cluster_bootstrap_mean,
+    mcnemar_exact,
+    mcnemar_power,
+    min_discordant_split,
+    paired_bootstrap_difference,
+    pass_at_k,
+    solved_at_k,
+    wilson_interval,
+)
+
+
+def pass_at_k_by_enumeration(n: int, c: int, k: int) -> float:
+    """The share of k-subsets of n samples (c correct) that contain a correct one."""
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(samples[i] for i in subset) for subset in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_pass_at_k_equals_enumeration_of_all_k_subsets(n):
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            assert pass_at_k(n, c, k) == pytest.approx(pass_at_k_by_enumeration(n, c, k), abs=1e-12)
+
+
+def test_pass_at_k_is_null_not_zero_when_k_exceeds_n():
+    assert pass_at_k(4, 0, 8) is None
+    assert pass_at_k(4, 4, 5) is None
+
+
+def test_pass_at_k_is_stable_for_large_n():
+    exact = 1 - Fraction(math.comb(1000 - 3, 500), math.comb(1000, 500))
+    assert pass_at_k(1000, 3, 500) == pytest.approx(float(exact), rel=1e-12)
+
+
+def test_solved_at_k_uses_the_prefix():
+    assert solved_at_k([False, False, True, False], 2) is False
+    assert solved_at_k([False, False, True, False], 3) is True
+    assert solved_at_k({0: False, 1: True, 5: True}, 2) is True
+
+
+def test_solved_at_k_raises_on_missing_samples():
+    with pytest.raises(MissingSamplesError):
+        solved_at_k([True], 2)
+    with pytest.raises(MissingSamplesError, match=r"missing \[1\]"):
+        solved_at_k({0: True, 2: True}, 3)
+
+
+def mcnemar_brute_force(b: int, c: int) -> float:
+    """Sum the probabilities of every split at least as extreme as the observed one."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    probability = [Fraction(math.comb(n, i), 2**n) for i in range(n + 1)]
+    observed = probability[b]
+    return float(min(Fraction(1), sum(p for p in probability if p <= observed)))
+
+
+@pytest.mark.parametrize(
+    ("b", "c"),
+    [
+        (0, 0),
+        (0, 1),
+        (1, 1),
+        (0, 6),
+        (1, 7),
+        (2, 9),
+        (5, 5),
+        (10, 25),
+        (31, 40),
+        (0, 60),
+        (60, 0),
+        (17, 3),
+    ],
+)
+def test_mcnemar_matches_brute_force_and_scipy(b, c):
+    assert mcnemar_exact(b, c) == pytest.approx(mcnemar_brute_force(b, c), rel=1e-12)
+    if b + c:
+        assert mcnemar_exact(b, c) == pytest.approx(binomtest(b, b + c, 0.5).pvalue, rel=1e-9)
+
+
+def test_mcnemar_is_symmetric_and_capped_at_one():
+    rng = random.Random(0)
+    for _ in range(100):
+        b, c = rng.randrange(40), rng.randrange(40)
+        assert mcnemar_exact(b, c) == mcnemar_exact(c, b) <= 1.0
+
+
+@pytest.mark.parametrize("m", [0, 1, 5, 6, 7, 10, 20, 33, 50])
+def test_min_discordant_split_is_the_boundary_found_by_brute_force(m):
+    firing = [t for t in range(m // 2 + 1) if mcnemar_brute_force(t, m - t) < 0.05]
+    assert min_discordant_split(m) == (max(firing) if firing else None)
+
+
+def power_by_enumerating_every_problem(
+    n: int, fraction: float, delta: float, alpha: float
+) -> float:
+    """Each problem independently: candidate only, baseline only, or concordant."""
+    p_cand, p_base = (fraction + delta) / 2, (fraction - delta) / 2
+    probability = {"cand": p_cand, "base": p_base, "same": 1 - fraction}
+    power = 0.0
+    for outcome in itertools.product(probability, repeat=n):
+        b, c = outcome.count("cand"), outcome.count("base")
+        if b > c and mcnemar_brute_force(b, c) < alpha:
+            power += math.prod(probability[o] for o in outcome)
+    return power
+
+
+@pytest.mark.parametrize(("n", "fraction", "delta"), [(6, 0.5, 0.3), (8, 0.6, 0.4), (9, 0.9, 0.1)])
+def test_power_matches_enumeration_over_every_problem_outcome(n, fraction, delta):
+    expected = power_by_enumerating_every_problem(n, fraction, delta, alpha=0.2)
+    assert mcnemar_power(n, fraction, delta, alpha=0.2) == pytest.approx(expected, abs=1e-12)
+
+
+def test_power_without_a_gain_stays_below_half_alpha():
+    assert mcnemar_power(244, 0.15, 0.0) <= 0.025
+
+
+def test_power_grows_with_the_gain():
+    powers = [mcnemar_power(244, 0.15, gain / 100) for gain in (2, 4, 6, 8)]
+    assert powers == sorted(powers)
+    assert powers[-1] > 0.5
+
+
+@pytest.mark.parametrize(("successes", "n"), [(0, 10), (3, 10), (10, 10), (120, 244), (1, 1)])
+def test_wilson_matches_scipy(successes, n):
+    expected = binomtest(successes, n).proportion_ci(confidence_level=0.95, method="wilson")
+    low, high = wilson_interval(successes, n)
+    assert (low, high) == pytest.approx((expected.low, expected.high), abs=1e-9)
+
+
+def test_cluster_bootstrap_of_two_problems_has_the_analytic_percentiles():
+    """Means of two draws from {0, 1} are 0, 1/2, 1 with chances 1/4, 1/2, 1/4."""
+    interval = cluster_bootstrap_mean([0.0, 1.0], resamples=20000, seed=3)
+    assert (interval.estimate, interval.low, interval.high) == (0.5, 0.0, 1.0)
+
+
+def test_cluster_bootstrap_interval_contains_the_estimate_and_is_reproducible():
+    values = np.random.default_rng(1).random(244)
+    one = cluster_bootstrap_mean(values, resamples=2000, seed=11)
+    two = cluster_bootstrap_mean(values, resamples=2000, seed=11)
+    assert one == two
+    assert one.low < one.estimate < one.high
+    # the standard error of a mean of 244 uniform values is about 0.0185: the interval is ~ +-1.96 se
+    assert one.high - one.low == pytest.approx(
+        2 * 1.96 * values.std(ddof=0) / math.sqrt(244), rel=0.15
+    )
+
+
+def test_paired_bootstrap_of_identical_systems_is_exactly_zero():
+    values = [0.0, 0.25, 1.0, 0.5]
+    interval = paired_bootstrap_difference(values, values, resamples=1000, seed=1)
+    assert (interval.estimate, interval.low, interval.high) == (0.0, 0.0, 0.0)
+
+
+def test_paired_bootstrap_of_a_constant_shift_is_that_shift():
+    base = [0.1, 0.2, 0.3]
+    interval = paired_bootstrap_difference(base, [v + 0.25 for v in base], resamples=500, seed=2)
+    assert (interval.estimate, interval.low, interval.high) == pytest.approx((0.25, 0.25, 0.25))
