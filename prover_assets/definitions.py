@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from prover_assets.assets.demo import demo_assets
+from prover_assets.assets.eta import eta_assets
 from prover_assets.assets.generation import generation_assets
 from prover_assets.assets.problems import problem_assets
 from prover_assets.assets.report import report_assets
@@ -24,6 +25,7 @@ from prover_assets.checks.sft import sft_checks
 from prover_assets.config import RunConfig, load_run_config
 from prover_assets.jobs import build_jobs
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
+from prover_assets.sensors import reap_dead_runs_sensor
 
 __all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "build_definitions", "config_path", "defs"]
 
@@ -56,9 +58,11 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *sft_assets(spec),
             *report_assets(spec),
             *demo_assets(spec),
+            *eta_assets(spec),
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],
         jobs=build_jobs(),
+        sensors=[reap_dead_runs_sensor],
         resources=build_resources(config),
     )
 

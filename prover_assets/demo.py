@@ -1,7 +1,9 @@
-"""`make demo`: materialize the main job on the embedded default and say where things are.
+"""`make demo`: the whole loop on CPU, against the instance under $DAGSTER_HOME.
 
-Runs in the current process against the instance under $DAGSTER_HOME, so the runs,
-materializations and checks show in `make ui` afterwards.
+It first marks failed any run left dead by an earlier kill (so that no dead run holds the
+`heavy` pool), then materializes `full_round` and `eta` in this process, so the runs,
+materializations and checks show in `make ui` afterwards, and ends by saying where the report
+is and how to open the UI.
 """
 
 import os
@@ -10,9 +12,12 @@ import time
 
 import dagster as dg
 
+from prover_assets.assets.report import REPORT_KEY
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
+from prover_assets.sensors import reap_dead_runs
 
 MAIN_JOB = "full_round"
+ETA_JOB = "operations"
 
 
 def main() -> int:
@@ -22,15 +27,21 @@ def main() -> int:
     definitions = build_definitions(config_path())
     started = time.monotonic()
     with dg.DagsterInstance.get() as instance:
+        if reaped := reap_dead_runs(instance):
+            print(f"marked failed (their processes are gone): {', '.join(reaped)}")
         result = definitions.resolve_job_def(MAIN_JOB).execute_in_process(
             instance=instance, raise_on_error=False
         )
-    elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - started
+        eta = definitions.resolve_job_def(ETA_JOB).execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        report = instance.get_latest_materialization_event(REPORT_KEY)
     experiment = definitions.resources["experiment"]
     print()
     print(
         f"{MAIN_JOB}: {'succeeded' if result.success else 'FAILED'} in {elapsed:.0f} s "
-        f"(run {result.run_id}, config {os.environ.get(CONFIG_ENV)})"
+        f"(run {result.run_id}, config {os.environ.get(CONFIG_ENV) or config_path()})"
     )
     print(f"outputs: {experiment.data_root().resolve()}")
     for event in result.get_asset_materialization_events():
@@ -39,8 +50,17 @@ def main() -> int:
         print(
             f"  {materialization.asset_key.to_user_string():45s} {folder.value if folder else ''}"
         )
-    print("open the UI: make ui   (then http://127.0.0.1:3000)")
-    return 0 if result.success else 1
+    for event in eta.get_asset_materialization_events():
+        metadata = event.event_specific_data.materialization.metadata
+        print(
+            f"ETA of a full round at this config: {metadata['total_hours_central'].value:.3f} h "
+            f"central ({metadata['inputs_measured'].value} inputs measured)"
+        )
+    if result.success and report is not None and report.asset_materialization is not None:
+        folder = report.asset_materialization.metadata["output_dir"].value
+        print(f"report: {folder}/report.md")
+    print("open the UI: make ui, then http://127.0.0.1:3000 (Assets > eval_report, Runs)")
+    return 0 if result.success and eta.success else 1
 
 
 if __name__ == "__main__":

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import dagster as dg
 
-from prover_assets.assets.keys import BASELINE, CANDIDATE, POOL_ROUND_GROUP
+from prover_assets.assets.keys import (
+    BASELINE,
+    CANDIDATE,
+    OPERATIONS_GROUP,
+    POOL_ROUND_GROUP,
+    REPORT_GROUP,
+    SFT_GROUP,
+)
 from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
 
-__all__ = ["REPORT_GROUP", "SFT_GROUP", "build_jobs"]
-
-SFT_GROUP = "sft"
-REPORT_GROUP = "report"
+__all__ = ["build_jobs"]
 
 
 def build_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
@@ -48,7 +52,12 @@ def build_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
         ),
         dg.define_asset_job(
             "full_round",
-            selection=dg.AssetSelection.all(),
+            selection=dg.AssetSelection.all() - dg.AssetSelection.groups(OPERATIONS_GROUP),
             description="Everything: problems, baseline, pool round, SFT, candidate, report.",
+        ),
+        dg.define_asset_job(
+            "operations",
+            selection=dg.AssetSelection.groups(OPERATIONS_GROUP),
+            description="The ETA of a full round from what has been measured so far.",
         ),
     ]

@@ -19,7 +19,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import manifest_metadata
 from prover_assets.assets.problems import eval_set_key
-from prover_assets.assets.progress import ProgressReporter
+from prover_assets.assets.progress import ProgressReporter, guard_retry_progress, lines_in
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.runner import GenerationStats
@@ -114,6 +114,7 @@ def _generation_asset(
         folder = experiment.asset_dir(key)
         if config.recompute and (moved := supersede(folder)) is not None:
             context.log.info(f"recompute: moved the previous output to {moved}")
+        guard_retry_progress(context, folder, lines_in(folder / GENERATIONS_FILE))
         chosen = samples(spec, experiment)
         model_path, model_rev = model_for(spec, system, experiment)
         sampling = sampling_settings(spec)
@@ -154,6 +155,10 @@ def _generation_asset(
             metadata={
                 **manifest_metadata(result.folder, result.manifest, result.reused),
                 "samples": dg.MetadataValue.int(counts["rows"]),
+                "generated_now": counts.get("generated_now", 0),
+                "mean_completion_tokens": dg.MetadataValue.float(
+                    float(counts.get("mean_completion_tokens") or 0.0)
+                ),
                 "model_rev": model_rev,
                 "tokens_per_s": dg.MetadataValue.float(float(counts.get("tokens_per_s") or 0.0)),
                 "completion_tokens": dg.MetadataValue.json(tokens),

@@ -7,6 +7,7 @@ __all__ = [
     "CANDIDATE",
     "DEMO_BASE_MODEL",
     "EXPORTED_MODEL",
+    "OPERATIONS_GROUP",
     "POOL_ROUND_GROUP",
     "REPORT_GROUP",
     "SFT_CHECKPOINT",
@@ -24,6 +25,7 @@ SFT_GROUP = "sft"
 REPORT_GROUP = "report"
 CANDIDATE = "candidate"
 POOL_ROUND_GROUP = "pool_round"
+OPERATIONS_GROUP = "operations"  # about the run, not the experiment (e.g. the ETA)
 
 TRAIN_POOL = dg.AssetKey(["train_pool"])
 DEMO_BASE_MODEL = dg.AssetKey(["demo_base_model"])

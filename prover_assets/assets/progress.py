@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-__all__ = ["ProgressReporter"]
+__all__ = ["ProgressReporter", "guard_retry_progress", "lines_in"]
 
 
 def _eta(seconds: float | None) -> str:
@@ -60,3 +62,43 @@ class ProgressReporter:
             self.context.log_event(
                 dg.AssetObservation(asset_key=self.context.asset_key, metadata=metadata)
             )
+
+
+ATTEMPTS_FILE = "attempts.jsonl"
+
+
+def lines_in(path: Path) -> int:
+    """How many records a stream holds (a cheap progress measure)."""
+    if not path.exists():
+        return 0
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
+def guard_retry_progress(context: dg.AssetExecutionContext, folder: Path, progress: int) -> None:
+    """Retry only what moves: on a retry, fail as stalled (and stop retrying) when the previous
+    attempt of this run ended where it started; every attempt's starting count is recorded."""
+    log = folder / ATTEMPTS_FILE
+    entries = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    previous = [e for e in entries if e["run_id"] == context.run_id]
+    if context.retry_number > 0 and previous and previous[-1]["progress"] == progress:
+        raise dg.Failure(
+            description=f"stalled: attempt {context.retry_number + 1} starts at {progress} done, exactly where "
+            f"attempt {context.retry_number} started; not retrying a step that makes no progress "
+            "(see the previous attempt's error)",
+            metadata={"done": progress, "attempts": len(previous) + 1},
+            allow_retries=False,
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(
+            json.dumps(
+                {
+                    "run_id": context.run_id,
+                    "retry_number": context.retry_number,
+                    "progress": progress,
+                    "at": time.time(),
+                }
+            )
+            + "\n"
+        )

@@ -17,6 +17,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.assets.problems import DECONTAMINATION_KEY
+from prover_assets.assets.progress import guard_retry_progress, lines_in
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -25,7 +26,7 @@ from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import line_plot
 from prover_assets.resources import ExperimentResource, GpuResource
 from prover_assets.sft.stages import materialize_checkpoint, materialize_export, materialize_shards
-from prover_assets.sft.trainer import METRICS_FILE
+from prover_assets.sft.trainer import DATA_ORDER_FILE, METRICS_FILE
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 
 __all__ = ["sft_assets"]
@@ -93,6 +94,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         base_dir, base_rev = model_for(spec, BASELINE, experiment)
         folder = experiment.asset_dir(SFT_CHECKPOINT)
+        guard_retry_progress(context, folder, lines_in(folder / DATA_ORDER_FILE))
         result = materialize_checkpoint(
             folder,
             shards_dir=experiment.asset_dir(SFT_SHARDS),

@@ -18,7 +18,7 @@ from prover_assets.assets.keys import (
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
 from prover_assets.assets.problems import POOL_CANDIDATES_KEY, eval_set_key
-from prover_assets.assets.progress import ProgressReporter
+from prover_assets.assets.progress import ProgressReporter, guard_retry_progress, lines_in
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
@@ -27,7 +27,9 @@ from prover_assets.records.outputs import supersede
 from prover_assets.resources import ExperimentResource, LeanResource
 from prover_assets.verify.runner import VerifyStats
 from prover_assets.verify.stages import (
+    ELABORATION_FILE,
     TRAIN_POOL_FILE,
+    VERDICTS_FILE,
     materialize_train_pool,
     materialize_verdicts,
 )
@@ -77,6 +79,7 @@ def _verdict_asset(
         folder = experiment.asset_dir(key)
         if config.recompute and (moved := supersede(folder)) is not None:
             context.log.info(f"recompute: moved the previous output to {moved}")
+        guard_retry_progress(context, folder, lines_in(folder / VERDICTS_FILE))
         reporter = ProgressReporter(context, "verified")
 
         def progress(stats: VerifyStats) -> None:
@@ -115,6 +118,8 @@ def _verdict_asset(
                 "stages": histogram(stages or {"(none)": 0}, key="stage"),
                 "reasons": histogram(counts.get("reasons") or {"(none)": 0}),
                 "verify_s": dg.MetadataValue.json(counts.get("verify_s", {})),
+                "code_bearing_now": counts.get("code_bearing_now", 0),
+                "wall_s": dg.MetadataValue.float(float(counts.get("wall_s") or 0.0)),
                 "pins": dg.MetadataValue.json(
                     verifier.get("pins", result.manifest["config"].get("pins"))
                 ),
@@ -140,6 +145,7 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     ):
         spec = experiment.model(built)
         folder = experiment.asset_dir(TRAIN_POOL)
+        guard_retry_progress(context, folder, lines_in(folder / ELABORATION_FILE))
         reporter = ProgressReporter(context, "elaborated")
         result = materialize_train_pool(
             folder,

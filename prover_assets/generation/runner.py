@@ -112,6 +112,11 @@ class GenerationStats:
             "reinsertion_errors": self.reinsertion_errors,
             "torn_dropped": self.torn_dropped,
             "completion_tokens": self.percentiles(),
+            "mean_completion_tokens": (
+                sum(self.completion_tokens) / len(self.completion_tokens)
+                if self.completion_tokens
+                else None
+            ),
             "tokens_per_s": self.tokens_per_s(),
         }
 

@@ -74,6 +74,7 @@ class VerifyStats:
     already_verified: int = 0
     verified_now: int = 0
     accepted: int = 0
+    code_bearing_now: int = 0  # verified now with Lean code (the work a verifier sizes by)
     stale_reverified: int = 0
     torn_dropped: int = 0
     stages: Counter[str] = field(default_factory=Counter)
@@ -105,6 +106,8 @@ class VerifyStats:
             "already_verified": self.already_verified,
             "verified_now": self.verified_now,
             "accepted_now": self.accepted,
+            "code_bearing_now": self.code_bearing_now,
+            "wall_s": time.monotonic() - self.started,
             "stale_reverified": self.stale_reverified,
             "torn_dropped": self.torn_dropped,
             "stages": dict(self.stages),
@@ -189,6 +192,7 @@ def verify_generations(
             stats.accepted += verdict.accepted
             stats.stages[verdict.stage.value] += 1
             stats.reasons.update(verdict.reasons)
+            stats.code_bearing_now += verdict.stage is not Stage.NO_CODE
             if verdict.stage not in (Stage.NO_CODE, Stage.GATE, Stage.REINSERTION):
                 stats.verify_seconds.append(verdict.verify_s)
             if len(chunk) >= commit_every:

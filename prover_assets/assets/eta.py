@@ -1,0 +1,146 @@
+"""The `eta` asset: how long a full round takes, from what the instance has measured so far.
+
+It reads the latest materialization metadata of the loop's assets (never their files), so it can
+be materialized at any time: before anything has run it is all priors, and every asset that
+finishes replaces a prior by a measurement.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+from prover_assets.assets.keys import (
+    BASELINE,
+    CANDIDATE,
+    OPERATIONS_GROUP,
+    SFT_CHECKPOINT,
+    SFT_SHARDS,
+    TRAIN_POOL,
+    generations_key,
+    pool_generations_key,
+    pool_verdicts_key,
+    verdicts_key,
+)
+from prover_assets.assets.problems import eval_set_key
+from prover_assets.config import ExperimentSpec, resolve_path
+from prover_assets.report.eta import RoundPlan, eta_table, measured_inputs
+from prover_assets.report.markdown import markdown_table, png_image
+from prover_assets.report.plots import bar_plot
+from prover_assets.resources import ExperimentResource
+
+__all__ = ["ETA_KEY", "eta_assets"]
+
+ETA_KEY = dg.AssetKey(["eta"])
+
+
+def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any] | None:
+    """The plain values of the latest materialization's metadata, or None if never materialized."""
+    event = instance.get_latest_materialization_event(key)
+    if event is None or event.asset_materialization is None:
+        return None
+    return {name: value.value for name, value in event.asset_materialization.metadata.items()}
+
+
+def _eval_problem_count(
+    spec: ExperimentSpec, eval_set: str, materialized: Mapping[str, Any] | None
+) -> int:
+    """Measured when the set is materialized; before that, its limit or its file's line count (an
+    upper bound when a filter drops problems)."""
+    if materialized is not None:
+        return int(materialized["problems"])
+    eval_spec = spec.eval_sets[eval_set]
+    path = resolve_path(eval_spec.file.path, f"eval_sets.{eval_set}.file.path")
+    lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return min(lines, eval_spec.limit) if eval_spec.limit else lines
+
+
+def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    runs = [
+        (eval_set, system, cap)
+        for eval_set in built.eval_sets
+        for cap in built.caps_of(eval_set)
+        for system in (BASELINE, CANDIDATE)
+    ]
+    rounds = range(built.corrections.rounds + 1)
+
+    @dg.asset(
+        key=ETA_KEY,
+        group_name=OPERATIONS_GROUP,
+        kinds={"markdown"},
+        description="Hours of a full round, per step, low / central / high: measured inputs from "
+        "the metadata of materialized assets, stated priors for the rest. Materialize at any time.",
+    )
+    def eta(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+        spec = experiment.model(built)
+        instance = context.instance
+
+        def found(keys: list[dg.AssetKey]) -> list[dict[str, Any]]:
+            return [m for key in keys if (m := latest_metadata(instance, key)) is not None]
+
+        correction = latest_metadata(instance, pool_generations_key(1)) if rounds[-1] else None
+        measured = measured_inputs(
+            found(
+                [generations_key(*run) for run in runs] + [pool_generations_key(r) for r in rounds]
+            ),
+            found([verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds]),
+            correction_plan=correction["plan"] if correction else None,
+            train_pool=latest_metadata(instance, TRAIN_POOL),
+            sft_shards=latest_metadata(instance, SFT_SHARDS),
+            sft_checkpoint=latest_metadata(instance, SFT_CHECKPOINT),
+        )
+        plan = RoundPlan(
+            eval_problems={
+                name: _eval_problem_count(spec, name, latest_metadata(instance, eval_set_key(name)))
+                for name in spec.eval_sets
+            },
+            eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},
+            pool_problems=spec.pool.size,
+            pool_cap=spec.sft.cap,
+            n_samples=spec.generation.n_samples,
+            correction_rounds=spec.corrections.rounds,
+            samples_per_parent=spec.corrections.samples_per_parent,
+            max_rows_per_problem=spec.sft.max_per_problem,
+            sft_epochs=spec.training.epochs,
+        )
+        table = eta_table(plan, measured)
+        total = table["total_hours"]
+        steps = markdown_table(
+            ["step", "low h", "central h", "high h"],
+            [(s["step"], s["low"], s["central"], s["high"]) for s in table["steps"]]
+            + [("**total**", total["low"], total["central"], total["high"])],
+        )
+        inputs = markdown_table(
+            ["input", "low", "central", "high", "source"],
+            [
+                (name, i["low"], i["central"], i["high"], i["source"])
+                for name, i in table["inputs"].items()
+            ],
+        )
+        plot = bar_plot(
+            {
+                bound: {s["step"]: s[bound] for s in table["steps"]}
+                for bound in ("low", "central", "high")
+            },
+            title=f"{spec.name}: hours per step of a full round",
+            ylabel="hours",
+        )
+        measured_count = sum(i["source"] == "measured" for i in table["inputs"].values())
+        context.log.info(
+            f"full round: {total['central']:.2f} h central ({total['low']:.2f}-{total['high']:.2f} h); "
+            f"{measured_count} of {len(table['inputs'])} inputs measured"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "total_hours_central": dg.MetadataValue.float(total["central"]),
+                "total_hours_low": dg.MetadataValue.float(total["low"]),
+                "total_hours_high": dg.MetadataValue.float(total["high"]),
+                "inputs_measured": f"{measured_count} of {len(table['inputs'])}",
+                "steps": dg.MetadataValue.md(steps),
+                "inputs": dg.MetadataValue.md(inputs),
+                "plot": dg.MetadataValue.md(png_image(plot, "hours per step")),
+                "table": dg.MetadataValue.json(table),
+            }
+        )
+
+    return [eta]

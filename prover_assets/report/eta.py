@@ -1,0 +1,188 @@
+"""How long a full round takes: from what has been measured, with stated priors for the rest.
+
+Every input is a `Range` (low, central, high), ordered by the time it implies: `low` is the
+value that gives the shortest round (the fastest rate, the fewest tokens). A measured input has
+low = central = high; an input not measured yet is a prior with a real spread, labelled as such.
+A step's hours are computed bound by bound, so the table's low column is the round when every
+unmeasured input turns out favourable and its high column when none does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["INPUTS", "PRIORS", "Range", "RoundPlan", "eta_table", "measured_inputs"]
+
+BOUNDS = ("low", "central", "high")
+
+# Priors where nothing is measured yet: an 8B prover under vLLM on one H100-class GPU, and the
+# seed system's verifier (3.07 s of wall time per code-bearing sample at 8 workers).
+PRIORS: dict[str, tuple[float, float, float]] = {
+    "tokens_per_s": (6000.0, 3000.0, 1500.0),
+    "mean_completion_tokens": (4000.0, 8000.0, 12000.0),
+    "verify_s_per_code_sample": (1.5, 3.1, 6.0),  # wall seconds, all workers busy
+    "share_with_code": (0.6, 0.8, 0.95),
+    "unsolved_share": (0.3, 0.5, 0.7),
+    "sft_tokens_per_s": (8000.0, 4000.0, 2000.0),
+    "sft_rows_per_problem": (1.0, 2.0, 4.0),
+    "sft_row_tokens": (3000.0, 6000.0, 10000.0),
+}
+INPUTS = tuple(PRIORS)
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    central: float
+    high: float
+    measured: bool
+
+    @classmethod
+    def of(cls, name: str, measured: Mapping[str, float]) -> Range:
+        if name in measured:
+            value = float(measured[name])
+            return cls(value, value, value, True)
+        return cls(*PRIORS[name], False)
+
+    def values(self) -> tuple[float, float, float]:
+        return (self.low, self.central, self.high)
+
+
+def _combine(f: Callable[..., float], *ranges: Range) -> dict[str, float]:
+    """Apply `f` bound by bound (every input's low together, and so on)."""
+    return {bound: f(*(r.values()[i] for r in ranges)) for i, bound in enumerate(BOUNDS)}
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The work of one full round, from the experiment's configuration."""
+
+    eval_problems: Mapping[str, int]  # problems per evaluation set
+    eval_caps: Mapping[str, tuple[int, ...]]  # caps per evaluation set
+    pool_problems: int
+    pool_cap: int
+    n_samples: int
+    correction_rounds: int
+    samples_per_parent: int
+    max_rows_per_problem: int
+    sft_epochs: int
+
+
+def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
+    """Hours per step and in total (low / central / high), and each input with its source."""
+    inputs = {name: Range.of(name, measured) for name in INPUTS}
+    rate, tokens = inputs["tokens_per_s"], inputs["mean_completion_tokens"]
+    code, verify_s = inputs["share_with_code"], inputs["verify_s_per_code_sample"]
+    steps: list[dict[str, Any]] = []
+
+    def sample_steps(label: str, samples: Range, cap: int) -> None:
+        steps.append(
+            {
+                "step": f"{label}: generate",
+                **_combine(lambda n, t, r: n * min(t, cap) / r / 3600, samples, tokens, rate),
+            }
+        )
+        steps.append(
+            {
+                "step": f"{label}: verify",
+                **_combine(lambda n, c, s: n * c * s / 3600, samples, code, verify_s),
+            }
+        )
+
+    def fixed(count: float) -> Range:
+        return Range(count, count, count, True)
+
+    for system in ("baseline", "candidate"):
+        for eval_set, problems in plan.eval_problems.items():
+            for cap in plan.eval_caps[eval_set]:
+                sample_steps(f"{system} {eval_set} c{cap}", fixed(problems * plan.n_samples), cap)
+        if system == "baseline":
+            pool_samples = plan.pool_problems * plan.n_samples
+            sample_steps("pool round 0", fixed(pool_samples), plan.pool_cap)
+            # Children come from the failed samples of unsolved problems; later rounds are
+            # bounded by the first round's unsolved share (an over-estimate).
+            children = Range(
+                *(
+                    pool_samples * u * plan.samples_per_parent
+                    for u in inputs["unsolved_share"].values()
+                ),
+                False,
+            )
+            for round in range(1, plan.correction_rounds + 1):
+                sample_steps(f"pool correction round {round}", children, plan.pool_cap)
+            rows = inputs["sft_rows_per_problem"]
+            steps.append(
+                {
+                    "step": "SFT training",
+                    **_combine(
+                        lambda r, t, s: (
+                            plan.pool_problems
+                            * min(r, plan.max_rows_per_problem)
+                            * t
+                            * plan.sft_epochs
+                            / s
+                            / 3600
+                        ),
+                        rows,
+                        inputs["sft_row_tokens"],
+                        inputs["sft_tokens_per_s"],
+                    ),
+                }
+            )
+    total = {bound: sum(step[bound] for step in steps) for bound in BOUNDS}
+    return {
+        "steps": steps,
+        "total_hours": total,
+        "inputs": {
+            name: {
+                **dict(zip(BOUNDS, r.values(), strict=True)),
+                "source": "measured" if r.measured else "prior",
+            }
+            for name, r in inputs.items()
+        },
+    }
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator > 0 else None
+
+
+def measured_inputs(
+    generations: Sequence[Mapping[str, Any]],
+    verdicts: Sequence[Mapping[str, Any]],
+    *,
+    correction_plan: Mapping[str, Any] | None = None,
+    train_pool: Mapping[str, Any] | None = None,
+    sft_shards: Mapping[str, Any] | None = None,
+    sft_checkpoint: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """The inputs that the metadata of materialized assets measures (plain metadata values).
+
+    Only work done in a materialization counts (`generated_now`, `code_bearing_now`), so an
+    asset that reused finished output measures nothing; rates are pooled as total work over
+    total time.
+    """
+    measured: dict[str, float | None] = {}
+    made = [g for g in generations if g.get("generated_now") and g.get("tokens_per_s")]
+    tokens = [g["mean_completion_tokens"] * g["generated_now"] for g in made]
+    samples = sum(g["generated_now"] for g in made)
+    measured["tokens_per_s"] = _ratio(
+        sum(tokens), sum(t / g["tokens_per_s"] for t, g in zip(tokens, made, strict=True))
+    )
+    measured["mean_completion_tokens"] = _ratio(sum(tokens), samples)
+    measured["share_with_code"] = _ratio(samples - sum(g.get("no_code", 0) for g in made), samples)
+    checked = [v for v in verdicts if v.get("code_bearing_now")]
+    measured["verify_s_per_code_sample"] = _ratio(
+        sum(v["wall_s"] for v in checked), sum(v["code_bearing_now"] for v in checked)
+    )
+    if correction_plan:
+        unsolved = correction_plan["unsolved_problems"]
+        measured["unsolved_share"] = _ratio(unsolved, unsolved + correction_plan["solved_problems"])
+    if sft_shards and train_pool:
+        measured["sft_rows_per_problem"] = _ratio(sft_shards["rows"], train_pool["pool"])
+        measured["sft_row_tokens"] = _ratio(sft_shards["tokens"], sft_shards["rows"])
+    if sft_checkpoint and sft_checkpoint.get("tokens_per_s"):
+        measured["sft_tokens_per_s"] = float(sft_checkpoint["tokens_per_s"])
+    return {name: value for name, value in measured.items() if value is not None}
