@@ -141,7 +141,7 @@ def test_mcnemar_cells_and_decision_truth(runs):
 
 def test_solved_at_k_uses_the_first_k_when_more_samples_exist(tmp_path):
     many = {
-        pid: flags + [1, 1, 1, 1] for pid, flags in BASELINE.items()
+        pid: [*flags, 1, 1, 1, 1] for pid, flags in BASELINE.items()
     }  # 8 samples; later ones all accepted
     run = load_run(write_run(tmp_path, "baseline", many), samples_required=4)
     summary = summarize_run(run, ks=[4], resamples=100, seed=1)
