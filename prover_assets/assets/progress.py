@@ -80,7 +80,7 @@ def guard_retry_progress(context: dg.AssetExecutionContext, folder: Path, progre
     attempt of this run ended where it started; every attempt's starting count is recorded."""
     log = folder / ATTEMPTS_FILE
     entries = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    previous = [e for e in entries if e["run_id"] == context.run_id]
+    previous = [e for e in entries if e["run_id"] == context.run.run_id]
     if context.retry_number > 0 and previous and previous[-1]["progress"] == progress:
         raise dg.Failure(
             description=f"stalled: attempt {context.retry_number + 1} starts at {progress} done, exactly where "
@@ -94,7 +94,7 @@ def guard_retry_progress(context: dg.AssetExecutionContext, folder: Path, progre
         handle.write(
             json.dumps(
                 {
-                    "run_id": context.run_id,
+                    "run_id": context.run.run_id,
                     "retry_number": context.retry_number,
                     "progress": progress,
                     "at": time.time(),

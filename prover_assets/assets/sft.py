@@ -25,7 +25,12 @@ from prover_assets.problems.stages import SETS_FILE
 from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import line_plot
 from prover_assets.resources import ExperimentResource, GpuResource
-from prover_assets.sft.stages import materialize_checkpoint, materialize_export, materialize_shards
+from prover_assets.sft.stages import (
+    TrainingInterrupted,
+    materialize_checkpoint,
+    materialize_export,
+    materialize_shards,
+)
 from prover_assets.sft.trainer import DATA_ORDER_FILE, METRICS_FILE
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 
@@ -95,14 +100,18 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         base_dir, base_rev = model_for(spec, BASELINE, experiment)
         folder = experiment.asset_dir(SFT_CHECKPOINT)
         guard_retry_progress(context, folder, lines_in(folder / DATA_ORDER_FILE))
-        result = materialize_checkpoint(
-            folder,
-            shards_dir=experiment.asset_dir(SFT_SHARDS),
-            base_model_dir=base_dir,
-            base_revision=base_rev,
-            training=spec.training,
-            device=gpu.model().device,
-        )
+        try:
+            result = materialize_checkpoint(
+                folder,
+                shards_dir=experiment.asset_dir(SFT_SHARDS),
+                base_model_dir=base_dir,
+                base_revision=base_rev,
+                training=spec.training,
+                device=gpu.model().device,
+            )
+        except TrainingInterrupted as stop:
+            # A stop was asked for (SIGTERM): retrying on our own would undo it.
+            raise dg.Failure(description=str(stop), allow_retries=False) from stop
         counts = result.counts
         metrics = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
         losses = [(m["step"], m["loss"]) for m in metrics if "loss" in m]

@@ -1,0 +1,377 @@
+"""The smoke loop: the demo config end to end, job by job as a user launches them, with SFT
+training stopped (SIGTERM) half-way and resumed; then every seam checked on the real files,
+and each seam check shown to fail when its seam is broken on purpose."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+import yaml
+
+from prover_assets.definitions import build_definitions
+from prover_assets_tests import seams
+from prover_assets_tests.conftest import ROOT, demo_run_config
+
+# More epochs than the demo's two, so that the stop lands in the middle of training.
+EPOCHS = 30
+TOLERANCE = 1e-4  # fp32 logprobs of a merged LoRA vs the adapter applied on the fly
+
+
+def trainer_pids(data_root: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "prover_assets.sft.trainer" in cmdline and str(data_root) in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def run_job(defs: dg.Definitions, name: str, instance: dg.DagsterInstance):
+    result = defs.resolve_job_def(name).execute_in_process(instance=instance, raise_on_error=False)
+    failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    return result, failed
+
+
+def stop_training_midway(data_root: Path, timeout: float = 300) -> None:
+    """SIGTERM the trainer once it has trained two micro-steps."""
+    order = data_root / "sft_checkpoint" / "data_order.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = trainer_pids(data_root)
+        if pids and lines(order) >= 2:
+            for pid in pids:
+                os.killpg(pid, signal.SIGTERM)
+            return
+        time.sleep(0.02)
+    raise TimeoutError("the trainer never started training")
+
+
+@pytest.fixture(scope="module")
+def finished_round(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("smoke")
+    data_root = tmp / "data"
+    raw = demo_run_config(data_root)
+    raw["resources"]["experiment"]["config"]["spec"]["training"]["epochs"] = EPOCHS
+    config = tmp / "demo.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    home = tmp / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    defs = build_definitions(config)
+    outcomes = {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for name in ("baseline", "pool_round"):
+            outcomes[name] = run_job(defs, name, instance)
+        stopped: dict = {}
+        worker = threading.Thread(target=lambda: stopped.update(run=run_job(defs, "sft", instance)))
+        worker.start()
+        stop_training_midway(data_root)
+        worker.join(timeout=600)
+        outcomes["sft stopped"] = stopped["run"]
+        summary = json.loads((data_root / "sft_checkpoint" / "summary.json").read_text())
+        for name in ("sft", "candidate_eval", "report"):
+            outcomes[name] = run_job(defs, name, instance)
+    return {
+        "root": data_root,
+        "outcomes": outcomes,
+        "stopped_summary": summary,
+    }
+
+
+def pool_rounds(root: Path) -> list[tuple[Path, Path]]:
+    return [
+        (
+            root / f"generations/pool/r{r}/generations.jsonl",
+            root / f"verdicts/pool/r{r}/verdicts.jsonl",
+        )
+        for r in (0, 1)
+    ]
+
+
+def eval_runs(root: Path) -> list[tuple[Path, Path]]:
+    return [
+        (
+            root / f"generations/minif2f/{s}/c256/generations.jsonl",
+            root / f"verdicts/minif2f/{s}/c256/verdicts.jsonl",
+        )
+        for s in ("baseline", "candidate")
+    ]
+
+
+def report_dir(root: Path) -> Path:
+    (folder,) = (root / "eval_report").glob("report-*")
+    return folder
+
+
+def test_every_job_succeeds_with_every_check_passing(finished_round):
+    for name, (result, failed_checks) in finished_round["outcomes"].items():
+        if name == "sft stopped":
+            continue
+        assert result.success, name
+        assert failed_checks == [], (name, [(e.asset_key, e.check_name) for e in failed_checks])
+
+
+def test_the_stopped_training_step_failed_as_stopped_not_as_an_error(finished_round):
+    result, _ = finished_round["outcomes"]["sft stopped"]
+    assert not result.success
+    summary = finished_round["stopped_summary"]
+    assert summary["status"] == "stopped"
+    assert 0 < summary["global_step"] < summary["max_steps"]
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert [e.step_key for e in failures] == ["sft_checkpoint"]
+    assert "saved and stopped" in failures[0].event_specific_data.error.message
+
+
+def test_generation_keys_equal_verification_keys_and_code_hashes_match(finished_round):
+    root = finished_round["root"]
+    checked = [
+        seams.check_generations_match_verdicts(*pair)
+        for pair in pool_rounds(root) + eval_runs(root)
+    ]
+    assert min(checked) > 0
+
+
+def test_no_truncated_sample_is_accepted(finished_round):
+    root = finished_round["root"]
+    accepted = [
+        seams.check_no_truncated_sample_accepted(*pair)
+        for pair in pool_rounds(root) + eval_runs(root)
+    ]
+    assert sum(accepted) > 0  # the seam was exercised
+
+
+def test_every_sft_row_fed_to_the_trainer_is_an_accepted_sample_with_the_right_mask(finished_round):
+    root = finished_round["root"]
+    fed = seams.check_sft_rows_are_accepted_samples(
+        root / "sft_shards", root / "sft_checkpoint" / "data_order.jsonl", pool_rounds(root)
+    )
+    rows = seams.jsonl(root / "sft_shards" / "rows.jsonl")
+    assert fed == len(rows) * EPOCHS
+
+
+def test_training_order_survives_the_stop_and_resume(finished_round):
+    root = finished_round["root"]
+    summary = json.loads((root / "sft_checkpoint" / "summary.json").read_text())
+    assert summary["resumed_from_step"] > 0  # it really resumed
+    seams.check_training_order(
+        root / "sft_checkpoint" / "data_order.jsonl",
+        micro_steps=summary["micro_steps"],
+        rows=len(seams.jsonl(root / "sft_shards" / "rows.jsonl")),
+        epochs=EPOCHS,
+    )
+
+
+def first_row_ids(root: Path) -> list[int]:
+    sample = seams.jsonl(root / "generations/pool/r0/generations.jsonl")[0]
+    return sample["prompt_ids"] + sample["completion_ids"]
+
+
+def test_the_export_reproduces_the_adapters_logprobs(finished_round):
+    root = finished_round["root"]
+    difference = seams.check_export_reproduces_adapter(
+        root / "demo_base_model/model",
+        root / "sft_checkpoint/adapter",
+        root / "exported_model/model",
+        first_row_ids(root),
+        tolerance=TOLERANCE,
+    )
+    assert difference <= TOLERANCE
+
+
+def test_the_candidate_was_sampled_from_the_export(finished_round):
+    root = finished_round["root"]
+    revision = seams.check_candidate_is_the_export(
+        root / "generations/minif2f/candidate/c256/generations.jsonl", root / "exported_model/model"
+    )
+    assert revision == json.loads((root / "exported_model/parity.json").read_text())["revision"]
+
+
+def test_the_report_is_secondary_and_simulated(finished_round):
+    seams.check_report_is_secondary_and_simulated(report_dir(finished_round["root"]))
+
+
+# Each seam broken on purpose, on a copy of the real files.
+
+
+@pytest.fixture
+def copy_of(finished_round, tmp_path):
+    def copy(relative: str) -> Path:
+        target = tmp_path / relative
+        source = finished_round["root"] / relative
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+        return target
+
+    return copy
+
+
+def rewrite(path: Path, change) -> None:
+    rows = seams.jsonl(path)
+    change(rows)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def first_where(rows, predicate) -> dict:
+    return next(r for r in rows if predicate(r))
+
+
+def test_a_missing_verdict_breaks_the_key_seam(copy_of):
+    generations = copy_of("generations/pool/r0/generations.jsonl")
+    verdicts = copy_of("verdicts/pool/r0/verdicts.jsonl")
+    rewrite(verdicts, lambda rows: rows.pop())
+    with pytest.raises(seams.SeamBroken, match="without a verdict"):
+        seams.check_generations_match_verdicts(generations, verdicts)
+
+
+def test_a_verdict_of_other_code_breaks_the_hash_seam(copy_of):
+    generations = copy_of("generations/pool/r0/generations.jsonl")
+    verdicts = copy_of("verdicts/pool/r0/verdicts.jsonl")
+    rewrite(verdicts, lambda rows: rows[-1].update(code_sha256="0" * 64))
+    with pytest.raises(seams.SeamBroken, match="hashes to"):
+        seams.check_generations_match_verdicts(generations, verdicts)
+
+
+def test_an_accepted_length_capped_sample_breaks_the_truncation_seam(copy_of):
+    generations = copy_of("generations/pool/r0/generations.jsonl")
+    verdicts = copy_of("verdicts/pool/r0/verdicts.jsonl")
+    accepted = seams.sample_key(first_where(seams.jsonl(verdicts), lambda v: v["accepted"]))
+    rewrite(
+        generations,
+        lambda rows: first_where(rows, lambda g: seams.sample_key(g) == accepted).update(
+            finish_reason="length"
+        ),
+    )
+    with pytest.raises(seams.SeamBroken, match="truncated"):
+        seams.check_no_truncated_sample_accepted(generations, verdicts)
+
+
+def sft_inputs(copy_of) -> tuple[Path, Path, list[tuple[Path, Path]]]:
+    shards = copy_of("sft_shards")
+    order = copy_of("sft_checkpoint/data_order.jsonl")
+    rounds = [
+        (
+            copy_of(f"generations/pool/r{r}/generations.jsonl"),
+            copy_of(f"verdicts/pool/r{r}/verdicts.jsonl"),
+        )
+        for r in (0, 1)
+    ]
+    return shards, order, rounds
+
+
+def test_a_changed_token_breaks_the_sft_row_seam(copy_of):
+    shards, order, rounds = sft_inputs(copy_of)
+    tokens = np.fromfile(shards / "tokens-00000.bin", dtype="<u4")
+    tokens[-1] = (tokens[-1] + 1) % 1000
+    tokens.tofile(shards / "tokens-00000.bin")
+    with pytest.raises(seams.SeamBroken, match="tokens differ"):
+        seams.check_sft_rows_are_accepted_samples(shards, order, rounds)
+
+
+def test_a_shifted_loss_mask_breaks_the_sft_row_seam(copy_of):
+    shards, order, rounds = sft_inputs(copy_of)
+    rewrite(
+        shards / "rows.jsonl", lambda rows: rows[0].update(prompt_len=rows[0]["prompt_len"] - 1)
+    )
+    with pytest.raises(seams.SeamBroken, match="context of"):
+        seams.check_sft_rows_are_accepted_samples(shards, order, rounds)
+
+
+def test_a_row_from_a_rejected_sample_breaks_the_sft_row_seam(copy_of):
+    shards, order, rounds = sft_inputs(copy_of)
+    row = seams.jsonl(shards / "rows.jsonl")[0]
+    rewrite(
+        rounds[0][1],
+        lambda verdicts: first_where(
+            verdicts, lambda v: seams.sample_key(v) == seams.sample_key(row)
+        ).update(accepted=False, stage="compile_error"),
+    )
+    with pytest.raises(seams.SeamBroken, match="not an accepted pool sample"):
+        seams.check_sft_rows_are_accepted_samples(shards, order, rounds)
+
+
+def test_a_repeated_micro_step_breaks_the_order_seam(copy_of, finished_round):
+    order = copy_of("sft_checkpoint/data_order.jsonl")
+    rewrite(order, lambda rows: rows.insert(3, dict(rows[2])))
+    summary = json.loads((finished_round["root"] / "sft_checkpoint/summary.json").read_text())
+    with pytest.raises(seams.SeamBroken, match="once each"):
+        seams.check_training_order(
+            order, micro_steps=summary["micro_steps"], rows=summary["rows"], epochs=EPOCHS
+        )
+
+
+def test_a_row_trained_more_than_epochs_times_breaks_the_order_seam(copy_of, finished_round):
+    order = copy_of("sft_checkpoint/data_order.jsonl")
+    rewrite(order, lambda rows: rows[0].update(rows=[*rows[0]["rows"], rows[0]["rows"][0]]))
+    summary = json.loads((finished_round["root"] / "sft_checkpoint/summary.json").read_text())
+    with pytest.raises(seams.SeamBroken, match="exactly"):
+        seams.check_training_order(
+            order, micro_steps=summary["micro_steps"], rows=summary["rows"], epochs=EPOCHS
+        )
+
+
+def perturbed_export(copy_of) -> Path:
+    from safetensors.numpy import load_file, save_file
+
+    model = copy_of("exported_model/model")
+    (weights,) = model.glob("*.safetensors")
+    tensors = load_file(weights)
+    name = next(n for n in sorted(tensors) if n.endswith("q_proj.weight"))
+    tensors[name] = tensors[name] + np.float32(0.05)
+    save_file(tensors, weights, metadata={"format": "pt"})
+    return model
+
+
+def test_export_weights_that_differ_from_the_adapter_break_the_parity_seam(copy_of, finished_round):
+    root = finished_round["root"]
+    model = perturbed_export(copy_of)
+    with pytest.raises(seams.SeamBroken, match="differ from base"):
+        seams.check_export_reproduces_adapter(
+            root / "demo_base_model/model",
+            root / "sft_checkpoint/adapter",
+            model,
+            first_row_ids(root),
+            tolerance=TOLERANCE,
+        )
+
+
+def test_a_candidate_sampled_from_other_weights_breaks_the_revision_seam(copy_of):
+    candidate = copy_of("generations/minif2f/candidate/c256/generations.jsonl")
+    model = perturbed_export(copy_of)
+    with pytest.raises(seams.SeamBroken, match="exported weights are"):
+        seams.check_candidate_is_the_export(candidate, model)
+
+
+def test_a_report_without_the_simulated_banner_breaks_the_report_seam(copy_of, finished_round):
+    folder = copy_of(str(report_dir(finished_round["root"]).relative_to(finished_round["root"])))
+    text = (folder / "report.md").read_text()
+    (folder / "report.md").write_text(text.replace("# SIMULATED - NOT EVIDENCE", "# Report", 1))
+    with pytest.raises(seams.SeamBroken, match="does not open with SIMULATED"):
+        seams.check_report_is_secondary_and_simulated(folder)
+
+
+def test_a_primary_comparison_in_a_simulated_report_breaks_the_report_seam(copy_of, finished_round):
+    folder = copy_of(str(report_dir(finished_round["root"]).relative_to(finished_round["root"])))
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["comparisons"][0]["primary"] = True
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(seams.SeamBroken, match="PRIMARY"):
+        seams.check_report_is_secondary_and_simulated(folder)
