@@ -61,3 +61,13 @@ def test_instance_config_gives_every_pool_one_slot_per_op_and_monitors_runs(tmp_
         assert pools.pool_granularity.value == "op"
         assert instance.run_monitoring_enabled
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 10
+
+
+@pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])
+def test_every_asset_and_check_says_what_it_means(config):
+    graph = build_definitions(CONFIGS / config).resolve_asset_graph()
+    undescribed = [key for key in graph.get_all_asset_keys() if not graph.get(key).description]
+    undescribed += [
+        key for key in graph.asset_check_keys if not graph.get_check_spec(key).description
+    ]
+    assert undescribed == []

@@ -11,6 +11,8 @@ from prover_assets.problems.stages import (
     materialize_eval_set,
     materialize_pool_candidates,
 )
+from prover_assets.report.markdown import png_image
+from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
 
 __all__ = [
@@ -125,7 +127,8 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
             key: value
             for key, value in counts.items()
             if isinstance(value, int)
-            and key not in ("rows_in", "written", "without_informal", "unsupported_shape_total")
+            and key
+            not in ("rows_in", "written", "dropped", "without_informal", "unsupported_shape_total")
         }
         drops.update({f"unsupported_shape:{k}": v for k, v in counts["unsupported_shape"].items()})
         elapsed = time.monotonic() - started
@@ -135,6 +138,21 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
                 "rows_in": dg.MetadataValue.int(counts["rows_in"]),
                 "candidates": dg.MetadataValue.int(counts["written"]),
                 "dropped_by_layer": histogram(drops, key="layer"),
+                "where_rows_went": dg.MetadataValue.md(
+                    png_image(
+                        bar_plot(
+                            {
+                                "rows": {
+                                    **{k: v for k, v in drops.items() if v},
+                                    "candidate": counts["written"],
+                                }
+                            },
+                            title=f"{counts['rows_in']:,} pool rows: dropped by layer, or kept",
+                            ylabel="rows",
+                        ),
+                        "where the pool's rows went",
+                    )
+                ),
                 "counts": dg.MetadataValue.json(counts),
                 "rows_per_s": dg.MetadataValue.float(counts["rows_in"] / max(elapsed, 1e-9)),
             }

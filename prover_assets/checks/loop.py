@@ -61,7 +61,12 @@ def _generation_checks(
     n: int,
     previous: tuple[dg.AssetKey, dg.AssetKey] | None,
 ) -> list:
-    @dg.asset_check(asset=key, name="rows_satisfy_contract", blocking=True)
+    @dg.asset_check(
+        asset=key,
+        name="rows_satisfy_contract",
+        blocking=True,
+        description="every generation row validates against the record contract, as many as the manifest says",
+    )
     def rows_satisfy_contract(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = _dir(context, key)
         expected = read_manifest(folder)["counts"]["rows"]
@@ -86,7 +91,12 @@ def _generation_checks(
 
         return [rows_satisfy_contract, samples_per_problem]
 
-    @dg.asset_check(asset=key, name="children_have_failed_parents", blocking=True)
+    @dg.asset_check(
+        asset=key,
+        name="children_have_failed_parents",
+        blocking=True,
+        description="every correction child has an existing failed parent (with Lean errors) of an unsolved problem",
+    )
     def children_have_failed_parents(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         previous_generations = {
             g.key: g
@@ -144,7 +154,11 @@ def _verdict_checks(
         return to_result(check_verifier_identical(files))
 
     @dg.asset_check(
-        asset=key, name="verdicts_cover_generations", blocking=True, additional_deps=[generation]
+        asset=key,
+        name="verdicts_cover_generations",
+        blocking=True,
+        additional_deps=[generation],
+        description="exactly one current verdict per generation: same keys, same code sha256",
     )
     def verdicts_cover_generations(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
@@ -154,7 +168,11 @@ def _verdict_checks(
         )
 
     @dg.asset_check(
-        asset=key, name="no_length_capped_accepted", blocking=True, additional_deps=[generation]
+        asset=key,
+        name="no_length_capped_accepted",
+        blocking=True,
+        additional_deps=[generation],
+        description="no accepted proof comes from a sample cut by its token cap or a clipped context",
     )
     def no_length_capped_accepted(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
@@ -163,7 +181,12 @@ def _verdict_checks(
             )
         )
 
-    @dg.asset_check(asset=key, name="no_chunk_half_dead", blocking=True)
+    @dg.asset_check(
+        asset=key,
+        name="no_chunk_half_dead",
+        blocking=True,
+        description="no commit chunk in which more than half the samples died for infrastructure reasons",
+    )
     def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_chunks(_dir(context, key) / CHUNKS_FILE))
 

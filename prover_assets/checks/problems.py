@@ -28,22 +28,39 @@ def _eval_set_checks(name: str, format_: str) -> list[dg.AssetChecksDefinition]:
     def folder(context: dg.AssetCheckExecutionContext) -> Path:
         return Path(output_dir(context, key))
 
-    @dg.asset_check(asset=key, name="counts_reconcile", blocking=True)
+    @dg.asset_check(
+        asset=key,
+        name="counts_reconcile",
+        blocking=True,
+        description="rows read = problems written + rows dropped (with reasons)",
+    )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_counts_reconcile(read_manifest(folder(context))["counts"]))
 
-    @dg.asset_check(asset=key, name="ids_unique", blocking=True)
+    @dg.asset_check(
+        asset=key, name="ids_unique", blocking=True, description="no problem id appears twice"
+    )
     def ids_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_ids_unique(folder(context) / PROBLEMS_FILE))
 
-    @dg.asset_check(asset=key, name="statements_parse", blocking=True)
+    @dg.asset_check(
+        asset=key,
+        name="statements_parse",
+        blocking=True,
+        description="every formal statement lexes and splits into header and theorem",
+    )
     def statements_parse(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_statements_parse(folder(context) / PROBLEMS_FILE))
 
     checks = [counts_reconcile, ids_unique, statements_parse]
     if format_ == "minif2f":
 
-        @dg.asset_check(asset=key, name="goedel_normalisation", blocking=True)
+        @dg.asset_check(
+            asset=key,
+            name="goedel_normalisation",
+            blocking=True,
+            description="each statement equals the Goedel-Prover-V2 source's, after its documented normalisation only",
+        )
         def goedel_normalisation(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
             manifest = read_manifest(folder(context))
             source = Path(manifest["inputs"][0]["path"])
@@ -54,13 +71,22 @@ def _eval_set_checks(name: str, format_: str) -> list[dg.AssetChecksDefinition]:
 
 
 def _pool_candidate_checks(built: ExperimentSpec) -> list[dg.AssetChecksDefinition]:
-    @dg.asset_check(asset=POOL_CANDIDATES_KEY, name="counts_reconcile", blocking=True)
+    @dg.asset_check(
+        asset=POOL_CANDIDATES_KEY,
+        name="counts_reconcile",
+        blocking=True,
+        description="pool rows = candidates + rows dropped by each layer; the file holds exactly the candidates",
+    )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = Path(output_dir(context, POOL_CANDIDATES_KEY))
         counts = read_manifest(folder)["counts"]
         return to_result(check_pool_counts(counts, folder / CANDIDATES_FILE))
 
-    @dg.asset_check(asset=POOL_CANDIDATES_KEY, name="enough_candidates")
+    @dg.asset_check(
+        asset=POOL_CANDIDATES_KEY,
+        name="enough_candidates",
+        description="at least pool.size candidates to choose the train pool from (a warning, not a gate)",
+    )
     def enough_candidates(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         written = read_manifest(output_dir(context, POOL_CANDIDATES_KEY))["counts"]["written"]
         return to_result(

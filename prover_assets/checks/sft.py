@@ -57,6 +57,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         name="no_eval_leak",
         blocking=True,
         additional_deps=[TRAIN_POOL, DECONTAMINATION_KEY],
+        description="every SFT row is a train-pool problem whose statement (exact or alpha-renamed) is no evaluation statement",
     )
     def no_eval_leak(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         sets_file = Path(output_dir(context, DECONTAMINATION_KEY)) / SETS_FILE
@@ -64,13 +65,23 @@ def sft_checks(built: ExperimentSpec) -> list:
         pool = Path(output_dir(context, TRAIN_POOL)) / TRAIN_POOL_FILE
         return to_result(check_no_eval_leak(shards(context), pool, sets))
 
-    @dg.asset_check(asset=SFT_SHARDS, name="counts_reconcile", blocking=True)
+    @dg.asset_check(
+        asset=SFT_SHARDS,
+        name="counts_reconcile",
+        blocking=True,
+        description="candidate samples = rows written + rows dropped by each rule",
+    )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
             check_shard_counts(read_manifest(shards(context))["counts"], shards(context))
         )
 
-    @dg.asset_check(asset=SFT_SHARDS, name="at_least_one_row", blocking=True)
+    @dg.asset_check(
+        asset=SFT_SHARDS,
+        name="at_least_one_row",
+        blocking=True,
+        description="there is something to train on",
+    )
     def at_least_one_row(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_at_least_one_row(shards(context)))
 
@@ -95,7 +106,12 @@ def sft_checks(built: ExperimentSpec) -> list:
             )
         )
 
-    @dg.asset_check(asset=EXPORTED_MODEL, name="logprob_parity", blocking=True)
+    @dg.asset_check(
+        asset=EXPORTED_MODEL,
+        name="logprob_parity",
+        blocking=True,
+        description="the merged export reproduces base + adapter token logprobs within the dtype's tolerance",
+    )
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         counts = read_manifest(output_dir(context, EXPORTED_MODEL))["counts"]
         return to_result(

@@ -1,0 +1,182 @@
+"""The web UI in a real browser: `dagster dev` on 127.0.0.1 with a temporary DAGSTER_HOME,
+driven headless by Playwright through Debian's Chromium. Screenshots go to test-artifacts/ui/
+(or $PROVER_TEST_ARTIFACTS/ui)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prover_assets_tests.conftest import ROOT, demo_run_config
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+LOCATION = "prover_assets.definitions"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="no chromium: `apt-get install chromium` (CI's .ci/run does it when root)",
+    ),
+]
+playwright = pytest.importorskip(
+    "playwright.sync_api", reason="pip install playwright (the dev extra)"
+)
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("PROVER_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_serving(url: str, process: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"dagster dev exited with {process.returncode}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(f"{url}/server_info", timeout=5) as response:
+                if response.status == 200:
+                    return
+        time.sleep(1)
+    raise TimeoutError(f"dagster dev did not serve {url} within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def dagster_dev(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ui")
+    home = tmp / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    config = tmp / "demo.yaml"
+    config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
+    port = free_port()
+    log = open(tmp / "dagster-dev.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [
+            Path(sys.executable).parent / "dagster",
+            "dev",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: stopped exactly, webserver and daemon
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(url, process)
+        yield {"url": url, "data": tmp / "data"}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(dagster_dev):
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+
+
+def dismiss_welcome(page) -> None:
+    """The first visit may show a community sign-up dialog over the page."""
+    with contextlib.suppress(playwright.TimeoutError):
+        page.get_by_role("button", name="Skip").click(timeout=5_000)
+
+
+def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
+    url, shots = dagster_dev["url"], artifacts()
+
+    page.goto(f"{url}/asset-groups", wait_until="networkidle")
+    dismiss_welcome(page)
+    for group in ("problems", "baseline", "pool_round", "sft", "candidate", "report"):
+        page.get_by_text(group, exact=True).first.wait_for()
+    page.screenshot(path=shots / "01-asset-graph.png")
+
+    page.goto(f"{url}/locations/{LOCATION}/jobs/problems", wait_until="networkidle")
+    dismiss_welcome(page)
+    page.get_by_role("button", name="Materialize all").click()
+    page.get_by_text("Materializing...").first.wait_for()
+    page.screenshot(path=shots / "02-materialization-launched.png")
+
+    deadline = time.monotonic() + 300
+    page.goto(f"{url}/runs", wait_until="networkidle")
+    while not page.get_by_text("Success", exact=True).count():
+        assert not page.get_by_text("Failure", exact=True).count(), "the run failed in the UI"
+        assert time.monotonic() < deadline, "the run did not succeed within 300 s"
+        time.sleep(3)
+        page.reload(wait_until="networkidle")
+    page.screenshot(path=shots / "03-run-succeeded.png")
+
+    page.goto(f"{url}/assets/train_pool_candidates", wait_until="networkidle")
+    written = len(
+        (dagster_dev["data"] / "train_pool_candidates" / "train_pool_candidates.jsonl")
+        .read_text()
+        .splitlines()
+    )
+    candidates_row = page.locator("tr", has=page.get_by_text("candidates", exact=True))
+    assert candidates_row.first.inner_text().split()[-1] == str(written)
+    layers = page.locator("tr", has=page.get_by_text("dropped_by_layer", exact=True)).locator(
+        "table"
+    )
+    assert "beyond_k" in layers.inner_text()  # the markdown table renders as a table
+    page.screenshot(path=shots / "04-asset-metadata.png", full_page=True)
+
+    plot_row = page.locator("tr", has=page.get_by_text("where_rows_went", exact=True))
+    plot_row.get_by_text("[Show Markdown]").click()
+    image = page.get_by_role("dialog").locator("img")
+    image.wait_for()
+    width, height = image.evaluate("i => [i.naturalWidth, i.naturalHeight]")
+    assert width > 100 and height > 100  # the PNG decoded in the browser
+    page.screenshot(path=shots / "05-metadata-plot.png")
+    page.keyboard.press("Escape")
+
+    page.goto(f"{url}/assets/train_pool_candidates?view=checks", wait_until="networkidle")
+    for check in ("counts_reconcile", "enough_candidates"):
+        page.get_by_text(check, exact=True).first.wait_for()
+    assert page.get_by_text("Succeeded", exact=True).count() == 2
+    page.get_by_text(f"= {written} candidates", exact=False).first.wait_for()
+    page.screenshot(path=shots / "06-check-results.png")
