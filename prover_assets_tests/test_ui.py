@@ -52,10 +52,12 @@ def wait_until_serving(url: str, process: subprocess.Popen, timeout: float = 240
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"dagster dev exited with {process.returncode}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"{url}/server_info", timeout=5) as response:
-                if response.status == 200:
-                    return
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{url}/server_info", timeout=5) as response,
+        ):
+            if response.status == 200:
+                return
         time.sleep(1)
     raise TimeoutError(f"dagster dev did not serve {url} within {timeout} s")
 
