@@ -5,6 +5,7 @@ import pytest
 from prover_assets.lean.extract import compile_view, reinsert_statement
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Stage
+from prover_assets.verify import worker as worker_module
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import STATEMENT, make_generation, make_problem
 from prover_assets_tests.lean_double import double_backend, repl_log
@@ -230,7 +231,8 @@ def test_worker_is_recycled_after_n_commands(tmp_path):
     assert (len(headers), recycles) == (3, 3)
 
 
-def test_worker_is_recycled_above_the_memory_ceiling(tmp_path):
+def test_worker_is_recycled_above_the_memory_ceiling(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
     problem = make_problem()
     generations = [
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
@@ -241,3 +243,17 @@ def test_worker_is_recycled_above_the_memory_ceiling(tmp_path):
             [(problem, g) for g in generations]
         )
         assert backend.pool.recycles() == 3
+
+
+def test_memory_is_measured_at_most_once_per_interval(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 3600.0)
+    problem = make_problem()
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
+        for i in range(3)
+    ]
+    with double_backend(tmp_path, workers=1, memory_ceiling_mb=1.0) as backend:
+        StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
+            [(problem, g) for g in generations]
+        )
+        assert backend.pool.recycles() == 0  # above the ceiling, but not measured yet

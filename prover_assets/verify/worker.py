@@ -19,6 +19,9 @@ __all__ = ["LeanJob", "LeanResult", "ReplWorker", "parse_axioms"]
 _DEPENDS = re.compile(r"depends on axioms: \[(.*)\]", re.DOTALL)
 _NO_AXIOMS = "does not depend on any axioms"
 AXIOMS_TIMEOUT_S = 60.0
+# Measuring a REPL's resident memory scans /proc (about 5 ms, more on a busy host); memory grows
+# over many proofs, so once a second per worker catches it as well as after every proof would.
+MEMORY_CHECK_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class ReplWorker:
         self._recycle_after = recycle_after
         self._memory_ceiling_mb = memory_ceiling_mb
         self._process: ReplProcess | None = None
+        self._memory_checked_at = time.monotonic()
         self._envs: dict[str, int] = {}
         self.restarts = 0
         self.recycles = 0
@@ -109,11 +113,15 @@ class ReplWorker:
         self._maybe_recycle(process)
         return outcome, axioms
 
+    def _over_memory(self, process: ReplProcess) -> bool:
+        now = time.monotonic()
+        if now - self._memory_checked_at < MEMORY_CHECK_INTERVAL_S:
+            return False
+        self._memory_checked_at = now
+        return process.resident_mb() > self._memory_ceiling_mb
+
     def _maybe_recycle(self, process: ReplProcess) -> None:
-        if (
-            process.commands_sent >= self._recycle_after
-            or process.resident_mb() > self._memory_ceiling_mb
-        ):
+        if process.commands_sent >= self._recycle_after or self._over_memory(process):
             self.recycles += 1
             process.close()
             self._process = None
