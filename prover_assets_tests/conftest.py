@@ -35,3 +35,27 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "model", hidden_size=64, layers=2, vocab_size=1024
     )
+
+
+def gpu_missing() -> str | None:
+    """Why the `gpu` tests cannot run here, or None when they can."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return "vLLM is not installed (pip install '.[gpu]' in a CUDA environment)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA GPU is visible"
+    return None
+
+
+LEAN_WORKSPACE_ENV = "PROVER_LEAN_WORKSPACE"
+
+
+def lean_workspace() -> Path | None:
+    """The Lean + Mathlib workspace (with the REPL built) named by $PROVER_LEAN_WORKSPACE."""
+    import os
+
+    value = os.environ.get(LEAN_WORKSPACE_ENV)
+    return Path(value) if value else None

@@ -9,6 +9,7 @@ from prover_assets.records import Stage
 from prover_assets.verify.backends import RemoteBackend, backend_from_settings, self_test
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.conftest import LEAN_WORKSPACE_ENV, lean_workspace
 from prover_assets_tests.doubles.kimina_server import KiminaDouble
 from prover_assets_tests.factories import make_generation, make_pins, make_problem
 from prover_assets_tests.lean_double import double_backend
@@ -138,3 +139,51 @@ def test_wrong_pins_refuse_to_start(tmp_path):
 def test_workspace_without_manifest_is_refused(tmp_path):
     with pytest.raises(PinError, match="not a Lean workspace"):
         read_workspace_pins(tmp_path)
+
+
+# The real Lean REPL (marker `lean`): the same code path as the double, against Lean + Mathlib.
+
+WORKSPACE = lean_workspace()
+real_lean = pytest.mark.skipif(
+    WORKSPACE is None,
+    reason=f"set {LEAN_WORKSPACE_ENV} to a Lean + Mathlib workspace with the REPL built "
+    "(`lake exe repl` must start there)",
+)
+
+
+@pytest.fixture(scope="module")
+def real_backend(tmp_path_factory):
+    settings = LeanSettings(backend="local", workspace=str(WORKSPACE), workers=2, budget_s=120.0)
+    with backend_from_settings(settings, scratch=tmp_path_factory.mktemp("lean")) as backend:
+        yield backend
+
+
+def real_verdict(backend, tactic: str):
+    verifier = StrictVerifier(backend, VerifierPolicy(budget_s=120.0, feedback=True))
+    return verifier.verify(make_problem(), make_generation(completion_text=completion(tactic)))
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_repl_passes_the_self_test_with_the_workspaces_pins(real_backend):
+    assert not real_backend.pins.simulated
+    assert real_backend.pins.lean_version.startswith("v4")
+    assert self_test(real_backend, 120.0).passed
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_repl_accepts_a_proof_with_only_the_standard_axioms(real_backend):
+    verdict = real_verdict(real_backend, "omega")
+    assert verdict.accepted, verdict.reasons
+    assert set(verdict.diagnostics["axioms"]) <= {"propext", "Classical.choice", "Quot.sound"}
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_repl_errors_index_the_code_it_compiled(real_backend):
+    verdict = real_verdict(real_backend, "exact h₀")
+    assert verdict.stage is Stage.COMPILE_ERROR
+    error = verdict.repl_errors[0]
+    line = verdict.repl_code.split("\n")[error["pos"]["line"] - 1]
+    assert line[error["pos"]["column"] :].startswith("exact")

@@ -13,6 +13,7 @@ from prover_assets.sft.export import export_merged
 from prover_assets.sft.shards import ShardWriter
 from prover_assets.sft.stages import parity_inputs
 from prover_assets.sft.trainer import FINAL_ADAPTER, TrainRun, train
+from prover_assets_tests.conftest import gpu_missing
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +102,28 @@ def test_the_adapter_changed_the_model(exported, tiny_model_dir):
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     merged = AutoModelForCausalLM.from_pretrained(folder).state_dict()
     assert any(not torch.equal(base[name], merged[name]) for name in base if "q_proj" in name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_missing() is not None, reason=gpu_missing() or "")
+def test_vllm_loads_the_export_and_matches_its_first_token_logprobs(exported):
+    import torch
+    from vllm import LLM, SamplingParams
+
+    folder, _ = exported
+    prompts = [ids[:48] for ids in parity_inputs(folder.parents[1] / "shards")]
+    llm = LLM(
+        model=str(folder), dtype="float32", enforce_eager=True, gpu_memory_utilization=0.3, seed=0
+    )
+    outputs = llm.generate(
+        [{"prompt_token_ids": p} for p in prompts],
+        SamplingParams(max_tokens=1, temperature=0, logprobs=5),
+    )
+    del llm
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to("cuda").eval()
+    for prompt, output in zip(prompts, outputs, strict=True):
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt], device="cuda")).logits[0, -1]
+        expected = torch.log_softmax(logits.float(), -1)
+        for token, entry in output.outputs[0].logprobs[0].items():
+            assert entry.logprob == pytest.approx(float(expected[token]), abs=1e-3)

@@ -1,0 +1,112 @@
+"""The vLLM engine for real (marker `gpu`): the result contract, the cap, per-request seeds,
+and the same model in vLLM and transformers agreeing on first-token logprobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from prover_assets.generation.engines import (
+    GenerationRequest,
+    SamplingSettings,
+    TransformersEngine,
+    VllmEngine,
+    VllmSpec,
+)
+from prover_assets_tests.conftest import gpu_missing
+
+MISSING = gpu_missing()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
+
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+
+
+def engine(model_dir, workdir, *, dtype: str = "float32") -> VllmEngine:
+    return VllmEngine(
+        VllmSpec(
+            model_path=str(model_dir),
+            tensor_parallel_size=1,
+            pipeline_parallel_size=1,
+            max_model_len=1024,
+            gpu_memory_utilization=0.3,
+            max_num_seqs=16,
+            dtype=dtype,
+            seed=0,
+            enforce_eager=True,
+            temperature=SAMPLING.temperature,
+            top_p=SAMPLING.top_p,
+            top_k=SAMPLING.top_k,
+            chunk=4,
+        ),
+        workdir=workdir,
+    )
+
+
+def prompts(model_dir) -> list[tuple[int, ...]]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    texts = ["theorem t (x : ℕ) : x + 0 = x := by", "theorem u (a b : ℝ) : a * b = b * a := by"]
+    return [
+        tuple(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": t}], add_generation_prompt=True
+            )
+        )
+        for t in texts
+    ]
+
+
+def test_vllm_returns_one_result_per_request_within_the_cap(tiny_model_dir, tmp_path):
+    requests = [
+        GenerationRequest(key=(i, s), prompt_ids=p, max_tokens=32, seed=1000 * i + s)
+        for i, p in enumerate(prompts(tiny_model_dir))
+        for s in range(4)
+    ]
+    from transformers import AutoTokenizer
+
+    eos = AutoTokenizer.from_pretrained(tiny_model_dir).eos_token_id
+    with engine(tiny_model_dir, tmp_path) as vllm:
+        results = list(vllm.generate(requests))
+    assert sorted(r.key for r in results) == sorted(r.key for r in requests)
+    for result in results:
+        assert 0 < len(result.completion_ids) <= 32
+        if result.finish_reason == "length":
+            assert len(result.completion_ids) == 32
+        else:
+            assert result.finish_reason == "stop" and result.completion_ids[-1] == eos
+
+
+def test_vllm_seed_reproduces_a_sample_across_processes(tiny_model_dir, tmp_path):
+    request = GenerationRequest(
+        key=("a",), prompt_ids=prompts(tiny_model_dir)[0], max_tokens=48, seed=7
+    )
+    with engine(tiny_model_dir, tmp_path / "one") as first:
+        (one,) = first.generate([request])
+    with engine(tiny_model_dir, tmp_path / "two") as second:
+        (two,) = second.generate([request])
+    assert one.completion_ids == two.completion_ids
+
+
+def test_vllm_and_transformers_agree_on_first_token_logprobs(tiny_model_dir):
+    import torch
+    from vllm import LLM, SamplingParams
+
+    prompt = list(prompts(tiny_model_dir)[0])
+    llm = LLM(
+        model=str(tiny_model_dir),
+        dtype="float32",
+        enforce_eager=True,
+        gpu_memory_utilization=0.3,
+        seed=0,
+    )
+    (output,) = llm.generate(
+        [{"prompt_token_ids": prompt}], SamplingParams(max_tokens=1, temperature=0, logprobs=5)
+    )
+    vllm_logprobs = {token: entry.logprob for token, entry in output.outputs[0].logprobs[0].items()}
+    del llm
+    reference = TransformersEngine(tiny_model_dir, SAMPLING, device="cuda", dtype="float32")
+    with torch.no_grad():
+        logits = reference.model(torch.tensor([prompt], device="cuda")).logits[0, -1].float()
+    expected = torch.log_softmax(logits, -1)
+    for token, logprob in vllm_logprobs.items():
+        assert logprob == pytest.approx(float(expected[token]), abs=1e-3), token
