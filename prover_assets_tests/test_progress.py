@@ -1,0 +1,53 @@
+"""Retries that go nowhere stop as "stalled"; retries that move keep going."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from prover_assets.assets.progress import ATTEMPTS_FILE, guard_retry_progress, lines_in
+
+
+def flaky_asset(folder: Path, *, lines_per_attempt: int, succeed_at: int) -> dg.AssetsDefinition:
+    """Appends `lines_per_attempt` lines per attempt, then fails until the file has `succeed_at`."""
+    stream = folder / "stream.jsonl"
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=5))
+    def flaky(context: dg.AssetExecutionContext) -> None:
+        guard_retry_progress(context, folder, lines_in(stream))
+        with open(stream, "a") as handle:
+            handle.write("{}\n" * lines_per_attempt)
+        if lines_in(stream) < succeed_at:
+            raise RuntimeError("the engine died")
+
+    return flaky
+
+
+def attempts(folder: Path) -> list[str]:
+    return (folder / ATTEMPTS_FILE).read_text().splitlines()
+
+
+def test_a_retry_that_made_no_progress_fails_as_stalled_without_more_retries(tmp_path):
+    result = dg.materialize(
+        [flaky_asset(tmp_path, lines_per_attempt=0, succeed_at=1)], raise_on_error=False
+    )
+    assert not result.success
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    (failure,) = failures
+    assert "stalled: attempt 2 starts at 0 done" in failure.event_specific_data.error.message
+    assert len(attempts(tmp_path)) == 2  # the first attempt, and the retry that saw no progress
+
+
+def test_retries_that_make_progress_continue_until_success(tmp_path):
+    result = dg.materialize(
+        [flaky_asset(tmp_path, lines_per_attempt=1, succeed_at=3)], raise_on_error=False
+    )
+    assert result.success
+    assert len(attempts(tmp_path)) == 3
+    assert lines_in(tmp_path / "stream.jsonl") == 3
+
+
+def test_lines_in_counts_records_of_a_missing_or_partial_stream(tmp_path):
+    path = tmp_path / "s.jsonl"
+    assert lines_in(path) == 0
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"torn')
+    assert lines_in(path) == 2
