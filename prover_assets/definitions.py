@@ -62,6 +62,10 @@ def build_definitions(path: str | Path) -> dg.Definitions:
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],
         jobs=build_jobs(),
+        # One process per run, not per step: checks are many and light, and a step process costs
+        # 2 to 3 s on a small machine; the heavy work already runs in its own children (vLLM,
+        # the trainer) or worker pools (Lean REPLs), and pool `heavy` serialises it either way.
+        executor=dg.in_process_executor,
         sensors=[reap_dead_runs_sensor],
         resources=build_resources(config),
     )

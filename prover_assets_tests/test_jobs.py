@@ -1,0 +1,122 @@
+"""`dagster job launch -w workspace.yaml -j baseline -c <config>` as a user runs it: with the
+project's dagster.yaml (runs queue until a daemon takes them), a daemon in its own process
+group, and the same command launched twice: the second run reuses every finished asset."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from prover_assets.definitions import build_definitions
+from prover_assets_tests.conftest import ROOT, demo_run_config
+
+BIN = Path(sys.executable).parent
+FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+@pytest.fixture(scope="module")
+def user_setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("launch")
+    home = tmp / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    config = tmp / "demo.yaml"
+    config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    daemon_log = open(tmp / "daemon.log", "wb")  # noqa: SIM115 - closed below
+    daemon = subprocess.Popen(
+        [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        env=env,
+        stdout=daemon_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield {"home": home, "config": config, "env": env, "data": tmp / "data"}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+        daemon_log.close()
+
+
+def launch_and_wait(setup: dict, job: str, timeout: float = 600) -> dg.DagsterRun:
+    command = [
+        BIN / "dagster",
+        "job",
+        "launch",
+        "-w",
+        "workspace.yaml",
+        "-j",
+        job,
+        "-c",
+        str(setup["config"]),
+    ]
+    launched = subprocess.run(
+        command, cwd=ROOT, env=setup["env"], capture_output=True, text=True, timeout=300
+    )
+    assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
+    deadline = time.monotonic() + timeout
+    with dg.DagsterInstance.from_config(str(setup["home"])) as instance:
+        while True:
+            (run,) = instance.get_runs(limit=1)
+            if run.status in FINISHED:
+                return run
+            assert time.monotonic() < deadline, f"run {run.run_id} still {run.status}"
+            time.sleep(2)
+
+
+def materializations(setup: dict, run_id: str) -> dict[str, dict]:
+    with dg.DagsterInstance.from_config(str(setup["home"])) as instance:
+        records = instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+        ).records
+        return {
+            r.event_log_entry.dagster_event.asset_key.to_user_string(): {
+                name: value.value
+                for name, value in r.event_log_entry.asset_materialization.metadata.items()
+            }
+            for r in records
+        }
+
+
+def test_baseline_launch_then_relaunch_resumes_without_recomputing(user_setup):
+    first = launch_and_wait(user_setup, "baseline")
+    assert first.status == dg.DagsterRunStatus.SUCCESS
+    made = materializations(user_setup, first.run_id)
+    expected = {
+        key.to_user_string()
+        for key in build_definitions(user_setup["config"])
+        .resolve_job_def("baseline")
+        .asset_layer.executable_asset_keys
+    }
+    assert set(made) == expected
+    generations = user_setup["data"] / "generations/minif2f/baseline/c256/generations.jsonl"
+    before = generations.read_bytes()
+
+    second = launch_and_wait(user_setup, "baseline")
+    assert second.status == dg.DagsterRunStatus.SUCCESS and second.run_id != first.run_id
+    again = materializations(user_setup, second.run_id)
+    assert set(again) == expected
+    assert {key: meta["reused_complete_output"] for key, meta in again.items()} == dict.fromkeys(
+        expected, True
+    )
+    assert generations.read_bytes() == before
+    manifest = json.loads((generations.parent / "manifest.json").read_text())
+    assert manifest["counts"]["rows"] == len(before.splitlines())
