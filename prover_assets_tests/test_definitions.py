@@ -71,3 +71,11 @@ def test_every_asset_and_check_says_what_it_means(config):
         key for key in graph.asset_check_keys if not graph.get_check_spec(key).description
     ]
     assert undescribed == []
+
+
+def test_readme_documents_every_job_and_check():
+    readme = (ROOT / "README.md").read_text()
+    defs = build_definitions(CONFIGS / "p2.yaml")
+    checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    jobs = {job.name for job in defs.jobs}
+    assert {name for name in checks | jobs if f"`{name}`" not in readme} == set()
