@@ -20,6 +20,13 @@ def demo_run_config(data_root: Path, **spec_overrides) -> dict:
     return raw
 
 
+def dagster_home(folder: Path) -> Path:
+    """A DAGSTER_HOME at `folder` with the project's dagster.yaml, as `make ui` sets one up."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    return folder
+
+
 @pytest.fixture
 def demo_config_file(tmp_path) -> Path:
     path = tmp_path / "demo.yaml"

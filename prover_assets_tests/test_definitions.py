@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import CONFIGS, ROOT
+from prover_assets_tests.conftest import CONFIGS, ROOT, dagster_home
 
 
 @pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])
@@ -54,7 +54,7 @@ def test_loading_definitions_imports_no_torch_or_vllm():
 
 
 def test_instance_config_gives_every_pool_one_slot_per_op_and_monitors_runs(tmp_path):
-    (tmp_path / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    dagster_home(tmp_path)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         pools = instance.get_concurrency_config().pool_config
         assert pools.default_pool_limit == 1

@@ -19,7 +19,7 @@ import yaml
 
 from prover_assets.definitions import build_definitions
 from prover_assets_tests import seams
-from prover_assets_tests.conftest import ROOT, demo_run_config
+from prover_assets_tests.conftest import dagster_home, demo_run_config
 
 # More epochs than the demo's two, so that the stop lands in the middle of training.
 EPOCHS = 30
@@ -70,9 +70,7 @@ def finished_round(tmp_path_factory):
     raw["resources"]["experiment"]["config"]["spec"]["training"]["epochs"] = EPOCHS
     config = tmp / "demo.yaml"
     config.write_text(yaml.safe_dump(raw))
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    home = dagster_home(tmp / "dagster_home")
     defs = build_definitions(config)
     outcomes = {}
     with dg.DagsterInstance.from_config(str(home)) as instance:

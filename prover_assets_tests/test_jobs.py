@@ -4,11 +4,8 @@ group, and the same command launched twice: the second run reuses every finished
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +16,8 @@ import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import ROOT, demo_run_config
+from prover_assets_tests.conftest import ROOT, dagster_home, demo_run_config
+from prover_assets_tests.processes import process_group
 
 BIN = Path(sys.executable).parent
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
@@ -28,32 +26,13 @@ FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.Dagster
 @pytest.fixture(scope="module")
 def user_setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("launch")
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    home = dagster_home(tmp / "dagster_home")
     config = tmp / "demo.yaml"
     config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
     env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
-    daemon_log = open(tmp / "daemon.log", "wb")  # noqa: SIM115 - closed below
-    daemon = subprocess.Popen(
-        [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"],
-        cwd=ROOT,
-        env=env,
-        stdout=daemon_log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
+    daemon = [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"]
+    with process_group(daemon, cwd=ROOT, env=env, log_path=tmp / "daemon.log"):
         yield {"home": home, "config": config, "env": env, "data": tmp / "data"}
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
-        daemon_log.close()
 
 
 def launch_and_wait(setup: dict, job: str, timeout: float = 600) -> dg.DagsterRun:

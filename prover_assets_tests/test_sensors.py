@@ -15,7 +15,7 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._grpc.types import ExecuteRunArgs
 
 from prover_assets.sensors import process_alive_since, reap_dead_runs
-from prover_assets_tests.conftest import ROOT
+from prover_assets_tests.conftest import ROOT, dagster_home
 
 MODULE = "prover_assets_tests.heavy_defs"
 
@@ -23,9 +23,7 @@ MODULE = "prover_assets_tests.heavy_defs"
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A real instance: the project's dagster.yaml (pool heavy, one slot per op)."""
-    folder = tmp_path / "dagster_home"
-    folder.mkdir()
-    (folder / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    folder = dagster_home(tmp_path / "dagster_home")
     monkeypatch.setenv("DAGSTER_HOME", str(folder))
     monkeypatch.setenv("HEAVY_LOG", str(tmp_path / "heavy.jsonl"))
     return folder

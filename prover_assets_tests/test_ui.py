@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prover_assets_tests.conftest import ROOT, demo_run_config
+from prover_assets_tests.conftest import ROOT, dagster_home, demo_run_config
+from prover_assets_tests.processes import process_group
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 LOCATION = "prover_assets.definitions"
@@ -65,43 +65,25 @@ def wait_until_serving(url: str, process: subprocess.Popen, timeout: float = 240
 @pytest.fixture(scope="module")
 def dagster_dev(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    home = dagster_home(tmp / "dagster_home")
     config = tmp / "demo.yaml"
     config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
     port = free_port()
-    log = open(tmp / "dagster-dev.log", "wb")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(
-        [
-            Path(sys.executable).parent / "dagster",
-            "dev",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-w",
-            "workspace.yaml",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: stopped exactly, webserver and daemon
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    command = [
+        Path(sys.executable).parent / "dagster",
+        "dev",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-w",
+        "workspace.yaml",
+    ]
+    with process_group(command, cwd=ROOT, env=env, log_path=tmp / "dagster-dev.log") as process:
+        url = f"http://127.0.0.1:{port}"
         wait_until_serving(url, process)
         yield {"url": url, "data": tmp / "data"}
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -231,29 +231,25 @@ def test_worker_is_recycled_after_n_commands(tmp_path):
     assert (len(headers), recycles) == (3, 3)
 
 
-def test_worker_is_recycled_above_the_memory_ceiling(tmp_path, monkeypatch):
-    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
+def recycles_over_a_1_mb_ceiling(tmp_path, proofs: int = 3) -> int:
+    """Verify `proofs` proofs on one worker whose REPL is always above a 1 MB ceiling."""
     problem = make_problem()
     generations = [
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
-        for i in range(3)
+        for i in range(proofs)
     ]
     with double_backend(tmp_path, workers=1, memory_ceiling_mb=1.0) as backend:
         StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
             [(problem, g) for g in generations]
         )
-        assert backend.pool.recycles() == 3
+        return backend.pool.recycles()
+
+
+def test_worker_is_recycled_above_the_memory_ceiling(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
+    assert recycles_over_a_1_mb_ceiling(tmp_path) == 3
 
 
 def test_memory_is_measured_at_most_once_per_interval(tmp_path, monkeypatch):
     monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 3600.0)
-    problem = make_problem()
-    generations = [
-        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
-        for i in range(3)
-    ]
-    with double_backend(tmp_path, workers=1, memory_ceiling_mb=1.0) as backend:
-        StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
-            [(problem, g) for g in generations]
-        )
-        assert backend.pool.recycles() == 0  # above the ceiling, but not measured yet
+    assert recycles_over_a_1_mb_ceiling(tmp_path) == 0  # above the ceiling, not measured yet

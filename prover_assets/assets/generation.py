@@ -32,7 +32,6 @@ from prover_assets.generation.stages import (
     sampling_settings,
 )
 from prover_assets.problems.stages import PROBLEMS_FILE
-from prover_assets.records import read_manifest
 from prover_assets.records.outputs import supersede
 from prover_assets.resources import ExperimentResource, GpuResource
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
@@ -76,13 +75,6 @@ def _load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path)
-
-
-def _complete(experiment: ExperimentResource, key: dg.AssetKey, filename: str) -> Path:
-    """The file of an upstream asset whose output is complete (its manifest exists)."""
-    folder = experiment.asset_dir(key)
-    read_manifest(folder)  # raises if the upstream step never completed
-    return folder / filename
 
 
 def _generation_asset(
@@ -190,7 +182,7 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                     spec: ExperimentSpec, experiment: ExperimentResource, *, s=eval_set, c=cap
                 ) -> Samples:
                     return round0_samples(
-                        _complete(experiment, eval_set_key(s), PROBLEMS_FILE),
+                        experiment.complete_file(eval_set_key(s), PROBLEMS_FILE),
                         spec.generation.n_samples,
                         c,
                     )
@@ -210,7 +202,7 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
 
     def pool_round0(spec: ExperimentSpec, experiment: ExperimentResource) -> Samples:
         return round0_samples(
-            _complete(experiment, TRAIN_POOL, TRAIN_POOL_FILE),
+            experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
             spec.generation.n_samples,
             spec.sft.cap,
         )
@@ -232,9 +224,9 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             spec: ExperimentSpec, experiment: ExperimentResource, *, r=round
         ) -> Samples:
             return correction_samples(
-                _complete(experiment, TRAIN_POOL, TRAIN_POOL_FILE),
-                _complete(experiment, pool_generations_key(r - 1), GENERATIONS_FILE),
-                _complete(experiment, pool_verdicts_key(r - 1), VERDICTS_FILE),
+                experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
+                experiment.complete_file(pool_generations_key(r - 1), GENERATIONS_FILE),
+                experiment.complete_file(pool_verdicts_key(r - 1), VERDICTS_FILE),
                 round=r,
                 n=spec.generation.n_samples,
                 samples_per_parent=spec.corrections.samples_per_parent,

@@ -1,7 +1,5 @@
 """Verification assets: one verdict file per generation asset, and the train pool, in `heavy`."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from prover_assets.assets.generation import HEAVY, RETRY
@@ -22,7 +20,6 @@ from prover_assets.assets.progress import ProgressReporter, guard_retry_progress
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
-from prover_assets.records import read_manifest
 from prover_assets.records.outputs import supersede
 from prover_assets.resources import ExperimentResource, LeanResource
 from prover_assets.verify.runner import VerifyStats
@@ -42,12 +39,6 @@ class VerifyConfig(dg.Config):
     # stale_verdicts.jsonl and verified again (recorded in the manifest); otherwise they raise.
     reverify_stale: bool = False
     recompute: bool = False  # move the existing output aside and verify everything again
-
-
-def _upstream_file(experiment: ExperimentResource, key: dg.AssetKey, filename: str) -> Path:
-    folder = experiment.asset_dir(key)
-    read_manifest(folder)  # raises if the upstream step never completed
-    return folder / filename
 
 
 def _verdict_asset(
@@ -97,8 +88,8 @@ def _verdict_asset(
 
         result = materialize_verdicts(
             folder,
-            generations_file=_upstream_file(experiment, generation, GENERATIONS_FILE),
-            problems_file=_upstream_file(experiment, *problems),
+            generations_file=experiment.complete_file(generation, GENERATIONS_FILE),
+            problems_file=experiment.complete_file(*problems),
             open_verifier=lambda: lean.open_verifier(
                 spec, feedback=feedback, scratch=folder / "scratch"
             ),
@@ -149,7 +140,7 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
         reporter = ProgressReporter(context, "elaborated")
         result = materialize_train_pool(
             folder,
-            candidates_file=_upstream_file(experiment, POOL_CANDIDATES_KEY, CANDIDATES_FILE),
+            candidates_file=experiment.complete_file(POOL_CANDIDATES_KEY, CANDIDATES_FILE),
             size=spec.pool.size,
             open_verifier=lambda: lean.open_verifier(
                 spec, feedback=False, scratch=folder / "scratch"

@@ -27,14 +27,17 @@ from prover_assets.records import (
     Generation,
     Problem,
     Verification,
-    build_manifest,
     iter_records,
     now_utc,
     read_records,
     sha256_file,
-    write_manifest,
 )
-from prover_assets.records.outputs import StepResult, begin_stream, current_manifest
+from prover_assets.records.outputs import (
+    StepResult,
+    begin_stream,
+    finish_output,
+    reused_output,
+)
 from prover_assets.records.staleness import current_verdicts
 
 __all__ = [
@@ -128,9 +131,8 @@ def materialize_generations(
         "samples": len(samples.specs),
         "inputs": digests,
     }
-    manifest = current_manifest(folder, inputs=digests, config=identity)
-    if manifest is not None:
-        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+        return reused
     begin_stream(folder, identity)
     started = now_utc()
     path = folder / GENERATIONS_FILE
@@ -164,7 +166,8 @@ def materialize_generations(
             f"{path}: {len(expected - present)} samples missing, {len(present - expected)} unexpected"
         )
     counts = {**stats.to_json(), "rows": rows, **{f"plan_{k}": v for k, v in samples.plan.items()}}
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset=str(folder),
         inputs=list(samples.inputs.values()),
         outputs=[path],
@@ -177,8 +180,6 @@ def materialize_generations(
             "model_path": str(model_path),
         },
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
 
 
 def materialize_demo_model(
@@ -204,9 +205,8 @@ def materialize_demo_model(
         "steps": steps,
         "seed": seed,
     }
-    manifest = current_manifest(folder, inputs=digests, config=config)
-    if manifest is not None:
-        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    if (reused := reused_output(folder, inputs=digests, config=config)) is not None:
+        return reused
     started = now_utc()
     statements = [
         p.formal_statement for path in statement_files for p in read_records(path, Problem)
@@ -217,7 +217,8 @@ def materialize_demo_model(
     )
     counts = teach_output_format(model_dir, statements, steps=steps, seed=seed)
     outputs = sorted(p for p in model_dir.iterdir() if p.is_file())
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset=str(folder),
         inputs=list(statement_files),
         outputs=outputs,
@@ -226,5 +227,3 @@ def materialize_demo_model(
         started_at=started,
         extra={"input_digests": digests},
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)

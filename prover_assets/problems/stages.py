@@ -18,15 +18,13 @@ from prover_assets.problems.eval_sets import Unsupported, load_minif2f, load_mob
 from prover_assets.problems.pool import Progress, build_pool_candidates, check_shards
 from prover_assets.records import (
     Problem,
-    build_manifest,
     now_utc,
     publish_records,
     publish_text,
     read_records,
     sha256_file,
-    write_manifest,
 )
-from prover_assets.records.outputs import StepResult, current_manifest
+from prover_assets.records.outputs import StepResult, finish_output, reused_output
 
 __all__ = [
     "CANDIDATES_FILE",
@@ -65,11 +63,10 @@ def _checked_input(path_text: str, expected_sha: str, where: str) -> tuple[Path,
 
 
 def _reuse(folder: Path, inputs: dict[str, str], config: dict[str, Any]) -> StepResult | None:
-    manifest = current_manifest(folder, inputs=inputs, config=config)
-    if manifest is None:
-        return None
-    log.info("%s is complete and current; reusing it", folder)
-    return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    reused = reused_output(folder, inputs=inputs, config=config)
+    if reused is not None:
+        log.info("%s is complete and current; reusing it", folder)
+    return reused
 
 
 def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResult:
@@ -105,7 +102,8 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
         "written": len(problems),
         "unsupported_reasons": dict(Counter(u.reason.split(":")[0] for u in unsupported)),
     }
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset=f"eval_problems/{name}",
         inputs=[source],
         outputs=outputs,
@@ -114,8 +112,6 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
         started_at=started,
         extra={"input_digests": inputs},
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
 
 
 def materialize_decontamination_sets(
@@ -154,7 +150,8 @@ def materialize_decontamination_sets(
         "names": len(sets.names),
         "mobench_informal_texts": len(mobench_informal),
     }
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset="decontamination_sets",
         inputs=list(files.values()),
         outputs=[folder / SETS_FILE],
@@ -163,8 +160,6 @@ def materialize_decontamination_sets(
         started_at=started,
         extra={"input_digests": inputs},
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
 
 
 def materialize_pool_candidates(
@@ -195,7 +190,8 @@ def materialize_pool_candidates(
     build = build_pool_candidates([p for p, _ in shards], spec, sets, progress=progress)
     publish_records(folder / CANDIDATES_FILE, build.candidates)
     counts = build.counts.to_json()
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset="train_pool_candidates",
         inputs=[*(p for p, _ in shards), sets_file],
         outputs=[folder / CANDIDATES_FILE],
@@ -204,5 +200,3 @@ def materialize_pool_candidates(
         started_at=started,
         extra={"input_digests": inputs, "dataset": spec.dataset, "revision": spec.revision},
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)

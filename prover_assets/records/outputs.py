@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.records.hashing import sha256_file
-from prover_assets.records.manifest import MANIFEST_NAME, read_manifest
+from prover_assets.records.manifest import (
+    MANIFEST_NAME,
+    build_manifest,
+    read_manifest,
+    write_manifest,
+)
 from prover_assets.records.store import publish_text
 
 __all__ = [
@@ -24,7 +29,9 @@ __all__ = [
     "StepResult",
     "begin_stream",
     "current_manifest",
+    "finish_output",
     "input_digests",
+    "reused_output",
     "supersede",
 ]
 
@@ -73,6 +80,23 @@ def current_manifest(
         if not path.exists() or sha256_file(path) != entry["sha256"]:
             raise StaleOutputError(f"{path} no longer matches the sha256 in {folder}/manifest.json")
     return manifest
+
+
+def reused_output(
+    folder: Path, *, inputs: Mapping[str, str], config: Mapping[str, Any]
+) -> StepResult | None:
+    """The step's complete and current output, reused (see `current_manifest`); None if none."""
+    manifest = current_manifest(folder, inputs=inputs, config=config)
+    if manifest is None:
+        return None
+    return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+
+
+def finish_output(folder: Path, **manifest_fields: Any) -> StepResult:
+    """Write the manifest (`build_manifest`'s fields) last: from then on the output is complete."""
+    manifest = build_manifest(**manifest_fields)
+    write_manifest(folder, manifest)
+    return StepResult(folder, manifest, reused=False, counts=manifest["counts"])
 
 
 def begin_stream(folder: Path, identity: Mapping[str, Any]) -> None:

@@ -24,6 +24,7 @@ from prover_assets.config import (
     same_shape,
 )
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings
+from prover_assets.records.manifest import read_manifest
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
@@ -53,6 +54,12 @@ class ExperimentResource(dg.ConfigurableResource):
 
     def asset_dir(self, key: dg.AssetKey) -> Path:
         return self.data_root().joinpath(*key.path)
+
+    def complete_file(self, key: dg.AssetKey, filename: str) -> Path:
+        """A file of an upstream asset whose step completed (raises, naming it, if not)."""
+        folder = self.asset_dir(key)
+        read_manifest(folder)
+        return folder / filename
 
 
 class LeanResource(dg.ConfigurableResource):

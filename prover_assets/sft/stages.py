@@ -27,7 +27,12 @@ from prover_assets.records import (
     sha256_file,
     write_manifest,
 )
-from prover_assets.records.outputs import StepResult, begin_stream, current_manifest
+from prover_assets.records.outputs import (
+    StepResult,
+    begin_stream,
+    finish_output,
+    reused_output,
+)
 from prover_assets.sft.builder import build_sft, read_back
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
 from prover_assets.sft.trainer import (
@@ -94,9 +99,8 @@ def materialize_shards(
     digests = {f"{p.parent.name}/{p.name}": by_path[str(p)] for p in inputs}
     eos = sorted(eos_token_ids(base_model_dir))
     config = {**spec.model_dump(mode="json"), "n_samples": n, "eos_ids": eos}
-    manifest = current_manifest(folder, inputs=digests, config=config)
-    if manifest is not None:
-        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    if (reused := reused_output(folder, inputs=digests, config=config)) is not None:
+        return reused
     started = now_utc()
     pool = read_records(pool_file, Problem)
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
@@ -172,9 +176,8 @@ def materialize_checkpoint(
         "device": device,
     }
     digests = {"shards_manifest": sha256_file(shards_dir / "manifest.json")}
-    manifest = current_manifest(folder, inputs=digests, config=identity)
-    if manifest is not None:
-        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+        return reused
     begin_stream(folder, identity)
     started = now_utc()
     run = TrainRun(
@@ -207,7 +210,8 @@ def materialize_checkpoint(
         folder / METRICS_FILE,
         folder / DATA_ORDER_FILE,
     ]
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset=str(folder),
         inputs=[shards_dir / "manifest.json"],
         outputs=outputs,
@@ -216,8 +220,6 @@ def materialize_checkpoint(
         started_at=started,
         extra={"input_digests": digests},
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
 
 
 def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[list[int]]:
@@ -237,9 +239,8 @@ def materialize_export(
     adapter = checkpoint_dir / FINAL_ADAPTER
     digests = {"checkpoint_manifest": sha256_file(checkpoint_dir / "manifest.json")}
     config = {"dtype": dtype}
-    manifest = current_manifest(folder, inputs=digests, config=config)
-    if manifest is not None:
-        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+    if (reused := reused_output(folder, inputs=digests, config=config)) is not None:
+        return reused
     started = now_utc()
     with publish_folder(folder) as staging:
         result: dict[str, Any] = export_merged(

@@ -14,14 +14,17 @@ from pathlib import Path
 
 from prover_assets.records import (
     Problem,
-    build_manifest,
     now_utc,
     publish_records,
     read_records,
     sha256_file,
-    write_manifest,
 )
-from prover_assets.records.outputs import StepResult, begin_stream, current_manifest
+from prover_assets.records.outputs import (
+    StepResult,
+    begin_stream,
+    finish_output,
+    reused_output,
+)
 from prover_assets.verify.elaboration import elaborate_in_rank_order
 from prover_assets.verify.runner import CHUNKS_FILE, VerifyStats, verify_generations
 from prover_assets.verify.validity import verdict_identity
@@ -57,9 +60,8 @@ def materialize_verdicts(
     digests = {"generations": sha256_file(generations_file), "problems": sha256_file(problems_file)}
     with open_verifier() as verifier:
         identity = verdict_identity(verifier.info)
-        manifest = current_manifest(folder, inputs=digests, config=identity)
-        if manifest is not None:
-            return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+        if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+            return reused
         begin_stream(folder, identity)
         self_test(verifier)
         started = now_utc()
@@ -75,7 +77,8 @@ def materialize_verdicts(
         )
         info = verifier.info
     counts = stats.to_json()
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset=str(folder),
         inputs=[generations_file, problems_file],
         outputs=[folder / VERDICTS_FILE, folder / CHUNKS_FILE],
@@ -88,8 +91,6 @@ def materialize_verdicts(
             "reverify_stale": reverify_stale,
         },
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
 
 
 def materialize_train_pool(
@@ -105,9 +106,8 @@ def materialize_train_pool(
     digests = {"candidates": sha256_file(candidates_file)}
     with open_verifier() as verifier:
         identity = {**verdict_identity(verifier.info), "size": size}
-        manifest = current_manifest(folder, inputs=digests, config=identity)
-        if manifest is not None:
-            return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+        if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+            return reused
         begin_stream(folder, identity)
         self_test(verifier)
         started = now_utc()
@@ -122,7 +122,8 @@ def materialize_train_pool(
         )
     publish_records(folder / TRAIN_POOL_FILE, result.pool)
     counts = {**result.counts, "candidates": len(candidates), "target": size}
-    manifest = build_manifest(
+    return finish_output(
+        folder,
         asset=str(folder),
         inputs=[candidates_file],
         outputs=[folder / TRAIN_POOL_FILE, folder / ELABORATION_FILE],
@@ -131,5 +132,3 @@ def materialize_train_pool(
         started_at=started,
         extra={"input_digests": digests},
     )
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
