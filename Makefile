@@ -23,9 +23,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 install: $(VENV)/.installed
 
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+# The instance's SQLite storage is created here, once: a daemon and a `dagster job launch`
+# creating it at the same moment can race.
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml | install
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $@
+	$(BIN)/python -c "import dagster; dagster.DagsterInstance.get().dispose()"
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)

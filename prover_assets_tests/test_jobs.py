@@ -30,6 +30,8 @@ def user_setup(tmp_path_factory):
     config = tmp / "demo.yaml"
     config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
     env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    with dg.DagsterInstance.from_config(str(home)):
+        pass  # create the SQLite storage first: two processes creating it at once can race
     daemon = [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"]
     with process_group(daemon, cwd=ROOT, env=env, log_path=tmp / "daemon.log"):
         yield {"home": home, "config": config, "env": env, "data": tmp / "data"}
