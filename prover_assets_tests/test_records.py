@@ -45,6 +45,17 @@ def test_length_finish_requires_completion_of_exactly_max_tokens():
     assert make_generation(completion_ids=[1, 2, 3], finish_reason="length", cap_tokens=3)
 
 
+def test_token_ids_must_be_non_negative_in_a_file_too(tmp_path):
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        make_generation(completion_ids=[1, -2])
+    row = make_generation().model_dump(mode="json")
+    row["prompt_ids"][0] = -1
+    path = tmp_path / "generations.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RecordError, match=r"generations\.jsonl:1.*prompt_ids"):
+        read_records(path, Generation)
+
+
 def test_max_tokens_may_not_exceed_cap():
     with pytest.raises(ValidationError, match="> cap_tokens"):
         make_generation(cap_tokens=8, max_tokens=9, context_clipped=False)
