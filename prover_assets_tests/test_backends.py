@@ -5,9 +5,11 @@ import json
 import pytest
 
 from prover_assets.config import LeanSettings
-from prover_assets.records import Stage
+from prover_assets.lean.feedback import format_error_block
+from prover_assets.records import Stage, Verification, publish_records, read_records
 from prover_assets.verify.backends import RemoteBackend, backend_from_settings, self_test
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
+from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.conftest import LEAN_WORKSPACE_ENV, lean_workspace
 from prover_assets_tests.doubles.kimina_server import KiminaDouble
@@ -187,3 +189,46 @@ def test_real_repl_errors_index_the_code_it_compiled(real_backend):
     error = verdict.repl_errors[0]
     line = verdict.repl_code.split("\n")[error["pos"]["line"] - 1]
     assert line[error["pos"]["column"] :].startswith("exact")
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_path_rejects_sorry_at_the_gate_and_no_code_without_lean(real_backend):
+    sorry = real_verdict(real_backend, "sorry")
+    assert (sorry.stage, sorry.reasons) == (Stage.GATE, ["banned:sorry"])
+    verifier = StrictVerifier(real_backend, VerifierPolicy(budget_s=120.0, feedback=True))
+    no_code = verifier.verify(make_problem(), make_generation(completion_text="no code here"))
+    assert no_code.stage is Stage.NO_CODE and no_code.verify_s == 0.0
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_feedback_is_an_error_block_for_the_correction_prompt(real_backend):
+    verdict = real_verdict(real_backend, "exact h₀")
+    block = format_error_block(verdict.repl_code, verdict.repl_errors)
+    assert "<error>exact</error> h₀" in block and verdict.repl_errors[0]["data"] in block
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_verification_resumes_without_verifying_anything_twice(real_backend, tmp_path):
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(tactic))
+        for i, tactic in enumerate(["omega", "exact h₀", "simp"])
+    ]
+    publish_records(tmp_path / "generations.jsonl", generations)
+    verifier = StrictVerifier(real_backend, VerifierPolicy(budget_s=120.0, feedback=True))
+
+    def verify():
+        return verify_generations(
+            {"p1": make_problem()},
+            tmp_path / "generations.jsonl",
+            tmp_path / "verdicts.jsonl",
+            verifier,
+            commit_every=1,
+        )
+
+    assert verify().verified_now == 3
+    again = verify()
+    assert (again.already_verified, again.verified_now) == (3, 0)
+    assert len(read_records(tmp_path / "verdicts.jsonl", Verification)) == 3
