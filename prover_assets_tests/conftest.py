@@ -27,6 +27,21 @@ def dagster_home(folder: Path) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_dagster_home(tmp_path_factory):
+    """Tests never touch the user's instance (`make test` exports .dagster_home/, which a
+    fresh clone does not have yet): every test process sees a temporary one."""
+    import os
+
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(dagster_home(tmp_path_factory.mktemp("dagster_home")))
+    yield
+    if previous is None:
+        del os.environ["DAGSTER_HOME"]
+    else:
+        os.environ["DAGSTER_HOME"] = previous
+
+
 @pytest.fixture
 def demo_config_file(tmp_path) -> Path:
     path = tmp_path / "demo.yaml"
