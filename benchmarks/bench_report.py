@@ -22,18 +22,13 @@ TARGET_S = 5.0
 
 
 def write_runs() -> list:
+    from synthetic import round0_sample, verifier_info
+
     from prover_assets.generation.prompts import round0_messages
     from prover_assets.problems.eval_sets import load_minif2f
     from prover_assets.records import (
-        Generation,
         Message,
-        Pins,
-        Sampling,
-        Stage,
-        Verification,
-        VerifierInfo,
         build_manifest,
-        code_sha256,
         publish_records,
         write_manifest,
     )
@@ -56,24 +51,15 @@ def write_runs() -> list:
             started_at="t",
         ),
     )
-    pins = Pins(
-        lean_version="v4.9.0-rc1",
-        mathlib_rev="d1d1e4b7",
-        repl_rev="7df77c0a",
-        backend="local",
-        simulated=False,
-    )
-    info = VerifierInfo(
-        pins=pins,
-        config={
+    info = verifier_info(
+        {
             "budget_s": 180.0,
             "feedback": False,
             "statement_check": "reject",
             "gate": True,
             "axiom_check": True,
             "backend": "local",
-        },
-        workers=8,
+        }
     )
     runs = []
     for system, skill, revision in (
@@ -87,47 +73,24 @@ def write_runs() -> list:
             for idx in range(8):
                 code = f"theorem t : True := by\n  trivial -- {system} {idx}"
                 completion = [rng.randrange(150000) for _ in range(400)] + [151645]
-                generation = Generation(
-                    problem_id=problem.problem_id,
-                    sample_idx=idx,
-                    round=0,
-                    cap_tokens=16384,
-                    prompt_ids=[rng.randrange(150000) for _ in range(200)],
-                    completion_ids=completion,
-                    prompt_text="<prompt>",
-                    completion_text="...",
-                    finish_reason="stop",
-                    lean_code=code,
-                    lean_code_error=None,
-                    context_clipped=False,
-                    messages=messages,
-                    model_path="/m",
-                    model_rev=revision,
-                    sampling=Sampling(
-                        temperature=1.0, top_p=0.95, top_k=None, max_tokens=16384, seed=idx
-                    ),
-                    parent=None,
-                )
+                prompt_ids = [rng.randrange(150000) for _ in range(200)]
                 accepted = rng.random() < skill * (1.5 - difficulty)
-                generations.append(generation)
-                verdicts.append(
-                    Verification(
-                        problem_id=problem.problem_id,
-                        sample_idx=idx,
-                        round=0,
-                        cap_tokens=16384,
-                        accepted=accepted,
-                        reasons=[]
-                        if accepted
-                        else [rng.choice(["compile_error", "timeout", "no_code"])],
-                        verify_s=1.0,
-                        budget_s=180.0,
-                        verifier=info,
-                        code_sha256=code_sha256(code),
-                        stage=Stage.ACCEPTED if accepted else Stage.COMPILE_ERROR,
-                        diagnostics={},
-                    )
+                generation, verdict = round0_sample(
+                    problem.problem_id,
+                    idx,
+                    code=code,
+                    completion_text="...",
+                    prompt_ids=prompt_ids,
+                    completion_ids=completion,
+                    messages=messages,
+                    model_rev=revision,
+                    rejection=None
+                    if accepted
+                    else rng.choice(["compile_error", "timeout", "no_code"]),
+                    verifier=info,
                 )
+                generations.append(generation)
+                verdicts.append(verdict)
         publish_records(OUT / f"{system}_generations.jsonl", generations)
         publish_records(OUT / f"{system}_verdicts.jsonl", verdicts)
         runs.append(

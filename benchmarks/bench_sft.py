@@ -27,20 +27,15 @@ EOS = 151645
 
 
 def write_input() -> None:
+    from synthetic import round0_sample, verifier_info
+
     from prover_assets.config import SftSpec
     from prover_assets.lean.protocol import GOEDEL_HEADER
     from prover_assets.lean.statements import alpha_sha, normalise_statement, statement_sha
     from prover_assets.problems.decontamination import DecontaminationSets
     from prover_assets.records import (
-        Generation,
         Message,
-        Pins,
         Problem,
-        Sampling,
-        Stage,
-        Verification,
-        VerifierInfo,
-        code_sha256,
         publish_records,
     )
     from prover_assets_tests.pool_fixtures import goedel_pset_rows
@@ -65,14 +60,7 @@ def write_input() -> None:
         )
     publish_records(OUT / "pool.jsonl", problems)
     generations, verdicts = [], []
-    pins = Pins(
-        lean_version="v4.9.0-rc1",
-        mathlib_rev="d1d1e4b7",
-        repl_rev="7df77c0a",
-        backend="local",
-        simulated=False,
-    )
-    info = VerifierInfo(pins=pins, config={"budget_s": 180.0}, workers=8)
+    info = verifier_info({"budget_s": 180.0})
     for problem in problems:
         signature = problem.formal_statement[
             problem.formal_statement.index("theorem") :
@@ -83,45 +71,20 @@ def write_input() -> None:
             text = f"{plan}\n```lean4\n{signature}\n  {tactic}\n```"
             code = GOEDEL_HEADER + f"{signature}\n  {tactic}"
             completion = [rng.randrange(100, 150000) for _ in range(3400)] + [EOS]
-            generation = Generation(
-                problem_id=problem.problem_id,
-                sample_idx=idx,
-                round=0,
-                cap_tokens=16384,
+            generation, verdict = round0_sample(
+                problem.problem_id,
+                idx,
+                code=code,
+                completion_text=text,
                 prompt_ids=[rng.randrange(100, 150000) for _ in range(300)],
                 completion_ids=completion,
-                prompt_text="<prompt>",
-                completion_text=text,
-                finish_reason="stop",
-                lean_code=code,
-                lean_code_error=None,
-                context_clipped=False,
                 messages=[Message(role="user", content="p")],
-                model_path="/models/base",
                 model_rev="0" * 40,
-                sampling=Sampling(
-                    temperature=1.0, top_p=0.95, top_k=None, max_tokens=16384, seed=idx
-                ),
-                parent=None,
+                rejection=None if rng.random() < 0.45 else "compile_error",
+                verifier=info,
             )
-            accepted = rng.random() < 0.45
             generations.append(generation)
-            verdicts.append(
-                Verification(
-                    problem_id=problem.problem_id,
-                    sample_idx=idx,
-                    round=0,
-                    cap_tokens=16384,
-                    accepted=accepted,
-                    reasons=[] if accepted else ["compile_error"],
-                    verify_s=1.0,
-                    budget_s=180.0,
-                    verifier=info,
-                    code_sha256=code_sha256(code),
-                    stage=Stage.ACCEPTED if accepted else Stage.COMPILE_ERROR,
-                    diagnostics={},
-                )
-            )
+            verdicts.append(verdict)
     publish_records(OUT / "generations.jsonl", generations)
     publish_records(OUT / "verdicts.jsonl", verdicts)
     sets = DecontaminationSets(

@@ -4,16 +4,18 @@ from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.assets.progress import ATTEMPTS_FILE, guard_retry_progress, lines_in
+from prover_assets.assets.progress import ATTEMPTS_FILE, lines_in, start_attempt
 
 
-def flaky_asset(folder: Path, *, lines_per_attempt: int, succeed_at: int) -> dg.AssetsDefinition:
+def flaky_asset(
+    folder: Path, *, lines_per_attempt: int, succeed_at: int, recompute: bool = False
+) -> dg.AssetsDefinition:
     """Appends `lines_per_attempt` lines per attempt, then fails until the file has `succeed_at`."""
     stream = folder / "stream.jsonl"
 
     @dg.asset(retry_policy=dg.RetryPolicy(max_retries=5))
     def flaky(context: dg.AssetExecutionContext) -> None:
-        guard_retry_progress(context, folder, lines_in(stream))
+        start_attempt(context, folder, stream.name, recompute=recompute)
         with open(stream, "a") as handle:
             handle.write("{}\n" * lines_per_attempt)
         if lines_in(stream) < succeed_at:
@@ -51,3 +53,16 @@ def test_lines_in_counts_records_of_a_missing_or_partial_stream(tmp_path):
     assert lines_in(path) == 0
     path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"torn')
     assert lines_in(path) == 2
+
+
+def test_recompute_moves_the_previous_output_aside_and_starts_from_nothing(tmp_path):
+    folder = tmp_path / "asset"
+    folder.mkdir()
+    (folder / "stream.jsonl").write_text("{}\n" * 5)
+    result = dg.materialize(
+        [flaky_asset(folder, lines_per_attempt=1, succeed_at=1, recompute=True)]
+    )
+    assert result.success
+    assert lines_in(folder / "stream.jsonl") == 1
+    (moved,) = tmp_path.glob("asset.superseded-*")
+    assert lines_in(moved / "stream.jsonl") == 5

@@ -19,7 +19,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import manifest_metadata
 from prover_assets.assets.problems import eval_set_key
-from prover_assets.assets.progress import ProgressReporter, guard_retry_progress, lines_in
+from prover_assets.assets.progress import ProgressReporter, start_attempt
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.runner import GenerationStats
@@ -32,7 +32,6 @@ from prover_assets.generation.stages import (
     sampling_settings,
 )
 from prover_assets.problems.stages import PROBLEMS_FILE
-from prover_assets.records.outputs import supersede
 from prover_assets.resources import ExperimentResource, GpuResource
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 
@@ -104,9 +103,7 @@ def _generation_asset(
     ) -> dg.MaterializeResult:
         spec = experiment.model(built)
         folder = experiment.asset_dir(key)
-        if config.recompute and (moved := supersede(folder)) is not None:
-            context.log.info(f"recompute: moved the previous output to {moved}")
-        guard_retry_progress(context, folder, lines_in(folder / GENERATIONS_FILE))
+        start_attempt(context, folder, GENERATIONS_FILE, recompute=config.recompute)
         chosen = samples(spec, experiment)
         model_path, model_rev = model_for(spec, system, experiment)
         sampling = sampling_settings(spec)

@@ -10,7 +10,9 @@ from typing import Any
 
 import dagster as dg
 
-__all__ = ["ProgressReporter", "guard_retry_progress", "lines_in"]
+from prover_assets.records.outputs import supersede
+
+__all__ = ["ProgressReporter", "guard_retry_progress", "lines_in", "start_attempt"]
 
 
 def _eta(seconds: float | None) -> str:
@@ -102,3 +104,13 @@ def guard_retry_progress(context: dg.AssetExecutionContext, folder: Path, progre
             )
             + "\n"
         )
+
+
+def start_attempt(
+    context: dg.AssetExecutionContext, folder: Path, stream_file: str, *, recompute: bool = False
+) -> None:
+    """Begin an attempt of a streamed heavy step: move the previous output aside when the run
+    config asks to recompute, then refuse a retry that made no progress."""
+    if recompute and (moved := supersede(folder)) is not None:
+        context.log.info(f"recompute: moved the previous output to {moved}")
+    guard_retry_progress(context, folder, lines_in(folder / stream_file))

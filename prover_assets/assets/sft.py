@@ -17,7 +17,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.assets.problems import DECONTAMINATION_KEY
-from prover_assets.assets.progress import guard_retry_progress, lines_in
+from prover_assets.assets.progress import start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -99,7 +99,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         base_dir, base_rev = model_for(spec, BASELINE, experiment)
         folder = experiment.asset_dir(SFT_CHECKPOINT)
-        guard_retry_progress(context, folder, lines_in(folder / DATA_ORDER_FILE))
+        start_attempt(context, folder, DATA_ORDER_FILE)
         try:
             result = materialize_checkpoint(
                 folder,

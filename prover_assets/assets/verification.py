@@ -16,11 +16,10 @@ from prover_assets.assets.keys import (
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
 from prover_assets.assets.problems import POOL_CANDIDATES_KEY, eval_set_key
-from prover_assets.assets.progress import ProgressReporter, guard_retry_progress, lines_in
+from prover_assets.assets.progress import ProgressReporter, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
-from prover_assets.records.outputs import supersede
 from prover_assets.resources import ExperimentResource, LeanResource
 from prover_assets.verify.runner import VerifyStats
 from prover_assets.verify.stages import (
@@ -68,9 +67,7 @@ def _verdict_asset(
     ) -> dg.MaterializeResult:
         spec = experiment.model(built)
         folder = experiment.asset_dir(key)
-        if config.recompute and (moved := supersede(folder)) is not None:
-            context.log.info(f"recompute: moved the previous output to {moved}")
-        guard_retry_progress(context, folder, lines_in(folder / VERDICTS_FILE))
+        start_attempt(context, folder, VERDICTS_FILE, recompute=config.recompute)
         reporter = ProgressReporter(context, "verified")
 
         def progress(stats: VerifyStats) -> None:
@@ -136,7 +133,7 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     ):
         spec = experiment.model(built)
         folder = experiment.asset_dir(TRAIN_POOL)
-        guard_retry_progress(context, folder, lines_in(folder / ELABORATION_FILE))
+        start_attempt(context, folder, ELABORATION_FILE)
         reporter = ProgressReporter(context, "elaborated")
         result = materialize_train_pool(
             folder,
