@@ -71,11 +71,12 @@ def _describe(exc: ValidationError) -> str:
 
 def _parse_line(path: Path, number: int, raw: bytes, model: type[R]) -> R:
     try:
-        text = raw.decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(path, number, f"not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     try:
-        record = model.model_validate_json(text)
+        # The bytes, not the decoded text: pydantic-core parses bytes about a fifth faster.
+        record = model.model_validate_json(raw)
     except ValidationError as exc:
         if any(error["type"] == "json_invalid" for error in exc.errors()):
             raise RecordError(path, number, f"malformed JSON: {_describe(exc)}") from exc
