@@ -378,15 +378,19 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
     base = write_run(tmp_path / "runs", "baseline", BASELINE)
     cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
     prereg = registered_prereg(tmp_path)
-    result = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=prereg,
-        config_files=[],
-        settings=settings(),
-        config={"name": "test"},
-    )
+
+    def publish():
+        return materialize_report(
+            tmp_path / "report",
+            [(base, cand)],
+            [],
+            prereg_path=prereg,
+            config_files=[],
+            settings=settings(),
+            config={"name": "test"},
+        )
+
+    result = publish()
     folder = result.folder
     assert {p.name for p in folder.iterdir()} == {
         "report.md",
@@ -396,30 +400,14 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
     }
     assert "PRIMARY" in (folder / "report.md").read_text()
     assert verify_bundle(folder).ok
-    again = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=prereg,
-        config_files=[],
-        settings=settings(),
-        config={"name": "test"},
-    )
+    again = publish()
     assert again.reused and again.folder == folder
     (folder / "report.md").write_text("edited")
     check = verify_bundle(folder)
     assert not check.ok
     assert check.changed == ["artifact report.md was modified (sha256 differs)"]
     with pytest.raises(RuntimeError, match="never overwritten"):
-        materialize_report(
-            tmp_path / "report",
-            [(base, cand)],
-            [],
-            prereg_path=prereg,
-            config_files=[],
-            settings=settings(),
-            config={"name": "test"},
-        )
+        publish()
 
 
 def test_bundle_notices_a_changed_input(tmp_path):
