@@ -1,0 +1,132 @@
+"""The instance's SQLite storage, with pool-slot claims that two processes cannot both win.
+
+Dagster's SQLite event log claims a slot of a pool as a read followed by a write
+(`has_unassigned_slots`, then `add_pending_step`; then a `SELECT ... FOR UPDATE` that SQLite
+ignores, then an UPDATE by slot id). Two run workers claiming at the same instant can both read
+the one free slot of pool `heavy` and both take it. CI saw two heavy steps run side by side;
+on the 2-core development machine, 6 processes claiming a fresh limit-1 pool at once took 2 or 3
+slots in 2 of 3 runs of `test_pool_storage.py` with the plain storage, and 1 in every run since. Postgres locks the row; SQLite cannot, so every storage call that reads
+and then writes slot state runs here under an exclusive `flock` on a file beside the index
+database. The kernel drops the lock with its holder, so a kill -9 never leaves it held.
+
+`dagster.yaml` selects `PoolSafeInstance`, whose default storage is this one: Dagster's default
+SQLite files in Dagster's default layout, so an existing instance keeps its history.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from dagster._core.instance import DagsterInstance, InstanceRef
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
+from dagster._serdes import ConfigurableClassData
+
+__all__ = [
+    "PoolSafeInstance",
+    "PoolSafeSqliteEventLogStorage",
+    "PoolSafeSqliteStorage",
+    "SlotLock",
+]
+
+LOCK_FILE = "pool-slots.lock"
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+class SlotLock:
+    """Exclusive across processes (`flock`), re-entrant within one: a serialised storage call
+    may call another, and a second `flock` on a fresh descriptor would wait on itself."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._descriptor: int | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth == 0:
+                descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+                self._descriptor = descriptor
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._descriptor is not None:
+                    os.close(self._descriptor)  # closing the descriptor releases the flock
+                    self._descriptor = None
+
+
+def _under_slot_lock(inherited: Method) -> Method:
+    @functools.wraps(inherited)
+    def serialised(self: PoolSafeSqliteEventLogStorage, *args: Any, **kwargs: Any) -> Any:
+        with self.slot_lock.held():
+            return inherited(self, *args, **kwargs)
+
+    return serialised  # type: ignore[return-value]
+
+
+class PoolSafeSqliteEventLogStorage(SqliteEventLogStorage):
+    """Dagster's SQLite event log; the calls that change pool slots or pending steps are
+    serialised across every process of the instance."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        super().__init__(base_dir, inst_data)
+        self.slot_lock = SlotLock(Path(self._base_dir) / LOCK_FILE)
+
+    initialize_concurrency_limit_to_default = _under_slot_lock(
+        SqliteEventLogStorage.initialize_concurrency_limit_to_default
+    )
+    set_concurrency_slots = _under_slot_lock(SqliteEventLogStorage.set_concurrency_slots)
+    delete_concurrency_limit = _under_slot_lock(SqliteEventLogStorage.delete_concurrency_limit)
+    get_pool_limits = _under_slot_lock(SqliteEventLogStorage.get_pool_limits)  # it reconciles
+    claim_concurrency_slot = _under_slot_lock(SqliteEventLogStorage.claim_concurrency_slot)
+    free_concurrency_slots_for_run = _under_slot_lock(
+        SqliteEventLogStorage.free_concurrency_slots_for_run
+    )
+    free_concurrency_slot_for_step = _under_slot_lock(
+        SqliteEventLogStorage.free_concurrency_slot_for_step
+    )
+
+
+class PoolSafeSqliteStorage(DagsterSqliteStorage):
+    """Dagster's default SQLite storage (same files, same layout) with the pool-safe event log."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        super().__init__(base_dir, inst_data)
+        self._event_log_storage = PoolSafeSqliteEventLogStorage(_event_logs_directory(base_dir))
+
+    @classmethod
+    def from_config_value(  # type: ignore[override]
+        cls, inst_data: ConfigurableClassData, config_value: dict[str, str]
+    ) -> PoolSafeSqliteStorage:
+        return cls.from_local(inst_data=inst_data, **config_value)
+
+
+class PoolSafeInstance(DagsterInstance):
+    """Dagster's instance whose default storage is the pool-safe one, rooted where Dagster roots
+    its own (DAGSTER_HOME, the folder given to `DagsterInstance.from_config`, or the temporary
+    home of `dagster dev`): a `storage` block in dagster.yaml would need a fixed path."""
+
+    @classmethod
+    def config_schema(cls) -> dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def config_defaults(base_dir: str) -> Mapping[str, ConfigurableClassData | None]:
+        storage = ConfigurableClassData(
+            __name__, PoolSafeSqliteStorage.__name__, yaml.dump({"base_dir": base_dir})
+        )
+        return {**InstanceRef.config_defaults(base_dir), "storage": storage}
