@@ -3,11 +3,11 @@
 Dagster's SQLite event log claims a slot of a pool as a read followed by a write
 (`has_unassigned_slots`, then `add_pending_step`; then a `SELECT ... FOR UPDATE` that SQLite
 ignores, then an UPDATE by slot id). Two run workers claiming at the same instant can both read
-the one free slot of pool `heavy` and both take it. CI saw two heavy steps run side by side;
-on the 2-core development machine, 6 processes claiming a fresh limit-1 pool at once took 2 or 3
-slots in 2 of 3 runs of `test_pool_storage.py` with the plain storage, and 1 in every run since. Postgres locks the row; SQLite cannot, so every storage call that reads
-and then writes slot state runs here under an exclusive `flock` on a file beside the index
-database. The kernel drops the lock with its holder, so a kill -9 never leaves it held.
+the one free slot of pool `heavy` and both take it: CI saw two heavy steps run side by side,
+and `test_pool_storage.py` fails on the plain storage (figures in its docstring). Postgres locks
+the row; SQLite cannot, so every storage call that reads and then writes slot state runs here
+under an exclusive `flock` on a file beside the index database. The kernel drops the lock with
+its holder, so a kill -9 never leaves it held.
 
 `dagster.yaml` selects `PoolSafeInstance`, whose default storage is this one: Dagster's default
 SQLite files in Dagster's default layout, so an existing instance keeps its history.
@@ -105,6 +105,8 @@ class PoolSafeSqliteStorage(DagsterSqliteStorage):
     """Dagster's default SQLite storage (same files, same layout) with the pool-safe event log."""
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        # Dagster's constructor builds its own event log first; replacing it costs a mkdir and
+        # keeps every other storage exactly as Dagster builds it.
         super().__init__(base_dir, inst_data)
         self._event_log_storage = PoolSafeSqliteEventLogStorage(_event_logs_directory(base_dir))
 
