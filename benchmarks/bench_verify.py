@@ -98,6 +98,7 @@ def backend(workers: int, import_s: float) -> LocalReplBackend:
         memory_ceiling_mb=default["memory_ceiling_mb"],
         recycle_after=default["recycle_after"],
         retries=default["infrastructure_retries"],
+        check_timeout_s=default["check_timeout_factor"] * default["budget_s"],
         sandbox=False,
     )
 

@@ -270,6 +270,9 @@ class LeanSettings(_Spec):
     workers: PositiveInt = 8
     budget_s: Annotated[float, Field(gt=0)] = 180.0
     header_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    # `#print axioms` and the statement check after a proof compiled, as a share of budget_s:
+    # a hang there is infrastructure, never the proof's timeout.
+    check_timeout_factor: Annotated[float, Field(gt=0)] = 0.5
     memory_cap_mb: PositiveInt = 12288  # RLIMIT_AS of each REPL process
     memory_ceiling_mb: PositiveInt = 8192  # resident size after which a worker is recycled
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
@@ -281,6 +284,10 @@ class LeanSettings(_Spec):
     expected_pins: dict[str, str] = {}  # e.g. lean_version, mathlib_rev, repl_rev prefixes
     simulated_accept_share: Probability | None = None
     simulated_seed: int | None = None
+
+    @property
+    def check_timeout_s(self) -> float:
+        return self.check_timeout_factor * self.budget_s
 
     @model_validator(mode="after")
     def _backend_needs(self) -> LeanSettings:

@@ -35,6 +35,7 @@ def double_backend(
     *args: str,
     workers: int = 2,
     retries: int = 1,
+    check_timeout_s: float = 5.0,
     **kwargs: Any,
 ) -> LocalReplBackend:
     """A local backend whose REPL is the double, with these rules and a log of every request."""
@@ -50,7 +51,13 @@ def double_backend(
         *args,
     ]
     return LocalReplBackend(
-        command, pins=make_pins(), workers=workers, retries=retries, sandbox=False, **kwargs
+        command,
+        pins=make_pins(),
+        workers=workers,
+        retries=retries,
+        check_timeout_s=check_timeout_s,
+        sandbox=False,
+        **kwargs,
     )
 
 

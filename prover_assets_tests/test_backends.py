@@ -37,7 +37,9 @@ def test_remote_accepts_a_clean_proof_after_checking_axioms():
         assert verdict.accepted
         assert verdict.diagnostics["axioms"] == ["propext", "Classical.choice", "Quot.sound"]
         (request,) = server.requests
-        assert request["snippets"][0]["code"].rstrip().endswith("#print axioms t")
+        code = request["snippets"][0]["code"]
+        assert "\n\n#print axioms t\n\n" in code
+        assert code.endswith(":= @_root_.t")
         assert request["timeout"] == 5
 
 
@@ -235,3 +237,41 @@ def test_real_verification_resumes_without_verifying_anything_twice(real_backend
     again = verify()
     assert (again.already_verified, again.verified_now) == (3, 0)
     assert len(read_records(tmp_path / "verdicts.jsonl", Verification)) == 3
+
+
+# The two scope attacks of the trusted-statement issue, run against real Lean with the gate and
+# the re-insertion out of the way (the job is built by hand), so that only the REPL's statement
+# check stands between them and an accepted verdict.
+SCOPE_ATTACKS = {
+    "shadowing_def_in_namespace": (
+        "noncomputable def Real.sqrt (x : ℝ) : ℝ := 4\nnamespace Evil\n"
+        "theorem t : Real.sqrt 16 = 4 := by\n  rfl\nend Evil"
+    ),
+    "section_variable_false": (
+        "section\nvariable (hF : False)\ntheorem t : Real.sqrt 16 = 5 := by\n  exact hF.elim\nend"
+    ),
+}
+
+
+@pytest.mark.lean
+@real_lean
+@pytest.mark.parametrize("attack", sorted(SCOPE_ATTACKS))
+def test_real_lean_statement_check_rejects_each_scope_attack(real_backend, attack):
+    from prover_assets.lean.protocol import GOEDEL_HEADER
+    from prover_assets.lean.statements import statement_check_command
+    from prover_assets.verify.worker import LeanJob
+
+    claim = "4" if attack == "shadowing_def_in_namespace" else "5"
+    trusted = GOEDEL_HEADER + f"theorem t : Real.sqrt 16 = {claim} := by sorry"
+    job = LeanJob(
+        ("attack", attack),
+        GOEDEL_HEADER.strip(),
+        SCOPE_ATTACKS[attack],
+        "t",
+        120.0,
+        statement_check=statement_check_command(trusted),
+    )
+    (result,) = list(real_backend.run([job]))
+    assert result.failure is None, result.failure
+    # The root `t` does not exist, or is not the trusted statement: either way the check fails.
+    assert not result.outcome.complete or result.statement_errors, result

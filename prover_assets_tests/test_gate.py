@@ -93,9 +93,60 @@ def test_changed_statement_is_caught_with_the_problem():
     assert static_check(weaker, statement=STATEMENT) == ["statement_mismatch"]
 
 
-def test_other_theorem_name_with_same_signature_is_faithful():
+def test_other_theorem_name_with_same_signature_is_renamed_not_mismatched():
     renamed = code("  positivity").replace("theorem t ", "theorem t_disproof ")
-    assert static_check(renamed, statement=STATEMENT) == []
+    assert static_check(renamed, statement=STATEMENT) == ["theorem_renamed"]
+
+
+SHADOWING_SQRT = "noncomputable def Real.sqrt (x : ℝ) : ℝ := 4\nnamespace Evil\n"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reasons"),
+    [
+        (SHADOWING_SQRT, "end Evil", ["banned:scope:end", "banned:scope:namespace"]),
+        ("variable (hF : False)\n", "", ["banned:scope:variable"]),
+        ("section\nvariable (hF : False)\n", "", ["banned:scope:section", "banned:scope:variable"]),
+        ("namespace Evil\nend Evil\n", "", ["banned:scope:end", "banned:scope:namespace"]),
+        ("include h₀\n", "", ["banned:scope:include"]),
+        ("omit h₀\n", "", ["banned:scope:omit"]),
+        ("universe u\n", "", ["banned:scope:universe"]),
+        ("export Real (sqrt)\n", "", ["banned:scope:export"]),
+        ("attribute [-simp] pow_two\n", "", ["banned:scope:attribute"]),
+        ("lemma helper : (0 : ℝ) < 1 := one_pos\nopen Real\n", "", ["banned:scope:open"]),
+        ("def _root_.Real.pi : ℝ := 3\n", "", ["banned:scope:_root_"]),
+    ],
+    ids=[
+        "namespace_wrap_after_shadowing_def",
+        "variable_false",
+        "section_variable",
+        "namespace_closed_early",
+        "include",
+        "omit",
+        "universe",
+        "export",
+        "attribute",
+        "open_after_header",
+        "root_name",
+    ],
+)
+def test_scope_changing_commands_the_statement_lacks_are_banned(before, after, reasons):
+    got = static_check(code("  positivity", before=before, after=after), statement=STATEMENT)
+    assert [r for r in got if r.startswith("banned:scope:")] == reasons
+
+
+def test_scope_commands_the_trusted_statement_has_may_be_repeated():
+    statement = GOEDEL_HEADER + "variable (y : ℝ)\n" + SIGNATURE + " sorry"
+    candidate = code("  positivity", before="variable (y : ℝ)\n")
+    assert static_check(candidate, statement=statement) == []
+    assert static_check(
+        code("  positivity", before="variable (y : ℝ)\nvariable (hF : False)\n"),
+        statement=statement,
+    ) == ["banned:scope:variable"]
+
+
+def test_a_proof_that_names_root_is_banned_as_scope_even_inside_tactics():
+    assert "banned:scope:_root_" in static_check(code("  exact _root_.sq_pos_of_pos h₀"))
 
 
 def test_import_in_header_not_in_problem_header_is_header_mismatch():

@@ -25,12 +25,13 @@ def verify(tmp_path, proof=None, rules=None, *args, policy=None, generation=None
         return StrictVerifier(backend, policy).verify(problem, generation)
 
 
+def is_proof(request: dict) -> bool:
+    """A proof command: sent in an env, neither `#print axioms` nor the statement check."""
+    return request.get("env") is not None and not request["cmd"].startswith(("#print", "example"))
+
+
 def proof_commands(tmp_path):
-    return [
-        e
-        for e in repl_log(tmp_path)
-        if e["request"].get("env") is not None and not e["request"]["cmd"].startswith("#print")
-    ]
+    return [e for e in repl_log(tmp_path) if is_proof(e["request"])]
 
 
 def test_clean_proof_is_accepted_with_pins_budget_and_code_hash(tmp_path):
@@ -56,7 +57,7 @@ def test_header_is_sent_once_and_proofs_use_its_env(tmp_path):
     requests = [e["request"] for e in repl_log(tmp_path)]
     headers = [r for r in requests if "env" not in r]
     assert headers == [{"cmd": problem.header}]
-    proofs = [r for r in requests if "env" in r and not r["cmd"].startswith("#print")]
+    proofs = [r for r in requests if is_proof(r)]
     assert len(proofs) == 4 and all(r["env"] == 0 for r in proofs)
     expected_body = compile_view(
         reinsert_statement(STATEMENT, GOEDEL_HEADER + SIGNATURE + "\n  omega -- 0")
@@ -67,11 +68,7 @@ def test_header_is_sent_once_and_proofs_use_its_env(tmp_path):
 def test_axiom_check_runs_in_the_proofs_env(tmp_path):
     verify(tmp_path, "  omega")
     requests = [e["request"] for e in repl_log(tmp_path)]
-    proof_answer = next(
-        e["answer"]
-        for e in repl_log(tmp_path)
-        if "#print" not in e["request"]["cmd"] and "env" in e["request"]
-    )
+    proof_answer = next(e["answer"] for e in repl_log(tmp_path) if is_proof(e["request"]))
     printed = next(r for r in requests if r["cmd"].startswith("#print axioms"))
     assert printed == {"cmd": "#print axioms t", "env": proof_answer["env"]}
 
@@ -191,7 +188,7 @@ def test_persistent_fault_is_infrastructure_never_a_rejection(tmp_path, action):
     rules = [{"match": {"substring": "decide"}, "action": action}]
     verdict = verify(tmp_path, "  decide", rules, retries=2, workers=1)
     assert verdict.stage is Stage.INFRASTRUCTURE
-    assert verdict.reasons == [f"infrastructure:{action}"]
+    assert verdict.reasons == [f"infrastructure:proof:{action}"]
     assert verdict.diagnostics["attempts"] == 3
 
 
@@ -201,7 +198,8 @@ def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
         for i in range(5)
     ]
-    with double_backend(tmp_path, None, "--die-after", "3", workers=1, retries=2) as backend:
+    # A REPL that dies at its 6th command: header + one whole job (4 commands), then the next.
+    with double_backend(tmp_path, None, "--die-after", "5", workers=1, retries=2) as backend:
         verdicts = StrictVerifier(
             backend, VerifierPolicy(budget_s=5.0, feedback=False)
         ).verify_many([(problem, g) for g in generations])
@@ -221,12 +219,13 @@ def test_worker_is_recycled_after_n_commands(tmp_path):
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
         for i in range(3)
     ]
-    with double_backend(tmp_path, workers=1, recycle_after=3) as backend:
+    with double_backend(tmp_path, workers=1, recycle_after=4) as backend:
         StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
             [(problem, g) for g in generations]
         )
         recycles = backend.pool.recycles()
-    # Each job takes exactly 3 commands (header, proof, #print axioms): one REPL per job.
+    # Each job takes exactly 4 commands (header, proof, #print axioms, statement check): one
+    # REPL per job.
     headers = [e for e in repl_log(tmp_path) if "env" not in e["request"]]
     assert (len(headers), recycles) == (3, 3)
 

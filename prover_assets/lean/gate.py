@@ -7,19 +7,37 @@ a comment or a string never counts, and `sorry_free` is not `sorry`.
 
 Reasons are specific: `banned:<word>`, `banned:set_option:<option>`, `banned:#<command>`,
 `banned:decl:<keyword>` (a declaration after the theorem), `banned:open_private`,
-`banned:open_in` (before the theorem), `banned:import` (after the header), `lex_error`,
-`no_theorem`, and with the problem's statement `header_mismatch` and `statement_mismatch`.
+`banned:open_in` (before the theorem), `banned:import` (after the header),
+`banned:scope:<command>`, `lex_error`, `no_theorem`, and with the problem's statement
+`header_mismatch`, `statement_mismatch` and `theorem_renamed`.
+
+Scope: the theorem Lean proves must be the trusted one, at the root, under the problem's name.
+A candidate may add no command that changes the scope the statement is elaborated in
+(`namespace`, `section`, `end`, `variable`, `include`, `omit`, `universe`, `export`,
+`attribute`, an `open` after the header, a `_root_` name) beyond those the trusted statement
+itself has. What stays allowed before the theorem: fully proven helper `lemma`/`theorem`/`def`
+(models write them; at the root a helper cannot shadow an existing name, Lean refuses the
+redeclaration) with `@[...]` attributes, `set_option` of the allowed options. The REPL's
+statement check (`statement_check_command`) catches what a lexical rule misses.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from prover_assets.lean.extract import displayed_statement_faithful
 from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens
-from prover_assets.lean.statements import header_end, parse_statement
+from prover_assets.lean.statements import header_end, parse_statement, theorem_signature
 
-__all__ = ["ALLOWED_OPTIONS", "BANNED_WORDS", "DECLARATION_KEYWORDS", "static_check"]
+__all__ = [
+    "ALLOWED_OPTIONS",
+    "BANNED_WORDS",
+    "DECLARATION_KEYWORDS",
+    "SCOPE_COMMANDS",
+    "STATEMENT_REASONS",
+    "static_check",
+]
 
 # Identifiers (or a component of a dotted identifier) that reject wherever they are.
 BANNED_WORDS = frozenset(
@@ -87,6 +105,48 @@ DECLARATION_KEYWORDS = frozenset(
         "universe",
     }
 )
+
+
+# Commands that change what the statement's names mean or which hypotheses it has (a section
+# `variable` the proof uses becomes a hypothesis of the theorem under Lean 4.9).
+SCOPE_COMMANDS = frozenset(
+    {
+        "namespace",
+        "section",
+        "end",
+        "variable",
+        "include",
+        "omit",
+        "universe",
+        "export",
+        "attribute",
+        "open",
+    }
+)
+ROOT_PREFIX = "_root_"
+# Reasons that compare the displayed theorem with the problem's; `statement_check: record` keeps
+# them out of the verdict (Goedel's protocol judges the re-inserted original).
+STATEMENT_REASONS = frozenset({"statement_mismatch", "theorem_renamed"})
+
+
+def _scope_counts(tokens: Sequence[Token], body_start: int) -> Counter[str]:
+    """How often each scope-changing command (and a `_root_` name) occurs after the header."""
+    counts: Counter[str] = Counter()
+    for token in tokens[body_start:]:
+        if token.kind is not TokenKind.IDENT:
+            continue
+        if token.text in SCOPE_COMMANDS:
+            counts[token.text] += 1
+        elif token.text.split(".")[0] == ROOT_PREFIX:
+            counts[ROOT_PREFIX] += 1
+    return counts
+
+
+def _statement_scope_counts(statement: str | None) -> Counter[str]:
+    if statement is None:
+        return Counter()
+    tokens = code_tokens(statement)
+    return _scope_counts(tokens, header_end(tokens)[0])
 
 
 def _word_reasons(token: Token) -> list[str]:
@@ -166,10 +226,18 @@ def static_check(code: str, *, statement: str | None = None) -> list[str]:
         else:
             for reason in _word_reasons(token):
                 _add(reasons, reason)
+    allowed_scope = _statement_scope_counts(statement)
+    for command, count in sorted(_scope_counts(tokens, body_start).items()):
+        if count > allowed_scope[command]:
+            _add(reasons, f"banned:scope:{command}")
     if not theorem_seen:
         _add(reasons, "no_theorem")
-    elif statement is not None and not displayed_statement_faithful(code, statement):
-        _add(reasons, "statement_mismatch")
+    elif statement is not None:
+        if not displayed_statement_faithful(code, statement):
+            _add(reasons, "statement_mismatch")
+        displayed, trusted = theorem_signature(code), theorem_signature(statement)
+        if displayed is not None and trusted is not None and displayed.name != trusted.name:
+            _add(reasons, "theorem_renamed")
     return reasons
 
 

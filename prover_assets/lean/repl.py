@@ -80,12 +80,17 @@ def read_answer(answer: Mapping[str, Any]) -> ReplOutcome:
 
 
 class ReplFailure(RuntimeError):
-    """The REPL did not give an answer. `kind`: timeout, crash, empty or non_json."""
+    """The REPL did not give a usable answer. `kind`: timeout, crash, empty, non_json, ...;
+    `stage`: the command it happened at (header, proof, axioms, statement), once known."""
 
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
+    def __init__(self, kind: str, detail: str, stage: str | None = None) -> None:
+        super().__init__(f"{stage + ':' if stage else ''}{kind}: {detail}")
         self.kind = kind
         self.detail = detail
+        self.stage = stage
+
+    def at_stage(self, stage: str) -> ReplFailure:
+        return ReplFailure(self.kind, self.detail, stage)
 
 
 @functools.cache

@@ -28,6 +28,7 @@ __all__ = [
     "parse_statement",
     "signature_alpha_sha",
     "signature_sha",
+    "statement_check_command",
     "statement_sha",
     "theorem_signature",
 ]
@@ -85,6 +86,9 @@ COMMAND_KEYWORDS = frozenset(
         "initialize",
         "builtin_initialize",
         "declare_syntax_cat",
+        "include",
+        "omit",
+        "export",
     }
 )
 
@@ -155,6 +159,38 @@ def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | 
                 assign_start=tokens[j].start,
             )
     return None
+
+
+def statement_check_command(statement: str) -> str | None:
+    """A command that elaborates only if the root constant `<name>` proves the trusted statement.
+
+    `example : ∀ <binders>, <type> := @_root_.<name>`, sent in the proof's env (where the header's
+    `open`s hold): the trusted signature is elaborated afresh there, so a candidate that changed
+    what the statement means (a shadowing definition, a section variable, another namespace)
+    fails it. None when the statement has no theorem signature.
+    """
+    try:
+        tokens = code_tokens(statement)
+    except LexError:
+        return None
+    signature = first_theorem_signature(tokens)
+    if signature is None or not signature.tokens:
+        return None
+    depth, colon = 0, None
+    for index, token in enumerate(signature.tokens):
+        if token.text in _OPENING:
+            depth += 1
+        elif token.text in _CLOSING:
+            depth -= 1
+        elif token.text == ":" and depth == 0:
+            colon = index
+            break
+    if colon is None:
+        return None
+    text = lambda part: statement[part[0].start : part[-1].end] if part else ""  # noqa: E731
+    binders, claim = text(signature.tokens[:colon]), text(signature.tokens[colon + 1 :])
+    quantified = f"∀ {binders}, {claim}" if binders else claim
+    return f"example : {quantified} := @_root_.{signature.name}"
 
 
 def theorem_signature(text: str) -> Signature | None:

@@ -170,6 +170,7 @@ class Stage(StrEnum):
     INCOMPLETE = "incomplete"
     TIMEOUT = "timeout"
     AXIOM = "axiom"
+    STATEMENT_CHANGED = "statement_changed"  # the proven constant is not the trusted statement
     INFRASTRUCTURE = "infrastructure"
 
 

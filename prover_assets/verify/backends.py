@@ -78,6 +78,7 @@ class LocalReplBackend(LeanBackend):
         memory_ceiling_mb: float = float("inf"),
         recycle_after: int = 1000,
         header_timeout_s: float = 600.0,
+        check_timeout_s: float,
         retries: int = 2,
         sandbox: bool = True,
     ) -> None:
@@ -90,6 +91,8 @@ class LocalReplBackend(LeanBackend):
         self.recycle_after = recycle_after
         self.retries = retries
         self.sandbox = sandbox
+        self.header_timeout_s = header_timeout_s
+        self.check_timeout_s = check_timeout_s
 
         def factory() -> ReplProcess:
             return ReplProcess(self.command, cwd=cwd, memory_cap_mb=memory_cap_mb, sandbox=sandbox)
@@ -100,6 +103,7 @@ class LocalReplBackend(LeanBackend):
                     i,
                     factory,
                     header_timeout_s=header_timeout_s,
+                    check_timeout_s=check_timeout_s,
                     recycle_after=recycle_after,
                     memory_ceiling_mb=memory_ceiling_mb,
                 )
@@ -120,6 +124,8 @@ class LocalReplBackend(LeanBackend):
             else None,
             "recycle_after": self.recycle_after,
             "infrastructure_retries": self.retries,
+            "header_timeout_s": self.header_timeout_s,
+            "check_timeout_s": self.check_timeout_s,
             "sandbox": {"network": network, "tmpdir": "private per REPL process"},
         }
 
@@ -174,10 +180,18 @@ class RemoteBackend(LeanBackend):
             stripped += 1
         return header_lines - min(stripped, header_lines)
 
-    def _post(self, job: LeanJob) -> dict[str, Any]:
+    def _snippet(self, job: LeanJob) -> tuple[str, int | None]:
+        """The code sent (header, compile view, `#print axioms`, the statement check) and the
+        line on which the statement check starts (its messages are not the proof's)."""
         code = job.header + "\n" + job.body
         if job.theorem_name is not None:
             code += f"\n\n#print axioms {job.theorem_name}"
+        if job.statement_check is None:
+            return code, None
+        code += "\n\n"
+        return code + job.statement_check, code.count("\n") + 1
+
+    def _post(self, code: str, job: LeanJob) -> dict[str, Any]:
         payload = {
             "snippets": [{"id": json.dumps(job.key), "code": code}],
             "timeout": math.ceil(job.budget_s),
@@ -195,7 +209,8 @@ class RemoteBackend(LeanBackend):
 
     def _check_once(self, job: LeanJob) -> LeanResult:
         started = time.monotonic()
-        result = self._post(job)
+        code, check_line = self._snippet(job)
+        result = self._post(code, job)
         elapsed = time.monotonic() - started
         error = result.get("error")
         if error:
@@ -204,15 +219,18 @@ class RemoteBackend(LeanBackend):
             raise ReplFailure("remote_error", str(error)[:300])
         response = result.get("response") or {}
         offset = self._line_offset(job.header)
-        printed, messages = [], []
+        printed, messages, statement = [], [], []
         for message in response.get("messages", []):
             data = str(message.get("data", ""))
-            if message.get("severity") == "info" and (
+            line = (message.get("pos") or {}).get("line", 0)
+            if check_line is not None and line >= check_line:
+                statement.append(message)
+            elif message.get("severity") == "info" and (
                 "depends on axioms" in data or "does not depend on any axioms" in data
             ):
                 printed.append(message)
-                continue
-            messages.append(_shift(message, offset))
+            else:
+                messages.append(_shift(message, offset))
         outcome = read_answer(
             {
                 **response,
@@ -220,10 +238,12 @@ class RemoteBackend(LeanBackend):
                 "sorries": [_shift(s, offset) for s in response.get("sorries", [])],
             }
         )
-        axioms = None
+        axioms = statement_errors = None
         if outcome.complete and job.theorem_name is not None:
             axioms = parse_axioms(read_answer({"messages": printed}), job.theorem_name)
-        return LeanResult(job.key, outcome, axioms, None, elapsed, 1, 0)
+        if outcome.complete and check_line is not None:
+            statement_errors = read_answer({"messages": statement}).errors
+        return LeanResult(job.key, outcome, axioms, None, elapsed, 1, 0, statement_errors)
 
     def _check(self, job: LeanJob) -> LeanResult:
         started = time.monotonic()
@@ -238,6 +258,7 @@ class RemoteBackend(LeanBackend):
                     time.monotonic() - started,
                     attempt,
                     0,
+                    result.statement_errors,
                 )
             except (ReplFailure, urllib.error.URLError, OSError, ValueError, KeyError) as exc:
                 kind = exc.kind if isinstance(exc, ReplFailure) else type(exc).__name__
@@ -317,6 +338,7 @@ def backend_from_settings(settings: LeanSettings, *, scratch: Path) -> LeanBacke
         "memory_ceiling_mb": settings.memory_ceiling_mb,
         "recycle_after": settings.recycle_after,
         "header_timeout_s": settings.header_timeout_s,
+        "check_timeout_s": settings.check_timeout_s,
         "retries": settings.infrastructure_retries,
         "sandbox": settings.sandbox,
     }

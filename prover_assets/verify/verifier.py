@@ -4,7 +4,9 @@
 2. the static gate on the displayed code (and the displayed statement against the problem's);
 3. Goedel's re-insertion of the problem's own statement;
 4. the REPL, against the header env, under the wall budget: errors, sorries, sorry warnings;
-5. `#print axioms` in the proof's env: only propext, Classical.choice, Quot.sound accept.
+5. `#print axioms` in the proof's env: only propext, Classical.choice, Quot.sound accept;
+6. the statement check in the proof's env: the root theorem's type is the trusted statement
+   elaborated afresh (`statement_changed` otherwise), as kernel-replay checkers do.
 An infrastructure failure is recorded as such, never as a judgement of the proof.
 """
 
@@ -20,9 +22,9 @@ from prover_assets.lean.extract import (
     displayed_statement_faithful,
     reinsert_statement,
 )
-from prover_assets.lean.gate import static_check
+from prover_assets.lean.gate import STATEMENT_REASONS, static_check
 from prover_assets.lean.protocol import STANDARD_AXIOMS
-from prover_assets.lean.statements import theorem_signature
+from prover_assets.lean.statements import statement_check_command, theorem_signature
 from prover_assets.records import (
     Generation,
     Problem,
@@ -46,6 +48,7 @@ class VerifierPolicy:
     statement_check: Literal["reject", "record"] = "reject"
     gate: bool = True
     axiom_check: bool = True
+    recheck_statement: bool = True  # step 6
 
 
 class StrictVerifier:
@@ -103,7 +106,7 @@ class StrictVerifier:
         if self.policy.gate:
             reasons = static_check(code, statement=problem.formal_statement)
             if self.policy.statement_check == "record":
-                reasons = [r for r in reasons if r != "statement_mismatch"]
+                reasons = [r for r in reasons if r not in STATEMENT_REASONS]
             if reasons:
                 return self._verdict(generation, Stage.GATE, reasons, diagnostics=diagnostics)
         try:
@@ -123,6 +126,9 @@ class StrictVerifier:
             theorem_name=signature.name if signature and self.policy.axiom_check else None,
             budget_s=self.policy.budget_s,
             priority=float(len(code)),
+            statement_check=statement_check_command(problem.formal_statement)
+            if self.policy.recheck_statement
+            else None,
         )
 
     def judge(
@@ -143,13 +149,8 @@ class StrictVerifier:
                 generation, Stage.TIMEOUT, ["timeout"], result.elapsed_s, diagnostics=diagnostics
             )
         if result.failure is not None or result.outcome is None:
-            return self._verdict(
-                generation,
-                Stage.INFRASTRUCTURE,
-                [result.failure or "infrastructure"],
-                result.elapsed_s,
-                diagnostics=diagnostics,
-            )
+            kind = (result.failure or "infrastructure:no_answer").removeprefix("infrastructure:")
+            return self._infrastructure(generation, result, kind, diagnostics)
         outcome = result.outcome
         if self.policy.feedback:
             extra = {"repl_errors": [dict(e) for e in outcome.errors], "repl_code": job.body}
@@ -180,21 +181,53 @@ class StrictVerifier:
                 **extra,
             )
         if job.theorem_name is not None:
-            axioms = result.axioms or ()
-            diagnostics["axioms"] = list(axioms)
-            foreign = [a for a in axioms if a not in STANDARD_AXIOMS]
-            if foreign or result.axioms is None:
-                reasons = [f"axiom:{a}" for a in foreign] or ["axiom:unchecked"]
+            if result.axioms is None:
+                return self._infrastructure(generation, result, "axioms:missing", diagnostics)
+            diagnostics["axioms"] = list(result.axioms)
+            foreign = [a for a in result.axioms if a not in STANDARD_AXIOMS]
+            if foreign:
                 return self._verdict(
                     generation,
                     Stage.AXIOM,
-                    reasons,
+                    [f"axiom:{a}" for a in foreign],
+                    result.elapsed_s,
+                    diagnostics=diagnostics,
+                    **extra,
+                )
+        if job.statement_check is not None:
+            if result.statement_errors is None:
+                return self._infrastructure(generation, result, "statement:missing", diagnostics)
+            if result.statement_errors:
+                diagnostics["statement_check"] = job.statement_check
+                diagnostics["statement_errors"] = [
+                    str(e.get("data", ""))[:500] for e in result.statement_errors
+                ]
+                return self._verdict(
+                    generation,
+                    Stage.STATEMENT_CHANGED,
+                    ["statement_changed"],
                     result.elapsed_s,
                     diagnostics=diagnostics,
                     **extra,
                 )
         return self._verdict(
             generation, Stage.ACCEPTED, [], result.elapsed_s, diagnostics=diagnostics, **extra
+        )
+
+    def _infrastructure(
+        self,
+        generation: Generation,
+        result: LeanResult,
+        kind: str,
+        diagnostics: dict[str, Any],
+    ) -> Verification:
+        """A backend that answered the proof but not a check after it: not a judgement."""
+        return self._verdict(
+            generation,
+            Stage.INFRASTRUCTURE,
+            [f"infrastructure:{kind}"],
+            result.elapsed_s,
+            diagnostics=diagnostics,
         )
 
     def verify_stream(self, pairs: Iterable[tuple[Problem, Generation]]) -> Iterator[Verification]:

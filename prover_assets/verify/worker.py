@@ -1,24 +1,30 @@
 """One verification worker: a REPL process, its header environments, and its recycling.
 
 The header is elaborated once per worker (per distinct header) and reused as `env`; each proof
-is one command against it, then `#print axioms <theorem>` in the proof's env. The worker is
-recycled (a fresh REPL) after N commands or above a resident-memory ceiling.
+is one command against it, then `#print axioms <theorem>` and the statement check in the
+proof's env. The worker is recycled (a fresh REPL) after N commands or above a resident-memory
+ceiling.
+
+Only the proof's own command can earn a verdict from a fault: exceeding its budget is `timeout`.
+A fault anywhere else (the header, `#print axioms`, the statement check) or an answer that is
+not an answer to the command (no `env`, "Unknown environment.") is infrastructure: retried on a
+fresh REPL, then reported as `infrastructure:<stage>:<kind>`, never as a judgement of the proof.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from prover_assets.lean.repl import ReplFailure, ReplOutcome, ReplProcess, read_answer
 
-__all__ = ["LeanJob", "LeanResult", "ReplWorker", "parse_axioms"]
+__all__ = ["LeanJob", "LeanResult", "ReplWorker", "checked_answer", "parse_axioms"]
 
 _DEPENDS = re.compile(r"depends on axioms: \[(.*)\]", re.DOTALL)
 _NO_AXIOMS = "does not depend on any axioms"
-AXIOMS_TIMEOUT_S = 60.0
 # Measuring a REPL's resident memory scans /proc (about 5 ms, more on a busy host); memory grows
 # over many proofs, so once a second per worker catches it as well as after every proof would.
 MEMORY_CHECK_INTERVAL_S = 1.0
@@ -32,6 +38,7 @@ class LeanJob:
     theorem_name: str | None  # for `#print axioms`; None skips the axiom check
     budget_s: float
     priority: float = 0.0  # larger first: a length proxy, so likely-long proofs start early
+    statement_check: str | None = None  # a command that holds only for the trusted statement
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,12 @@ class LeanResult:
     key: tuple
     outcome: ReplOutcome | None  # None when the REPL gave no answer
     axioms: tuple[str, ...] | None  # None when the axiom check did not run
-    failure: str | None  # None, "timeout", or "infrastructure:<kind>"
+    failure: str | None  # None, "timeout", or "infrastructure:<stage>:<kind>"
     elapsed_s: float
     attempts: int
     worker: int
+    # The statement check's errors: None when it did not run, () when the statement holds.
+    statement_errors: tuple[dict[str, Any], ...] | None = None
 
 
 def parse_axioms(outcome: ReplOutcome, name: str) -> tuple[str, ...]:
@@ -57,6 +66,17 @@ def parse_axioms(outcome: ReplOutcome, name: str) -> tuple[str, ...]:
     raise ReplFailure("axioms_unreadable", f"#print axioms {name}: {detail[:300]}")
 
 
+def checked_answer(answer: Mapping[str, Any]) -> ReplOutcome:
+    """The outcome of an answer to a command sent with an `env`; raises ReplFailure when it is
+    no such answer: the REPL lost the env ("Unknown environment.") or gave no new env."""
+    if "message" in answer and "messages" not in answer:
+        raise ReplFailure("unknown_environment", str(answer["message"])[:300])
+    outcome = read_answer(answer)
+    if not isinstance(outcome.env, int):
+        raise ReplFailure("no_env", f"an answer without `env`: {str(dict(answer))[:300]}")
+    return outcome
+
+
 class ReplWorker:
     def __init__(
         self,
@@ -64,12 +84,14 @@ class ReplWorker:
         factory: Callable[[], ReplProcess],
         *,
         header_timeout_s: float,
+        check_timeout_s: float,
         recycle_after: int,
         memory_ceiling_mb: float,
     ) -> None:
         self.index = index
         self._factory = factory
         self._header_timeout_s = header_timeout_s
+        self._check_timeout_s = check_timeout_s  # `#print axioms` and the statement check
         self._recycle_after = recycle_after
         self._memory_ceiling_mb = memory_ceiling_mb
         self._process: ReplProcess | None = None
@@ -90,28 +112,52 @@ class ReplWorker:
     def _header_env(self, process: ReplProcess, header: str) -> int:
         if header not in self._envs:
             outcome = read_answer(process.send({"cmd": header}, self._header_timeout_s))
-            if not outcome.passed or outcome.env is None:
-                process.kill()
-                raise ReplFailure("header", f"the header did not elaborate: {outcome.errors[:2]}")
+            if not outcome.passed or not isinstance(outcome.env, int):
+                raise ReplFailure(
+                    "did_not_elaborate", f"the header did not elaborate: {outcome.errors[:2]}"
+                )
             self._envs[header] = outcome.env
         return self._envs[header]
 
-    def run(self, job: LeanJob) -> tuple[ReplOutcome, tuple[str, ...] | None]:
-        """Compile one proof (and check its axioms); raises ReplFailure on any fault."""
+    def _command(
+        self, process: ReplProcess, stage: str, cmd: str, env: int, timeout: float
+    ) -> ReplOutcome:
+        try:
+            return checked_answer(process.send({"cmd": cmd, "env": env}, timeout))
+        except ReplFailure as failure:
+            raise failure.at_stage(stage) from failure
+
+    def run(
+        self, job: LeanJob
+    ) -> tuple[ReplOutcome, tuple[str, ...] | None, tuple[dict[str, Any], ...] | None]:
+        """Compile one proof, then check its axioms and its statement: (outcome, axioms,
+        statement errors). Raises ReplFailure, with its stage, on any fault."""
         process = self._ready()
-        env = self._header_env(process, job.header)
-        outcome = read_answer(process.send({"cmd": job.body, "env": env}, job.budget_s))
-        axioms = None
-        if outcome.complete and job.theorem_name is not None and outcome.env is not None:
-            printed = read_answer(
-                process.send(
-                    {"cmd": f"#print axioms {job.theorem_name}", "env": outcome.env},
-                    AXIOMS_TIMEOUT_S,
-                )
+        try:
+            env = self._header_env(process, job.header)
+        except ReplFailure as failure:
+            raise failure.at_stage("header") from failure
+        outcome = self._command(process, "proof", job.body, env, job.budget_s)
+        axioms = statement_errors = None
+        if outcome.complete and job.theorem_name is not None:
+            printed = self._command(
+                process,
+                "axioms",
+                f"#print axioms {job.theorem_name}",
+                outcome.env,
+                self._check_timeout_s,
             )
-            axioms = parse_axioms(printed, job.theorem_name)
+            try:
+                axioms = parse_axioms(printed, job.theorem_name)
+            except ReplFailure as failure:
+                raise failure.at_stage("axioms") from failure
+        if outcome.complete and job.statement_check is not None:
+            checked = self._command(
+                process, "statement", job.statement_check, outcome.env, self._check_timeout_s
+            )
+            statement_errors = checked.errors
         self._maybe_recycle(process)
-        return outcome, axioms
+        return outcome, axioms, statement_errors
 
     def _over_memory(self, process: ReplProcess) -> bool:
         now = time.monotonic()
@@ -129,40 +175,38 @@ class ReplWorker:
     def execute(self, job: LeanJob, retries: int) -> LeanResult:
         """Run `job`; an infrastructure fault is retried on a fresh REPL up to `retries` times.
 
-        A timeout is the proof's own result (no retry); a fault that persists is reported as
-        `infrastructure:<kind>`, never as a judgement of the proof.
+        The proof's own command exceeding its budget is the proof's result (`timeout`, no
+        retry); a fault that persists is `infrastructure:<stage>:<kind>`, never a judgement.
         """
         started = time.monotonic()
         attempts = 0
         while True:
             attempts += 1
             try:
-                outcome, axioms = self.run(job)
+                outcome, axioms, statement_errors = self.run(job)
             except ReplFailure as failure:
-                if failure.kind == "timeout":
-                    return LeanResult(
-                        job.key,
-                        None,
-                        None,
-                        "timeout",
-                        time.monotonic() - started,
-                        attempts,
-                        self.index,
+                self._discard()
+                proof_timeout = failure.kind == "timeout" and failure.stage == "proof"
+                if proof_timeout or attempts > retries:
+                    verdict = (
+                        "timeout"
+                        if proof_timeout
+                        else f"infrastructure:{failure.stage}:{failure.kind}"
                     )
-                if attempts > retries:
-                    return LeanResult(
-                        job.key,
-                        None,
-                        None,
-                        f"infrastructure:{failure.kind}",
-                        time.monotonic() - started,
-                        attempts,
-                        self.index,
-                    )
+                    elapsed = time.monotonic() - started
+                    return LeanResult(job.key, None, None, verdict, elapsed, attempts, self.index)
                 continue
+            elapsed = time.monotonic() - started
             return LeanResult(
-                job.key, outcome, axioms, None, time.monotonic() - started, attempts, self.index
+                job.key, outcome, axioms, None, elapsed, attempts, self.index, statement_errors
             )
+
+    def _discard(self) -> None:
+        """Kill the REPL after a fault: whatever state it was in, the retry starts afresh."""
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+            self.restarts += 1
 
     def close(self) -> None:
         if self._process is not None:

@@ -63,19 +63,22 @@ class KiminaDouble:
                 "time": timeout,
                 "error": f"Lean REPL command timed out in {timeout} seconds",
             }
+        proof, _, tail = body.partition("\n\n#print axioms ")
+        name, _, check = tail.partition("\n\n")
         with self._lock:
             self._double.envs.clear()
             self._double.answer({"cmd": header})
-            answer = dict(
-                self._double.answer({"cmd": body.split("\n\n#print axioms")[0], "env": 0})
-            )
+            answer = dict(self._double.answer({"cmd": proof, "env": 0}))
             messages = list(answer.get("messages", []))
-            if "#print axioms" in body:
-                name = body.rsplit("#print axioms", 1)[1].strip()
+            if name:
                 printed = self._double.answer(
-                    {"cmd": f"#print axioms {name}", "env": answer["env"]}
+                    {"cmd": f"#print axioms {name.strip()}", "env": answer["env"]}
                 )
-                messages += printed["messages"]
+                messages += [_offset(m, proof.count("\n") + 2) for m in printed["messages"]]
+            if check:
+                checked = self._double.answer({"cmd": check, "env": answer["env"]})
+                check_line = body[: len(body) - len(check)].count("\n")
+                messages += [_offset(m, check_line) for m in checked.get("messages", [])]
         answer["messages"] = [_offset(m, header_lines) for m in messages]
         answer["sorries"] = [_offset(s, header_lines) for s in answer.get("sorries", [])]
         return {"id": snippet["id"], "time": 0.01, "error": None, "response": answer}

@@ -16,8 +16,11 @@ Protocol (as leanprover-community/repl):
 Verdicts, first match wins:
 1. rules (--rules FILE, a JSON list): `{"match": {"sha256"|"regex"|"substring": ...},
    "reply": {...} | "action": "...", "messages_at": [{"severity", "at", "data"}],
-   "axioms": [...]}`; a reply is sent as the answer (with the new env), `messages_at` places
-   messages at the first occurrence of their `at` text in the command it received;
+   "axioms": [...], "raw": bool}`; a reply is sent as the answer (with the new env; with
+   `raw`, exactly as written: no env, as a REPL that lost its state answers), `messages_at`
+   places messages at the first occurrence of their `at` text in the command it received;
+   a rule applies to commands (the header, a proof, a statement check), or with
+   `"stage": "axioms"` to `#print axioms` only;
 2. directives in Lean comments of the command, e.g.
    `--@fake error {"at": "nlinarith", "data": "linarith failed"}`, `--@fake sorry`,
    `--@fake axioms ["sorryAx"]`, `--@fake delay 2.5`, `--@fake hang`, `--@fake crash 3`,
@@ -87,11 +90,17 @@ class Double:
         base = request.get("env")
         if base is not None and not (isinstance(base, int) and 0 <= base < len(self.envs)):
             return {"message": "Unknown environment."}
-        if (printed := _PRINT_AXIOMS.match(command)) and base is not None:
+        printed = _PRINT_AXIOMS.match(command) if base is not None else None
+        rule = self._rule_for(command, "axioms" if printed else "command")
+        if rule is not None and rule.get("raw"):
+            return self._ruled(command, rule)
+        if printed and (rule is None or "reply" not in rule):
+            if rule is not None:  # an action alone (delay, hang, crash), then the true answer
+                self.act(rule["action"], rule.get("argument", ""))
             return self._print_axioms(printed.group(1), base)
         if base is None:
             time.sleep(self.args.import_delay)
-        reply = self._scripted(command)
+        reply = self._ruled(command, rule) if rule is not None else self._scripted(command)
         axioms = reply.pop("__axioms__", STANDARD_AXIOMS)
         env_id = len(self.envs)
         env = Env({name: list(axioms) for _, name in _DECLARATION.findall(command)})
@@ -121,24 +130,33 @@ class Double:
         }
         return {"messages": [message], "env": len(self.envs) - 1}
 
-    def _scripted(self, command: str) -> dict[str, Any]:
+    def _rule_for(self, command: str, stage: str) -> dict[str, Any] | None:
         digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
         for rule in self.rules:
+            if rule.get("stage", "command") != stage:
+                continue
             match = rule["match"]
             if (
                 match.get("sha256") == digest
                 or ("regex" in match and re.search(match["regex"], command))
                 or ("substring" in match and match["substring"] in command)
             ):
-                if "action" in rule:
-                    self.act(rule["action"], rule.get("argument", ""))
-                reply = dict(rule.get("reply", {}))
-                for spec in rule.get("messages_at", []):
-                    message = self._message(command, spec.get("severity", "error"), spec)
-                    reply["messages"] = [*reply.get("messages", []), message]
-                if "axioms" in rule:
-                    reply["__axioms__"] = rule["axioms"]
-                return reply
+                return rule
+        return None
+
+    def _ruled(self, command: str, rule: dict[str, Any]) -> dict[str, Any]:
+        if "action" in rule:
+            self.act(rule["action"], rule.get("argument", ""))
+        reply = dict(rule.get("reply", {}))
+        for spec in rule.get("messages_at", []):
+            message = self._message(command, spec.get("severity", "error"), spec)
+            reply["messages"] = [*reply.get("messages", []), message]
+        if "axioms" in rule:
+            reply["__axioms__"] = rule["axioms"]
+        return reply
+
+    def _scripted(self, command: str) -> dict[str, Any]:
+        digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
         directives = _DIRECTIVE.findall(command)
         if directives:
             return self._directed(command, directives)

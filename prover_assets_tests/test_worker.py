@@ -1,0 +1,169 @@
+"""A REPL fault at every stage of one proof (header, proof, `#print axioms`, statement check):
+only the proof's own command over budget is a verdict; everything else is infrastructure."""
+
+import pytest
+
+from prover_assets.config import LeanSettings
+from prover_assets.records import Stage
+from prover_assets.verify.backends import backend_from_settings
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.factories import make_generation, make_problem
+from prover_assets_tests.lean_double import double_backend, error_reply, repl_log
+
+SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
+HEADER = {"regex": "^import Mathlib"}
+AXIOMS = {"substring": "#print axioms"}
+STATEMENT = {"regex": "^example : "}
+
+
+def verify(tmp_path, rules, *, retries=1, budget_s=5.0, check_timeout_s=0.5, proof="  omega"):
+    generation = make_generation(completion_text=f"```lean4\n{SIGNATURE}\n{proof}\n```")
+    policy = VerifierPolicy(budget_s=budget_s, feedback=False)
+    with double_backend(
+        tmp_path,
+        rules,
+        workers=1,
+        retries=retries,
+        check_timeout_s=check_timeout_s,
+        header_timeout_s=1.0,
+    ) as backend:
+        return StrictVerifier(backend, policy).verify(make_problem(), generation)
+
+
+@pytest.mark.parametrize(
+    ("rule", "reason"),
+    [
+        ({"match": HEADER, "action": "hang"}, "infrastructure:header:timeout"),
+        ({"match": HEADER, "action": "crash"}, "infrastructure:header:crash"),
+        (
+            {"match": HEADER, "reply": error_reply("unknown package 'Mathlib'")},
+            "infrastructure:header:did_not_elaborate",
+        ),
+        ({"match": {"substring": "omega"}, "action": "crash"}, "infrastructure:proof:crash"),
+        ({"match": {"substring": "omega"}, "action": "empty"}, "infrastructure:proof:empty"),
+        (
+            {"match": {"substring": "omega"}, "raw": True, "reply": {}},
+            "infrastructure:proof:no_env",
+        ),
+        (
+            {
+                "match": {"substring": "omega"},
+                "raw": True,
+                "reply": {"message": "Unknown environment."},
+            },
+            "infrastructure:proof:unknown_environment",
+        ),
+        ({"stage": "axioms", "match": AXIOMS, "action": "hang"}, "infrastructure:axioms:timeout"),
+        ({"stage": "axioms", "match": AXIOMS, "action": "crash"}, "infrastructure:axioms:crash"),
+        (
+            {
+                "stage": "axioms",
+                "match": AXIOMS,
+                "raw": True,
+                "reply": {"message": "Unknown environment."},
+            },
+            "infrastructure:axioms:unknown_environment",
+        ),
+        (
+            {"stage": "axioms", "match": AXIOMS, "reply": {}},
+            "infrastructure:axioms:axioms_unreadable",
+        ),
+        ({"match": STATEMENT, "action": "hang"}, "infrastructure:statement:timeout"),
+        ({"match": STATEMENT, "raw": True, "reply": {}}, "infrastructure:statement:no_env"),
+    ],
+)
+def test_a_fault_outside_the_proof_is_infrastructure_after_retries(tmp_path, rule, reason):
+    verdict = verify(tmp_path, [rule], retries=1)
+    assert (verdict.stage, verdict.reasons) == (Stage.INFRASTRUCTURE, [reason])
+    assert not verdict.accepted
+    assert verdict.diagnostics["attempts"] == 2
+
+
+def test_only_the_proofs_own_command_over_budget_is_a_timeout(tmp_path):
+    verdict = verify(tmp_path, [{"match": {"substring": "omega"}, "action": "hang"}], budget_s=0.5)
+    assert (verdict.stage, verdict.reasons) == (Stage.TIMEOUT, ["timeout"])
+    assert verdict.diagnostics["attempts"] == 1  # a verdict: not retried
+
+
+def test_axioms_that_hang_past_the_check_timeout_are_not_the_proofs_timeout(tmp_path):
+    rule = {"stage": "axioms", "match": AXIOMS, "action": "delay", "argument": "1.5"}
+    slow = verify(tmp_path / "slow", [rule], retries=0, budget_s=60.0, check_timeout_s=0.5)
+    patient = verify(tmp_path / "patient", [rule], retries=0, budget_s=60.0, check_timeout_s=5.0)
+    assert slow.reasons == ["infrastructure:axioms:timeout"]
+    assert patient.accepted
+
+
+def test_statement_that_does_not_elaborate_to_the_trusted_one_is_statement_changed(tmp_path):
+    rule = {"match": STATEMENT, "reply": error_reply("type mismatch\n  @t\nhas type", line=1)}
+    verdict = verify(tmp_path, [rule])
+    assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])
+    assert verdict.diagnostics["statement_errors"] == ["type mismatch\n  @t\nhas type"]
+
+
+def test_statement_check_is_sent_in_the_proofs_env_at_the_root(tmp_path):
+    verdict = verify(tmp_path, [])
+    entries = repl_log(tmp_path)
+    proof = next(e for e in entries if e["request"]["cmd"].startswith("\n"))
+    check = next(e for e in entries if e["request"]["cmd"].startswith("example"))
+    assert verdict.accepted
+    assert check["request"] == {
+        "cmd": "example : ∀ (x : ℕ) (h₀ : 0 < x), 0 < x + 1 := @_root_.t",
+        "env": proof["answer"]["env"],
+    }
+
+
+def test_each_attempt_after_an_axioms_fault_runs_on_a_fresh_repl(tmp_path):
+    # The double dies at its 3rd command (`#print axioms`), on every REPL it is started as.
+    generation = make_generation(completion_text=f"```lean4\n{SIGNATURE}\n  omega\n```")
+    with double_backend(tmp_path, None, "--die-after", "2", workers=1, retries=1) as backend:
+        verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
+            make_problem(), generation
+        )
+    assert verdict.reasons == ["infrastructure:axioms:crash"]
+    headers = [e for e in repl_log(tmp_path) if "env" not in e["request"]]
+    assert len(headers) == 2
+
+
+def test_check_timeout_is_scaled_from_the_budget_and_recorded(tmp_path):
+    settings = LeanSettings(
+        backend="simulated",
+        workers=1,
+        budget_s=40.0,
+        check_timeout_factor=0.25,
+        simulated_accept_share=0.5,
+        simulated_seed=1,
+    )
+    with backend_from_settings(settings, scratch=tmp_path) as backend:
+        assert backend.config()["check_timeout_s"] == 10.0
+
+
+def test_honest_candidate_with_a_helper_lemma_is_accepted(tmp_path):
+    helper = "lemma helper (y : ℕ) : 0 < y + 1 := by omega\n"
+    generation = make_generation(
+        completion_text=f"```lean4\n{helper}{SIGNATURE}\n  exact helper x\n```"
+    )
+    with double_backend(tmp_path, workers=1) as backend:
+        verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
+            make_problem(), generation
+        )
+    assert verdict.accepted, verdict.reasons
+
+
+@pytest.mark.parametrize(
+    ("before", "reason"),
+    [
+        (
+            "noncomputable def Real.sqrt (x : ℝ) : ℝ := 4\nnamespace Evil\n",
+            "banned:scope:namespace",
+        ),
+        ("variable (hF : False)\n", "banned:scope:variable"),
+    ],
+)
+def test_scope_attacks_are_rejected_before_lean(tmp_path, before, reason):
+    generation = make_generation(completion_text=f"```lean4\n{before}{SIGNATURE}\n  omega\n```")
+    with double_backend(tmp_path, workers=1) as backend:
+        verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
+            make_problem(), generation
+        )
+    assert verdict.stage is Stage.GATE and reason in verdict.reasons
+    assert repl_log(tmp_path) == []
