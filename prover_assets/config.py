@@ -278,6 +278,8 @@ class LeanSettings(_Spec):
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
     infrastructure_retries: Annotated[int, Field(ge=0)] = 2
     commit_every: PositiveInt = 64  # verdicts per commit chunk
+    # A verdict file with a larger share of `infrastructure` verdicts fails its validity check.
+    max_infrastructure_share: Annotated[float, Field(ge=0, le=1)] = 0.01
     sandbox: bool = True  # no network, private TMPDIR (where the OS allows)
     remote_url: str | None = None
     remote_position_base: Literal["snippet", "body"] = "snippet"

@@ -12,10 +12,13 @@ import pytest
 
 from prover_assets.records import Appender, Generation, Verification, publish_records, read_records
 from prover_assets.verify.runner import (
+    ATTEMPTS_FILE,
     ChunkInfrastructureError,
+    PriorAttempt,
     StaleVerdictError,
     verify_generations,
 )
+from prover_assets.verify.validity import check_infrastructure_share
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import make_generation, make_problem
 from prover_assets_tests.lean_double import double_backend, repl_log
@@ -172,3 +175,67 @@ def test_torn_verdict_line_is_dropped_counted_and_reverified(tmp_path):
     ver.write_bytes(data[0] + data[1][:40])
     stats = run(tmp_path, gen, ver)
     assert (stats.torn_dropped, stats.already_verified, stats.verified_now) == (1, 1, 1)
+
+
+def test_resume_verifies_infrastructure_verdicts_again_as_new_attempts(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide", "omega -- 1", "omega -- 2"])
+    crash = [{"match": {"substring": "decide"}, "action": "crash", "argument": "9"}]
+    run(tmp_path, gen, ver, crash)
+    run(tmp_path, gen, ver, crash)
+    healed = run(tmp_path, gen, ver)
+    assert (healed.already_verified, healed.infrastructure_reverified) == (2, 1)
+    verdicts = {v.sample_idx: v for v in read_records(ver, Verification)}
+    assert [verdicts[i].accepted for i in range(3)] == [True, True, True]
+    assert verdicts[0].diagnostics["prior_attempts"] == 2
+    attempts = read_records(tmp_path / ATTEMPTS_FILE, PriorAttempt)
+    assert [(a.verdict.sample_idx, a.attempt, a.verdict.reasons) for a in attempts] == [
+        (0, 1, ["infrastructure:proof:crash"]),
+        (0, 2, ["infrastructure:proof:crash"]),
+    ]
+
+
+def test_each_resume_that_still_fails_records_one_more_attempt(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide", *[f"omega -- {i}" for i in range(1, 6)]])
+    crash = [{"match": {"substring": "decide"}, "action": "crash", "argument": "9"}]
+    for _ in range(3):
+        stats = run(tmp_path, gen, ver, crash, commit_every=6)
+    # The infrastructure verdict is the only one verified again each time; nothing else is.
+    assert (stats.infrastructure_reverified, stats.verified_now) == (1, 1)
+    attempts = read_records(tmp_path / ATTEMPTS_FILE, PriorAttempt)
+    assert [a.attempt for a in attempts] == [1, 2]
+    (last,) = [v for v in read_records(ver, Verification) if v.sample_idx == 0]
+    assert last.stage.value == "infrastructure" and last.diagnostics["prior_attempts"] == 2
+
+
+def test_a_crash_between_recording_an_attempt_and_rewriting_the_stream_doubles_nothing(
+    tmp_path, monkeypatch
+):
+    from prover_assets.verify import runner
+
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide", "omega"])
+    run(tmp_path, gen, ver, [{"match": {"substring": "decide"}, "action": "crash"}])
+
+    def crash(*args):
+        raise KeyboardInterrupt("killed after the attempts were appended")
+
+    monkeypatch.setattr(runner, "_remove_verdicts", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, gen, ver)
+    monkeypatch.undo()
+    run(tmp_path, gen, ver)
+    attempts = read_records(tmp_path / ATTEMPTS_FILE, PriorAttempt)
+    assert [a.attempt for a in attempts] == [1]
+    assert all(v.accepted for v in read_records(ver, Verification))
+
+
+def test_infrastructure_share_above_the_bound_fails_and_no_rows_never_pass(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide", "omega -- 1", "omega -- 2", "omega -- 3"])
+    run(tmp_path, gen, ver, [{"match": {"substring": "decide"}, "action": "crash"}], commit_every=4)
+    assert not check_infrastructure_share(ver, 0.2).passed  # 1 of 4
+    assert check_infrastructure_share(ver, 0.25).passed
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    assert not check_infrastructure_share(tmp_path / "empty.jsonl", 1.0).passed

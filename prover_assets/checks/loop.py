@@ -42,6 +42,7 @@ from prover_assets.verify.runner import CHUNKS_FILE
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 from prover_assets.verify.validity import (
     check_chunks,
+    check_infrastructure_share,
     check_no_length_capped_accepted,
     check_verdicts_cover_generations,
     check_verifier_identical,
@@ -190,11 +191,28 @@ def _verdict_checks(
     def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_chunks(_dir(context, key) / CHUNKS_FILE))
 
+    @dg.asset_check(
+        asset=key,
+        name="infrastructure_within_bound",
+        blocking=True,
+        description="at most lean.max_infrastructure_share of the verdicts are infrastructure "
+        "(never judgements; a re-run verifies them again)",
+    )
+    def infrastructure_within_bound(
+        context: dg.AssetCheckExecutionContext, lean: LeanResource
+    ) -> dg.AssetCheckResult:
+        return to_result(
+            check_infrastructure_share(
+                _dir(context, key) / VERDICTS_FILE, lean.model().max_infrastructure_share
+            )
+        )
+
     return [
         verifier_identical,
         verdicts_cover_generations,
         no_length_capped_accepted,
         no_chunk_half_dead,
+        infrastructure_within_bound,
     ]
 
 

@@ -230,6 +230,8 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         "stages": dict(stages),
         "reasons": dict(reasons.most_common()),
         "timeouts": stages.get(Stage.TIMEOUT.value, 0),
+        # Not judgements: scored as unsolved samples, and counted so that nobody mistakes them.
+        "infrastructure": stages.get(Stage.INFRASTRUCTURE.value, 0),
         "accepted_but_rewritten": rewritten,
         "verifier": run.identity,
         "simulated": run.simulated,

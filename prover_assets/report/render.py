@@ -39,6 +39,7 @@ def _system_table(summaries: list[dict[str, Any]], ks: list[int]) -> str:
         "mean max_tokens",
         "hit cap",
         "timeouts",
+        "infrastructure (not verdicts)",
         "accepted but rewritten",
     ]
     rows = []
@@ -64,6 +65,7 @@ def _system_table(summaries: list[dict[str, Any]], ks: list[int]) -> str:
                 f"{s['mean_effective_max_tokens']:.0f} of {s['nominal_cap']}",
                 _pct(s["hit_cap_share"]),
                 s["timeouts"],
+                s["infrastructure"],
                 s["accepted_but_rewritten"],
             ]
         )

@@ -3,6 +3,9 @@
 - Resume by key: a verdict is kept only if its `code_sha256` matches the generation now on
   disk. A stale verdict raises, unless re-verifying stale verdicts is asked for: then the stale
   rows move to `stale_verdicts.jsonl` (kept for the record) and are verified again.
+- Infrastructure is never final: on resume every `infrastructure` verdict moves to
+  `infrastructure_attempts.jsonl` (one row per attempt, numbered) and its sample is verified
+  again; the new verdict records how many attempts came before it.
 - Verdicts stream to the store in commit chunks; a chunk in which more than half of the
   samples died for infrastructure reasons is not written, and the run fails (a validity
   condition of the registered design).
@@ -16,9 +19,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from prover_assets.records import (
     Appender,
@@ -45,6 +48,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STALE_FILE = "stale_verdicts.jsonl"
+ATTEMPTS_FILE = "infrastructure_attempts.jsonl"
 CHUNKS_FILE = "chunks.jsonl"
 Progress = Callable[["VerifyStats"], None]
 
@@ -64,6 +68,20 @@ class CommitChunk(BaseModel):
         return self.index
 
 
+class PriorAttempt(BaseModel):
+    """An `infrastructure` verdict that a resume set aside to verify the sample again."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    schema_version: Literal[1] = 1
+    attempt: Annotated[int, Field(ge=1)]  # 1 for the first verdict set aside for this key
+    verdict: Verification
+
+    @property
+    def key(self) -> tuple:
+        return (self.verdict.key, self.attempt)
+
+
 class ChunkInfrastructureError(RuntimeError):
     pass
 
@@ -76,6 +94,7 @@ class VerifyStats:
     accepted: int = 0
     code_bearing_now: int = 0  # verified now with Lean code (the work a verifier sizes by)
     stale_reverified: int = 0
+    infrastructure_reverified: int = 0
     torn_dropped: int = 0
     stages: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
@@ -109,6 +128,7 @@ class VerifyStats:
             "code_bearing_now": self.code_bearing_now,
             "wall_s": time.monotonic() - self.started,
             "stale_reverified": self.stale_reverified,
+            "infrastructure_reverified": self.infrastructure_reverified,
             "torn_dropped": self.torn_dropped,
             "stages": dict(self.stages),
             "reasons": dict(self.reasons),
@@ -116,17 +136,46 @@ class VerifyStats:
         }
 
 
-def _set_aside_stale(path: Path, stale: set[tuple]) -> int:
-    """Move stale verdicts out of the stream (atomically), keeping them in stale_verdicts.jsonl."""
+def _remove_verdicts(path: Path, keys: set[tuple]) -> list[Verification]:
+    """Take the verdicts of `keys` out of the stream (atomically); returns them."""
     rows = read_records(path, Verification)
-    kept = [row for row in rows if row.key not in stale]
-    removed = [row for row in rows if row.key in stale]
+    publish_records(path, [row for row in rows if row.key not in keys])
+    return [row for row in rows if row.key in keys]
+
+
+def _set_aside_stale(path: Path, stale: set[tuple]) -> int:
+    """Move stale verdicts out of the stream, keeping them in stale_verdicts.jsonl."""
     with Appender(
         path.parent / STALE_FILE, Verification, key=lambda r: (r.key, r.code_sha256)
     ) as out:
-        out.append_many(r for r in removed if (r.key, r.code_sha256) not in out)
-    publish_records(path, kept)
+        removed = [r for r in _remove_verdicts(path, stale) if (r.key, r.code_sha256) not in out]
+        out.append_many(removed)
     return len(removed)
+
+
+def _set_aside_infrastructure(path: Path, keys: set[tuple]) -> None:
+    """Move `infrastructure` verdicts into infrastructure_attempts.jsonl, numbered per key. The
+    attempts are appended before the stream is rewritten, and a verdict already recorded is not
+    recorded twice: a crash in between loses and doubles nothing."""
+    attempts_path = path.parent / ATTEMPTS_FILE
+    with Appender(attempts_path, PriorAttempt) as out:
+        prior = list(iter_records(attempts_path, PriorAttempt)) if out.keys else []
+        attempts = Counter(row.verdict.key for row in prior)
+        recorded = {row.verdict.model_dump_json() for row in prior}
+        fresh = []
+        for verdict in iter_records(path, Verification):
+            if verdict.key in keys and verdict.model_dump_json() not in recorded:
+                attempts[verdict.key] += 1
+                fresh.append(PriorAttempt(attempt=attempts[verdict.key], verdict=verdict))
+        out.append_many(fresh)
+    _remove_verdicts(path, keys)
+
+
+def _prior_attempts(verdicts_path: Path) -> Counter[tuple]:
+    path = verdicts_path.parent / ATTEMPTS_FILE
+    if not path.exists():
+        return Counter()
+    return Counter(row.verdict.key for row in iter_records(path, PriorAttempt))
 
 
 def verify_generations(
@@ -160,11 +209,18 @@ def verify_generations(
             )
         if stale:
             stats.stale_reverified = _set_aside_stale(verdicts_path, set(stale))
+        infrastructure = {
+            key for key, v in existing.items() if v.stage is Stage.INFRASTRUCTURE
+        } - set(stale)
+        if infrastructure:
+            _set_aside_infrastructure(verdicts_path, infrastructure)
+            stats.infrastructure_reverified = len(infrastructure)
     with (
         Appender(verdicts_path, Verification) as appender,
         Appender(verdicts_path.with_name(CHUNKS_FILE), CommitChunk) as chunks,
     ):
         stats.already_verified = len(appender.keys)
+        prior_attempts = _prior_attempts(verdicts_path)
         pending = [
             (problems[g.problem_id], g) for key, g in generations.items() if key not in appender
         ]
@@ -172,7 +228,10 @@ def verify_generations(
 
         def commit() -> None:
             infrastructure = sum(v.stage is Stage.INFRASTRUCTURE for v in chunk)
-            if infrastructure * 2 > len(chunk):
+            # Samples verified again after earlier infrastructure verdicts are not counted: they
+            # are a biased draw (all dead before), gated instead by the share of what is left.
+            first = [v for v in chunk if not prior_attempts[v.key]]
+            if sum(v.stage is Stage.INFRASTRUCTURE for v in first) * 2 > len(first):
                 raise ChunkInfrastructureError(
                     f"{infrastructure} of {len(chunk)} samples in a commit chunk died for "
                     "infrastructure reasons; the chunk was not written (a validity condition). "
@@ -187,6 +246,9 @@ def verify_generations(
             chunk.clear()
 
         for verdict in verifier.verify_stream(pending):
+            if prior_attempts[verdict.key]:
+                diagnostics = {**verdict.diagnostics, "prior_attempts": prior_attempts[verdict.key]}
+                verdict = verdict.model_copy(update={"diagnostics": diagnostics})
             chunk.append(verdict)
             stats.verified_now += 1
             stats.accepted += verdict.accepted

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prover_assets.records import Generation, Verification, VerifierInfo, iter_records
+from prover_assets.records import Generation, Stage, Verification, VerifierInfo, iter_records
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.runner import CommitChunk
 
 __all__ = [
     "check_chunks",
+    "check_infrastructure_share",
     "check_no_length_capped_accepted",
     "check_verdicts_cover_generations",
     "check_verifier_identical",
@@ -96,4 +97,20 @@ def check_chunks(chunks: Path) -> CheckOutcome:
         not bad,
         f"{len(records)} chunks, {dead} infrastructure failures, {len(bad)} chunks over half dead",
         {"bad_chunks": bad[:20], "infrastructure": dead},
+    )
+
+
+def check_infrastructure_share(verdicts: Path, bound: float) -> CheckOutcome:
+    """At most `bound` of the verdicts may still be `infrastructure` (a validity condition:
+    they are no judgement of the proof, and a resume verifies them again). No rows never pass."""
+    rows = [v.stage for v in iter_records(verdicts, Verification)]
+    dead = sum(stage is Stage.INFRASTRUCTURE for stage in rows)
+    share = dead / len(rows) if rows else None
+    return CheckOutcome(
+        share is not None and share <= bound,
+        f"{dead} of {len(rows)} verdicts are infrastructure (bound {bound:.2%}); "
+        + ("re-run the asset to verify them again" if dead else "none to verify again")
+        if rows
+        else "0 rows: nothing was verified",
+        {"infrastructure": dead, "rows": len(rows), "bound": bound},
     )
