@@ -22,10 +22,10 @@ from prover_assets.assets.verification import verification_assets
 from prover_assets.checks.loop import loop_checks
 from prover_assets.checks.problems import problem_checks
 from prover_assets.checks.sft import sft_checks
-from prover_assets.config import RunConfig, load_run_config
+from prover_assets.config import RunConfig, is_placeholder, load_run_config
 from prover_assets.jobs import build_jobs
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
-from prover_assets.sensors import reap_dead_runs_sensor
+from prover_assets.sensors import reaper_sensor
 
 __all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "build_definitions", "config_path", "defs"]
 
@@ -47,6 +47,10 @@ def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
     }
 
 
+def _data_root(value: str) -> Path | None:
+    return None if is_placeholder(value) else Path(value).expanduser().resolve()
+
+
 def build_definitions(path: str | Path) -> dg.Definitions:
     config = load_run_config(path)
     spec = config.experiment
@@ -66,7 +70,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
         # 2 to 3 s on a small machine; the heavy work already runs in its own children (vLLM,
         # the trainer) or worker pools (Lean REPLs), and pool `heavy` serialises it either way.
         executor=dg.in_process_executor,
-        sensors=[reap_dead_runs_sensor],
+        sensors=[reaper_sensor(_data_root(spec.data_root))],
         resources=build_resources(config),
     )
 

@@ -1,7 +1,7 @@
 """`make demo`: the whole loop on CPU, against the instance under $DAGSTER_HOME.
 
 It first marks failed any run left dead by an earlier kill (so that no dead run holds the
-`heavy` pool), then materializes `full_round` and `eta` in this process, so the runs,
+`heavy` pool), ends the children such runs left and removes their publishes' debris, then materializes `full_round` and `eta` in this process, so the runs,
 materializations and checks show in `make ui` afterwards, and ends by saying where the report
 is and how to open the UI.
 """
@@ -14,7 +14,7 @@ import dagster as dg
 
 from prover_assets.assets.report import REPORT_KEY
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
-from prover_assets.sensors import reap_dead_runs
+from prover_assets.sensors import sweep
 
 MAIN_JOB = "full_round"
 ETA_JOB = "operations"
@@ -27,8 +27,8 @@ def main() -> int:
     definitions = build_definitions(config_path())
     started = time.monotonic()
     with dg.DagsterInstance.get() as instance:
-        if reaped := reap_dead_runs(instance):
-            print(f"marked failed (their processes are gone): {', '.join(reaped)}")
+        experiment = definitions.resources["experiment"]
+        print(f"before the run: {sweep(instance, experiment.data_root()).describe()}")
         result = definitions.resolve_job_def(MAIN_JOB).execute_in_process(
             instance=instance, raise_on_error=False
         )

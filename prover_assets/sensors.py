@@ -5,7 +5,8 @@ default launcher cannot see a dead process, and run monitoring frees slots only 
 marked finished. `reap_dead_runs` finds in-progress runs whose recorded processes (the run
 worker and any step workers, from the run's own engine events) no longer exist on this host,
 marks them failed, and frees their slots. It runs as a sensor under the daemon (`dagster dev`),
-at the start of `make demo`, and on demand: `python -m prover_assets.sensors`.
+at the start of `make demo`, and on demand: `python -m prover_assets.sensors [DATA_ROOT]`. Each
+sweep also ends the children those runs left behind and removes their publishes' debris.
 """
 
 from __future__ import annotations
@@ -13,23 +14,20 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 from dagster._core.events import DagsterEventType
 from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
-__all__ = ["reap_dead_runs", "reap_dead_runs_sensor"]
+from prover_assets.children import ChildRecord, end_orphans, process_start_time
+from prover_assets.records.store import remove_debris
+
+__all__ = ["Sweep", "reap_dead_runs", "reaper_sensor", "sweep"]
 
 _IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 _PROCESS_EVENTS = (DagsterEventType.ENGINE_EVENT, DagsterEventType.STEP_WORKER_STARTED)
-
-
-def _boot_time() -> float:
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("btime"):
-            return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")
 
 
 def process_alive_since(pid: int, logged_at: float) -> bool:
@@ -41,15 +39,8 @@ def process_alive_since(pid: int, logged_at: float) -> bool:
         return False
     except PermissionError:
         return True  # another user's process: alive, and not ours to judge
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] == "Z":
-            return False  # a zombie holds no slot-worthy work
-        started = _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return True
-    return started <= logged_at + 5
+    started = process_start_time(pid)
+    return started is not None and started <= logged_at + 5
 
 
 def _run_processes(instance: dg.DagsterInstance, run_id: str) -> list[tuple[int, float]]:
@@ -90,24 +81,55 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     return reaped
 
 
-@dg.sensor(
-    minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Marks dead local runs failed and frees their `heavy` pool slots.",
-)
-def reap_dead_runs_sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
-    reaped = reap_dead_runs(context.instance)
-    return dg.SkipReason(f"marked failed: {reaped}" if reaped else "no dead runs")
+@dataclass(frozen=True)
+class Sweep:
+    """What one sweep after dead runs did."""
+
+    reaped: list[str]  # runs marked failed
+    orphans: list[ChildRecord]  # children of dead parents, ended
+    debris: list[Path]  # temporaries of interrupted publishes, removed
+
+    def describe(self) -> str:
+        parts = [
+            f"marked failed: {', '.join(self.reaped) or 'none'}",
+            "ended orphaned children: "
+            + (", ".join(f"pid {o.child_pid} ({o.argv[-1]})" for o in self.orphans) or "none"),
+            f"removed debris: {', '.join(map(str, self.debris)) or 'none'}",
+        ]
+        return "; ".join(parts)
+
+
+def sweep(instance: dg.DagsterInstance, data_root: Path | None) -> Sweep:
+    """Reap dead runs, end the children they left (by pid and start time), and remove the
+    temporaries of publishes they interrupted under `data_root`."""
+    reaped = reap_dead_runs(instance)
+    debris = remove_debris(data_root, recursive=True) if data_root is not None else []
+    return Sweep(reaped, end_orphans(), debris)
+
+
+def reaper_sensor(data_root: Path | None) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="reap_dead_runs_sensor",
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Marks dead local runs failed and frees their `heavy` pool slots; ends "
+        "their orphaned children; removes the debris of interrupted publishes.",
+    )
+    def reap_dead_runs_sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        return dg.SkipReason(sweep(context.instance, data_root).describe())
+
+    return reap_dead_runs_sensor
 
 
 def main() -> int:
     if "DAGSTER_HOME" not in os.environ:
         print("set DAGSTER_HOME to the instance to check (make ui uses .dagster_home/)")
         return 2
+    root = sys.argv[1] if len(sys.argv) > 1 else None
     with dg.DagsterInstance.get() as instance:
         started = time.monotonic()
-        reaped = reap_dead_runs(instance)
-    print(f"checked in {time.monotonic() - started:.1f} s; marked failed: {reaped or 'none'}")
+        done = sweep(instance, Path(root) if root else None)
+    print(f"checked in {time.monotonic() - started:.1f} s; {done.describe()}")
     return 0
 
 

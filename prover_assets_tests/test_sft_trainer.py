@@ -17,6 +17,7 @@ from prover_assets.records import SftRow
 from prover_assets.sft.packing import first_fit_decreasing, training_schedule
 from prover_assets.sft.shards import SftDataset, ShardWriter, pack
 from prover_assets.sft.trainer import (
+    BUSY_EXIT_CODE,
     CHECKPOINTS,
     DATA_ORDER_FILE,
     FINAL_ADAPTER,
@@ -255,3 +256,67 @@ def test_data_order_check_fails_on_a_repeated_micro_step(tmp_path):
     outcome = check_data_order(log, micro_steps=3, rows=3, epochs=1)
     assert not outcome.passed
     assert outcome.metadata["repeated"] == [1]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+RUN_STEP = (
+    "import sys; from pathlib import Path; from prover_assets.sft.stages import _run_trainer; "
+    "_run_trainer(Path(sys.argv[1]), Path(sys.argv[2]))"
+)
+
+
+def test_kill_9_of_the_runs_process_group_leaves_no_trainer_and_resume_repeats_no_micro_step(
+    tmp_path, tiny_model_dir, shards, uninterrupted, monkeypatch
+):
+    """The run (a process that starts the trainer as the SFT step does) is killed with its
+    whole process group; the trainer, in its own session, must die with it."""
+    path = run_file(tmp_path, "out", tiny_model_dir, shards)
+    out = tmp_path / "out"
+    monkeypatch.setenv("PROVER_ASSETS_CHILDREN_DIR", str(tmp_path / "children"))
+    step = subprocess.Popen(
+        [sys.executable, "-c", RUN_STEP, str(path), str(tmp_path / "train.log")],
+        start_new_session=True,
+    )
+    wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
+    trainer = int((out / ".lock").read_text())
+    assert os.getpgid(trainer) != step.pid  # its own session: the group kill cannot reach it
+    os.killpg(step.pid, signal.SIGKILL)
+    step.wait()
+    wait_for(lambda: not pid_alive(trainer), timeout=5)
+    assert start(path).wait() == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed_from_step"] >= 1
+    assert check_data_order(
+        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
+    ).passed
+    assert losses(out) == losses(uninterrupted)
+
+
+def test_a_second_trainer_on_the_same_folder_refuses_naming_the_holder(
+    tmp_path, tiny_model_dir, shards
+):
+    path = run_file(tmp_path, "out", tiny_model_dir, shards)
+    out = tmp_path / "out"
+    first = start(path)
+    wait_for(lambda: (out / ".lock").exists() and (out / ".lock").read_text().strip())
+    second_run = json.loads(path.read_text()) | {"lock_wait_s": 0.5}
+    second_path = tmp_path / "second.json"
+    second_path.write_text(json.dumps(second_run))
+    second = subprocess.run(
+        [sys.executable, "-m", "prover_assets.sft.trainer", str(second_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert second.returncode == BUSY_EXIT_CODE
+    assert f"pid {first.pid}" in second.stdout

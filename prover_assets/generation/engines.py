@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from prover_assets.children import forget_child, spawn_tied
+
 __all__ = [
     "GenerationEngine",
     "GenerationRequest",
@@ -206,12 +208,11 @@ class VllmEngine(GenerationEngine):
         results_path = run / "results.jsonl"
         results_path.touch()
         with open(self.log_path, "ab") as log_file:
-            child = subprocess.Popen(
+            child = spawn_tied(
                 [sys.executable, "-m", "prover_assets.generation.vllm_child", str(run)],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
             )
         try:
             yield from self._follow(child, results_path, len(requests))
@@ -222,6 +223,7 @@ class VllmEngine(GenerationEngine):
                 child.wait(timeout=30)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child.pid, signal.SIGKILL)
+            forget_child(child)
 
     def _follow(
         self, child: subprocess.Popen[bytes], path: Path, expected: int

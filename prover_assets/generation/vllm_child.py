@@ -12,8 +12,15 @@ import os
 import sys
 from pathlib import Path
 
+from prover_assets.children import hold_folder
+
 
 def main(run: Path) -> int:
+    with hold_folder(run.parent):  # one vLLM engine per generation step's folder
+        return _generate(run)
+
+
+def _generate(run: Path) -> int:
     from vllm import LLM, SamplingParams
 
     spec = json.loads((run / "spec.json").read_text())

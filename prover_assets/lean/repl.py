@@ -1,7 +1,7 @@
 """The Lean REPL protocol: one process, one JSON request at a time, and reading its answers.
 
 `ReplProcess` starts the REPL (`lake exe repl` in a workspace, or any command) in its own
-session, under an RLIMIT_AS cap, without network access and with a private TMPDIR where the OS
+session, killed if this process dies (`spawn_tied`), under an RLIMIT_AS cap, without network access and with a private TMPDIR where the OS
 allows it. A request is ONE JSON line plus one blank line; an answer is read as bytes until
 a complete JSON text is followed by a blank line, whatever the pieces it arrives in (REPLs of
 the v4.9 era do not flush per line). Any fault (timeout, crash, EOF, an empty or non-JSON
@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prover_assets.children import forget_child, spawn_tied
 
 __all__ = [
     "ReplFailure",
@@ -147,14 +149,13 @@ class ReplProcess:
         }
         cap = self.memory_cap_mb
         with open(self._stderr_path, "wb") as stderr:
-            self._process = subprocess.Popen(
+            self._process = spawn_tied(
                 [*prefix, *self.command],
                 cwd=self.cwd,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env=env,
-                start_new_session=True,
                 preexec_fn=(lambda: _limit_address_space(cap << 20)) if cap else None,
             )
         self._buffer.clear()
@@ -246,6 +247,7 @@ class ReplProcess:
                 os.killpg(process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
+            forget_child(process)
             for stream in (process.stdin, process.stdout):
                 with contextlib.suppress(OSError):
                     if stream is not None:

@@ -6,6 +6,9 @@
   mid-write). It is truncated away, counted and logged; everything before it is kept.
 - Appends write whole lines, flush and fsync; appending a key already present raises.
 - Whole files are published through a temporary file in the same folder, fsynced, renamed.
+- Temporaries are named for their writer (`.<name>.<pid>-<random>.tmp`, and staging folders
+  `.<name>.staging-<pid>-<random>`): the next publish of the same name, the dead-run reaper and
+  `make demo` remove those whose writer is gone (a kill -9 mid-publish), and say so.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -32,6 +36,7 @@ __all__ = [
     "publish_records",
     "publish_text",
     "read_records",
+    "remove_debris",
 ]
 
 log = logging.getLogger(__name__)
@@ -118,6 +123,44 @@ def iter_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key)
 
 def read_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> list[R]:
     return list(iter_records(path, model, key=key))
+
+
+_DEBRIS = re.compile(r"^\.(?P<name>.+)\.(?:staging-(?P<staging>\d+)-\w+|(?P<tmp>\d+)-\w+\.tmp)$")
+
+
+def _writer_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def remove_debris(
+    folder: str | Path, *, name: str | None = None, recursive: bool = False
+) -> list[Path]:
+    """Remove the temporaries of interrupted publishes (of `name` only, if given) whose writing
+    process no longer exists; returns what was removed. A live writer's are left alone."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    candidates = folder.rglob(".*") if recursive else folder.glob(".*")
+    removed = []
+    for path in sorted(candidates):
+        found = _DEBRIS.match(path.name)
+        if found is None or (name is not None and found["name"] != name):
+            continue
+        if not _writer_gone(int(found["staging"] or found["tmp"])):
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        log.warning("removed %s, left by an interrupted publish", path)
+        removed.append(path)
+    return removed
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -210,7 +253,10 @@ def publish_bytes(path: str | Path, data: bytes) -> None:
     """Atomically replace `path` with `data`: temp file in the same folder, fsync, rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_debris(path.parent, name=path.name)
+    fd, temp_name = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -246,7 +292,12 @@ def publish_folder(destination: str | Path) -> Iterator[Path]:
     if destination.exists():
         raise OutputExistsError(f"{destination} already exists; outputs are never overwritten")
     destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    remove_debris(destination.parent, name=destination.name)
+    staging = Path(
+        tempfile.mkdtemp(
+            prefix=f".{destination.name}.staging-{os.getpid()}-", dir=destination.parent
+        )
+    )
     try:
         yield staging
         for file in staging.rglob("*"):

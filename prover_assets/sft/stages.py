@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from prover_assets.children import forget_child, spawn_tied
 from prover_assets.config import SftSpec, TrainingSpec
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
@@ -138,14 +139,14 @@ def materialize_shards(
 
 
 def _run_trainer(run_file: Path, log_path: Path) -> int:
-    """The trainer in a child process with its own session; a termination of this process
-    (Dagster stopping the run) is passed on as SIGTERM, so the child saves before it exits."""
+    """The trainer in a child process with its own session, killed if this process dies; a
+    termination of this process (Dagster stopping the run) is passed on as SIGTERM, so the
+    child saves before it exits."""
     with open(log_path, "ab") as log_file:
-        child = subprocess.Popen(
+        child = spawn_tied(
             [sys.executable, "-m", "prover_assets.sft.trainer", str(run_file)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
         try:
             return child.wait()
@@ -155,6 +156,8 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=600)
             raise
+        finally:
+            forget_child(child)
 
 
 def materialize_checkpoint(

@@ -7,6 +7,7 @@
 - checkpoints every `save_every` micro-steps (whole optimizer steps), the last `keep` kept;
   each is marked complete once saved, and an unmarked (partial) one is deleted at start;
 - a SIGTERM lets the current optimizer step finish, saves, and stops;
+- one trainer per output folder: it holds the folder's lock for its lifetime;
 - every micro-step's rows go to `data_order.jsonl` (micro-steps after the resumed checkpoint
   are dropped from it first, since they were lost), so order can be audited.
 """
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from prover_assets.children import FolderBusyError, hold_folder
 from prover_assets.config import TrainingSpec
 from prover_assets.sft.packing import Schedule, training_schedule
 from prover_assets.sft.shards import SftDataset, pack
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 STOPPED_EXIT_CODE = 143
+BUSY_EXIT_CODE = 75  # another trainer holds the output folder (EX_TEMPFAIL)
 CHECKPOINTS = "checkpoints"
 COMPLETE_MARKER = ".complete"
 DATA_ORDER_FILE = "data_order.jsonl"
@@ -59,6 +62,7 @@ class TrainRun:
     output_dir: str
     training: dict[str, Any]  # a TrainingSpec
     device: str  # "cpu" or "cuda"
+    lock_wait_s: float = 60.0  # how long to wait for a predecessor on the folder to exit
 
     def spec(self) -> TrainingSpec:
         return TrainingSpec.model_validate(self.training)
@@ -294,7 +298,12 @@ def train(run: TrainRun) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     run = TrainRun(**json.loads(Path(argv[0]).read_text()))
-    summary = train(run)
+    try:
+        with hold_folder(Path(run.output_dir), wait_s=run.lock_wait_s):
+            summary = train(run)
+    except FolderBusyError as exc:
+        print(f"refused: {exc}", flush=True)
+        return BUSY_EXIT_CODE
     print(json.dumps({k: v for k, v in summary.items() if k != "run"}), flush=True)
     return STOPPED_EXIT_CODE if summary["status"] == "stopped" else 0
 

@@ -1,0 +1,215 @@
+"""Child processes that never outlive their run, and folders that only one process works on.
+
+- `spawn_tied` starts a child in its own session (so that it and its own children can be
+  signalled as a group) that the kernel kills when this process dies (`PR_SET_PDEATHSIG`).
+  The death signal follows the *thread* that forked, so every child is forked from one
+  long-lived spawner thread: a REPL started by a pool thread that has since ended must live on.
+  Each child is recorded (pid and start time, keyed by this process's pid and start time) so that
+  the dead-run reaper can end any that escaped (a grandchild of `lake exe`), by pid and start
+  time, never by name.
+- `hold_folder` is an exclusive `flock` on a folder for a process's lifetime: a second trainer
+  on the same folder waits for the holder to exit, then refuses, naming the holder's pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHILDREN_DIR_ENV",
+    "ChildRecord",
+    "FolderBusyError",
+    "end_orphans",
+    "forget_child",
+    "hold_folder",
+    "process_start_time",
+    "spawn_tied",
+]
+
+CHILDREN_DIR_ENV = "PROVER_ASSETS_CHILDREN_DIR"
+LOCK_NAME = ".lock"
+_PR_SET_PDEATHSIG = 1
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="child-spawner")
+
+
+class FolderBusyError(RuntimeError):
+    """Another live process holds the folder."""
+
+
+@dataclass(frozen=True)
+class ChildRecord:
+    parent_pid: int
+    parent_start: float
+    child_pid: int
+    child_start: float
+    argv: list[str]
+
+
+def _boot_time() -> float:
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime"):
+            return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def process_start_time(pid: int) -> float | None:
+    """When `pid` started (seconds since the epoch), or None if it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def _same_process(pid: int, started: float) -> bool:
+    now = process_start_time(pid)
+    return now is not None and abs(now - started) < 1.0
+
+
+def children_dir() -> Path:
+    default = Path(tempfile.gettempdir()) / f"prover-assets-children-{os.getuid()}"
+    return Path(os.environ.get(CHILDREN_DIR_ENV, default))
+
+
+def _die_with(parent: int, then: Callable[[], None] | None) -> Callable[[], None]:
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+        if then is not None:
+            then()
+
+    return preexec
+
+
+def spawn_tied(
+    argv: Sequence[str], *, preexec_fn: Callable[[], None] | None = None, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen(argv, **popen)` in its own session, killed when this process dies."""
+    me = os.getpid()
+    child = _SPAWNER.submit(
+        subprocess.Popen,
+        list(argv),
+        start_new_session=True,
+        preexec_fn=_die_with(me, preexec_fn),
+        **popen,
+    ).result()
+    record = ChildRecord(
+        me,
+        process_start_time(me) or 0.0,
+        child.pid,
+        process_start_time(child.pid) or time.time(),
+        list(argv),
+    )
+    folder = children_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{me}-{child.pid}.json").write_text(json.dumps(asdict(record)))
+    return child
+
+
+def forget_child(child: subprocess.Popen[bytes]) -> None:
+    """The child has been waited for: drop its record."""
+    with contextlib.suppress(FileNotFoundError):
+        (children_dir() / f"{os.getpid()}-{child.pid}.json").unlink()
+
+
+def _records() -> Iterator[tuple[Path, ChildRecord]]:
+    folder = children_dir()
+    if not folder.exists():
+        return
+    for path in sorted(folder.glob("*.json")):
+        try:
+            yield path, ChildRecord(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue  # a record being written: the next sweep reads it
+
+
+def _group_members(pgid: int, since: float) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        started = process_start_time(int(entry.name))
+        if int(fields[2]) == pgid and started is not None and started >= since - 1.0:
+            members.append(int(entry.name))
+    return members
+
+
+def end_orphans() -> list[ChildRecord]:
+    """Kill the process groups of recorded children whose parent is gone (matched by pid and
+    start time, never by name); returns what was ended. Records of finished children go too."""
+    ended = []
+    for path, record in _records():
+        if _same_process(record.parent_pid, record.parent_start):
+            continue
+        leader = process_start_time(record.child_pid)
+        if leader is not None and abs(leader - record.child_start) >= 1.0:
+            path.unlink(missing_ok=True)  # the pid is another process's now: never touched
+            continue
+        # With the leader gone (a `lake exe` whose REPL lives on), its group is what is left.
+        members = _group_members(record.child_pid, record.child_start)
+        if members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(record.child_pid, signal.SIGKILL)
+            ended.append(record)
+        path.unlink(missing_ok=True)
+    return ended
+
+
+def _holder(lock_path: Path) -> str:
+    with contextlib.suppress(OSError):
+        return lock_path.read_text().strip() or "unknown"
+    return "unknown"
+
+
+@contextlib.contextmanager
+def hold_folder(folder: Path, *, wait_s: float = 60.0) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` while the block runs (released when this process
+    ends, however it ends). Waits up to `wait_s` for another holder to exit, then refuses."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock_path = folder / LOCK_NAME
+    with open(lock_path, "a+") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise FolderBusyError(
+                        f"{folder} is in use by another process (pid {_holder(lock_path)}); "
+                        "it works on the same output. Wait for it to finish or stop it."
+                    ) from None
+                time.sleep(0.2)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)
