@@ -330,3 +330,45 @@ def test_git_revision_outside_a_repository_is_unknown_not_made_up(tmp_path):
     assert revision.commit is None
     assert revision.dirty is None
     assert revision.reason
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_the_next_publish_removes_staging_left_by_a_killed_writer_and_keeps_a_live_ones(tmp_path):
+    import os
+
+    from prover_assets.records import publish_folder
+
+    dead = tmp_path / f".report.staging-{_dead_pid()}-abc123"
+    live = tmp_path / f".report.staging-{os.getpid()}-def456"
+    other = tmp_path / f".other.staging-{_dead_pid()}-ghi789"
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "weights.bin").write_bytes(b"x" * 1024)
+    with publish_folder(tmp_path / "report") as staging:
+        (staging / "report.md").write_text("done")
+    assert not dead.exists()
+    assert live.exists() and other.exists()  # a live writer's, and another output's
+    assert (tmp_path / "report" / "report.md").read_text() == "done"
+
+
+def test_a_sweep_removes_every_dead_writers_temporary_under_the_root_and_says_what(tmp_path):
+    from prover_assets.records import remove_debris
+
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    tmp_file = nested / f".verdicts.jsonl.{_dead_pid()}-x1y2.tmp"
+    tmp_file.write_bytes(b"partial")
+    staging = tmp_path / f".sft_checkpoint.staging-{_dead_pid()}-q"
+    staging.mkdir()
+    keep = nested / ".lock"
+    keep.write_text("1")
+    removed = remove_debris(tmp_path, recursive=True)
+    assert sorted(removed) == sorted([tmp_file, staging])
+    assert keep.exists() and not tmp_file.exists() and not staging.exists()

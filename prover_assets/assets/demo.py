@@ -37,9 +37,9 @@ def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         demo = spec.demo
         assert demo is not None
         files = [
-            experiment.asset_dir(eval_set_key(name)) / PROBLEMS_FILE for name in spec.eval_sets
+            experiment.complete_file(eval_set_key(name), PROBLEMS_FILE) for name in spec.eval_sets
         ]
-        files.append(experiment.asset_dir(TRAIN_POOL) / TRAIN_POOL_FILE)
+        files.append(experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE))
         result = materialize_demo_model(
             experiment.asset_dir(DEMO_BASE_MODEL),
             files,

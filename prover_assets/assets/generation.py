@@ -57,10 +57,10 @@ def model_for(
     """The model folder and its revision: the hub snapshot (baseline), the demo's tiny model
     (demo baseline), or the SFT export (candidate)."""
     if system == CANDIDATE:
-        folder = experiment.asset_dir(EXPORTED_MODEL) / MODEL_DIR
+        folder = experiment.complete_folder(EXPORTED_MODEL) / MODEL_DIR
         return folder, model_revision(folder)
     if spec.model.source == "demo_tiny":
-        folder = experiment.asset_dir(DEMO_BASE_MODEL) / MODEL_DIR
+        folder = experiment.complete_folder(DEMO_BASE_MODEL) / MODEL_DIR
         return folder, model_revision(folder)
     path = resolve_path(require_filled(spec.model.path or "", "spec.model.path"), "spec.model.path")
     if not path.is_dir():

@@ -74,7 +74,7 @@ def _decontamination_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     )
     def decontamination_sets(context: dg.AssetExecutionContext, experiment: ExperimentResource):
         spec = experiment.model(built)
-        scored = {name: experiment.asset_dir(eval_set_key(name)) for name in spec.eval_sets}
+        scored = {name: experiment.complete_folder(eval_set_key(name)) for name in spec.eval_sets}
         mobench = next(
             (scored[name] for name, s in spec.eval_sets.items() if s.format == "mobench"), None
         )
@@ -118,7 +118,7 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
 
         result = materialize_pool_candidates(
             spec.pool,
-            experiment.asset_dir(DECONTAMINATION_KEY),
+            experiment.complete_folder(DECONTAMINATION_KEY),
             experiment.asset_dir(context.asset_key),
             progress=progress,
         )

@@ -62,9 +62,9 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 system,
                 eval_set,
                 cap,
-                experiment.asset_dir(eval_set_key(eval_set)) / PROBLEMS_FILE,
-                experiment.asset_dir(generations_key(eval_set, system, cap)) / GENERATIONS_FILE,
-                experiment.asset_dir(verdicts_key(eval_set, system, cap)) / VERDICTS_FILE,
+                experiment.complete_file(eval_set_key(eval_set), PROBLEMS_FILE),
+                experiment.complete_file(generations_key(eval_set, system, cap), GENERATIONS_FILE),
+                experiment.complete_file(verdicts_key(eval_set, system, cap), VERDICTS_FILE),
             )
 
         settings = ReportSettings(
@@ -84,8 +84,8 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             [(files(s, BASELINE, c), files(s, CANDIDATE, c)) for s, c in pairs],
             [
                 (
-                    experiment.asset_dir(pool_generations_key(r)) / GENERATIONS_FILE,
-                    experiment.asset_dir(pool_verdicts_key(r)) / VERDICTS_FILE,
+                    experiment.complete_file(pool_generations_key(r), GENERATIONS_FILE),
+                    experiment.complete_file(pool_verdicts_key(r), VERDICTS_FILE),
                 )
                 for r in rounds
             ],

@@ -57,13 +57,13 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         result = materialize_shards(
             experiment.asset_dir(SFT_SHARDS),
             generation_files=[
-                experiment.asset_dir(pool_generations_key(r)) / GENERATIONS_FILE for r in rounds
+                experiment.complete_file(pool_generations_key(r), GENERATIONS_FILE) for r in rounds
             ],
             verdict_files=[
-                experiment.asset_dir(pool_verdicts_key(r)) / VERDICTS_FILE for r in rounds
+                experiment.complete_file(pool_verdicts_key(r), VERDICTS_FILE) for r in rounds
             ],
-            pool_file=experiment.asset_dir(TRAIN_POOL) / TRAIN_POOL_FILE,
-            sets_file=experiment.asset_dir(DECONTAMINATION_KEY) / SETS_FILE,
+            pool_file=experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
+            sets_file=experiment.complete_file(DECONTAMINATION_KEY, SETS_FILE),
             base_model_dir=base_dir,
             spec=spec.sft,
             n=spec.generation.n_samples,
@@ -103,7 +103,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         try:
             result = materialize_checkpoint(
                 folder,
-                shards_dir=experiment.asset_dir(SFT_SHARDS),
+                shards_dir=experiment.asset_dir(SFT_SHARDS),  # re-hashed by the step
                 base_model_dir=base_dir,
                 base_revision=base_rev,
                 training=spec.training,
@@ -163,9 +163,9 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         )
         result = materialize_export(
             experiment.asset_dir(EXPORTED_MODEL),
-            checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),
+            checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),  # re-hashed by the step
             base_model_dir=base_dir,
-            shards_dir=experiment.asset_dir(SFT_SHARDS),
+            shards_dir=experiment.complete_folder(SFT_SHARDS),
             dtype=dtype,
         )
         counts = result.counts

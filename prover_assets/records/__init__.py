@@ -36,6 +36,7 @@ from prover_assets.records.store import (
     publish_records,
     publish_text,
     read_records,
+    remove_debris,
 )
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "publish_text",
     "read_manifest",
     "read_records",
+    "remove_debris",
     "sha256_bytes",
     "sha256_file",
     "sha256_text",

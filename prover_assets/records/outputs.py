@@ -25,6 +25,7 @@ from prover_assets.records.store import publish_text
 
 __all__ = [
     "STREAM_FILE",
+    "ChecksumError",
     "StaleOutputError",
     "StepResult",
     "begin_stream",
@@ -33,6 +34,7 @@ __all__ = [
     "input_digests",
     "reused_output",
     "supersede",
+    "verified_outputs",
 ]
 
 STREAM_FILE = "stream.json"
@@ -50,6 +52,38 @@ class StepResult:
 
 class StaleOutputError(RuntimeError):
     """An existing output was made from other inputs or another config than this run's."""
+
+
+class ChecksumError(RuntimeError):
+    """A file no longer has the sha256 its producer's manifest recorded (or is not listed)."""
+
+
+def _check_entry(path: Path, expected: str, manifest: Path) -> str:
+    try:
+        actual = sha256_file(path)
+    except FileNotFoundError:
+        raise ChecksumError(f"{path} is missing; {manifest} lists it") from None
+    if actual != expected:
+        raise ChecksumError(
+            f"{path} has sha256 {actual[:12]}..., not the {expected[:12]}... that {manifest} "
+            "recorded: the file changed after its step completed. Re-materialize that asset "
+            "(move its folder aside first) and run again."
+        )
+    return actual
+
+
+def verified_outputs(folder: Path, names: list[str] | None = None) -> dict[Path, str]:
+    """Re-hash a completed step's output files (all, or those `names` in `folder`) against its
+    manifest; returns path -> sha256, or raises `ChecksumError` naming the file."""
+    manifest_path = folder / MANIFEST_NAME
+    entries = {Path(e["path"]).resolve(): e["sha256"] for e in read_manifest(folder)["outputs"]}
+    wanted = list(entries) if names is None else [(folder / n).resolve() for n in names]
+    checked = {}
+    for path in wanted:
+        if path not in entries:
+            raise ChecksumError(f"{path} is not an output that {manifest_path} records")
+        checked[path] = _check_entry(path, entries[path], manifest_path)
+    return checked
 
 
 def input_digests(inputs: Mapping[str, Path]) -> dict[str, str]:
@@ -76,9 +110,10 @@ def current_manifest(
             "overwritten: move the folder aside (or ask for a recompute) and run again."
         )
     for entry in manifest["outputs"]:
-        path = Path(entry["path"])
-        if not path.exists() or sha256_file(path) != entry["sha256"]:
-            raise StaleOutputError(f"{path} no longer matches the sha256 in {folder}/manifest.json")
+        try:
+            _check_entry(Path(entry["path"]), entry["sha256"], folder / MANIFEST_NAME)
+        except ChecksumError as exc:
+            raise StaleOutputError(str(exc)) from exc
     return manifest
 
 

@@ -24,7 +24,7 @@ from prover_assets.config import (
     same_shape,
 )
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings
-from prover_assets.records.manifest import read_manifest
+from prover_assets.records.outputs import verified_outputs
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
@@ -56,10 +56,17 @@ class ExperimentResource(dg.ConfigurableResource):
         return self.data_root().joinpath(*key.path)
 
     def complete_file(self, key: dg.AssetKey, filename: str) -> Path:
-        """A file of an upstream asset whose step completed (raises, naming it, if not)."""
+        """A file of an upstream asset whose step completed, re-hashed against that step's
+        manifest (raises, naming the file, if the step did not complete or the file changed)."""
         folder = self.asset_dir(key)
-        read_manifest(folder)
+        verified_outputs(folder, [filename])
         return folder / filename
+
+    def complete_folder(self, key: dg.AssetKey) -> Path:
+        """An upstream asset's folder, every output file re-hashed against its manifest."""
+        folder = self.asset_dir(key)
+        verified_outputs(folder)
+        return folder
 
 
 class LeanResource(dg.ConfigurableResource):

@@ -33,6 +33,7 @@ from prover_assets.records.outputs import (
     begin_stream,
     finish_output,
     reused_output,
+    verified_outputs,
 )
 from prover_assets.sft.builder import build_sft, read_back
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
@@ -170,7 +171,9 @@ def materialize_checkpoint(
     device: str,
     on_progress: Callable[[str], None] | None = None,
 ) -> StepResult:
-    """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs."""
+    """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs. Every
+    shard is re-hashed against the shards' manifest first: training never reads a changed file."""
+    verified_outputs(shards_dir)
     shards_sha = read_manifest(shards_dir)["outputs"]
     identity = {
         "shards": shards_sha,
@@ -239,6 +242,7 @@ def materialize_export(
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.sft.export import export_merged
 
+    verified_outputs(checkpoint_dir)  # the adapter as trained, byte for byte
     adapter = checkpoint_dir / FINAL_ADAPTER
     digests = {"checkpoint_manifest": sha256_file(checkpoint_dir / "manifest.json")}
     config = {"dtype": dtype}

@@ -13,7 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prover_assets.records import (
+    MANIFEST_NAME,
     Problem,
+    Stage,
+    Verification,
+    iter_records,
     now_utc,
     publish_records,
     read_records,
@@ -46,6 +50,10 @@ ELABORATION_FILE = "elaboration.jsonl"
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
 
 
+def _holds_infrastructure(verdicts: Path) -> bool:
+    return any(v.stage is Stage.INFRASTRUCTURE for v in iter_records(verdicts, Verification))
+
+
 def materialize_verdicts(
     folder: Path,
     *,
@@ -61,7 +69,10 @@ def materialize_verdicts(
     with open_verifier() as verifier:
         identity = verdict_identity(verifier.info)
         if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
-            return reused
+            if not _holds_infrastructure(folder / VERDICTS_FILE):
+                return reused
+            # Complete, but some verdicts are no judgement: resume the stream to verify them.
+            (folder / MANIFEST_NAME).unlink()
         begin_stream(folder, identity)
         self_test(verifier)
         started = now_utc()
