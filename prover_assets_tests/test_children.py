@@ -136,9 +136,11 @@ def test_a_second_holder_of_a_folder_waits_then_refuses_naming_the_first(tmp_pat
     )
     assert holder.stdout.readline() == "held\n"
     try:
-        with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
-            with hold_folder(tmp_path / "out", wait_s=0.3):
-                pass
+        with (
+            pytest.raises(FolderBusyError, match=f"pid {holder.pid}"),
+            hold_folder(tmp_path / "out", wait_s=0.3),
+        ):
+            pass
     finally:
         holder.kill()
         holder.wait()
