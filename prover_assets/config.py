@@ -101,6 +101,7 @@ class EvalSetSpec(_Spec):
     limit: PositiveInt | None = None
     # The completion caps this set is evaluated at; None: every cap of `generation.caps`.
     caps: list[PositiveInt] | None = None
+    allow_empty: bool = False  # an eval set with 0 problems is an error unless this says so
 
 
 class PoolColumns(_Spec):
@@ -126,6 +127,7 @@ class PoolSpec(_Spec):
     min_short_ngram_overlaps: PositiveInt = 3
     workers: PositiveInt = 2  # processes streaming row groups
     batch_rows: PositiveInt = 8192
+    allow_empty: bool = False  # 0 candidates is an error unless this says so
 
     @model_validator(mode="after")
     def _size_within_candidates(self) -> PoolSpec:
@@ -159,6 +161,12 @@ class GenerationSpec(_Spec):
     seed: int
     commit_every: PositiveInt = 256  # samples generated between appends to the store
 
+    @model_validator(mode="after")
+    def _distinct_caps(self) -> GenerationSpec:
+        if len(set(self.caps)) != len(self.caps):
+            raise ValueError(f"caps {self.caps} repeat a cap: each cap is one set of assets")
+        return self
+
 
 class CorrectionSpec(_Spec):
     rounds: Annotated[int, Field(ge=0)]
@@ -171,6 +179,7 @@ class SftSpec(_Spec):
     exclude_solved_all: bool
     fill_duplicates: bool
     max_seq_len: PositiveInt
+    allow_empty: bool = False  # SFT data with 0 rows is an error unless this says so
 
 
 class TrainingSpec(_Spec):
@@ -240,8 +249,12 @@ class ExperimentSpec(_Spec):
             raise ValueError(f"report.primary_cap {self.report.primary_cap} not in generation.caps")
         if self.report.primary_set not in self.eval_sets:
             raise ValueError(f"report.primary_set {self.report.primary_set!r} is not an eval set")
+        if not self.data_root.strip():
+            raise ValueError("data_root is empty: name the folder the outputs go to")
         if self.report.k > self.generation.n_samples:
             raise ValueError("report.k exceeds generation.n_samples")
+        if above := [k for k in self.report.ks if k > self.generation.n_samples]:
+            raise ValueError(f"report.ks {above} exceed generation.n_samples")
         if self.training.save_every % self.training.gradient_accumulation:
             raise ValueError(
                 "training.save_every (micro-steps) must be a multiple of gradient_accumulation"

@@ -125,3 +125,33 @@ def test_mobench_counts_reconcile_with_a_reason_per_exclusion(tmp_path):
     assert len(supported) == 135
     assert all(item.reason for item in unsupported)
     assert len({p.problem_id for p in supported}) == len(supported)
+
+
+def test_an_empty_eval_set_is_refused_unless_the_config_expects_it(tmp_path):
+    from prover_assets.config import EvalSetSpec, InputFile
+    from prover_assets.problems.stages import materialize_eval_set
+    from prover_assets.records import sha256_file
+    from prover_assets.records.outputs import EmptyOutputError
+
+    empty = tmp_path / "minif2f.jsonl"
+    empty.write_bytes(b"")
+    file = InputFile(path=str(empty), sha256=sha256_file(empty))
+    with pytest.raises(EmptyOutputError, match=r"eval set minif2f .* 0 rows"):
+        materialize_eval_set("minif2f", EvalSetSpec(format="minif2f", file=file), tmp_path / "out")
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    expected = EvalSetSpec(format="minif2f", file=file, allow_empty=True)
+    assert materialize_eval_set("minif2f", expected, tmp_path / "ok").counts["supported"] == 0
+
+
+def test_an_empty_problem_id_names_the_file_and_line(tmp_path):
+    from prover_assets.problems.eval_sets import load_minif2f
+    from prover_assets.records import RecordError
+    from prover_assets_tests.conftest import ROOT
+
+    source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
+    row = json.loads(source[1])
+    row["problem_id"] = ""
+    path = tmp_path / "minif2f.jsonl"
+    path.write_bytes(b"\n".join([source[0], json.dumps(row).encode()]) + b"\n")
+    with pytest.raises(RecordError, match=r"minif2f\.jsonl:2:"):
+        load_minif2f(path)

@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prover_assets.config import ConfigError, load_run_config, require_filled, resolve_path
+from prover_assets.config import (
+    ConfigError,
+    load_run_config,
+    parse_experiment_spec,
+    require_filled,
+    resolve_path,
+)
 from prover_assets.records import sha256_file
 
 CONFIGS = Path(__file__).parents[1] / "configs"
@@ -129,3 +135,21 @@ def test_placeholders_load_but_refuse_to_be_used():
     spec = load_run_config(CONFIGS / "p2.yaml").experiment
     with pytest.raises(ConfigError, match="data_root is still the placeholder"):
         require_filled(spec.data_root, "data_root")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("generation", "caps"), [256, 256], "repeat a cap"),
+        (("data_root",), "", "data_root is empty"),
+        (("report", "ks"), [1, 99], r"report.ks \[99\] exceed"),
+    ],
+)
+def test_config_refuses_what_would_fail_later(path, value, message):
+    spec = load_run_config(CONFIGS / "demo.yaml").experiment.model_dump(mode="json")
+    target = spec
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    with pytest.raises(ConfigError, match=message):
+        parse_experiment_spec(spec)

@@ -66,3 +66,33 @@ def test_recompute_moves_the_previous_output_aside_and_starts_from_nothing(tmp_p
     assert lines_in(folder / "stream.jsonl") == 1
     (moved,) = tmp_path.glob("asset.superseded-*")
     assert lines_in(moved / "stream.jsonl") == 5
+
+
+def test_a_deterministic_error_fails_the_step_once_without_retries_and_says_why(tmp_path):
+    import dagster as dg
+
+    from prover_assets.assets.progress import fail_fast
+    from prover_assets.config import ConfigError
+
+    calls = []
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
+    @fail_fast
+    def broken(context: dg.AssetExecutionContext) -> None:
+        calls.append(context.retry_number)
+        raise ConfigError("resources.experiment.config.spec.data_root is empty")
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
+    @fail_fast
+    def flaky(context: dg.AssetExecutionContext) -> None:
+        calls.append(context.retry_number)
+        raise ConnectionError("the REPL host went away")
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.materialize([broken], instance=instance, raise_on_error=False)
+        failure = result.failure_data_for_node("broken").error
+        assert calls == [0]
+        assert "ConfigError: resources.experiment.config.spec.data_root is empty" in failure.message
+        calls.clear()
+        dg.materialize([flaky], instance=instance, raise_on_error=False)
+        assert calls == [0, 1, 2]  # an infrastructure error is retried

@@ -19,7 +19,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import manifest_metadata
 from prover_assets.assets.problems import eval_set_key
-from prover_assets.assets.progress import ProgressReporter, start_attempt
+from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.runner import GenerationStats
@@ -95,6 +95,7 @@ def _generation_asset(
         kinds={"jsonl"},
         description=description,
     )
+    @fail_fast
     def generations(
         context: dg.AssetExecutionContext,
         config: GenerationConfig,

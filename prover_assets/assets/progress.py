@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from prover_assets.records.outputs import supersede
+from prover_assets.config import ConfigError
+from prover_assets.records import OutputExistsError, RecordError
+from prover_assets.records.outputs import (
+    ChecksumError,
+    EmptyOutputError,
+    StaleOutputError,
+    supersede,
+)
+from prover_assets.records.staleness import StaleVerdictError
+from prover_assets.resources import LeanInstrumentError
+from prover_assets.sft.stages import ReadBackError
 
 __all__ = ["ProgressReporter", "guard_retry_progress", "lines_in", "start_attempt"]
 
@@ -114,3 +125,34 @@ def start_attempt(
     if recompute and (moved := supersede(folder)) is not None:
         context.log.info(f"recompute: moved the previous output to {moved}")
     guard_retry_progress(context, folder, lines_in(folder / stream_file))
+
+
+# Errors that a retry cannot fix: the same inputs and config give the same error. They fail the
+# step at once, with their message on top; only infrastructure errors are retried.
+DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    StaleOutputError,
+    StaleVerdictError,
+    ChecksumError,
+    EmptyOutputError,
+    RecordError,
+    OutputExistsError,
+    ReadBackError,
+    LeanInstrumentError,
+)
+
+
+def fail_fast(compute: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap an asset's compute function: a deterministic error becomes a `Failure` that skips
+    the asset's retry policy."""
+
+    @functools.wraps(compute)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return compute(*args, **kwargs)
+        except DETERMINISTIC_ERRORS as exc:
+            raise dg.Failure(
+                description=f"{type(exc).__name__}: {exc}", allow_retries=False
+            ) from exc
+
+    return wrapped

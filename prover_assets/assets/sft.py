@@ -17,7 +17,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.assets.problems import DECONTAMINATION_KEY
-from prover_assets.assets.progress import start_attempt
+from prover_assets.assets.progress import fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -93,6 +93,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         description="LoRA training (transformers Trainer + peft) on packed micro-batches, "
         "resumable to the micro-step; a SIGTERM saves and stops, running again resumes.",
     )
+    @fail_fast
     def sft_checkpoint(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
     ):

@@ -16,7 +16,7 @@ from prover_assets.assets.keys import (
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
 from prover_assets.assets.problems import POOL_CANDIDATES_KEY, eval_set_key
-from prover_assets.assets.progress import ProgressReporter, start_attempt
+from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
@@ -59,6 +59,7 @@ def _verdict_asset(
         kinds={"lean", "jsonl"},
         description=description,
     )
+    @fail_fast
     def verdicts(
         context: dg.AssetExecutionContext,
         config: VerifyConfig,
@@ -128,6 +129,7 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
         kinds={"lean", "jsonl"},
         description="The first N ranked candidates whose statements elaborate under the pinned toolchain.",
     )
+    @fail_fast
     def train_pool(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, lean: LeanResource
     ):

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from prover_assets.lean.statements import (
     StatementError,
@@ -37,7 +38,7 @@ class EvalSetError(ValueError):
 
 @dataclass(frozen=True)
 class Unsupported:
-    problem_id: str
+    problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
     reason: str
     informal_prefix: str  # still used to decontaminate the pool: same problem, other wording
 
@@ -46,7 +47,7 @@ class _MiniF2FRow(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     name: str
-    problem_id: str
+    problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
     split: str
     informal_prefix: str
     formal_statement: str
@@ -61,7 +62,7 @@ class _MOBenchRow(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     name: str
-    problem_id: str
+    problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
     split: str
     header: str
     informal_prefix: str

@@ -24,7 +24,7 @@ from prover_assets.records import (
     read_records,
     sha256_file,
 )
-from prover_assets.records.outputs import StepResult, finish_output, reused_output
+from prover_assets.records.outputs import StepResult, finish_output, require_rows, reused_output
 
 __all__ = [
     "CANDIDATES_FILE",
@@ -85,6 +85,7 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
     rows_in = len(problems) + len(unsupported)
     if spec.limit is not None:
         problems = problems[: spec.limit]
+    require_rows(len(problems), f"eval set {name} ({source})", allow_empty=spec.allow_empty)
     outputs = [folder / PROBLEMS_FILE]
     publish_records(folder / PROBLEMS_FILE, problems)
     if spec.format == "mobench":
@@ -188,6 +189,7 @@ def materialize_pool_candidates(
     started = now_utc()
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
     build = build_pool_candidates([p for p, _ in shards], spec, sets, progress=progress)
+    require_rows(len(build.candidates), "the pool's candidates", allow_empty=spec.allow_empty)
     publish_records(folder / CANDIDATES_FILE, build.candidates)
     counts = build.counts.to_json()
     return finish_output(

@@ -26,12 +26,14 @@ from prover_assets.records.store import publish_text
 __all__ = [
     "STREAM_FILE",
     "ChecksumError",
+    "EmptyOutputError",
     "StaleOutputError",
     "StepResult",
     "begin_stream",
     "current_manifest",
     "finish_output",
     "input_digests",
+    "require_rows",
     "reused_output",
     "supersede",
     "verified_outputs",
@@ -52,6 +54,19 @@ class StepResult:
 
 class StaleOutputError(RuntimeError):
     """An existing output was made from other inputs or another config than this run's."""
+
+
+class EmptyOutputError(ValueError):
+    """A step would produce zero rows where rows are expected."""
+
+
+def require_rows(count: int, what: str, *, allow_empty: bool = False) -> None:
+    """Refuse an empty result unless the config says that empty is expected."""
+    if count == 0 and not allow_empty:
+        raise EmptyOutputError(
+            f"{what} has 0 rows: nothing downstream could be judged on it. Check the input and "
+            "filters; if empty is expected, set allow_empty: true for it in the config."
+        )
 
 
 class ChecksumError(RuntimeError):

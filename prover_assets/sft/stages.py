@@ -32,6 +32,7 @@ from prover_assets.records.outputs import (
     StepResult,
     begin_stream,
     finish_output,
+    require_rows,
     reused_output,
     verified_outputs,
 )
@@ -107,6 +108,7 @@ def materialize_shards(
     pool = read_records(pool_file, Problem)
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
     build = build_sft(generation_files, verdict_files, pool, sets, spec=spec, n=n, eos_ids=set(eos))
+    require_rows(len(build.rows), "the SFT data", allow_empty=spec.allow_empty)
     with publish_folder(folder) as staging:
         writer = ShardWriter(staging)
         for row in build.rows:
