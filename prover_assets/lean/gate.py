@@ -233,11 +233,16 @@ def static_check(code: str, *, statement: str | None = None) -> list[str]:
     if not theorem_seen:
         _add(reasons, "no_theorem")
     elif statement is not None:
-        if not displayed_statement_faithful(code, statement):
-            _add(reasons, "statement_mismatch")
-        displayed, trusted = theorem_signature(code), theorem_signature(statement)
-        if displayed is not None and trusted is not None and displayed.name != trusted.name:
-            _add(reasons, "theorem_renamed")
+        for reason in _statement_reasons(code, statement):
+            _add(reasons, reason)
+    return reasons
+
+
+def _statement_reasons(code: str, statement: str) -> list[str]:
+    reasons = [] if displayed_statement_faithful(code, statement) else ["statement_mismatch"]
+    displayed, trusted = theorem_signature(code), theorem_signature(statement)
+    if displayed is not None and trusted is not None and displayed.name != trusted.name:
+        reasons.append("theorem_renamed")
     return reasons
 
 
