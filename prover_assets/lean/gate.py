@@ -149,6 +149,16 @@ def _statement_scope_counts(statement: str | None) -> Counter[str]:
     return _scope_counts(tokens, header_end(tokens)[0])
 
 
+def _scope_reasons(tokens: Sequence[Token], body_start: int, statement: str | None) -> list[str]:
+    """`banned:scope:<command>` for each scope command used more often than the statement does."""
+    allowed = _statement_scope_counts(statement)
+    return [
+        f"banned:scope:{command}"
+        for command, count in sorted(_scope_counts(tokens, body_start).items())
+        if count > allowed[command]
+    ]
+
+
 def _word_reasons(token: Token) -> list[str]:
     name = token.text
     components = name.split(".")
@@ -226,19 +236,15 @@ def static_check(code: str, *, statement: str | None = None) -> list[str]:
         else:
             for reason in _word_reasons(token):
                 _add(reasons, reason)
-    allowed_scope = _statement_scope_counts(statement)
-    for command, count in sorted(_scope_counts(tokens, body_start).items()):
-        if count > allowed_scope[command]:
-            _add(reasons, f"banned:scope:{command}")
-    if not theorem_seen:
-        _add(reasons, "no_theorem")
-    elif statement is not None:
-        for reason in _statement_reasons(code, statement):
-            _add(reasons, reason)
-    return reasons
+    for reason in _scope_reasons(tokens, body_start, statement):
+        _add(reasons, reason)
+    tail = ["no_theorem"] if not theorem_seen else _statement_reasons(code, statement)
+    return reasons + [r for r in tail if r not in reasons]
 
 
-def _statement_reasons(code: str, statement: str) -> list[str]:
+def _statement_reasons(code: str, statement: str | None) -> list[str]:
+    if statement is None:
+        return []
     reasons = [] if displayed_statement_faithful(code, statement) else ["statement_mismatch"]
     displayed, trusted = theorem_signature(code), theorem_signature(statement)
     if displayed is not None and trusted is not None and displayed.name != trusted.name:
