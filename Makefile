@@ -9,7 +9,7 @@ PORT ?= 3000
 PYTEST_ARGS ?=
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test demo ui lint benchmarks clean-demo
+.PHONY: install test demo ui lint benchmarks mutation clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ lint: install
 
 benchmarks: install
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+# Not part of `make test`: about 45 minutes on 2 cores. Kill rates per module, >= 90 % each,
+# every survivor explained beside its module (scripts/mutation.py).
+mutation: install
+	$(BIN)/pip install mutmut==3.8.1
+	$(BIN)/python scripts/mutation.py
 
 clean-demo:
 	rm -rf .prover_data/demo

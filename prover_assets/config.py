@@ -171,6 +171,9 @@ class GenerationSpec(_Spec):
 class CorrectionSpec(_Spec):
     rounds: Annotated[int, Field(ge=0)]
     samples_per_parent: PositiveInt
+    # A round with no failed sample to correct is an error unless this says so: at the
+    # registered scale it means the feedback was lost, not that everything was solved.
+    allow_empty: bool = False
 
 
 class SftSpec(_Spec):

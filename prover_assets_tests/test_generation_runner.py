@@ -9,11 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from prover_assets.config import ConfigError
 from prover_assets.generation.engines import GenerationRequest, SamplingSettings, TransformersEngine
 from prover_assets.generation.prompts import render_prompt, round0_messages
-from prover_assets.generation.runner import generate_samples, round0_specs, sample_seed
-from prover_assets.records import Appender, Generation, read_records
-from prover_assets_tests.factories import make_problem
+from prover_assets.generation.runner import (
+    SampleSpec,
+    generate_samples,
+    round0_specs,
+    sample_seed,
+)
+from prover_assets.records import Appender, Generation, SampleKey, read_records
+from prover_assets_tests.factories import STATEMENT, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
 
@@ -99,9 +105,40 @@ def test_context_window_clips_max_tokens_and_records_it(engine, tmp_path):
     assert (row.sampling.max_tokens, row.context_clipped) == (10, True)
 
 
-def test_prompt_without_room_is_recorded_and_counted(engine, tmp_path):
-    window = len(prompt_ids(engine)) - 1
-    stats = run(engine, tmp_path / "gen.jsonl", [make_problem()], n=2, max_model_len=window)
+def test_a_round0_prompt_without_room_is_a_config_error_before_anything_is_written(
+    engine, tmp_path
+):
+    long_statement = STATEMENT.replace("0 < x + 1", " + ".join(["x"] * 60) + " > 0")
+    fits, too_long = make_problem("fits"), make_problem("long", long_statement)
+    window = len(prompt_ids(engine)) + 4
+    with pytest.raises(ConfigError, match=r"'long'.*max_model_len to at least"):
+        run(engine, tmp_path / "gen.jsonl", [fits, too_long], n=1, max_model_len=window)
+    assert read_records(tmp_path / "gen.jsonl", Generation) == []
+
+
+def test_a_correction_prompt_without_room_is_recorded_and_counted(engine, tmp_path):
+    problem = make_problem()
+    window = len(prompt_ids(engine)) + 4
+    long_feedback = (
+        ("user", problem.formal_statement),
+        ("assistant", "attempt " * 100),
+        ("user", "error " * 100),
+    )
+    parent = SampleKey(problem_id=problem.problem_id, sample_idx=0, round=0, cap_tokens=16)
+    specs = [SampleSpec(problem, i, 1, 16, long_feedback, parent) for i in range(2)]
+    with Appender(tmp_path / "gen.jsonl", Generation) as appender:
+        stats = generate_samples(
+            specs,
+            engine,
+            engine.tokenizer,
+            appender,
+            model_path="tiny",
+            model_rev="tiny-rev",
+            sampling=SAMPLING,
+            base_seed=1,
+            max_model_len=window,
+            commit_every=2,
+        )
     rows = read_records(tmp_path / "gen.jsonl", Generation)
     assert stats.no_room == 2
     assert [(r.finish_reason, r.completion_ids, r.lean_code) for r in rows] == [
@@ -124,7 +161,7 @@ from pathlib import Path
 from prover_assets.generation.engines import SamplingSettings, TransformersEngine
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.records import Appender, Generation
-from prover_assets_tests.factories import make_problem
+from prover_assets_tests.factories import STATEMENT, make_problem
 sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
 engine = TransformersEngine(Path({model!r}), sampling)
 problems = [make_problem(f"p{{i}}") for i in range(4)]

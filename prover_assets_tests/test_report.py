@@ -1,26 +1,38 @@
 """The report against hand-built truth tables, the PRIMARY guard, refusals, and the bundle."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from prover_assets.generation.prompts import round0_messages
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.records import Message, Sampling, build_manifest, publish_records, write_manifest
+from prover_assets.records import (
+    Message,
+    Problem,
+    Sampling,
+    Stage,
+    build_manifest,
+    publish_records,
+    read_records,
+    write_manifest,
+)
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.report.analysis import (
     ComparisonRefused,
     RunFiles,
     compare_runs,
     correction_lift,
+    decide,
     load_run,
+    power_table,
     summarize_run,
 )
 from prover_assets.report.bundle import verify_bundle
 from prover_assets.report.prereg import read_prereg
 from prover_assets.report.stages import ReportSettings, materialize_report
-from prover_assets.stats import MissingSamplesError
+from prover_assets.stats import MissingSamplesError, mcnemar_power
 from prover_assets_tests.factories import (
     make_generation,
     make_pins,
@@ -134,6 +146,16 @@ def test_mcnemar_cells_and_decision_truth(runs):
     assert comparison.table == {"both": 1, "baseline_only": 1, "candidate_only": 1, "neither": 1}
     assert comparison.p_value == 1.0
     assert comparison.decision == "no detectable improvement"
+    assert (comparison.eval_set, comparison.cap, comparison.k, comparison.alpha) == (
+        "minif2f",
+        64,
+        2,
+        0.05,
+    )
+    # pass@1 per problem: baseline (1/4, 1/4, 0, 1), candidate (1/4, 1/4, 2/4, 0)
+    assert comparison.pass1_difference["estimate"] == pytest.approx((1.0 - 1.5) / 4)
+    again = compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=200, seed=1)
+    assert again.pass1_difference == comparison.pass1_difference
     comparison4 = compare_runs(baseline, candidate, k=4, alpha=0.05, resamples=200, seed=1)
     # solved@4: baseline {p1, p2, p4}; candidate {p1, p2, p3}
     assert comparison4.table == {"both": 2, "baseline_only": 1, "candidate_only": 1, "neither": 0}
@@ -255,8 +277,47 @@ def test_a_sample_of_another_cap_in_a_run_is_refused(tmp_path):
 
 def test_missing_problem_samples_raise_instead_of_counting_as_failures(tmp_path):
     files = write_run(tmp_path, "baseline", BASELINE, drop=("p3", 2))
-    with pytest.raises(MissingSamplesError, match="never scored as failures"):
+    with pytest.raises(
+        MissingSamplesError,
+        match=r"1 problems lack samples 0\.\.3 \(e\.g\. p3\); missing problems are never scored",
+    ):
         load_run(files, samples_required=4)
+
+
+def test_a_gap_in_the_first_samples_is_missing_even_when_later_samples_make_up_the_count(
+    tmp_path,
+):
+    five = {pid: [*flags, 1] for pid, flags in BASELINE.items()}
+    files = write_run(tmp_path, "baseline", five, drop=("p2", 3))
+    with pytest.raises(MissingSamplesError, match=r"e\.g\. p2"):
+        load_run(files, samples_required=4)
+
+
+def test_a_sample_without_a_verdict_is_named(tmp_path):
+    files = write_run(tmp_path, "baseline", BASELINE)
+    lines = files.verdicts.read_text().splitlines(keepends=True)
+    files.verdicts.write_text("".join(lines[1:]))
+    with pytest.raises(
+        MissingSamplesError, match=r"1 samples have no verdict \(e\.g\. \('p1', 0, 0, 64\)\)"
+    ):
+        load_run(files, samples_required=4)
+
+
+def test_verdicts_of_two_verifiers_in_one_run_are_refused(tmp_path):
+    files = write_run(tmp_path, "baseline", BASELINE)
+    other = write_run(tmp_path / "other", "baseline", BASELINE, pins=make_pins(repl_rev="0ther"))
+    lines = files.verdicts.read_text().splitlines(keepends=True)
+    mixed = other.verdicts.read_text().splitlines(keepends=True)[:1] + lines[1:]
+    files.verdicts.write_text("".join(mixed))
+    with pytest.raises(ComparisonRefused, match="verdicts from 2 different verifiers"):
+        load_run(files, samples_required=4)
+
+
+def test_runs_on_different_problems_are_refused(tmp_path, runs):
+    baseline, candidate = runs
+    candidate.problems = candidate.problems[:-1]
+    with pytest.raises(ComparisonRefused, match="the runs are on different problems"):
+        compare_runs(baseline, candidate, k=1, alpha=0.05, resamples=10, seed=1)
 
 
 def test_verifier_mismatch_is_refused(tmp_path):
@@ -265,7 +326,10 @@ def test_verifier_mismatch_is_refused(tmp_path):
         write_run(tmp_path, "candidate", CANDIDATE, pins=make_pins(mathlib_rev="ffffffff")),
         samples_required=4,
     )
-    with pytest.raises(ComparisonRefused, match="invalid"):
+    with pytest.raises(
+        ComparisonRefused,
+        match=r"^verifier pins, configuration or budget differ between the runs: the comparison is invalid",
+    ):
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
 
 
@@ -426,3 +490,326 @@ def test_bundle_notices_a_changed_input(tmp_path):
         cand.verdicts.read_text().replace('"verify_s":0.5', '"verify_s":0.6', 1)
     )
     assert any("was modified" in change for change in verify_bundle(result.folder).changed)
+
+
+@pytest.mark.parametrize(
+    ("candidate_only", "baseline_only", "p_value", "decision"),
+    [
+        (3, 1, 0.04, "success"),
+        (1, 3, 0.04, "significant degradation"),
+        (3, 1, 0.05, "no detectable improvement"),  # p equal to alpha is not below it
+        (1, 3, 0.05, "no detectable improvement"),
+        (2, 2, 0.01, "no detectable improvement"),  # no direction without discordance
+        (3, 1, 0.20, "no detectable improvement"),
+        (1, 3, 0.20, "no detectable improvement"),
+    ],
+)
+def test_decision_rule_truth_table(candidate_only, baseline_only, p_value, decision):
+    assert decide(candidate_only, baseline_only, p_value, alpha=0.05) == decision
+
+
+def hand_built_run(tmp_path) -> RunFiles:
+    """Two problems, two samples each, one of every kind the system table counts."""
+    problems = [make_problem(pid, statement(pid)) for pid in ("p1", "p2")]
+    publish_records(tmp_path / "problems.jsonl", problems)
+    messages = {
+        p.problem_id: [Message(**m) for m in round0_messages(p.formal_statement)] for p in problems
+    }
+
+    def generation(pid, idx, **fields):
+        return make_generation(pid, idx, messages=messages[pid], model_rev=REVISION, **fields)
+
+    rows = [
+        (
+            generation("p1", 0),
+            dict(accepted=True, diagnostics={"displayed_statement_faithful": False}),
+        ),
+        (
+            generation("p1", 1, finish_reason="length", completion_ids=[1] * 64),
+            dict(accepted=False, stage=Stage.TIMEOUT, reasons=["timeout"]),
+        ),
+        (
+            generation("p2", 0, max_tokens=32),
+            dict(
+                accepted=False,
+                stage=Stage.INFRASTRUCTURE,
+                reasons=["infrastructure:header:timeout"],
+            ),
+        ),
+        (
+            generation("p2", 1),
+            dict(
+                accepted=False,
+                stage=Stage.GATE,
+                reasons=["banned:sorry", "axiom:sorryAx", "reinsertion:x", "no_code:y", "other"],
+            ),
+        ),
+    ]
+    publish_records(tmp_path / "gen.jsonl", [g for g, _ in rows])
+    publish_records(tmp_path / "ver.jsonl", [make_verification(g, **v) for g, v in rows])
+    return RunFiles(
+        "baseline",
+        "minif2f",
+        64,
+        tmp_path / "problems.jsonl",
+        tmp_path / "gen.jsonl",
+        tmp_path / "ver.jsonl",
+    )
+
+
+def test_every_count_of_the_system_table_by_hand(tmp_path):
+    run = load_run(hand_built_run(tmp_path), samples_required=2)
+    summary = summarize_run(run, ks=[1, 2], resamples=50, seed=3)
+    wilson = {k: summary["solved_at_k"][k] for k in (1, 2)}
+    assert {k: (v["solved"], v["share"]) for k, v in wilson.items()} == {1: (1, 0.5), 2: (1, 0.5)}
+    # Wilson 95 % for 1 of 2: centre (1 + z²/2)/(2 + z²) = 0.5, half-width z·sqrt(0.25·2 + z²/4)/(2 + z²)
+    z = 1.959963984540054
+    half = z * (0.5 + z * z / 4) ** 0.5 / (2 + z * z)
+    assert wilson[1]["wilson_low"] == pytest.approx(0.5 - half)
+    assert wilson[1]["wilson_high"] == pytest.approx(0.5 + half)
+    assert summary["pass1_cluster"]["estimate"] == pytest.approx(0.25)  # mean of 1/2 and 0/2
+    summary.pop("pass1_cluster")
+    summary.pop("solved_at_k")
+    pooled = summary.pop("pass1_pooled_wilson")
+    assert (pooled["estimate"], pooled["note"]) == (
+        0.25,
+        "anti-conservative: treats every sample as independent",
+    )
+    assert summary == {
+        "system": "baseline",
+        "eval_set": "minif2f",
+        "cap": 64,
+        "model_revs": [REVISION],
+        "problems": 2,
+        "samples": 4,
+        "samples_per_problem": 2,
+        "pass_at_k": {1: 0.25, 2: 0.5},
+        "nominal_cap": 64,
+        "mean_effective_max_tokens": (64 + 64 + 32 + 64) / 4,
+        "hit_cap_share": 0.25,
+        "context_clipped_share": 0.25,
+        "stages": {"accepted": 1, "timeout": 1, "infrastructure": 1, "gate": 1},
+        "reasons": {
+            "timeout": 1,
+            "infrastructure": 1,
+            "banned:sorry": 1,
+            "axiom": 1,
+            "reinsertion": 1,
+            "no_code": 1,
+            "other": 1,
+        },
+        "timeouts": 1,
+        "infrastructure": 1,
+        "accepted_but_rewritten": 1,
+        "verifier": run.identity,
+        "simulated": False,
+        "per_problem": {"p1": {"n": 2, "c": 1}, "p2": {"n": 2, "c": 0}},
+    }
+    assert run.identity["pins"]["lean_version"] == "v4.9.0-rc1"
+
+
+def test_a_run_without_timeouts_or_infrastructure_counts_zero_of_each(runs):
+    baseline, _ = runs
+    summary = summarize_run(baseline, ks=[1], resamples=10, seed=1)
+    assert (summary["timeouts"], summary["infrastructure"], summary["accepted_but_rewritten"]) == (
+        0,
+        0,
+        0,
+    )
+
+
+def test_the_power_table_holds_each_gain_in_points_for_each_fraction():
+    table = power_table(100, [0.1, 0.25], [5, 10], alpha=0.05)
+    assert table == {
+        f"{f:.2f}": {f"+{g}": mcnemar_power(100, f, g / 100, 0.05) for g in (5, 10)}
+        for f in (0.1, 0.25)
+    }
+    assert table["0.10"]["+5"] < table["0.10"]["+10"]
+    assert power_table(100, [0.1], [10], alpha=0.01)["0.10"]["+10"] < table["0.10"]["+10"]
+
+
+def secondary_reasons(tmp_path, *, prereg=True, override=None, registered=None, **changes):
+    """The PRIMARY guard's reasons for the tiny registered design with `changes` to both runs
+    (`baseline_revision`, `candidate_revision` to one)."""
+    baseline_revision = changes.pop("baseline_revision", REVISION)
+    candidate_revision = changes.pop("candidate_revision", "sft-" + "b" * 64)
+    edit = changes.pop("edit", None)
+    baseline = load_run(
+        write_run(tmp_path, "baseline", BASELINE, revision=baseline_revision, **changes),
+        samples_required=4,
+    )
+    candidate = load_run(
+        write_run(tmp_path, "candidate", CANDIDATE, revision=candidate_revision, **changes),
+        samples_required=4,
+    )
+    if edit is not None:
+        edit(baseline, candidate)
+    comparison = compare_runs(
+        baseline,
+        candidate,
+        k=2,
+        alpha=0.05,
+        resamples=10,
+        seed=1,
+        prereg=read_prereg(registered_prereg(tmp_path, **(registered or {}))) if prereg else None,
+        allow_design_mismatch=override,
+    )
+    assert comparison.primary == (not comparison.secondary_reasons)
+    return comparison.secondary_reasons
+
+
+def with_config(name, value):
+    def edit(*runs):
+        for run in runs:
+            run.identity["config"][name] = value
+
+    return edit
+
+
+def on_mobench(baseline, _):
+    baseline.files = replace(baseline.files, eval_set="mobench")
+
+
+def test_the_registered_design_has_no_reason_to_be_secondary(tmp_path):
+    assert secondary_reasons(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "reasons"),
+    [
+        ({"prereg": False}, ["no pre-registration given"]),
+        (
+            {"source_sha": "1" * 64},
+            ["the problems come from another file than the registered one"],
+        ),
+        (
+            {"baseline_revision": "c" * 40},
+            [f"baseline revision ['{'c' * 40}'], registered {REVISION}"],
+        ),
+        ({"candidate_revision": "d" * 40}, ["the candidate is not this project's SFT export"]),
+        (
+            {"temperature": 0.5},
+            [
+                "baseline sampling [(0.5, 0.95, None)] is not the registered one",
+                "candidate sampling [(0.5, 0.95, None)] is not the registered one",
+            ],
+        ),
+        (
+            {"prompt_suffix": " "},
+            [
+                "baseline prompts are not the registered dpskcot round-0 prompts",
+                "candidate prompts are not the registered dpskcot round-0 prompts",
+            ],
+        ),
+        (
+            {"pins": make_pins(lean_version="v4.10.0", mathlib_rev="e0", repl_rev="f1")},
+            [
+                "verifier lean_version v4.10.0, registered v4.9.0-rc1",
+                "verifier mathlib_rev e0, registered d1d1e4b7",
+                "verifier repl_rev f1, registered 7df77c0a",
+            ],
+        ),
+        ({"edit": with_config("budget_s", 60.0)}, ["verifier budget_s 60.0, registered 180.0"]),
+        (
+            {"edit": with_config("statement_check", "off")},
+            ["verifier statement_check off, registered reject"],
+        ),
+        ({"edit": with_config("gate", False)}, ["verifier gate False, registered True"]),
+        (
+            {"edit": with_config("axiom_check", False)},
+            ["verifier axiom_check False, registered True"],
+        ),
+        (
+            {"override": "checked by hand"},
+            ["design mismatch overridden: checked by hand"],
+        ),
+        (
+            {"registered": {"problem_count: 244": "problem_count: 5"}},
+            ["4 problems, registered 5"],
+        ),
+        (
+            {"registered": {"n_samples: 8": "n_samples: 5"}},
+            [
+                "baseline has fewer than 5 samples for some problem",
+                "candidate has fewer than 5 samples for some problem",
+            ],
+        ),
+        ({"registered": {"cap_tokens: 16384": "cap_tokens: 32"}}, ["cap 64, registered 32"]),
+        (
+            {"edit": on_mobench},
+            ["problem set mobench, registered minif2f"],
+        ),
+    ],
+)
+def test_each_deviation_from_the_registered_design_is_named(tmp_path, changes, reasons):
+    assert secondary_reasons(tmp_path, **changes) == reasons
+
+
+def test_a_verifier_without_recorded_pins_or_config_is_never_primary(tmp_path):
+    def forget(*runs):
+        for run in runs:
+            run.identity.clear()
+
+    assert secondary_reasons(tmp_path, edit=forget) == [
+        "verifier lean_version None, registered v4.9.0-rc1",
+        "verifier mathlib_rev None, registered d1d1e4b7",
+        "verifier repl_rev None, registered 7df77c0a",
+        "verifier budget_s None, registered 180.0",
+        "verifier statement_check None, registered reject",
+        "verifier gate None, registered True",
+        "verifier axiom_check None, registered True",
+    ]
+
+
+def test_one_simulated_run_is_enough_to_be_secondary(tmp_path):
+    def simulate_candidate(_, candidate):
+        candidate.simulated = True
+
+    assert secondary_reasons(tmp_path, edit=simulate_candidate) == [
+        "SIMULATED verifier: not evidence"
+    ]
+
+
+def test_a_prompt_that_differs_on_one_sample_is_named_with_the_other_mismatch(tmp_path, runs):
+    baseline, _ = runs
+    candidate = load_run(
+        write_run(tmp_path, "candidate", CANDIDATE, temperature=0.5), samples_required=4
+    )
+    candidate.meta[("p2", 1, 0, 64)]["messages"] = []
+    with pytest.raises(ComparisonRefused) as refused:
+        compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
+    assert str(refused.value) == (
+        "sampling differs: baseline [(1.0, 0.95, None)], candidate [(0.5, 0.95, None)]; "
+        "round-0 prompts differ on 1 samples (e.g. ('p2', 1, 0, 64)) "
+        "(pass allow_design_mismatch with a reason to compare anyway)"
+    )
+
+
+def test_a_candidate_with_more_samples_than_the_baseline_is_compared_on_the_shared_ones(tmp_path):
+    baseline = load_run(write_run(tmp_path, "baseline", BASELINE), samples_required=4)
+    more = {pid: [*flags, 1] for pid, flags in CANDIDATE.items()}
+    candidate = load_run(write_run(tmp_path, "candidate", more), samples_required=4)
+    comparison = compare_runs(baseline, candidate, k=4, alpha=0.05, resamples=10, seed=1)
+    assert comparison.table == {"both": 2, "baseline_only": 1, "candidate_only": 1, "neither": 0}
+
+
+def test_a_generation_of_a_problem_outside_the_set_is_named(tmp_path):
+    files = write_run(tmp_path, "baseline", BASELINE)
+    publish_records(
+        files.problems.with_name("few.jsonl"), read_records(files.problems, Problem)[1:]
+    )
+    with pytest.raises(
+        ComparisonRefused, match=r"\('p1', 0, 0, 64\) is not a problem of .*few.jsonl"
+    ):
+        load_run(replace(files, problems=files.problems.with_name("few.jsonl")), samples_required=4)
+
+
+def test_k_values_out_of_order_are_each_answered(tmp_path):
+    run = load_run(hand_built_run(tmp_path), samples_required=2)
+    summary = summarize_run(run, ks=[4, 1], resamples=20, seed=3)
+    assert summary["solved_at_k"][4] is None
+    assert summary["solved_at_k"][1]["solved"] == 1
+    assert (
+        summary["pass1_cluster"]
+        == summarize_run(run, ks=[1], resamples=20, seed=3)["pass1_cluster"]
+    )

@@ -234,3 +234,108 @@ def test_dataset_rows_satisfy_the_sft_row_contract(tmp_path):
     assert row.input_ids == [1, 2, 3, 5, 5, EOS]
     assert row.problem_id == "p1"
     assert row.model_rev == "0" * 40
+
+
+def test_every_count_reconciles_with_repeated_drops_of_one_kind(tmp_path):
+    parent = SampleKey(problem_id="p2", sample_idx=0, round=0, cap_tokens=64)
+    rows = [
+        sample("p1", 0, tactic="omega"),  # written
+        sample("p1", 1, tactic="simp"),  # written
+        sample("p1", 2, tactic="omega"),  # duplicate
+        sample("p1", 3, tactic="simp"),  # duplicate
+        sample("p1", 4, tactic="linarith"),  # over max
+        sample("p1", 5, tactic="nlinarith"),  # over max
+        sample("p2", 0, accepted=False),
+        sample("p2", 0, round=1, tactic="norm_num", parent=parent, length=37),  # 3 + 37 = 40 fits
+    ]
+    counts = build(tmp_path, rows, n=8).counts
+    assert counts == {
+        "candidates": 8,
+        "written": 3,
+        "drop_other_cap": 0,
+        "drop_not_accepted": 1,
+        "drop_statement_not_faithful": 0,
+        "drop_no_eos": 0,
+        "drop_too_long": 0,
+        "drop_solved_all": 0,
+        "drop_duplicate_proof": 2,
+        "drop_over_max": 2,
+        "reconciles": True,
+        "problems_with_rows": 2,
+        "tokens": (3 + 3) + (3 + 3) + (3 + 37),
+        "kinds": {"first": 2, "correction": 1},
+    }
+
+
+def build_from(tmp_path, generations, verdicts):
+    publish_records(tmp_path / "gen.jsonl", generations)
+    publish_records(tmp_path / "ver.jsonl", verdicts)
+    return build_sft(
+        [tmp_path / "gen.jsonl"],
+        [tmp_path / "ver.jsonl"],
+        [make_problem("p1")],
+        sets(),
+        spec=spec(),
+        n=2,
+        eos_ids={EOS},
+    )
+
+
+def test_a_verdict_without_its_generation_is_named(tmp_path):
+    generation, verdict = sample("p1", 0)
+    _, orphan = sample("p1", 5)
+    with pytest.raises(
+        StaleVerdictError, match=r"1 verdicts have no generation \(e\.g\. \('p1', 5"
+    ):
+        build_from(tmp_path, [generation], [verdict, orphan])
+
+
+def test_a_generation_without_its_verdict_is_named(tmp_path):
+    generation, _ = sample("p1", 0)
+    with pytest.raises(StaleVerdictError, match=r"generation \('p1', 0, 0, 64\) has no verdict"):
+        build_from(tmp_path, [generation], [])
+
+
+def test_code_without_a_theorem_or_that_does_not_lex_still_has_a_proof_sha():
+    import hashlib
+
+    unlexable = GOEDEL_HEADER + SIGNATURE + "\n  omega /- never closed"
+    assert proof_sha(unlexable) == hashlib.sha256(unlexable.encode("utf-8")).hexdigest()
+    assert proof_sha(GOEDEL_HEADER + "example : True := trivial") != proof_sha(
+        GOEDEL_HEADER + "example : True := by trivial"
+    )
+
+
+def test_a_correction_is_written_to_the_shards_as_a_correction(tmp_path):
+    parent = SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
+    rows = [sample("p1", 0, accepted=False), sample("p1", 0, round=1, parent=parent)]
+    (row,) = list(SftDataset(write(tmp_path, build(tmp_path, rows, n=1))))
+    assert (row.kind, row.round) == ("correction", 1)
+
+
+def test_read_back_of_a_clean_write_says_how_many_rows_it_read(tmp_path):
+    result = build(tmp_path, [sample("p1", 0, tactic="omega"), sample("p1", 1, tactic="simp")], n=4)
+    outcome = read_back(write(tmp_path, result), result.rows)
+    assert (outcome.passed, outcome.description, outcome.metadata) == (
+        True,
+        "2 of 2 rows read back exactly",
+        {"mismatches": []},
+    )
+
+
+def test_read_back_names_a_changed_prompt_token_and_a_missing_row(tmp_path):
+    result = build(tmp_path, [sample("p1", 0, tactic="omega"), sample("p1", 1, tactic="simp")], n=4)
+    folder = write(tmp_path, result)
+    tokens = np.fromfile(folder / "tokens-00000.bin", dtype=np.uint32)
+    tokens[1] += 1  # a prompt token of row 0
+    tokens.tofile(folder / "tokens-00000.bin")
+    outcome = read_back(folder, [*result.rows, result.rows[0]])
+    assert not outcome.passed
+    assert outcome.metadata["mismatches"] == [
+        "2 rows on disk, 3 built",
+        "row 0 (p1): context differs from its prompt_ids",
+    ]
+    assert (
+        outcome.description
+        == "2 rows on disk, 3 built; row 0 (p1): context differs from its prompt_ids"
+    )

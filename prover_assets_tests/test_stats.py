@@ -170,3 +170,103 @@ def test_paired_bootstrap_of_a_constant_shift_is_that_shift():
     base = [0.1, 0.2, 0.3]
     interval = paired_bootstrap_difference(base, [v + 0.25 for v in base], resamples=500, seed=2)
     assert (interval.estimate, interval.low, interval.high) == pytest.approx((0.25, 0.25, 0.25))
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(4, 5, 1), (4, -1, 1), (4, 2, 0)])
+def test_pass_at_k_refuses_impossible_counts(n, c, k):
+    with pytest.raises(ValueError, match=f"got n={n}, c={c}, k={k}"):
+        pass_at_k(n, c, k)
+
+
+def test_solved_at_k_with_exactly_k_samples_reads_them_all():
+    assert solved_at_k([False, True], 2) is True
+    assert solved_at_k({0: False, 1: True}, 2) is True
+
+
+def test_solved_at_k_names_what_is_missing():
+    with pytest.raises(MissingSamplesError, match=r"solved@3 needs samples 0\.\.2; missing \[1\]"):
+        solved_at_k({0: False, 2: True}, 3)
+    with pytest.raises(MissingSamplesError, match="solved@3 needs 3 samples, got 2"):
+        solved_at_k([False, True], 3)
+
+
+@pytest.mark.parametrize(("b", "c"), [(-1, 3), (3, -1)])
+def test_mcnemar_refuses_negative_counts(b, c):
+    with pytest.raises(ValueError, match="discordant counts are non-negative"):
+        mcnemar_exact(b, c)
+
+
+@pytest.mark.parametrize(
+    ("n", "fraction", "delta"),
+    [(6, 1.0, 0.5), (5, 0.6, 0.6), (5, 0.6, -0.6), (5, 1.0, 1.0)],
+)
+def test_power_at_the_edges_of_the_design_matches_enumeration(n, fraction, delta):
+    """Every problem discordant, or every discordant problem on one side."""
+    expected = power_by_enumerating_every_problem(n, fraction, delta, alpha=0.2)
+    assert mcnemar_power(n, fraction, delta, alpha=0.2) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(("fraction", "delta"), [(0.0, 0.0), (1.5, 0.0), (0.2, 0.25), (0.2, -0.25)])
+def test_power_refuses_an_impossible_design(fraction, delta):
+    with pytest.raises(ValueError, match=r"need 0 < discordant_fraction <= 1"):
+        mcnemar_power(50, fraction, delta)
+
+
+def test_wilson_bounds_stay_within_zero_and_one():
+    bounds = [wilson_interval(s, n) for n in range(1, 200) for s in (0, n)]
+    assert all(0.0 <= low <= high <= 1.0 for low, high in bounds)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="got 3 of 2"):
+        wilson_interval(3, 2)
+
+
+def test_a_bootstrap_records_its_method_resamples_seed_and_confidence():
+    cluster = cluster_bootstrap_mean([0.0, 1.0], resamples=30, seed=4, confidence=0.9)
+    paired = paired_bootstrap_difference([0.0, 1.0], [1.0, 1.0], resamples=30, seed=4)
+    assert (cluster.method, cluster.resamples, cluster.seed, cluster.confidence) == (
+        "cluster bootstrap over problems",
+        30,
+        4,
+        0.9,
+    )
+    assert (paired.method, paired.resamples, paired.seed, paired.confidence) == (
+        "paired bootstrap over problems",
+        30,
+        4,
+        0.95,
+    )
+
+
+def test_a_bootstrap_of_one_problem_is_that_problem_and_of_none_is_refused():
+    one = cluster_bootstrap_mean([0.5], resamples=10, seed=1)
+    assert (one.estimate, one.low, one.high) == (0.5, 0.5, 0.5)
+    pair = paired_bootstrap_difference([0.25], [0.5], resamples=10, seed=1)
+    assert (pair.estimate, pair.low, pair.high) == (0.25, 0.25, 0.25)
+    with pytest.raises(ValueError, match="no problems to bootstrap"):
+        cluster_bootstrap_mean([], resamples=10, seed=1)
+    with pytest.raises(ValueError, match="non-empty and of the same problems"):
+        paired_bootstrap_difference([], [], resamples=10, seed=1)
+    with pytest.raises(ValueError, match="non-empty and of the same problems"):
+        paired_bootstrap_difference([0.1, 0.2], [0.1], resamples=10, seed=1)
+
+
+def test_the_paired_bootstrap_draws_every_problem_and_is_reproducible():
+    """Only problem 0 differs: a resampling that skipped it could never see a difference."""
+    base, cand = [0.0] * 3, [1.0, 0.0, 0.0]
+    one = paired_bootstrap_difference(base, cand, resamples=2000, seed=5)
+    assert one == paired_bootstrap_difference(base, cand, resamples=2000, seed=5)
+    assert one.high > 0.0
+
+
+def test_the_percentile_interval_is_symmetric_and_of_normal_width_for_a_smooth_mean():
+    """For a mean of 244 uniform values the bootstrap distribution is close to normal: the 95 %
+    interval is 2 x 1.96 standard errors wide and centred on the estimate."""
+    values = np.random.default_rng(2).random(244)
+    se = values.std(ddof=0) / math.sqrt(244)
+    for interval in (
+        cluster_bootstrap_mean(values, resamples=20000, seed=7),
+        paired_bootstrap_difference(np.zeros(244), values, resamples=20000, seed=7),
+    ):
+        assert interval.high - interval.low == pytest.approx(2 * 1.959964 * se, rel=0.03)
+        upper, lower = interval.high - interval.estimate, interval.estimate - interval.low
+        assert upper == pytest.approx(lower, rel=0.06)

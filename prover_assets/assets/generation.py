@@ -183,6 +183,7 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                         experiment.complete_file(eval_set_key(s), PROBLEMS_FILE),
                         spec.generation.n_samples,
                         c,
+                        allow_empty=spec.eval_sets[s].allow_empty,
                     )
 
                 assets.append(
@@ -203,6 +204,7 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
             spec.generation.n_samples,
             spec.sft.cap,
+            allow_empty=spec.pool.allow_empty,
         )
 
     assets.append(
@@ -228,6 +230,7 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 round=r,
                 n=spec.generation.n_samples,
                 samples_per_parent=spec.corrections.samples_per_parent,
+                allow_empty=spec.corrections.allow_empty,
             )
 
         assets.append(

@@ -2,8 +2,9 @@
 
 Keys are `(problem_id, sample_idx, round, cap_tokens)`; present keys are skipped, a torn last
 line is dropped. The effective `max_tokens` is `min(cap, max_model_len - len(prompt_ids))`
-(`context_clipped` when below the cap); a prompt that leaves no room is recorded as such
-(`no_room`), never silently dropped. Per-sample seeds derive from the base seed and the key.
+(`context_clipped` when below the cap). A round-0 prompt that leaves no room is a config error
+(the window is too small for the eval set); a correction prompt that leaves none is recorded as
+such (`no_room`), never silently dropped. Per-sample seeds derive from the base seed and the key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prover_assets.config import ConfigError
 from prover_assets.generation.engines import (
     GenerationEngine,
     GenerationRequest,
@@ -159,6 +161,7 @@ def generate_samples(
         max_tokens = min(spec.cap_tokens, max_model_len - len(prompt_ids))
         seed = sample_seed(base_seed, spec.key)
         if max_tokens <= 0:
+            _refuse_round0_without_room(spec, len(prompt_ids), max_model_len)
             no_room.append(
                 _record(
                     spec, prompt_text, prompt_ids, None, 0, seed, model_path, model_rev, sampling
@@ -197,6 +200,19 @@ def generate_samples(
     if progress is not None:
         progress(stats)
     return stats
+
+
+def _refuse_round0_without_room(spec: SampleSpec, prompt_tokens: int, max_model_len: int) -> None:
+    """A round-0 prompt is the statement in the protocol's text, known before the run: one that
+    leaves no room is a context window too small for the eval set, not an outcome to record.
+    (A correction round's prompt carries the model's own attempt and may outgrow any window.)"""
+    if spec.round == 0:
+        raise ConfigError(
+            f"model.max_model_len {max_model_len} leaves no room for a completion of "
+            f"{spec.problem.problem_id!r}: its round-0 prompt is {prompt_tokens} tokens; set "
+            f"model.max_model_len to at least {prompt_tokens + spec.cap_tokens} for cap "
+            f"{spec.cap_tokens}"
+        )
 
 
 def _record(

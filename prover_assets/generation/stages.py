@@ -36,9 +36,11 @@ from prover_assets.records.outputs import (
     StepResult,
     begin_stream,
     finish_output,
+    require_rows,
     reused_output,
 )
 from prover_assets.records.staleness import current_verdicts
+from prover_assets.records.store import RecordError
 
 __all__ = [
     "GENERATIONS_FILE",
@@ -59,11 +61,17 @@ class Samples:
     """The specs of a generation step, the files they came from, and how they were chosen."""
 
     def __init__(
-        self, specs: Sequence[SampleSpec], inputs: dict[str, Path], plan: dict[str, Any]
+        self,
+        specs: Sequence[SampleSpec],
+        inputs: dict[str, Path],
+        plan: dict[str, Any],
+        *,
+        allow_empty: bool = False,
     ) -> None:
         self.specs = list(specs)
         self.inputs = inputs
         self.plan = plan
+        self.allow_empty = allow_empty
 
 
 def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
@@ -71,12 +79,13 @@ def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
     return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
 
 
-def round0_samples(problems_file: Path, n: int, cap: int) -> Samples:
+def round0_samples(problems_file: Path, n: int, cap: int, *, allow_empty: bool = False) -> Samples:
     problems = read_records(problems_file, Problem)
     return Samples(
         round0_specs(problems, n, cap),
         {"problems": problems_file},
         {"problems": len(problems), "samples": len(problems) * n},
+        allow_empty=allow_empty,
     )
 
 
@@ -88,6 +97,7 @@ def correction_samples(
     round: int,
     n: int,
     samples_per_parent: int,
+    allow_empty: bool = False,
 ) -> Samples:
     """Children of the failed samples (with Lean errors) of problems unsolved in round - 1."""
     problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
@@ -100,7 +110,9 @@ def correction_samples(
         "previous_generations": previous_generations,
         "previous_verdicts": previous_verdicts,
     }
-    return Samples(specs, inputs, {**plan.counts(), "children": len(specs)})
+    return Samples(
+        specs, inputs, {**plan.counts(), "children": len(specs)}, allow_empty=allow_empty
+    )
 
 
 def materialize_generations(
@@ -118,6 +130,9 @@ def materialize_generations(
     progress: Callable[[GenerationStats], None] | None = None,
 ) -> StepResult:
     """Generate every missing sample; reuse a complete, current output; refuse a foreign one."""
+    require_rows(
+        len(samples.specs), f"the generation batch {folder}", allow_empty=samples.allow_empty
+    )
     digests = {name: sha256_file(path) for name, path in samples.inputs.items()}
     identity = {
         "model_rev": model_rev,
@@ -137,6 +152,7 @@ def materialize_generations(
     started = now_utc()
     path = folder / GENERATIONS_FILE
     with Appender(path, Generation) as appender:
+        _refuse_keys_outside(appender, samples)
         missing = [s for s in samples.specs if s.key not in appender]
         if missing:
             with open_engine() as engine:
@@ -180,6 +196,21 @@ def materialize_generations(
             "model_path": str(model_path),
         },
     )
+
+
+def _refuse_keys_outside(appender: Appender[Generation], samples: Samples) -> None:
+    """A stream holding a sample this plan does not ask for was written for another plan (or
+    edited): appending to it would mix the two, so nothing is appended."""
+    planned = {s.key for s in samples.specs}
+    foreign = [(line, key) for key, line in appender.keys.items() if key not in planned]
+    if foreign:
+        line, key = min(foreign)
+        raise RecordError(
+            appender.path,
+            line,
+            f"sample {key} is not in this step's plan ({len(foreign)} such rows): the file was "
+            "written for another plan or edited; rematerialize with recompute: true",
+        )
 
 
 def materialize_demo_model(

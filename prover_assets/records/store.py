@@ -183,7 +183,7 @@ class Appender(Generic[R]):
         self.path = Path(path)
         self.model = model
         self._key = key
-        self.keys: set[Hashable] = set()
+        self.keys: dict[Hashable, int] = {}  # key -> its line in the file
         self.torn_dropped = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
@@ -207,7 +207,7 @@ class Appender(Generic[R]):
             record_key = self._key(record)
             if record_key in self.keys:
                 raise DuplicateKeyError(self.path, number, f"duplicate key {record_key!r}")
-            self.keys.add(record_key)
+            self.keys[record_key] = number
             good_bytes += len(raw) + 1
         if self.torn_dropped:
             with open(self.path, "r+b") as handle:
@@ -221,12 +221,13 @@ class Appender(Generic[R]):
     def append_many(self, records: Iterable[R]) -> int:
         """Append whole lines, then flush and fsync once; returns how many were written."""
         lines = []
-        batch_keys: set[Hashable] = set()
+        batch_keys: dict[Hashable, int] = {}
         for record in records:
             record_key = self._key(record)
             if record_key in self.keys or record_key in batch_keys:
-                raise DuplicateKeyError(self.path, 0, f"key {record_key!r} is already present")
-            batch_keys.add(record_key)
+                line = self.keys.get(record_key, 0)
+                raise DuplicateKeyError(self.path, line, f"key {record_key!r} is already present")
+            batch_keys[record_key] = len(self.keys) + len(batch_keys) + 1
             lines.append(record.model_dump_json().encode("utf-8") + b"\n")
         if not lines:
             return 0

@@ -79,9 +79,8 @@ class RunData:
     files: RunFiles
     problems: list[Problem]
     accepted: dict[str, dict[int, bool]]  # problem -> sample_idx -> accepted (round 0)
-    meta: dict[
-        tuple, dict[str, Any]
-    ]  # key -> max_tokens, finish_reason, prompt, sampling, model_rev
+    # key -> max_tokens, finish_reason, context_clipped, messages, sampling, model_rev
+    meta: dict[tuple, dict[str, Any]]
     verdicts: dict[tuple, Verification]
     identity: dict[str, Any]
     simulated: bool
@@ -119,7 +118,6 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
             "max_tokens": generation.sampling.max_tokens,
             "finish_reason": generation.finish_reason,
             "context_clipped": generation.context_clipped,
-            "prompt": generation.prompt_text,
             "messages": [m.model_dump() for m in generation.messages],
             "statement_prompt": generation.messages == expected[generation.problem_id],
             "sampling": (
@@ -128,7 +126,6 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
                 generation.sampling.top_k,
             ),
             "model_rev": generation.model_rev,
-            "round": generation.round,
         }
     verdicts = current_verdicts_by_hash(code_shas, iter_records(files.verdicts, Verification))
     unjudged = sorted(set(code_shas) - set(verdicts))
@@ -163,12 +160,14 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
     return RunData(files, problems, dict(accepted), meta, verdicts, identity, simulated)
 
 
+GROUPED_REASON_KINDS = frozenset({"axiom", "infrastructure", "reinsertion", "no_code"})
+
+
 def _reason_class(reason: str) -> str:
-    """Reasons grouped for the histogram: `banned:*` and `axiom:*` by their kind."""
-    for prefix in ("banned:", "axiom:", "infrastructure:", "reinsertion:", "no_code:"):
-        if reason.startswith(prefix):
-            return prefix.rstrip(":") if prefix != "banned:" else reason
-    return reason
+    """Reasons grouped for the histogram: `axiom:*`, `infrastructure:*`, ... by their kind;
+    `banned:*` stay apart (which ban fired is the point)."""
+    kind, separator, _ = reason.partition(":")
+    return kind if separator and kind in GROUPED_REASON_KINDS else reason
 
 
 def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
@@ -331,7 +330,7 @@ def _primary_reasons(
     config = baseline.identity.get("config", {})
     registered = design.verifier
     for name in ("lean_version", "mathlib_rev", "repl_rev"):
-        if not str(pins.get(name, "")).startswith(getattr(registered, name)):
+        if not str(pins.get(name)).startswith(getattr(registered, name)):
             reasons.append(
                 f"verifier {name} {pins.get(name)}, registered {getattr(registered, name)}"
             )
@@ -434,7 +433,7 @@ def correction_lift(rounds: Sequence[tuple[Path, Path]]) -> list[dict[str, Any]]
             problems.add(generation.problem_id)
         judged = current_verdicts_by_hash(code_shas, iter_records(verdicts, Verification))
         solved_now = {key[0] for key, v in judged.items() if v.accepted}
-        entering = len(problems - solved) if index else len(problems)
+        entering = len(problems - solved)
         converted = solved_now - solved
         solved |= solved_now
         rows.append(
