@@ -193,3 +193,29 @@ def test_unterminated_comment_is_a_lex_error():
 )
 def test_controls_pass(source):
     assert static_check(source, statement=STATEMENT) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "reasons"),
+    [
+        (
+            code("  positivity", before="lemma helper : True := trivial\nopen Real Nat in\n"),
+            ["banned:open_in", "banned:scope:open"],
+        ),
+        (
+            code("  positivity", before="lemma helper : True := trivial\nopen Real in\n"),
+            ["banned:open_in", "banned:scope:open"],
+        ),
+        (
+            code("  positivity", before="lemma helper : True := trivial\nopen Real Nat\n"),
+            ["banned:scope:open"],
+        ),
+        (
+            GOEDEL_HEADER + "lemma helper : True := trivial\nopen Real",
+            ["banned:scope:open", "no_theorem"],
+        ),
+    ],
+    ids=["open_two_in", "open_one_in", "open_without_in", "open_at_the_end"],
+)
+def test_an_open_in_after_the_header_is_banned_and_a_plain_open_is_a_scope_change(source, reasons):
+    assert static_check(source) == reasons

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +137,7 @@ def materialize_generations(
     digests = {name: sha256_file(path) for name, path in samples.inputs.items()}
     identity = {
         "model_rev": model_rev,
-        "sampling": {
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k,
-        },
+        "sampling": asdict(sampling),
         "base_seed": base_seed,
         "max_model_len": max_model_len,
         "samples": len(samples.specs),
@@ -153,49 +150,64 @@ def materialize_generations(
     path = folder / GENERATIONS_FILE
     with Appender(path, Generation) as appender:
         _refuse_keys_outside(appender, samples)
-        missing = [s for s in samples.specs if s.key not in appender]
-        if missing:
-            with open_engine() as engine:
-                tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(model_path)
-                stats = generate_samples(
-                    samples.specs,
-                    engine,
-                    tokenizer,
-                    appender,
-                    model_path=str(model_path),
-                    model_rev=model_rev,
-                    sampling=sampling,
-                    base_seed=base_seed,
-                    max_model_len=max_model_len,
-                    commit_every=commit_every,
-                    progress=progress,
-                )
-                engine_description = engine.describe()
-        else:
-            stats = GenerationStats(total=len(samples.specs), already_present=len(samples.specs))
-            engine_description = {"engine": "none needed: every sample was present"}
-        rows = len(appender.keys)
-    expected = {s.key for s in samples.specs}
-    present = {g.key for g in iter_records(path, Generation)}
-    if present != expected:
-        raise RuntimeError(
-            f"{path}: {len(expected - present)} samples missing, {len(present - expected)} unexpected"
+        stats, engine_description = _generate_missing(
+            appender,
+            samples,
+            open_engine=open_engine,
+            load_tokenizer=load_tokenizer,
+            model_path=model_path,
+            model_rev=model_rev,
+            sampling=sampling,
+            base_seed=base_seed,
+            max_model_len=max_model_len,
+            commit_every=commit_every,
+            progress=progress,
         )
-    counts = {**stats.to_json(), "rows": rows, **{f"plan_{k}": v for k, v in samples.plan.items()}}
+    rows = _require_every_planned_sample(path, samples)
+    plan = {f"plan_{k}": v for k, v in samples.plan.items()}
+    extra = {"input_digests": digests, "engine": engine_description, "model_path": str(model_path)}
     return finish_output(
         folder,
         asset=str(folder),
         inputs=list(samples.inputs.values()),
         outputs=[path],
         config=identity,
-        counts=counts,
+        counts={**stats.to_json(), "rows": rows, **plan},
         started_at=started,
-        extra={
-            "input_digests": digests,
-            "engine": engine_description,
-            "model_path": str(model_path),
-        },
+        extra=extra,
     )
+
+
+def _generate_missing(
+    appender: Appender[Generation],
+    samples: Samples,
+    *,
+    open_engine: EngineFactory,
+    load_tokenizer: Callable[[Path], Any],
+    model_path: Path,
+    **settings: Any,
+) -> tuple[GenerationStats, dict[str, Any]]:
+    """Open the engine only when a sample is missing; `settings` go to `generate_samples`."""
+    if all(s.key in appender for s in samples.specs):
+        stats = GenerationStats(total=len(samples.specs), already_present=len(samples.specs))
+        return stats, {"engine": "none needed: every sample was present"}
+    with open_engine() as engine:
+        tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(model_path)
+        stats = generate_samples(
+            samples.specs, engine, tokenizer, appender, model_path=str(model_path), **settings
+        )
+        return stats, engine.describe()
+
+
+def _require_every_planned_sample(path: Path, samples: Samples) -> int:
+    """Read back what the stream holds: exactly the plan's samples; returns how many."""
+    expected = {s.key for s in samples.specs}
+    present = {g.key for g in iter_records(path, Generation)}
+    if present != expected:
+        raise RuntimeError(
+            f"{path}: {len(expected - present)} samples missing, {len(present - expected)} unexpected"
+        )
+    return len(present)
 
 
 def _refuse_keys_outside(appender: Appender[Generation], samples: Samples) -> None:
