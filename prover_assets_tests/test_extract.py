@@ -109,13 +109,14 @@ def test_reinsertion_removes_comments_like_goedel():
     ("code", "reason"),
     [
         (GOEDEL_HEADER + "theorem a : True := by\n  apply?", "apply?_or_exact?"),
+        (GOEDEL_HEADER + "theorem a : True := by\n  exact?", "apply?_or_exact?"),
         (GOEDEL_HEADER + "lemma a : True := by trivial", "code_has_no_theorem"),
     ],
 )
 def test_reinsertion_failures_raise_with_a_reason(code, reason):
     with pytest.raises(ReinsertionError) as failure:
         reinsert_statement(STATEMENT, code)
-    assert failure.value.reason == reason
+    assert failure.value.reason == str(failure.value) == reason
 
 
 def test_sorry_inside_a_statement_signature_is_mangled_by_goedels_rule():
@@ -143,3 +144,23 @@ def test_changed_display_is_not_faithful():
         GOEDEL_HEADER + "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x ≤ 4 := by\n  norm_num"
     )
     assert not displayed_statement_faithful(code, STATEMENT)
+
+
+def test_a_statement_without_a_theorem_sorry_cannot_take_a_proof():
+    with pytest.raises(ReinsertionError) as failure:
+        reinsert_statement(
+            "lemma s : True := trivial", GOEDEL_HEADER + "theorem s : True := by\n  trivial"
+        )
+    assert str(failure.value) == "statement_has_no_theorem_sorry"
+
+
+def test_a_line_comment_is_cut_at_its_first_dashes():
+    code = (
+        GOEDEL_HEADER
+        + "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x = 4 := by\n  norm_num -- a -- b"
+    )
+    assert reinsert_statement(STATEMENT, code).endswith(":= by \n  norm_num")
+
+
+def test_code_without_a_displayed_theorem_is_not_faithful():
+    assert not displayed_statement_faithful(GOEDEL_HEADER + "lemma x : True := trivial", STATEMENT)

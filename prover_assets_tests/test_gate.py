@@ -219,3 +219,42 @@ def test_controls_pass(source):
 )
 def test_an_open_in_after_the_header_is_banned_and_a_plain_open_is_a_scope_change(source, reasons):
     assert static_check(source) == reasons
+
+
+@pytest.mark.parametrize(
+    ("source", "reasons"),
+    [
+        (GOEDEL_HEADER + "open", ["no_theorem"]),
+        (code("  positivity", after="set_option"), ["banned:set_option:"]),
+        (code("  simp [native]"), []),
+        (
+            code("  positivity", before="lemma helper : True := trivial\nopen private foo in\n"),
+            ["banned:open_private", "banned:scope:open"],
+        ),
+        (
+            code("  positivity", before="lemma helper : (1 : ℕ) = 1 := (rfl)\nopen Real in\n"),
+            ["banned:open_in", "banned:scope:open"],
+        ),
+        (code("  exact Foo.sorryAx _ true"), ["banned:Foo.sorryAx"]),
+        (code("  exact Foo.unsafeCast ()"), ["banned:Foo.unsafeCast"]),
+    ],
+    ids=[
+        "header_ends_in_open",
+        "file_ends_in_set_option",
+        "native_as_a_lemma_name",
+        "open_private_after_the_header",
+        "open_in_after_a_bracket",
+        "banned_word_in_a_namespace",
+        "unsafe_word_in_a_namespace",
+    ],
+)
+def test_edge_cases_of_the_token_scan(source, reasons):
+    assert static_check(source) == reasons
+
+
+def test_a_root_name_beyond_the_statements_own_is_a_scope_change():
+    statement = STATEMENT.replace("0 < x ^ 2", "0 < x ^ 2 + _root_.Real.pi")
+    candidate = statement.replace(":= by sorry", ":= by\n  positivity")
+    assert static_check(candidate, statement=statement) == []
+    extra = candidate.replace("theorem t", "def _root_.Foo : ℕ := 1\ntheorem t")
+    assert static_check(extra, statement=statement) == ["banned:scope:_root_"]

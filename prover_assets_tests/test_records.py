@@ -24,6 +24,7 @@ from prover_assets.records import (
     git_revision,
     publish_bytes,
     publish_folder,
+    publish_records,
     read_manifest,
     read_records,
     sha256_text,
@@ -372,3 +373,151 @@ def test_a_sweep_removes_every_dead_writers_temporary_under_the_root_and_says_wh
     removed = remove_debris(tmp_path, recursive=True)
     assert sorted(removed) == sorted([tmp_file, staging])
     assert keep.exists() and not tmp_file.exists() and not staging.exists()
+
+
+def test_a_record_error_names_the_first_five_fields_at_fault_by_their_path(tmp_path):
+    row = json.loads(problem_line())
+    for name in ("problem_id", "source", "split", "formal_statement", "informal_prefix", "header"):
+        row[name] = 7
+    path = tmp_path / "problems.jsonl"
+    path.write_text(problem_line().decode() + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(RecordError) as error:
+        read_records(path, Problem)
+    message = str(error.value)
+    assert message.startswith(f"{path}:2: invalid Problem: ")
+    parts = message.removeprefix(f"{path}:2: invalid Problem: ").split("; ")
+    assert [part.split(":")[0] for part in parts] == [
+        "problem_id",
+        "source",
+        "split",
+        "formal_statement",
+        "informal_prefix",
+    ]
+
+
+def test_a_rule_of_the_whole_record_is_named_as_the_records(tmp_path):
+    row = json.loads(make_generation(finish_reason="stop").model_dump_json())
+    row["finish_reason"] = "no_room"
+    path = tmp_path / "generations.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(
+        RecordError,
+        match=rf"^{path}:1: invalid Generation: record: Value error, finish_reason 'no_room'",
+    ):
+        read_records(path, Generation)
+
+
+def test_a_published_record_file_is_one_json_line_per_record(tmp_path):
+    records = [make_problem("a"), make_problem("b")]
+    path = tmp_path / "nested" / "deeper" / "problems.jsonl"
+    assert publish_records(path, records) == 2
+    expected = "".join(r.model_dump_json() + "\n" for r in records).encode("utf-8")
+    assert path.read_bytes() == expected
+    assert read_records(path, Problem) == records
+    assert sorted(p.name for p in path.parent.iterdir()) == ["problems.jsonl"]
+
+
+def test_an_empty_line_is_named(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_lines(path, [problem_line("a"), b"  "])
+    with pytest.raises(RecordError, match=rf"^{path}:2: empty line$"):
+        read_records(path, Problem)
+
+
+def test_the_errors_of_a_stream_name_the_file_and_line(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    path.write_bytes(problem_line("a") + b"\n" + problem_line("b")[:20])
+    with pytest.raises(RecordError) as torn:
+        read_records(path, Problem)
+    assert str(torn.value) == (
+        f"{path}:2: unterminated last line (a writer crashed mid-write); reopen the stream for "
+        "resume to drop it"
+    )
+    write_lines(path, [problem_line("a"), problem_line("a")])
+    with pytest.raises(DuplicateKeyError, match=rf"^{path}:2: duplicate key 'a'$"):
+        Appender(path, Problem)
+    row = json.loads(problem_line("a"))
+    del row["schema_version"]
+    write_lines(path, [json.dumps(row).encode()])
+    with pytest.raises(RecordError, match=rf"^{path}:1: missing field schema_version$"):
+        read_records(path, Problem)
+    write_lines(path, [b'{"problem_id": "\xff"}'])
+    with pytest.raises(RecordError, match=rf"^{path}:1: not UTF-8"):
+        read_records(path, Problem)
+
+
+def test_a_reader_with_its_own_key_finds_duplicates_of_that_key(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_lines(path, [problem_line("a"), problem_line("b")])
+    same_source = [p.problem_id for p in read_records(path, Problem, key=lambda p: p.problem_id)]
+    assert same_source == ["a", "b"]
+    with pytest.raises(DuplicateKeyError, match=":2: duplicate key 'test'"):
+        read_records(path, Problem, key=lambda p: p.source)
+
+
+def test_an_appender_knows_each_keys_line_and_names_it_on_a_repeat(tmp_path):
+    path = tmp_path / "deep" / "problems.jsonl"
+    with Appender(path, Problem) as appender:
+        assert (appender.torn_dropped, "a" in appender) == (0, False)
+        appender.append_many([make_problem("a"), make_problem("b")])
+        appender.append(make_problem("c"))
+        assert appender.keys == {"a": 1, "b": 2, "c": 3}
+        assert "a" in appender and "z" not in appender
+    with Appender(path, Problem) as reopened:
+        assert reopened.keys == {"a": 1, "b": 2, "c": 3}
+        with pytest.raises(DuplicateKeyError, match=rf"^{path}:2: key 'b' is already present$"):
+            reopened.append(make_problem("b"))
+        reopened.append(make_problem("d"))
+    assert [p.problem_id for p in read_records(path, Problem)] == ["a", "b", "c", "d"]
+
+
+def test_a_torn_line_after_several_is_cut_at_the_last_whole_line(tmp_path, caplog):
+    path = tmp_path / "problems.jsonl"
+    whole = b"".join(problem_line(p) + b"\n" for p in ("a", "b", "c"))
+    path.write_bytes(whole + problem_line("d")[:25])
+    with Appender(path, Problem) as appender:
+        assert appender.torn_dropped == 1
+    assert path.read_bytes() == whole
+    assert f"{path}:4: dropping an unterminated last line of 25 bytes" in caplog.text
+
+
+def test_a_publish_removes_only_its_own_files_dead_temporaries(tmp_path):
+    target = tmp_path / "out.json"
+    dead = _dead_pid()
+    own = tmp_path / f".out.json.{dead}-abc.tmp"
+    other = tmp_path / f".other.json.{dead}-abc.tmp"
+    for path in (own, other):
+        path.write_bytes(b"partial")
+    publish_bytes(target, b"data")
+    assert not own.exists() and other.exists()
+    assert target.read_bytes() == b"data"
+
+
+def test_a_killed_publish_leaves_a_temporary_the_next_one_finds(tmp_path):
+    target = tmp_path / "out.json"
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from prover_assets.records import publish_bytes
+os.replace = lambda *_: os.kill(os.getpid(), 9)
+publish_bytes({str(target)!r}, b"data")
+"""
+    assert subprocess.run([sys.executable, "-c", script]).returncode == -9
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(".out.json.") and left.name.endswith(".tmp")
+    publish_bytes(target, b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_debris_in_a_subfolder_is_swept_only_when_asked(tmp_path):
+    from prover_assets.records import remove_debris
+
+    nested = tmp_path / "sub"
+    nested.mkdir()
+    staging = nested / f".model.staging-{_dead_pid()}-q"
+    staging.mkdir()
+    (staging / "inner").mkdir()
+    (staging / "inner" / "weights.bin").write_bytes(b"x")
+    assert remove_debris(tmp_path) == []
+    assert remove_debris(tmp_path, recursive=True) == [staging]
+    assert not staging.exists()

@@ -10,6 +10,7 @@ from prover_assets.lean.statements import (
     alpha_sha,
     normalise_statement,
     parse_statement,
+    statement_check_command,
     statement_sha,
 )
 
@@ -202,3 +203,93 @@ def test_normalisation_raises_where_goedel_would_cut_at_a_name_starting_with_by(
     text = "theorem t (x : ℕ := byte) : x = x := by sorry"
     with pytest.raises(StatementError, match="found 2"):
         normalise_statement(text)
+
+
+def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets():
+    text = (
+        "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\n"
+        "open scoped BigOperators Real\n\ntheorem t (x : ℕ) : x = x := by sorry"
+    )
+    parsed = parse_statement(text)
+    assert (parsed.supported, parsed.reason, parsed.theorem_name) == (True, None, "t")
+    assert parsed.header_commands == (
+        "import Mathlib",
+        "import Aesop",
+        "set_option maxHeartbeats 400000",
+        "open scoped BigOperators Real",
+    )
+    assert parsed.header == "\n".join(parsed.header_commands)
+    signature = parsed.signature
+    assert [t.text for t in signature.tokens] == ["(", "x", ":", "ℕ", ")", ":", "x", "=", "x"]
+    assert (signature.theorem_start, signature.assign_start) == (
+        text.index("theorem"),
+        text.index(":= by"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("theorem (x : ℕ) : x = x := by sorry", "no_signature"),
+        ("noncomputable def f : ℕ := 1\ntheorem t : f = 1 := by sorry", "def"),
+        ("noncomputable section\ntheorem t : True := by sorry", "section"),
+        ("noncomputable foo\ntheorem t : True := by sorry", "noncomputable"),
+        ("theorem t : True := by sorry\nnoncomputable", "noncomputable"),
+    ],
+    ids=[
+        "no_name",
+        "noncomputable_def",
+        "noncomputable_section",
+        "noncomputable_name",
+        "noncomputable_at_the_end",
+    ],
+)
+def test_each_unsupported_statement_says_why(text, reason):
+    parsed = parse_statement(text)
+    assert (parsed.supported, parsed.reason) == (False, reason)
+
+
+def test_a_statement_that_does_not_lex_is_unsupported_with_nothing_parsed():
+    parsed = parse_statement("theorem t : True := by sorry /- never closed")
+    assert (parsed.supported, parsed.theorem_name, parsed.header, parsed.header_commands) == (
+        False,
+        None,
+        "",
+        (),
+    )
+    assert parsed.reason.startswith("lex_error:")
+
+
+def test_the_displayed_theorem_after_a_lemma_has_its_own_signature():
+    alone = "theorem t (x : ℕ) : x = x := by sorry"
+    after_a_lemma = "lemma l : True := trivial\n" + alone
+    assert statement_sha(after_a_lemma) == statement_sha(alone)
+
+
+def test_a_statement_without_a_theorem_has_no_hash_and_says_so():
+    with pytest.raises(StatementError, match=r"no `theorem <name> \.\.\. :=` found"):
+        statement_sha("lemma l : True := trivial")
+
+
+@pytest.mark.parametrize(
+    ("statement", "command"),
+    [
+        (
+            "theorem t (x : ℕ) (h : 0 < x) : 0 < x + 1 := by sorry",
+            "example : ∀ (x : ℕ) (h : 0 < x), 0 < x + 1 := @_root_.t",
+        ),
+        ("theorem t : 1 + 1 = 2 := by sorry", "example : 1 + 1 = 2 := @_root_.t"),
+        (
+            "theorem Foo.bar {y : ℕ} [NeZero y] (f : ℕ → (ℕ → ℕ)) : f y y = y := by sorry",
+            "example : ∀ {y : ℕ} [NeZero y] (f : ℕ → (ℕ → ℕ)), f y y = y := @_root_.Foo.bar",
+        ),
+        ("lemma l : True := trivial", None),
+        ("theorem t : True := by sorry /- never closed", None),
+        ("theorem t := by sorry", None),
+    ],
+    ids=["binders", "no_binders", "implicit_instance_nested", "no_theorem", "no_lex", "no_colon"],
+)
+def test_the_statement_check_quantifies_the_trusted_binders_over_the_root_constant(
+    statement, command
+):
+    assert statement_check_command(statement) == command

@@ -1,17 +1,24 @@
 """`make mutation`: do the tests catch faults in the code the verdicts and statistics rest on?
 
-Runs mutmut over the modules in `[tool.mutmut] only_mutate` (pyproject.toml, the one list),
-each mutant against the tests that reach its function, then prints each module's kill rate
-and fails when a module is below the floor or a surviving mutant is not explained in the file
-beside its module (`gate.py` -> `gate.survivors.md`, one line per survivor naming it).
+Each target module is mutated by mutmut and each mutant run against the module's own test
+file(s) (`TARGETS`: the tests mirror the package), in a copy of the tree under
+`.mutation/<module>/`, so one module's slow process tests never run for another's mutants.
+Prints each module's kill rate and fails when a module is below the floor or a surviving
+mutant is not explained in the file beside its module (`gate.py` -> `gate.survivors.md`, one
+line per survivor naming it in backticks).
 
-    python scripts/mutation.py            # run mutmut, then judge
-    python scripts/mutation.py --judge    # judge the last run in mutants/ again
+    python scripts/mutation.py                  # every target
+    python scripts/mutation.py lean/gate.py     # some targets
+    python scripts/mutation.py --judge          # judge the last runs again
+    python scripts/mutation.py --root DIR       # the tree at DIR (e.g. a worktree of an older
+                                                # commit, for the rates before a change)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -19,12 +26,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FLOOR = 0.90
-ROOT = Path(__file__).resolve().parent.parent
-MUTANTS = ROOT / "mutants"
-LOG = MUTANTS / "mutmut-run.log"
+HERE = Path(__file__).resolve().parent.parent
+TESTS = "prover_assets_tests"
+# module (under prover_assets/) -> the test files that are its own
+TARGETS: dict[str, list[str]] = {
+    "lean/gate.py": ["test_gate.py"],
+    "lean/statements.py": ["test_statements.py"],
+    "lean/extract.py": ["test_extract.py"],
+    "lean/repl.py": ["test_repl.py"],
+    "verify/verifier.py": ["test_verifier.py"],
+    "verify/worker.py": ["test_worker.py"],
+    "records/store.py": ["test_records.py"],
+    "stats/core.py": ["test_stats.py"],
+    "stats/bootstrap.py": ["test_stats.py"],
+    "report/analysis.py": ["test_report.py"],
+    "sft/builder.py": ["test_sft_builder.py"],
+}
 CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
 NOT_CAUGHT = {"survived", "no tests", "suspicious"}
-# mutmut's own reading of a mutant run's exit code (mutmut.stats.status_by_exit_code, 3.8.1).
+# mutmut's reading of a mutant run's exit code (mutmut.stats.status_by_exit_code, 3.8.1).
 STATUS_BY_EXIT_CODE = {
     None: "not checked",
     1: "killed",
@@ -43,11 +63,20 @@ STATUS_BY_EXIT_CODE = {
     -11: "segfault",
     -9: "segfault",
 }
+MUTMUT_CONFIG = """
+[tool.mutmut]
+source_paths = ["prover_assets"]
+only_mutate = ["prover_assets/{module}"]
+also_copy = ["prover_assets_tests", "prover_assets/data", "dagster.yaml", "configs", "workspace.yaml"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "--timeout=60"]
+pytest_add_cli_args_test_selection = {tests}
+timeout_multiplier = 5.0
+"""
 
 
 @dataclass
 class ModuleResult:
-    module: Path
+    module: str
     statuses: Counter[str] = field(default_factory=Counter)
     not_caught: list[str] = field(default_factory=list)
 
@@ -57,27 +86,55 @@ class ModuleResult:
         judged = caught + sum(self.statuses[s] for s in NOT_CAUGHT)
         return caught / judged if judged else 1.0
 
-    @property
-    def survivors_file(self) -> Path:
-        return ROOT / self.module.with_suffix(".survivors.md")
+    def survivors_file(self, root: Path) -> Path:
+        return root / "prover_assets" / Path(self.module).with_suffix(".survivors.md")
 
-    def unexplained(self) -> list[str]:
-        text = self.survivors_file.read_text() if self.survivors_file.exists() else ""
+    def unexplained(self, root: Path) -> list[str]:
+        path = self.survivors_file(root)
+        text = path.read_text() if path.exists() else ""
         return [name for name in self.not_caught if f"`{name}`" not in text]
 
 
-def run_mutmut() -> None:
-    MUTANTS.mkdir(exist_ok=True)
-    with LOG.open("w") as log:
+def work_dir(root: Path, module: str) -> Path:
+    return root / ".mutation" / module.replace("/", "-").removesuffix(".py")
+
+
+def prepare(root: Path, module: str) -> Path:
+    """A fresh copy of the tree's files (tracked and untracked, not ignored) with this module's
+    mutmut config (mutmut would keep an earlier run's verdicts although the tests changed)."""
+    work = work_dir(root, module)
+    shutil.rmtree(work, ignore_errors=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    for name in filter(None, listed):
+        source, target = root / name, work / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    tests = [f"{TESTS}/{name}" for name in TARGETS[module]]
+    config = MUTMUT_CONFIG.format(module=module, tests=json.dumps(tests))
+    pyproject = (root / "pyproject.toml").read_text()
+    (work / "pyproject.toml").write_text(pyproject + config)
+    return work
+
+
+def run_mutmut(work: Path) -> None:
+    log = work / "mutmut-run.log"
+    with log.open("w") as handle:
         done = subprocess.run(
             [str(Path(sys.executable).with_name("mutmut")), "run"],
-            cwd=ROOT,
-            stdout=log,
+            cwd=work,
+            stdout=handle,
             stderr=subprocess.STDOUT,
             check=False,
         )
     if done.returncode != 0:
-        raise SystemExit(f"mutmut run failed (exit {done.returncode}); see {LOG}")
+        raise SystemExit(f"mutmut run failed in {work} (exit {done.returncode}); see {log}")
 
 
 def short_name(key: str) -> str:
@@ -85,53 +142,66 @@ def short_name(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
-def results() -> list[ModuleResult]:
-    found = []
-    for meta in sorted(MUTANTS.glob("prover_assets/**/*.py.meta")):
-        module = meta.relative_to(MUTANTS).with_suffix("")
-        result = ModuleResult(module)
-        for key, exit_code in json.loads(meta.read_text())["exit_code_by_key"].items():
-            status = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
-            result.statuses[status] += 1
-            if status in NOT_CAUGHT:
-                result.not_caught.append(short_name(key))
-        if result.statuses:
-            found.append(result)
-    return found
+def result_of(root: Path, module: str) -> ModuleResult:
+    meta = work_dir(root, module) / "mutants" / "prover_assets" / f"{module}.meta"
+    result = ModuleResult(module)
+    if not meta.exists():
+        return result
+    for key, exit_code in json.loads(meta.read_text())["exit_code_by_key"].items():
+        status = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
+        result.statuses[status] += 1
+        if status in NOT_CAUGHT:
+            result.not_caught.append(short_name(key))
+    return result
 
 
-def judge(found: list[ModuleResult]) -> int:
+def judge(root: Path, found: list[ModuleResult]) -> int:
     failures = []
-    print(f"{'module':42} {'mutants':>7} {'caught':>6} {'left':>5} {'rate':>6}  unexplained")
+    print(f"{'module':24} {'mutants':>7} {'caught':>6} {'left':>5} {'rate':>6}  unexplained")
     for r in found:
         total = sum(r.statuses.values())
         caught = sum(r.statuses[s] for s in CAUGHT)
-        unexplained = r.unexplained()
+        unexplained = r.unexplained(root)
         print(
-            f"{r.module!s:42} {total:7d} {caught:6d} {len(r.not_caught):5d} {r.rate:6.1%}"
+            f"{r.module:24} {total:7d} {caught:6d} {len(r.not_caught):5d} {r.rate:6.1%}"
             f"  {len(unexplained)}"
         )
-        if r.statuses["not checked"]:
-            failures.append(f"{r.module}: {r.statuses['not checked']} mutants not checked")
+        if not total or r.statuses["not checked"]:
+            failures.append(f"{r.module}: {r.statuses['not checked']} of {total} mutants checked")
         if r.rate < FLOOR:
             failures.append(f"{r.module}: kill rate {r.rate:.1%} below {FLOOR:.0%}")
         if unexplained:
             failures.append(
                 f"{r.module}: {len(unexplained)} survivors not explained in "
-                f"{r.survivors_file.relative_to(ROOT)} (first: {unexplained[0]}; "
-                f"`mutmut show {unexplained[0]}` prints it)"
+                f"{r.survivors_file(root).relative_to(root)} (first: {unexplained[0]}; "
+                f"`cd {work_dir(root, r.module).relative_to(root)} && mutmut show "
+                f"prover_assets.{Path(r.module).with_suffix('').as_posix().replace('/', '.')}."
+                f"{unexplained[0]}` prints it)"
             )
-    (MUTANTS / "rates.json").write_text(
-        json.dumps(
-            {str(r.module): {"rate": r.rate, **r.statuses} for r in found}, indent=1, sort_keys=True
-        )
-    )
+    rates = {r.module: {"rate": r.rate, **r.statuses} for r in found}
+    (root / ".mutation" / "rates.json").write_text(json.dumps(rates, indent=1, sort_keys=True))
     for failure in failures:
         print("FAIL", failure)
     return 1 if failures else 0
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help=f"some of {', '.join(TARGETS)}")
+    parser.add_argument("--judge", action="store_true", help="judge the last runs again")
+    parser.add_argument("--root", type=Path, default=HERE, help="the tree to mutate")
+    args = parser.parse_args()
+    root = args.root.resolve()
+    modules = args.modules or list(TARGETS)
+    if unknown := set(modules) - set(TARGETS):
+        parser.error(f"not a target: {', '.join(sorted(unknown))}")
+    (root / ".mutation").mkdir(exist_ok=True)
+    for module in modules:
+        if not args.judge:
+            print(f"mutating {module} against {', '.join(TARGETS[module])}", flush=True)
+            run_mutmut(prepare(root, module))
+    return judge(root, [result_of(root, module) for module in modules])
+
+
 if __name__ == "__main__":
-    if "--judge" not in sys.argv:
-        run_mutmut()
-    sys.exit(judge(results()))
+    sys.exit(main())

@@ -50,8 +50,6 @@ class RecordError(ValueError):
 
     def __init__(self, path: str | Path, line: int, message: str) -> None:
         super().__init__(f"{path}:{line}: {message}")
-        self.path = Path(path)
-        self.line = line
 
 
 class DuplicateKeyError(RecordError):

@@ -310,7 +310,7 @@ def read_back(folder: Path, rows: Sequence[BuiltRow]) -> CheckOutcome:
             problems.append("packed rows do not restart their position ids")
     return CheckOutcome(
         not problems,
-        f"{len(dataset) - len(problems)} of {len(dataset)} rows read back exactly"
+        f"{len(dataset)} of {len(dataset)} rows read back exactly"
         if not problems
         else "; ".join(problems[:5]),
         {"mismatches": problems[:20]},
