@@ -242,14 +242,14 @@ def test_a_bootstrap_of_one_problem_is_that_problem_and_of_none_is_refused():
     assert (one.estimate, one.low, one.high) == (0.5, 0.5, 0.5)
     pair = paired_bootstrap_difference([0.25], [0.5], resamples=10, seed=1)
     assert (pair.estimate, pair.low, pair.high) == (0.25, 0.25, 0.25)
-    with pytest.raises(ValueError, match="^no problems to bootstrap$"):
+    with pytest.raises(ValueError, match=r"^no problems to bootstrap$"):
         cluster_bootstrap_mean([], resamples=10, seed=1)
     with pytest.raises(
-        ValueError, match="^paired values must be non-empty and of the same problems$"
+        ValueError, match=r"^paired values must be non-empty and of the same problems$"
     ):
         paired_bootstrap_difference([], [], resamples=10, seed=1)
     with pytest.raises(
-        ValueError, match="^paired values must be non-empty and of the same problems$"
+        ValueError, match=r"^paired values must be non-empty and of the same problems$"
     ):
         paired_bootstrap_difference([0.1, 0.2], [0.1], resamples=10, seed=1)
 
