@@ -185,7 +185,7 @@ def test_reader_requires_schema_version(tmp_path):
 def test_reader_rejects_duplicate_keys(tmp_path):
     path = tmp_path / "problems.jsonl"
     write_lines(path, [problem_line("a"), problem_line("b"), problem_line("a")])
-    with pytest.raises(DuplicateKeyError, match=r":3: duplicate key 'a'"):
+    with pytest.raises(DuplicateKeyError, match=rf"^{path}:3: duplicate key 'a'$"):
         read_records(path, Problem)
 
 
@@ -217,7 +217,7 @@ def test_resume_drops_a_torn_last_line_and_counts_it(tmp_path, caplog):
 def test_resume_still_raises_on_a_malformed_middle_line(tmp_path):
     path = tmp_path / "problems.jsonl"
     write_lines(path, [problem_line("a"), b"not json", problem_line("c")])
-    with pytest.raises(RecordError, match=":2:"):
+    with pytest.raises(RecordError, match=rf"^{path}:2: malformed JSON"):
         Appender(path, Problem)
 
 
@@ -395,6 +395,15 @@ def test_a_record_error_names_the_first_five_fields_at_fault_by_their_path(tmp_p
     ]
 
 
+def test_a_nested_field_at_fault_is_named_by_its_dotted_path(tmp_path):
+    row = json.loads(make_generation().model_dump_json())
+    row["sampling"]["top_p"] = "high"
+    path = tmp_path / "generations.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RecordError, match=rf"^{path}:1: invalid Generation: sampling\.top_p: "):
+        read_records(path, Generation)
+
+
 def test_a_rule_of_the_whole_record_is_named_as_the_records(tmp_path):
     row = json.loads(make_generation(finish_reason="stop").model_dump_json())
     row["finish_reason"] = "no_room"
@@ -456,13 +465,16 @@ def test_a_reader_with_its_own_key_finds_duplicates_of_that_key(tmp_path):
 
 
 def test_an_appender_knows_each_keys_line_and_names_it_on_a_repeat(tmp_path):
-    path = tmp_path / "deep" / "problems.jsonl"
+    path = tmp_path / "deep" / "er" / "problems.jsonl"
     with Appender(path, Problem) as appender:
         assert (appender.torn_dropped, "a" in appender) == (0, False)
         appender.append_many([make_problem("a"), make_problem("b")])
         appender.append(make_problem("c"))
         assert appender.keys == {"a": 1, "b": 2, "c": 3}
         assert "a" in appender and "z" not in appender
+        assert appender.append_many([]) == 0
+        with pytest.raises(DuplicateKeyError, match=rf"^{path}:0: key 'e' is already present$"):
+            appender.append_many([make_problem("e"), make_problem("e")])
     with Appender(path, Problem) as reopened:
         assert reopened.keys == {"a": 1, "b": 2, "c": 3}
         with pytest.raises(DuplicateKeyError, match=rf"^{path}:2: key 'b' is already present$"):
@@ -478,10 +490,13 @@ def test_a_torn_line_after_several_is_cut_at_the_last_whole_line(tmp_path, caplo
     with Appender(path, Problem) as appender:
         assert appender.torn_dropped == 1
     assert path.read_bytes() == whole
-    assert f"{path}:4: dropping an unterminated last line of 25 bytes" in caplog.text
+    assert (
+        f"{path}:4: dropping an unterminated last line of 25 bytes (a writer crashed mid-write)"
+        in caplog.text
+    )
 
 
-def test_a_publish_removes_only_its_own_files_dead_temporaries(tmp_path):
+def test_a_publish_removes_only_its_own_files_dead_temporaries(tmp_path, caplog):
     target = tmp_path / "out.json"
     dead = _dead_pid()
     own = tmp_path / f".out.json.{dead}-abc.tmp"
@@ -491,6 +506,7 @@ def test_a_publish_removes_only_its_own_files_dead_temporaries(tmp_path):
     publish_bytes(target, b"data")
     assert not own.exists() and other.exists()
     assert target.read_bytes() == b"data"
+    assert f"removed {own}, left by an interrupted publish" in caplog.text
 
 
 def test_a_killed_publish_leaves_a_temporary_the_next_one_finds(tmp_path):

@@ -316,7 +316,7 @@ def test_verdicts_of_two_verifiers_in_one_run_are_refused(tmp_path):
 def test_runs_on_different_problems_are_refused(tmp_path, runs):
     baseline, candidate = runs
     candidate.problems = candidate.problems[:-1]
-    with pytest.raises(ComparisonRefused, match="the runs are on different problems"):
+    with pytest.raises(ComparisonRefused, match=r"^the runs are on different problems$"):
         compare_runs(baseline, candidate, k=1, alpha=0.05, resamples=10, seed=1)
 
 
@@ -568,6 +568,7 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
     assert wilson[1]["wilson_low"] == pytest.approx(0.5 - half)
     assert wilson[1]["wilson_high"] == pytest.approx(0.5 + half)
     assert summary["pass1_cluster"]["estimate"] == pytest.approx(0.25)  # mean of 1/2 and 0/2
+    assert (summary["pass1_cluster"]["seed"], summary["pass1_cluster"]["resamples"]) == (3, 50)
     summary.pop("pass1_cluster")
     summary.pop("solved_at_k")
     pooled = summary.pop("pass1_pooled_wilson")

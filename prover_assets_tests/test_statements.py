@@ -231,6 +231,11 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
     ("text", "reason"),
     [
         ("theorem (x : ℕ) : x = x := by sorry", "no_signature"),
+        ("theorem : True := by sorry", "no_signature"),
+        ("theorem", "no_signature"),
+        ("open", "no_theorem"),
+        ("#check Nat\ntheorem t : True := by sorry", "command:#check"),
+        ("foo\ntheorem t : True := by sorry", "unexpected_token:foo"),
         ("noncomputable def f : ℕ := 1\ntheorem t : f = 1 := by sorry", "def"),
         ("noncomputable section\ntheorem t : True := by sorry", "section"),
         ("noncomputable foo\ntheorem t : True := by sorry", "noncomputable"),
@@ -238,6 +243,11 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
     ],
     ids=[
         "no_name",
+        "no_name_before_the_colon",
+        "a_bare_theorem",
+        "a_bare_open",
+        "a_command_first",
+        "a_stray_token_first",
         "noncomputable_def",
         "noncomputable_section",
         "noncomputable_name",
@@ -247,6 +257,7 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
 def test_each_unsupported_statement_says_why(text, reason):
     parsed = parse_statement(text)
     assert (parsed.supported, parsed.reason) == (False, reason)
+    assert (parsed.theorem_name, parsed.signature) == (None, None)
 
 
 def test_a_statement_that_does_not_lex_is_unsupported_with_nothing_parsed():
@@ -267,7 +278,9 @@ def test_the_displayed_theorem_after_a_lemma_has_its_own_signature():
 
 
 def test_a_statement_without_a_theorem_has_no_hash_and_says_so():
-    with pytest.raises(StatementError, match=r"no `theorem <name> \.\.\. :=` found"):
+    with pytest.raises(
+        StatementError, match=r"^no `theorem <name> \.\.\. :=` found in the statement$"
+    ):
         statement_sha("lemma l : True := trivial")
 
 
@@ -293,3 +306,30 @@ def test_the_statement_check_quantifies_the_trusted_binders_over_the_root_consta
     statement, command
 ):
     assert statement_check_command(statement) == command
+
+
+@pytest.mark.parametrize(
+    ("one", "two"),
+    [
+        (
+            "theorem a (n : ℕ) : ∀ (f : ℕ → (ℕ → ℕ)) (k : ℕ), f k k = n := by sorry",
+            "theorem a (n : ℕ) : ∀ (g : ℕ → (ℕ → ℕ)) (m : ℕ), g m m = n := by sorry",
+        ),
+        (
+            "theorem a (f : (ℕ → ℕ)) (k : ℕ) : f k = k := by sorry",
+            "theorem a (g : (ℕ → ℕ)) (m : ℕ) : g m = m := by sorry",
+        ),
+        (
+            "theorem a (x : ℕ × ℕ) : x.1 = x.2 := by sorry",
+            "theorem a (y : ℕ × ℕ) : y.1 = y.2 := by sorry",
+        ),
+    ],
+    ids=["quantified_group_after_nested_brackets", "binder_after_nested_brackets", "projection"],
+)
+def test_renaming_survives_nested_brackets_and_projections(one, two):
+    assert alpha_sha(one) == alpha_sha(two)
+
+
+def test_a_statement_without_header_lines_has_an_empty_header():
+    parsed = parse_statement("theorem t : True := by sorry")
+    assert (parsed.supported, parsed.header, parsed.header_commands) == (True, "", ())

@@ -252,3 +252,161 @@ def test_worker_is_recycled_above_the_memory_ceiling(tmp_path, monkeypatch):
 def test_memory_is_measured_at_most_once_per_interval(tmp_path, monkeypatch):
     monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 3600.0)
     assert recycles_over_a_1_mb_ceiling(tmp_path) == 0  # above the ceiling, not measured yet
+
+
+def outcome(*, errors=(), sorries=(), warnings=(), passed=None, complete=None):
+    from prover_assets.lean.repl import ReplOutcome
+
+    passed = not errors if passed is None else passed
+    # Goedel's completeness, by hand: no sorry, no warning that mentions `sorry` or `failed`.
+    flagged = [w for w in warnings if "sorry" in w["data"] or "failed" in w["data"]]
+    complete = passed and not sorries and not flagged if complete is None else complete
+    return ReplOutcome(passed, complete, tuple(errors), tuple(sorries), tuple(warnings), (), 1)
+
+
+WARNING = {"severity": "warning", "data": "unused variable `h`"}
+ERROR = {"severity": "error", "pos": {"line": 1, "column": 0}, "data": "unknown tactic"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "stage", "reasons", "diagnostics"),
+    [
+        ({"failure": "timeout"}, Stage.TIMEOUT, ["timeout"], {}),
+        ({}, Stage.INFRASTRUCTURE, ["infrastructure:no_answer"], {}),
+        (
+            {"failure": "infrastructure:header:crash"},
+            Stage.INFRASTRUCTURE,
+            ["infrastructure:header:crash"],
+            {},
+        ),
+        (
+            {"outcome": outcome(errors=[ERROR], warnings=[WARNING])},
+            Stage.COMPILE_ERROR,
+            ["compile_error"],
+            {"warnings": 1},
+        ),
+        (
+            {"outcome": outcome(sorries=[{"pos": {"line": 2, "column": 2}}])},
+            Stage.INCOMPLETE,
+            ["incomplete:sorry"],
+            {"warnings": 0},
+        ),
+        (
+            {
+                "outcome": outcome(
+                    warnings=[{"severity": "warning", "data": "declaration uses 'sorry'"}]
+                )
+            },
+            Stage.INCOMPLETE,
+            ["incomplete:sorry_warning"],
+            {"warnings": 1},
+        ),
+        (
+            {"outcome": outcome(warnings=[{"severity": "warning", "data": "linarith failed"}])},
+            Stage.INCOMPLETE,
+            ["incomplete:warning_failed"],
+            {"warnings": 1},
+        ),
+        (
+            {"outcome": outcome(warnings=[WARNING], complete=False)},
+            Stage.INCOMPLETE,
+            ["incomplete"],
+            {"warnings": 1},
+        ),
+        (
+            {"outcome": outcome()},
+            Stage.INFRASTRUCTURE,
+            ["infrastructure:axioms:missing"],
+            {"warnings": 0},
+        ),
+        (
+            {"outcome": outcome(), "axioms": ("propext", "sorryAx")},
+            Stage.AXIOM,
+            ["axiom:sorryAx"],
+            {"warnings": 0, "axioms": ["propext", "sorryAx"]},
+        ),
+        (
+            {"outcome": outcome(warnings=[WARNING]), "axioms": ("propext",)},
+            Stage.INFRASTRUCTURE,
+            ["infrastructure:statement:missing"],
+            {"warnings": 1, "axioms": ["propext"]},
+        ),
+        (
+            {
+                "outcome": outcome(),
+                "axioms": ("propext",),
+                "statement_errors": ({"data": "type mismatch"},),
+            },
+            Stage.STATEMENT_CHANGED,
+            ["statement_changed"],
+            {
+                "warnings": 0,
+                "axioms": ["propext"],
+                "statement_errors": ["type mismatch"],
+                "statement_check": "STATEMENT_CHECK",
+            },
+        ),
+        (
+            {
+                "outcome": outcome(warnings=[WARNING]),
+                "axioms": ("propext",),
+                "statement_errors": (),
+            },
+            Stage.ACCEPTED,
+            [],
+            {"warnings": 1, "axioms": ["propext"]},
+        ),
+    ],
+    ids=[
+        "timeout",
+        "no_answer",
+        "failure",
+        "compile_error",
+        "sorry",
+        "sorry_warning",
+        "failed_warning",
+        "incomplete",
+        "axioms_missing",
+        "foreign_axiom",
+        "statement_check_missing",
+        "statement_changed",
+        "accepted",
+    ],
+)
+def test_each_answer_of_the_backend_is_judged_by_the_truth_table(
+    tmp_path, fields, stage, reasons, diagnostics
+):
+    from prover_assets.verify.worker import LeanResult
+
+    problem = make_problem()
+    generation = make_generation(completion_text=completion("  omega"))
+    policy = VerifierPolicy(budget_s=5.0, feedback=True)
+    with double_backend(tmp_path) as backend:
+        verifier = StrictVerifier(backend, policy)
+        job = verifier.prepare(problem, generation)
+        result = LeanResult(
+            **{"outcome": None, "axioms": None, "failure": None, **fields},
+            key=job.key,
+            elapsed_s=2.5,
+            attempts=2,
+            worker=3,
+        )
+        verdict = verifier.judge(problem, generation, job, result)
+    assert (verdict.stage, verdict.reasons, verdict.verify_s) == (stage, reasons, 2.5)
+    code = generation.lean_code
+    expected = {"displayed_statement_faithful": True, "code_chars": len(code), "attempts": 2}
+    expected |= {"worker": 3, **diagnostics}
+    if "statement_check" in expected:
+        expected["statement_check"] = job.statement_check
+    assert verdict.diagnostics == expected
+    answered = stage in (
+        Stage.COMPILE_ERROR,
+        Stage.INCOMPLETE,
+        Stage.AXIOM,
+        Stage.STATEMENT_CHANGED,
+        Stage.ACCEPTED,
+    )
+    assert (verdict.repl_code is not None) == answered
+    if answered:
+        assert verdict.repl_code == job.body
+        assert verdict.repl_errors == ([ERROR] if stage is Stage.COMPILE_ERROR else [])
