@@ -410,3 +410,62 @@ def test_each_answer_of_the_backend_is_judged_by_the_truth_table(
     if answered:
         assert verdict.repl_code == job.body
         assert verdict.repl_errors == ([ERROR] if stage is Stage.COMPILE_ERROR else [])
+
+
+def prepared(tmp_path, generation, **policy):
+    with double_backend(tmp_path) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False, **policy))
+        return verifier.prepare(make_problem(), generation)
+
+
+def test_a_job_carries_the_checks_the_policy_asks_for_and_its_length_as_priority(tmp_path):
+    generation = make_generation(completion_text=completion("  omega"))
+    job = prepared(tmp_path, generation)
+    assert (job.theorem_name, job.priority, job.budget_s) == (
+        "t",
+        float(len(generation.lean_code)),
+        5.0,
+    )
+    assert job.statement_check == "example : ∀ (x : ℕ) (h₀ : 0 < x), 0 < x + 1 := @_root_.t"
+    bare = prepared(tmp_path, generation, axiom_check=False, recheck_statement=False)
+    assert (bare.theorem_name, bare.statement_check) == (None, None)
+
+
+def test_a_prompt_without_room_is_no_code_and_costs_no_lean(tmp_path):
+    generation = make_generation(
+        completion_text="", completion_ids=[], finish_reason="no_room", max_tokens=0
+    )
+    verdict = prepared(tmp_path, generation)
+    assert (verdict.stage, verdict.reasons, verdict.verify_s) == (
+        Stage.NO_CODE,
+        ["no_code:no_room"],
+        0.0,
+    )
+
+
+def test_a_gate_verdict_records_the_display_and_the_code_size(tmp_path):
+    generation = make_generation(completion_text=completion("  sorry"))
+    verdict = prepared(tmp_path, generation)
+    assert (verdict.stage, verdict.reasons, verdict.verify_s) == (Stage.GATE, ["banned:sorry"], 0.0)
+    assert verdict.diagnostics == {
+        "displayed_statement_faithful": True,
+        "code_chars": len(generation.lean_code),
+    }
+
+
+def test_without_the_gate_a_search_tactic_is_a_reinsertion_verdict(tmp_path):
+    generation = make_generation(completion_text=completion("  exact?"))
+    verdict = prepared(tmp_path, generation, gate=False)
+    assert (verdict.stage, verdict.reasons) == (Stage.REINSERTION, ["reinsertion:apply?_or_exact?"])
+    assert verdict.diagnostics["code_chars"] == len(generation.lean_code)
+
+
+def test_in_record_mode_a_renamed_theorem_goes_to_lean(tmp_path):
+    renamed = SIGNATURE.replace("theorem t ", "theorem t_other ")
+    generation = make_generation(completion_text=completion("  omega", signature=renamed))
+    assert prepared(tmp_path, generation, statement_check="record").key == generation.key
+
+
+def test_a_generation_given_with_another_problem_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"^generation of p2 given with p1$"):
+        prepared(tmp_path, make_generation("p2", completion_text=completion("  omega")))

@@ -167,3 +167,62 @@ def test_scope_attacks_are_rejected_before_lean(tmp_path, before, reason):
         )
     assert verdict.stage is Stage.GATE and reason in verdict.reasons
     assert repl_log(tmp_path) == []
+
+
+def info(data: str) -> dict:
+    return {"severity": "info", "pos": {"line": 1, "column": 0}, "data": data}
+
+
+@pytest.mark.parametrize(
+    ("messages", "axioms"),
+    [
+        ([info("'t' does not depend on any axioms")], ()),
+        (
+            [info("'t' depends on axioms: [propext, sorryAx, Quot.sound]")],
+            ("propext", "sorryAx", "Quot.sound"),
+        ),
+        ([{"severity": "info"}, info("'t' depends on axioms: [propext]")], ("propext",)),
+    ],
+    ids=["none", "three", "after_a_message_without_data"],
+)
+def test_the_axioms_are_read_from_the_print_axioms_answer(messages, axioms):
+    from prover_assets.lean.repl import read_answer
+    from prover_assets.verify.worker import parse_axioms
+
+    assert parse_axioms(read_answer({"messages": messages, "env": 2}), "t") == axioms
+
+
+def test_an_unreadable_axioms_answer_names_the_theorem_and_what_lean_said():
+    from prover_assets.lean.repl import ReplFailure, read_answer
+    from prover_assets.verify.worker import parse_axioms
+
+    answer = {"messages": [{"severity": "error", "data": "unknown constant 't'"}, info("x")]}
+    with pytest.raises(ReplFailure) as failure:
+        parse_axioms(read_answer(answer), "t")
+    assert (failure.value.kind, failure.value.detail) == (
+        "axioms_unreadable",
+        "#print axioms t: unknown constant 't'; x",
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind", "detail"),
+    [
+        ({"message": "Unknown environment."}, "unknown_environment", "Unknown environment."),
+        ({"messages": []}, "no_env", "an answer without `env`: {'messages': []}"),
+    ],
+)
+def test_an_answer_that_is_no_answer_to_the_command_says_what_it_was(answer, kind, detail):
+    from prover_assets.lean.repl import ReplFailure
+    from prover_assets.verify.worker import checked_answer
+
+    with pytest.raises(ReplFailure) as failure:
+        checked_answer(answer)
+    assert (failure.value.kind, failure.value.detail) == (kind, detail)
+
+
+def test_a_message_beside_messages_is_an_answer_with_its_env():
+    from prover_assets.verify.worker import checked_answer
+
+    answer = {"message": "note", "messages": [info("fine")], "env": 4}
+    assert checked_answer(answer).env == 4
