@@ -4,7 +4,7 @@ import pytest
 
 from prover_assets.lean.extract import compile_view, reinsert_statement
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.records import Stage
+from prover_assets.records import Stage, code_sha256
 from prover_assets.verify import worker as worker_module
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import STATEMENT, make_generation, make_problem
@@ -37,6 +37,8 @@ def proof_commands(tmp_path):
 def test_clean_proof_is_accepted_with_pins_budget_and_code_hash(tmp_path):
     verdict = verify(tmp_path, "  omega")
     assert verdict.accepted
+    generation = make_generation(completion_text=completion("  omega"))
+    assert verdict.code_sha256 == code_sha256(generation.lean_code) != code_sha256(None)
     assert verdict.stage is Stage.ACCEPTED
     assert verdict.budget_s == 5.0
     assert verdict.verifier.pins.lean_version == "v4.9.0-rc1"
@@ -464,6 +466,9 @@ def test_in_record_mode_a_renamed_theorem_goes_to_lean(tmp_path):
     renamed = SIGNATURE.replace("theorem t ", "theorem t_other ")
     generation = make_generation(completion_text=completion("  omega", signature=renamed))
     assert prepared(tmp_path, generation, statement_check="record").key == generation.key
+    cheat = make_generation(completion_text=completion("  sorry", signature=renamed))
+    verdict = prepared(tmp_path, cheat, statement_check="record")
+    assert (verdict.stage, verdict.reasons) == (Stage.GATE, ["banned:sorry"])
 
 
 def test_a_generation_given_with_another_problem_is_refused(tmp_path):

@@ -43,7 +43,8 @@ TARGETS: dict[str, list[str]] = {
     "report/analysis.py": ["test_report.py"],
     "sft/builder.py": ["test_sft_builder.py"],
 }
-CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
+# A run the mutant ended with a signal (it signalled the test process itself) did not pass.
+CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}
 NOT_CAUGHT = {"survived", "no tests", "suspicious"}
 # mutmut's reading of a mutant run's exit code (mutmut.stats.status_by_exit_code, 3.8.1).
 STATUS_BY_EXIT_CODE = {
@@ -155,7 +156,9 @@ def result_of(root: Path, module: str) -> ModuleResult:
     if not meta.exists():
         return result
     for key, exit_code in json.loads(meta.read_text())["exit_code_by_key"].items():
-        status = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
+        status = STATUS_BY_EXIT_CODE.get(exit_code) or (
+            "killed by a signal" if exit_code < 0 else "suspicious"
+        )
         result.statuses[status] += 1
         if status in NOT_CAUGHT:
             result.not_caught.append(short_name(key))
@@ -174,7 +177,9 @@ def judge(root: Path, found: list[ModuleResult]) -> int:
             f"  {len(unexplained)}"
         )
         if not total or r.statuses["not checked"]:
-            failures.append(f"{r.module}: {r.statuses['not checked']} of {total} mutants checked")
+            failures.append(
+                f"{r.module}: {r.statuses['not checked']} of {total} mutants not checked"
+            )
         if r.rate < FLOOR:
             failures.append(f"{r.module}: kill rate {r.rate:.1%} below {FLOOR:.0%}")
         if unexplained:
