@@ -70,10 +70,11 @@ MUTMUT_CONFIG = """
 source_paths = ["prover_assets"]
 only_mutate = ["prover_assets/{module}"]
 also_copy = ["prover_assets_tests", "prover_assets/data", "dagster.yaml", "configs", "workspace.yaml"]
-pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "--timeout=30"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "--timeout=30", "--timeout-method=thread"]
 pytest_add_cli_args_test_selection = {tests}
 # mutmut's own limit must not fire on a slow but finishing run (REPL processes start in the
-# tests): a mutant that hangs is stopped by pytest's 30 s per test and counts as killed.
+# tests): a mutant that hangs is stopped by pytest-timeout (30 s per test, from a thread, as a
+# signal may never reach a process blocked in a child) and counts as killed.
 timeout_multiplier = 5.0
 timeout_constant = 120.0
 # Workers fork from a server that has only collected the tests: a worker forked from a process
