@@ -63,10 +63,10 @@ def test_stop_finish_ends_with_eos(engine):
     assert all(len(r.completion_ids) <= 150 for r in results)
 
 
-def run(engine, path, problems, *, n=2, cap=16, max_model_len=4096, commit_every=2):
+def run(engine, path, problems, *, n=2, cap=16, max_model_len=4096, commit_every=2, specs=None):
     with Appender(path, Generation) as appender:
         return generate_samples(
-            round0_specs(problems, n, cap),
+            specs or round0_specs(problems, n, cap),
             engine,
             engine.tokenizer,
             appender,
@@ -126,19 +126,7 @@ def test_a_correction_prompt_without_room_is_recorded_and_counted(engine, tmp_pa
     )
     parent = SampleKey(problem_id=problem.problem_id, sample_idx=0, round=0, cap_tokens=16)
     specs = [SampleSpec(problem, i, 1, 16, long_feedback, parent) for i in range(2)]
-    with Appender(tmp_path / "gen.jsonl", Generation) as appender:
-        stats = generate_samples(
-            specs,
-            engine,
-            engine.tokenizer,
-            appender,
-            model_path="tiny",
-            model_rev="tiny-rev",
-            sampling=SAMPLING,
-            base_seed=1,
-            max_model_len=window,
-            commit_every=2,
-        )
+    stats = run(engine, tmp_path / "gen.jsonl", [], max_model_len=window, specs=specs)
     rows = read_records(tmp_path / "gen.jsonl", Generation)
     assert stats.no_room == 2
     assert [(r.finish_reason, r.completion_ids, r.lean_code) for r in rows] == [

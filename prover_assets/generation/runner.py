@@ -87,6 +87,15 @@ class GenerationStats:
     def done(self) -> int:
         return self.already_present + self.generated_now
 
+    def count(self, record: Generation) -> None:
+        """One sample generated now."""
+        self.generated_now += 1
+        self.completion_tokens.append(len(record.completion_ids))
+        self.context_clipped += record.context_clipped
+        self.hit_cap += record.finish_reason == "length"
+        self.no_code += record.lean_code is None
+        self.reinsertion_errors += record.lean_code_error is not None
+
     def tokens_per_s(self) -> float:
         return sum(self.completion_tokens) / max(time.monotonic() - self.started, 1e-9)
 
@@ -177,19 +186,13 @@ def generate_samples(
         GenerationRequest(key, tuple(ids), max_tokens, seed)
         for key, (_, _, ids, max_tokens, seed) in pending.items()
     ]
+    model = (model_path, model_rev, sampling)
     chunk: list[Generation] = []
     for result in engine.generate(requests):
         spec, prompt_text, prompt_ids, max_tokens, seed = pending[result.key]
-        record = _record(
-            spec, prompt_text, prompt_ids, result, max_tokens, seed, model_path, model_rev, sampling
-        )
+        record = _record(spec, prompt_text, prompt_ids, result, max_tokens, seed, *model)
         chunk.append(record)
-        stats.generated_now += 1
-        stats.completion_tokens.append(len(result.completion_ids))
-        stats.context_clipped += record.context_clipped
-        stats.hit_cap += record.finish_reason == "length"
-        stats.no_code += record.lean_code is None
-        stats.reinsertion_errors += record.lean_code_error is not None
+        stats.count(record)
         if len(chunk) >= commit_every:
             appender.append_many(chunk)
             chunk.clear()
