@@ -226,3 +226,14 @@ def test_a_message_beside_messages_is_an_answer_with_its_env():
 
     answer = {"message": "note", "messages": [info("fine")], "env": 4}
     assert checked_answer(answer).env == 4
+
+
+def test_a_verdict_records_how_long_lean_took_and_which_worker_ran_it(tmp_path):
+    accepted = verify(tmp_path / "a", None)
+    timed_out = verify(
+        tmp_path / "t", [{"match": {"substring": "omega"}, "action": "hang"}], budget_s=0.5
+    )
+    # Durations, not speed targets: a wall-clock time since the job started, never an epoch.
+    assert 0.0 < accepted.verify_s < 60.0
+    assert 0.5 <= timed_out.verify_s < 60.0
+    assert accepted.diagnostics["worker"] == timed_out.diagnostics["worker"] == 0
