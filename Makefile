@@ -46,8 +46,8 @@ lint: install
 benchmarks: install
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
-# Not part of `make test`: the nine fast modules take about 25 minutes on 2 cores; the REPL
-# worker and process modules longer. Kill rates per module, >= 90 % each, every survivor
+# Not part of `make test`: about 25 minutes on 2 cores for nine modules, 12 for the REPL
+# worker, 25 for the REPL process module. Kill rates per module, >= 90 % each, every survivor
 # explained beside its module (scripts/mutation.py).
 mutation: install
 	$(BIN)/pip install mutmut==3.8.1
