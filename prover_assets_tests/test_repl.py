@@ -191,3 +191,19 @@ def test_each_repl_has_a_private_tmpdir_removed_when_it_ends(repl):
 def test_sandbox_description_is_recorded():
     prefix, description = sandbox_prefix()
     assert description.startswith("unshare") == bool(prefix)
+
+
+def test_an_answer_is_split_into_its_messages_by_severity_with_its_env_and_sorries():
+    error, warning = message("error", "unsolved goals"), message("warning", "unused variable `h`")
+    info, sorry = message("info", "Try this: exact h"), {"pos": {"line": 2, "column": 2}}
+    quiet = {"severity": "warning", "pos": {"line": 3, "column": 0}}  # a warning without data
+    answer = {"messages": [info, error, warning, quiet], "sorries": [sorry], "env": 7}
+    outcome = read_answer(answer)
+    assert (outcome.errors, outcome.warnings, outcome.infos) == (
+        (error,),
+        (warning, quiet),
+        (info,),
+    )
+    assert (outcome.sorries, outcome.env) == ((sorry,), 7)
+    assert (outcome.passed, outcome.complete) == (False, False)
+    assert read_answer({"messages": [warning, quiet], "env": 8}).complete
