@@ -189,10 +189,15 @@ def test_reader_rejects_duplicate_keys(tmp_path):
         read_records(path, Problem)
 
 
-def test_reader_rejects_non_utf8(tmp_path):
+@pytest.mark.parametrize(
+    ("second_line", "error"),
+    [(b'{"problem_id": "\xff\xfe"}', "not UTF-8"), (b"  ", "empty line$")],
+    ids=["non_utf8", "empty"],
+)
+def test_the_reader_names_a_bad_line_by_file_and_number(tmp_path, second_line, error):
     path = tmp_path / "problems.jsonl"
-    write_lines(path, [problem_line("a"), b'{"problem_id": "\xff\xfe"}'])
-    with pytest.raises(RecordError, match=r":2: not UTF-8"):
+    write_lines(path, [problem_line("a"), second_line])
+    with pytest.raises(RecordError, match=rf"^{path}:2: {error}"):
         read_records(path, Problem)
 
 
@@ -424,13 +429,6 @@ def test_a_published_record_file_is_one_json_line_per_record(tmp_path):
     assert path.read_bytes() == expected
     assert read_records(path, Problem) == records
     assert sorted(p.name for p in path.parent.iterdir()) == ["problems.jsonl"]
-
-
-def test_an_empty_line_is_named(tmp_path):
-    path = tmp_path / "problems.jsonl"
-    write_lines(path, [problem_line("a"), b"  "])
-    with pytest.raises(RecordError, match=rf"^{path}:2: empty line$"):
-        read_records(path, Problem)
 
 
 def test_the_errors_of_a_stream_name_the_file_and_line(tmp_path):

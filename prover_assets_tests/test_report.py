@@ -110,6 +110,11 @@ def write_run(
     )
 
 
+def compare(baseline, candidate, **options):
+    """The registered comparison of the tiny design (k = 2, alpha 0.05), few resamples."""
+    return compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1, **options)
+
+
 @pytest.fixture
 def runs(tmp_path):
     return (
@@ -234,16 +239,8 @@ def test_different_sampling_is_refused_unless_overridden_and_the_override_is_rec
         write_run(tmp_path, "candidate", CANDIDATE, temperature=0.7), samples_required=4
     )
     with pytest.raises(ComparisonRefused, match="sampling differs"):
-        compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
-    comparison = compare_runs(
-        baseline,
-        candidate,
-        k=2,
-        alpha=0.05,
-        resamples=10,
-        seed=1,
-        allow_design_mismatch="temperature ablation",
-    )
+        compare(baseline, candidate)
+    comparison = compare(baseline, candidate, allow_design_mismatch="temperature ablation")
     assert comparison.design_override == "temperature ablation"
     assert not comparison.primary
 
@@ -645,13 +642,9 @@ def secondary_reasons(tmp_path, *, prereg=True, override=None, registered=None, 
     )
     if edit is not None:
         edit(baseline, candidate)
-    comparison = compare_runs(
+    comparison = compare(
         baseline,
         candidate,
-        k=2,
-        alpha=0.05,
-        resamples=10,
-        seed=1,
         prereg=read_prereg(registered_prereg(tmp_path, **(registered or {}))) if prereg else None,
         allow_design_mismatch=override,
     )
