@@ -9,7 +9,7 @@ PORT ?= 3000
 PYTEST_ARGS ?=
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test demo ui lint benchmarks mutation clean-demo
+.PHONY: install test test-fast demo ui lint benchmarks mutation clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml | install
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Everything but the slow integration tests (the demo loop, the daemon, the browser).
+test-fast: install
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	PROVER_ASSETS_CONFIG=configs/demo.yaml $(BIN)/python -m prover_assets.demo

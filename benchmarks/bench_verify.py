@@ -4,7 +4,7 @@ Service times are drawn log-normal with the seed system's median 2.5 s and p90 3
 the 180 s budget (proofs that reach it are timeouts: the client kills the REPL and starts a fresh
 one, which re-imports the header), then divided by --scale so that the registered workload runs
 in about a minute. Every proof goes through the product's LocalReplBackend (work-stealing pool,
-REPL processes, JSON over pipes, default LeanSettings) to the REPL double, which sleeps for the
+REPL processes, JSON over pipes, default LocalLeanSettings) to the REPL double, which sleeps for the
 proof's service time (`--@fake delay`) and answers `#print axioms`. The header import is
 modelled as --import-s seconds before scaling; the double's own interpreter start-up (about
 0.12 s, 6 s unscaled at --scale 50) comes on top, so restarts cost more than a Lean restart.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prover_assets.config import LeanSettings
+from prover_assets.config import LocalLeanSettings
 from prover_assets.verify.backends import LocalReplBackend
 from prover_assets.verify.worker import LeanJob
 from prover_assets_tests.factories import make_pins
@@ -88,9 +88,9 @@ def jobs_of(workload: Workload, *, longest_first: bool) -> list[LeanJob]:
 
 
 def backend(workers: int, import_s: float) -> LocalReplBackend:
-    """The product's local backend with the default LeanSettings (recycling, memory ceiling,
+    """The product's local backend with the default LocalLeanSettings (recycling, memory ceiling,
     retries); no sandbox, so that `unshare` costs are not charged to the client."""
-    default = {name: field.default for name, field in LeanSettings.model_fields.items()}
+    default = {name: field.default for name, field in LocalLeanSettings.model_fields.items()}
     return LocalReplBackend(
         [*DOUBLE, "--import-delay", f"{import_s:.6f}"],
         pins=make_pins(),

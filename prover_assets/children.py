@@ -14,15 +14,15 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,7 +41,6 @@ __all__ = [
 
 CHILDREN_DIR_ENV = "PROVER_ASSETS_CHILDREN_DIR"
 LOCK_NAME = ".lock"
-_PR_SET_PDEATHSIG = 1
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="child-spawner")
 
 
@@ -87,28 +86,45 @@ def children_dir() -> Path:
     return Path(os.environ.get(CHILDREN_DIR_ENV, default))
 
 
-def _die_with(parent: int, then: Callable[[], None] | None) -> Callable[[], None]:
-    def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-        if then is not None:
-            then()
+# Run in the child between fork and the real program, as a program of its own: Python's
+# `preexec_fn` is unsafe in a process with threads (the pools'), so the child execs this first.
+# It asks for SIGKILL when its parent dies, exits if the parent is already gone, caps its
+# address space if asked (0: no cap), then becomes the command; both settings survive exec.
+_EXEC_TIED = """
+import ctypes, os, resource, signal, sys
+parent, cap, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+if os.getppid() != parent:
+    os._exit(1)
+if cap:
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+try:
+    os.execvp(argv[0], argv)
+except OSError as exc:
+    sys.stderr.write(f"cannot run {argv[0]!r}: {exc}\\n")
+    os._exit(127)
+"""
 
-    return preexec
+
+def tied_argv(argv: Sequence[str], parent: int, address_space_mb: int | None) -> list[str]:
+    """The command line that runs `argv` tied to `parent`, under the address-space cap."""
+    cap = (address_space_mb << 20) if address_space_mb else 0
+    return [sys.executable, "-I", "-S", "-c", _EXEC_TIED, str(parent), str(cap), *argv]
 
 
 def spawn_tied(
-    argv: Sequence[str], *, preexec_fn: Callable[[], None] | None = None, **popen: Any
+    argv: Sequence[str], *, address_space_mb: int | None = None, **popen: Any
 ) -> subprocess.Popen[bytes]:
-    """`subprocess.Popen(argv, **popen)` in its own session, killed when this process dies."""
+    """`subprocess.Popen(argv, **popen)` in its own session, killed when this process dies.
+
+    `address_space_mb` caps the child's virtual memory (RLIMIT_AS), inherited by its children.
+    A command that cannot be run exits 127 with the reason on its stderr.
+    """
     me = os.getpid()
     child = _SPAWNER.submit(
         subprocess.Popen,
-        list(argv),
+        tied_argv(argv, me, address_space_mb),
         start_new_session=True,
-        preexec_fn=_die_with(me, preexec_fn),
         **popen,
     ).result()
     record = ChildRecord(

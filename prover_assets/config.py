@@ -4,13 +4,13 @@ A config file is also a valid Dagster run config (`dagster job launch -c configs
 
     resources:
       experiment: {config: {spec: {...}}}     # ExperimentSpec: what the experiment is
-      lean:       {config: {settings: {...}}} # LeanSettings: how proofs are verified
+      lean:       {config: {settings: {local: {...}}}} # LeanSettings, one model per backend
       gpu:        {config: {settings: {...}}} # EngineSettings: how samples are generated
 
 Every section is strict: an unknown key, a wrong type or a duplicate YAML key is an error that
 names the file and the key path. Values that the user must fill in (paths on their machine, the
 pool shards' sha256) are written as `REPLACE_ME...` placeholders; the definitions load with
-them, and the step that needs one refuses to run until it is filled in.
+them (and say which are left), and a launch is refused, naming every one, until all are filled.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 __all__ = [
+    "LEAN_BACKENDS",
     "PLACEHOLDER_PREFIX",
     "ConfigError",
     "CorrectionSpec",
@@ -33,18 +34,26 @@ __all__ = [
     "GenerationSpec",
     "InputFile",
     "LeanSettings",
+    "LocalLeanSettings",
     "ModelSpec",
     "PoolColumns",
     "PoolSpec",
+    "RemoteLeanSettings",
     "ReportSpec",
     "RunConfig",
     "SftSpec",
+    "SimulatedLeanSettings",
     "TrainingSpec",
+    "lean_from_selector",
     "load_run_config",
     "parse_engine_settings",
     "parse_experiment_spec",
     "parse_lean_settings",
+    "parse_run_config",
+    "placeholders",
+    "require_backend_allowed",
     "require_filled",
+    "require_no_placeholders",
     "resolve_path",
     "same_shape",
 ]
@@ -155,7 +164,7 @@ class GenerationSpec(_Spec):
     handler: Literal["dpskcot"]
     temperature: Annotated[float, Field(ge=0)]
     top_p: Probability
-    top_k: PositiveInt | None
+    top_k: PositiveInt | None = None  # None: no top-k cut
     n_samples: PositiveInt
     caps: Annotated[list[PositiveInt], Field(min_length=1)]
     seed: int
@@ -199,7 +208,7 @@ class TrainingSpec(_Spec):
     save_every: PositiveInt  # micro-steps between checkpoints
     keep_checkpoints: PositiveInt
     seed: int
-    pad_token_id: int | None  # None: the tokenizer's
+    pad_token_id: int | None = None  # None: the tokenizer's
     precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     max_steps: PositiveInt | None = None  # demo / smoke runs only
 
@@ -275,16 +284,18 @@ class ExperimentSpec(_Spec):
         return list(self.eval_sets[eval_set].caps or self.generation.caps)
 
 
-class LeanSettings(_Spec):
-    """How proofs are verified (the `lean` resource)."""
-
-    # local: a pool of REPL processes; remote: a Kimina Lean Server; simulated: the demo's
-    # scripted REPL double (labelled simulated everywhere; only a demo experiment may use it).
-    backend: Literal["local", "remote", "simulated"]
-    workspace: str | None = None  # the Lean + Mathlib workspace (local backend)
-    command: Annotated[list[str], Field(min_length=1)] = ["lake", "exe", "repl"]
+class _LeanCommon(_Spec):
     workers: PositiveInt = 8
     budget_s: Annotated[float, Field(gt=0)] = 180.0
+    infrastructure_retries: Annotated[int, Field(ge=0)] = 2
+    commit_every: PositiveInt = 64  # verdicts per commit chunk
+    # A verdict file with a larger share of `infrastructure` verdicts fails its validity check.
+    max_infrastructure_share: Annotated[float, Field(ge=0, le=1)] = 0.01
+
+
+class _ReplPoolSettings(_LeanCommon):
+    """A pool of REPL processes on this machine (the local backend and the simulation)."""
+
     header_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     # `#print axioms` and the statement check after a proof compiled, as a share of budget_s:
     # a hang there is infrastructure, never the proof's timeout.
@@ -292,32 +303,67 @@ class LeanSettings(_Spec):
     memory_cap_mb: PositiveInt = 12288  # RLIMIT_AS of each REPL process
     memory_ceiling_mb: PositiveInt = 8192  # resident size after which a worker is recycled
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
-    infrastructure_retries: Annotated[int, Field(ge=0)] = 2
-    commit_every: PositiveInt = 64  # verdicts per commit chunk
-    # A verdict file with a larger share of `infrastructure` verdicts fails its validity check.
-    max_infrastructure_share: Annotated[float, Field(ge=0, le=1)] = 0.01
     sandbox: bool = True  # no network, private TMPDIR (where the OS allows)
-    remote_url: str | None = None
-    remote_position_base: Literal["snippet", "body"] = "snippet"
-    expected_pins: dict[str, str] = {}  # e.g. lean_version, mathlib_rev, repl_rev prefixes
-    simulated_accept_share: Probability | None = None
-    simulated_seed: int | None = None
 
     @property
     def check_timeout_s(self) -> float:
         return self.check_timeout_factor * self.budget_s
 
+
+class LocalLeanSettings(_ReplPoolSettings):
+    """Real Lean: `lake exe repl` processes in a Lean + Mathlib workspace."""
+
+    backend: Literal["local"] = "local"
+    workspace: str  # the Lean + Mathlib workspace
+    command: Annotated[list[str], Field(min_length=1)] = ["lake", "exe", "repl"]
+    expected_pins: dict[str, str] = {}  # e.g. lean_version, mathlib_rev, repl_rev prefixes
+
+
+REMOTE_PINS = ("lean_version", "mathlib_rev", "repl_rev")
+
+
+class RemoteLeanSettings(_LeanCommon):
+    """Real Lean behind a Kimina Lean Server, whose pins are declared (it cannot be asked)."""
+
+    backend: Literal["remote"] = "remote"
+    url: str
+    position_base: Literal["snippet", "body"] = "snippet"
+    expected_pins: dict[str, str]
+
     @model_validator(mode="after")
-    def _backend_needs(self) -> LeanSettings:
-        if self.backend == "local" and self.workspace is None:
-            raise ValueError("the local backend needs `workspace`")
-        if self.backend == "remote" and self.remote_url is None:
-            raise ValueError("the remote backend needs `remote_url`")
-        if self.backend == "simulated" and (
-            self.simulated_accept_share is None or self.simulated_seed is None
-        ):
-            raise ValueError("the simulated backend needs simulated_accept_share and seed")
+    def _pins_declared(self) -> RemoteLeanSettings:
+        if missing := sorted(set(REMOTE_PINS) - set(self.expected_pins)):
+            raise ValueError(f"a remote backend needs declared expected_pins; missing {missing}")
         return self
+
+
+class SimulatedLeanSettings(_ReplPoolSettings):
+    """The demo's REPL simulator: every verdict labelled simulated; only a demo may use it."""
+
+    backend: Literal["simulated"] = "simulated"
+    accept_share: Probability
+    seed: int
+
+
+LeanSettings = Annotated[
+    LocalLeanSettings | RemoteLeanSettings | SimulatedLeanSettings,
+    Field(discriminator="backend"),
+]
+LEAN_BACKENDS: dict[str, type[_LeanCommon]] = {
+    "local": LocalLeanSettings,
+    "remote": RemoteLeanSettings,
+    "simulated": SimulatedLeanSettings,
+}
+
+
+def lean_from_selector(data: Any) -> Any:
+    """`{backend_name: {...}}` (the run config's shape: one key, the backend) as the flat
+    mapping the settings model reads; anything else is returned for validation to judge."""
+    if isinstance(data, dict) and len(data) == 1 and next(iter(data)) in LEAN_BACKENDS:
+        ((backend, body),) = data.items()
+        if isinstance(body, dict):
+            return {**body, "backend": backend}
+    return data
 
 
 class EngineSettings(_Spec):
@@ -333,6 +379,15 @@ class EngineSettings(_Spec):
     enforce_eager: bool = False
 
 
+def require_backend_allowed(experiment_kind: str, backend: str) -> None:
+    """The simulated Lean is the demo's only: raise ValueError for any other experiment."""
+    if backend == "simulated" and experiment_kind != "demo":
+        raise ValueError(
+            "the simulated Lean backend is for the demo only; a registered experiment "
+            "must verify with real Lean (backend local or remote)"
+        )
+
+
 class RunConfig(_Spec):
     experiment: ExperimentSpec
     lean: LeanSettings
@@ -341,12 +396,11 @@ class RunConfig(_Spec):
 
     @model_validator(mode="after")
     def _simulated_only_in_demo(self) -> RunConfig:
-        if self.lean.backend == "simulated" and self.experiment.kind != "demo":
-            raise ValueError(
-                "the simulated Lean backend is for the demo only; a registered experiment "
-                "must verify with real Lean (backend local or remote)"
-            )
+        require_backend_allowed(self.experiment.kind, self.lean.backend)
         return self
+
+
+_LEAN_ADAPTER: TypeAdapter[LeanSettings] = TypeAdapter(LeanSettings)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -377,20 +431,23 @@ _SECTION_PATHS = {
 }
 
 
-def _format_validation(exc: ValidationError) -> str:
+def _format_errors(exc: ValidationError, section: str | None = None) -> str:
+    """One line per error, at its key path in the run config; `section`: the resource the
+    errors' locations are relative to (else their first element names it)."""
     lines = []
     for error in exc.errors():
-        head, *rest = error["loc"] or ("",)
-        where = ".".join([_SECTION_PATHS.get(str(head), str(head)), *map(str, rest)])
+        loc = [str(part) for part in error["loc"]]
+        head, rest = (section, loc) if section else (loc[0] if loc else "", loc[1:])
+        where = ".".join([_SECTION_PATHS.get(head, head), *rest])
         lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r:.80})")
     return "\n".join(lines)
 
 
-def _section(raw: dict[str, Any], name: str, field: str, path: Path) -> Any:
+def _section(raw: dict[str, Any], name: str, field: str, source: str) -> Any:
     try:
         section = raw["resources"][name]["config"][field]
     except (KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: missing resources.{name}.config.{field}") from exc
+        raise ConfigError(f"{source}: missing resources.{name}.config.{field}") from exc
     return section
 
 
@@ -398,11 +455,9 @@ def _parse(model: type[_Spec], data: Any, section: str, source: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for error in exc.errors():
-            where = ".".join([_SECTION_PATHS[section], *map(str, error["loc"])])
-            lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r:.80})")
-        raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(lines)) from exc
+        raise ConfigError(
+            f"{source}: invalid configuration:\n{_format_errors(exc, section)}"
+        ) from exc
 
 
 def parse_experiment_spec(data: Any, source: str = "run config") -> ExperimentSpec:
@@ -410,7 +465,14 @@ def parse_experiment_spec(data: Any, source: str = "run config") -> ExperimentSp
 
 
 def parse_lean_settings(data: Any, source: str = "run config") -> LeanSettings:
-    return _parse(LeanSettings, data, "lean", source)
+    """The Lean settings from the run config's `{backend: {...}}` selector (or a flat mapping
+    with `backend`)."""
+    try:
+        return _LEAN_ADAPTER.validate_python(lean_from_selector(data))
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{source}: invalid configuration:\n{_format_errors(exc, 'lean')}"
+        ) from exc
 
 
 def parse_engine_settings(data: Any, source: str = "run config") -> EngineSettings:
@@ -433,6 +495,51 @@ def same_shape(run: ExperimentSpec, built: ExperimentSpec) -> None:
         )
 
 
+def placeholders(raw: Any, path: str = "") -> list[str]:
+    """The key path of every `REPLACE_ME...` value in a run config, in file order."""
+    if isinstance(raw, str):
+        return [path] if is_placeholder(raw) else []
+    if isinstance(raw, dict):
+        items = [(f"{path}.{key}" if path else str(key), value) for key, value in raw.items()]
+    elif isinstance(raw, list):
+        items = [(f"{path}[{index}]", value) for index, value in enumerate(raw)]
+    else:
+        return []
+    return [found for where, value in items for found in placeholders(value, where)]
+
+
+def require_no_placeholders(raw: Any, source: str) -> None:
+    """Raise naming every placeholder still in the run config, with its key path."""
+    if found := placeholders(raw):
+        lines = "\n".join(f"  {where}" for where in found)
+        raise ConfigError(
+            f"{source}: {len(found)} placeholder values are still to be filled in (paths on "
+            f"your machine, the pool shards' sha256):\n{lines}"
+        )
+
+
+def parse_run_config(raw: Any, source: str) -> RunConfig:
+    """A run config (the file's or a launch's mapping) as a RunConfig; raises `ConfigError`
+    naming the source and the key path of every invalid value."""
+    if not isinstance(raw, dict) or set(raw) - {"resources", "execution", "loggers"}:
+        raise ConfigError(
+            f"{source}: a run config has top-level keys resources (and optionally execution, "
+            f"loggers); found {sorted(raw) if isinstance(raw, dict) else type(raw).__name__}"
+        )
+    unknown_resources = set(raw.get("resources") or {}) - {"experiment", "lean", "gpu"}
+    if unknown_resources:
+        raise ConfigError(f"{source}: unknown resources {sorted(unknown_resources)}")
+    sections = {
+        "experiment": _section(raw, "experiment", "spec", source),
+        "lean": lean_from_selector(_section(raw, "lean", "settings", source)),
+        "gpu": _section(raw, "gpu", "settings", source),
+    }
+    try:
+        return RunConfig.model_validate({**sections, "source": source})
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid configuration:\n{_format_errors(exc)}") from exc
+
+
 def load_run_config(path: str | Path) -> RunConfig:
     """Read and validate a run config file; raises `ConfigError` naming the file and key."""
     path = Path(path)
@@ -446,20 +553,4 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{path}: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict) or set(raw) - {"resources", "execution", "loggers"}:
-        raise ConfigError(
-            f"{path}: a run config has top-level keys resources (and optionally execution, "
-            f"loggers); found {sorted(raw) if isinstance(raw, dict) else type(raw).__name__}"
-        )
-    unknown_resources = set(raw.get("resources") or {}) - {"experiment", "lean", "gpu"}
-    if unknown_resources:
-        raise ConfigError(f"{path}: unknown resources {sorted(unknown_resources)}")
-    sections = {
-        "experiment": _section(raw, "experiment", "spec", path),
-        "lean": _section(raw, "lean", "settings", path),
-        "gpu": _section(raw, "gpu", "settings", path),
-    }
-    try:
-        return RunConfig.model_validate({**sections, "source": str(path)})
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: invalid configuration:\n{_format_validation(exc)}") from exc
+    return parse_run_config(raw, str(path))

@@ -7,10 +7,12 @@ the run config of `dagster job launch -c`. Loading imports no torch or vLLM.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import dagster as dg
+import yaml
 
 from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.eta import eta_assets
@@ -22,9 +24,9 @@ from prover_assets.assets.verification import verification_assets
 from prover_assets.checks.loop import loop_checks
 from prover_assets.checks.problems import problem_checks
 from prover_assets.checks.sft import sft_checks
-from prover_assets.config import RunConfig, is_placeholder, load_run_config
+from prover_assets.config import is_placeholder, load_run_config, placeholders
 from prover_assets.jobs import build_jobs
-from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
+from prover_assets.resources import build_resources, launch_validation
 from prover_assets.sensors import reaper_sensor
 
 __all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "build_definitions", "config_path", "defs"]
@@ -33,18 +35,24 @@ CONFIG_ENV = "PROVER_ASSETS_CONFIG"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "p2.yaml"
 
 
+log = logging.getLogger(__name__)
+
+
 def config_path() -> Path:
     return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
 
 
-def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
-    return {
-        "experiment": ExperimentResource(
-            spec=config.experiment.model_dump(mode="json"), source=config.source
-        ),
-        "lean": LeanResource(settings=config.lean.model_dump(mode="json")),
-        "gpu": GpuResource(settings=config.gpu.model_dump(mode="json")),
-    }
+def placeholders_left(path: str | Path) -> list[str]:
+    """The placeholders still in the config file, logged as a warning when they are any."""
+    left = placeholders(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+    if left:
+        log.warning(
+            "%s: %d placeholder values are still to be filled in before any job can launch: %s",
+            path,
+            len(left),
+            ", ".join(left),
+        )
+    return left
 
 
 def _data_root(value: str) -> Path | None:
@@ -54,6 +62,8 @@ def _data_root(value: str) -> Path | None:
 def build_definitions(path: str | Path) -> dg.Definitions:
     config = load_run_config(path)
     spec = config.experiment
+    resources = build_resources(config)
+    left = placeholders_left(path)
     return dg.Definitions(
         assets=[
             *problem_assets(spec),
@@ -65,13 +75,13 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *eta_assets(spec),
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],
-        jobs=build_jobs(),
+        jobs=build_jobs(launch_validation(resources), unlaunchable=left),
         # One process per run, not per step: checks are many and light, and a step process costs
         # 2 to 3 s on a small machine; the heavy work already runs in its own children (vLLM,
         # the trainer) or worker pools (Lean REPLs), and pool `heavy` serialises it either way.
         executor=dg.in_process_executor,
         sensors=[reaper_sensor(_data_root(spec.data_root))],
-        resources=build_resources(config),
+        resources=resources,
     )
 
 

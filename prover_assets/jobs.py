@@ -17,47 +17,65 @@ from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
 __all__ = ["build_jobs"]
 
 
-def build_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
+_JOBS: list[tuple[str, dg.AssetSelection, str]] = [
+    (
+        "problems",
+        dg.AssetSelection.groups(PROBLEMS_GROUP),
+        "Evaluation sets, decontamination sets, the pool's candidates and the train pool.",
+    ),
+    (
+        "baseline",
+        dg.AssetSelection.groups(BASELINE).upstream(),
+        "Evaluation problems, then the baseline's generations and verdicts at each "
+        "configured cap, in order. Relaunching resumes by key.",
+    ),
+    (
+        "pool_round",
+        dg.AssetSelection.groups(POOL_ROUND_GROUP).upstream(),
+        "The train pool, round 0 with verdicts and feedback, the correction rounds.",
+    ),
+    (
+        "sft",
+        dg.AssetSelection.groups(SFT_GROUP),
+        "SFT shards, the LoRA checkpoint, the exported model.",
+    ),
+    (
+        "candidate_eval",
+        dg.AssetSelection.groups(CANDIDATE),
+        "The exported model's generations and verdicts, as the baseline's.",
+    ),
+    (
+        "report",
+        dg.AssetSelection.groups(REPORT_GROUP),
+        "The evaluation report and evidence bundle.",
+    ),
+    (
+        "full_round",
+        dg.AssetSelection.all() - dg.AssetSelection.groups(OPERATIONS_GROUP),
+        "Everything: problems, baseline, pool round, SFT, candidate, report.",
+    ),
+    (
+        "operations",
+        dg.AssetSelection.groups(OPERATIONS_GROUP),
+        "The ETA of a full round from what has been measured so far.",
+    ),
+]
+
+
+def build_jobs(
+    run_config: dg.ConfigMapping, *, unlaunchable: list[str] = ()
+) -> list[dg.UnresolvedAssetJobDefinition]:
+    """Every job, with `run_config` (the launch-time validation) as its config; `unlaunchable`
+    (placeholders still in the config file) is said in each job's description."""
+    note = (
+        f" NOT LAUNCHABLE YET: fill in the {len(unlaunchable)} placeholders of the config file "
+        f"({', '.join(unlaunchable)})."
+        if unlaunchable
+        else ""
+    )
     return [
         dg.define_asset_job(
-            "problems",
-            selection=dg.AssetSelection.groups(PROBLEMS_GROUP),
-            description="Evaluation sets, decontamination sets, the pool's candidates and the train pool.",
-        ),
-        dg.define_asset_job(
-            "baseline",
-            selection=dg.AssetSelection.groups(BASELINE).upstream(),
-            description="Evaluation problems, then the baseline's generations and verdicts at each "
-            "configured cap, in order. Relaunching resumes by key.",
-        ),
-        dg.define_asset_job(
-            "pool_round",
-            selection=dg.AssetSelection.groups(POOL_ROUND_GROUP).upstream(),
-            description="The train pool, round 0 with verdicts and feedback, the correction rounds.",
-        ),
-        dg.define_asset_job(
-            "sft",
-            selection=dg.AssetSelection.groups(SFT_GROUP),
-            description="SFT shards, the LoRA checkpoint, the exported model.",
-        ),
-        dg.define_asset_job(
-            "candidate_eval",
-            selection=dg.AssetSelection.groups(CANDIDATE),
-            description="The exported model's generations and verdicts, as the baseline's.",
-        ),
-        dg.define_asset_job(
-            "report",
-            selection=dg.AssetSelection.groups(REPORT_GROUP),
-            description="The evaluation report and evidence bundle.",
-        ),
-        dg.define_asset_job(
-            "full_round",
-            selection=dg.AssetSelection.all() - dg.AssetSelection.groups(OPERATIONS_GROUP),
-            description="Everything: problems, baseline, pool round, SFT, candidate, report.",
-        ),
-        dg.define_asset_job(
-            "operations",
-            selection=dg.AssetSelection.groups(OPERATIONS_GROUP),
-            description="The ETA of a full round from what has been measured so far.",
-        ),
+            name, selection=selection, description=description + note, config=run_config
+        )
+        for name, selection, description in _JOBS
     ]

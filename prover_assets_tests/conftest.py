@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
+# The test package is not installed (the distribution is the product): processes the tests start
+# (the REPL double, `dagster dev`) find it through the checkout, whatever their working directory.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
 def demo_run_config(data_root: Path, **spec_overrides) -> dict:

@@ -9,9 +9,9 @@ from prover_assets.lean.statements import alpha_sha, statement_sha
 from prover_assets.records import (
     Generation,
     Message,
+    ParentRef,
     Pins,
     Problem,
-    SampleKey,
     Sampling,
     Stage,
     Verification,
@@ -62,7 +62,7 @@ def make_generation(
     max_tokens: int | None = None,
     lean_code: str | None = "auto",
     lean_code_error: str | None = None,
-    parent: SampleKey | None = None,
+    parent: ParentRef | None = None,
     **overrides: Any,
 ) -> Generation:
     from prover_assets.lean.extract import extract_lean_code
@@ -72,7 +72,7 @@ def make_generation(
     if lean_code == "auto":
         lean_code = extract_lean_code(completion_text)
     if round > 0 and parent is None:
-        parent = SampleKey(
+        parent = ParentRef(
             problem_id=problem_id, sample_idx=0, round=round - 1, cap_tokens=cap_tokens
         )
     fields: dict[str, Any] = {

@@ -6,9 +6,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
@@ -35,3 +43,44 @@ def process_group(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_serving(url: str, process: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"dagster dev exited with {process.returncode}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{url}/server_info", timeout=5) as response,
+        ):
+            if response.status == 200:
+                return
+        time.sleep(1)
+    raise TimeoutError(f"dagster dev did not serve {url} within {timeout} s")
+
+
+@contextlib.contextmanager
+def dagster_dev(tmp: Path, run_config: dict) -> Iterator[str]:
+    """`dagster dev` (webserver and daemon) on 127.0.0.1 with a fresh DAGSTER_HOME under `tmp`
+    and the definitions built from `run_config`; yields the webserver's URL."""
+    from prover_assets_tests.conftest import dagster_home
+
+    home = dagster_home(tmp / "dagster_home")
+    config = tmp / "run_config.yaml"
+    config.write_text(yaml.safe_dump(run_config))
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    command = [Path(sys.executable).parent / "dagster", "dev", "-h", "127.0.0.1", "-p", str(port)]
+    with process_group(
+        [*command, "-w", "workspace.yaml"], cwd=ROOT, env=env, log_path=tmp / "dagster-dev.log"
+    ) as process:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(url, process)
+        yield url

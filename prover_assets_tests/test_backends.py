@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from prover_assets.config import LeanSettings
+from prover_assets.config import LocalLeanSettings, SimulatedLeanSettings
 from prover_assets.lean.feedback import format_error_block
 from prover_assets.records import Stage, Verification, publish_records, read_records
 from prover_assets.verify.backends import RemoteBackend, backend_from_settings, self_test
@@ -70,12 +70,38 @@ def test_remote_timeout_is_a_timeout_verdict():
     assert (verdict.stage, verdict.reasons) == (Stage.TIMEOUT, ["timeout"])
 
 
-def test_remote_server_errors_are_retried_then_infrastructure():
+def test_remote_server_errors_are_retried_then_infrastructure_keeping_the_servers_text():
     with KiminaDouble(fail_first=1) as server:
-        assert remote_verdict(server, "omega", retries=1).accepted
+        assert remote_verdict(server, "omega", retries=1, backoff_s=0.01).accepted
     with KiminaDouble(fail_first=5) as server:
-        verdict = remote_verdict(server, "omega", retries=1)
-    assert verdict.stage is Stage.INFRASTRUCTURE
+        verdict = remote_verdict(server, "omega", retries=1, backoff_s=0.01)
+    assert (verdict.stage, verdict.reasons) == (Stage.INFRASTRUCTURE, ["infrastructure:http_500"])
+    assert "scripted failure" in verdict.diagnostics["failure_detail"]
+
+
+def test_remote_proofs_reuse_one_connection_per_worker():
+    with KiminaDouble() as server:
+        backend = RemoteBackend(server.url, pins=make_pins(backend="remote"), workers=1)
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True))
+        for tactic in ("omega", "simp", "linarith", "norm_num"):
+            verifier.verify(make_problem(), make_generation(completion_text=completion(tactic)))
+    assert len(server.requests) == 4
+    assert len(server.connections) == 1
+
+
+def test_remote_backoff_doubles_from_its_base_up_to_its_bound():
+    backend = RemoteBackend(
+        "http://x", pins=make_pins(), workers=1, backoff_s=1.0, backoff_max_s=30
+    )
+    assert [backend.backoff(attempt) for attempt in range(1, 7)] == [1, 2, 4, 8, 16, 30]
+
+
+def test_an_unreachable_remote_server_is_infrastructure_naming_the_cause():
+    with KiminaDouble() as server:
+        url = server.url
+    verdict = remote_verdict(type("Gone", (), {"url": url})(), "omega", retries=0)
+    assert verdict.reasons == ["infrastructure:connection"]
+    assert "ConnectionError" in verdict.diagnostics["failure_detail"]
 
 
 def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_path):
@@ -103,10 +129,8 @@ def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_
 
 
 def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_path):
-    settings = LeanSettings(
-        backend="simulated", workers=1, simulated_accept_share=0.5, simulated_seed=3
-    )
-    with backend_from_settings(settings, scratch=tmp_path) as backend:
+    settings = SimulatedLeanSettings(workers=1, accept_share=0.5, seed=3)
+    with backend_from_settings(settings) as backend:
         assert backend.pins.simulated
         assert backend.pins.lean_version == "SIMULATED"
         assert self_test(backend, 5.0).passed
@@ -157,8 +181,8 @@ real_lean = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def real_backend(tmp_path_factory):
-    settings = LeanSettings(backend="local", workspace=str(WORKSPACE), workers=2, budget_s=120.0)
-    with backend_from_settings(settings, scratch=tmp_path_factory.mktemp("lean")) as backend:
+    settings = LocalLeanSettings(workspace=str(WORKSPACE), workers=2, budget_s=120.0)
+    with backend_from_settings(settings) as backend:
         yield backend
 
 

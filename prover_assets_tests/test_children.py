@@ -3,6 +3,7 @@ when forked for a thread that has since ended; orphans ended by pid and start ti
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -156,3 +157,23 @@ def test_a_waited_child_leaves_no_record(registry):
     child.wait()
     forget_child(child)
     assert list(registry.glob("*.json")) == []
+
+
+def test_a_command_that_cannot_run_exits_127_with_the_reason_on_stderr(registry):
+    child = spawn_tied(["/nonexistent/lake", "exe", "repl"], stderr=subprocess.PIPE)
+    _, stderr = child.communicate(timeout=10)
+    assert child.returncode == 127
+    assert b"cannot run '/nonexistent/lake'" in stderr
+
+
+def test_the_address_space_cap_is_the_childs_and_its_childrens_only(registry):
+    show = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
+    grandchild = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {show!r}])"
+    capped = spawn_tied(
+        [sys.executable, "-c", grandchild], address_space_mb=512, stdout=subprocess.PIPE
+    )
+    free = spawn_tied([sys.executable, "-c", show], stdout=subprocess.PIPE)
+    assert capped.communicate(timeout=30)[0].split() == [str(512 << 20).encode()]
+    assert free.communicate(timeout=30)[0].split() == [
+        str(resource.getrlimit(resource.RLIMIT_AS)[0]).encode()
+    ]

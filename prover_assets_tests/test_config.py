@@ -116,9 +116,7 @@ def test_duplicate_yaml_key_is_an_error_with_its_line(tmp_path):
 def test_simulated_verifier_is_refused_outside_the_demo(tmp_path):
     def to_simulated(raw):
         raw["resources"]["lean"]["config"]["settings"] = {
-            "backend": "simulated",
-            "simulated_accept_share": 0.5,
-            "simulated_seed": 1,
+            "simulated": {"accept_share": 0.5, "seed": 1}
         }
 
     with pytest.raises(ConfigError, match="simulated Lean backend is for the demo only"):

@@ -123,19 +123,19 @@ def test_child_check_flags_children_of_solved_or_unknown_parents():
             ("solved", 1, "errors"),
         ]
     )
-    from prover_assets.records import SampleKey
+    from prover_assets.records import ParentRef
 
     good = make_generation(
         "wrong",
         0,
         round=1,
-        parent=SampleKey(problem_id="wrong", sample_idx=0, round=0, cap_tokens=64),
+        parent=ParentRef(problem_id="wrong", sample_idx=0, round=0, cap_tokens=64),
     )
     of_solved = make_generation(
         "solved",
         1,
         round=1,
-        parent=SampleKey(problem_id="solved", sample_idx=1, round=0, cap_tokens=64),
+        parent=ParentRef(problem_id="solved", sample_idx=1, round=0, cap_tokens=64),
     )
     outcome = check_correction_children([good, of_solved], generations, verdicts, n=2)
     assert not outcome.passed

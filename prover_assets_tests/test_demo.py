@@ -21,6 +21,8 @@ from prover_assets.definitions import build_definitions
 from prover_assets_tests import seams
 from prover_assets_tests.conftest import dagster_home, demo_run_config
 
+pytestmark = pytest.mark.slow  # the whole demo loop
+
 # More epochs than the demo's two, so that the stop lands in the middle of training.
 EPOCHS = 30
 TOLERANCE = 1e-4  # fp32 logprobs of a merged LoRA vs the adapter applied on the fly

@@ -19,6 +19,8 @@ from prover_assets.definitions import build_definitions
 from prover_assets_tests.conftest import ROOT, dagster_home, demo_run_config
 from prover_assets_tests.processes import process_group
 
+pytestmark = pytest.mark.slow  # a whole loop
+
 BIN = Path(sys.executable).parent
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 

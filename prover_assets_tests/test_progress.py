@@ -96,3 +96,37 @@ def test_a_deterministic_error_fails_the_step_once_without_retries_and_says_why(
         calls.clear()
         dg.materialize([flaky], instance=instance, raise_on_error=False)
         assert calls == [0, 1, 2]  # an infrastructure error is retried
+
+
+class RecordingLog:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, line: str) -> None:
+        self.lines.append(line)
+
+
+class RecordingContext:
+    """The two things a reporter uses of an asset's context: its log and its events."""
+
+    def __init__(self) -> None:
+        self.log = RecordingLog()
+        self.events: list[dg.AssetObservation] = []
+        self.asset_key = dg.AssetKey("generations")
+
+    def log_event(self, event: dg.AssetObservation) -> None:
+        self.events.append(event)
+
+
+def test_the_eta_mid_run_is_the_remaining_samples_over_the_samples_rate(monkeypatch):
+    from prover_assets.assets.progress import ProgressReporter
+    from prover_assets.generation import runner
+
+    stats = runner.GenerationStats(total=100, already_present=10, started=1000.0)
+    stats.generated_now = 30  # 30 samples in 60 s: 0.5 samples/s; 60 left: 120 s
+    stats.completion_tokens = [900] * 30  # 450 tokens/s, which must not enter the ETA
+    monkeypatch.setattr(runner.time, "monotonic", lambda: 1060.0)
+    context = RecordingContext()
+    ProgressReporter(context, "samples")(stats.done, stats.total, stats.samples_per_s(), "samples")
+    assert context.log.lines == ["samples: 40/100 (0.50 samples/s, ETA 2m00s)"]
+    assert context.events[0].metadata["eta"].value == "2m00s"

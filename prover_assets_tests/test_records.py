@@ -14,9 +14,9 @@ from prover_assets.records import (
     DuplicateKeyError,
     Generation,
     OutputExistsError,
+    ParentRef,
     Problem,
     RecordError,
-    SampleKey,
     SftRow,
     Stage,
     Verification,
@@ -87,11 +87,11 @@ def test_no_room_exactly_when_max_tokens_is_zero():
 def test_correction_must_have_parent_one_round_earlier_of_same_problem():
     with pytest.raises(ValidationError, match="parent"):
         make_generation(
-            round=1, parent=SampleKey(problem_id="other", sample_idx=0, round=0, cap_tokens=64)
+            round=1, parent=ParentRef(problem_id="other", sample_idx=0, round=0, cap_tokens=64)
         )
     with pytest.raises(ValidationError, match="round 0"):
         make_generation(
-            round=0, parent=SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
+            round=0, parent=ParentRef(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
         )
 
 

@@ -2,13 +2,21 @@
 
 import json
 import os
+import signal
 import socket
 import sys
 import threading
+import time
 
 import pytest
 
-from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sandbox_prefix
+from prover_assets.lean.repl import (
+    ReplFailure,
+    ReplProcess,
+    read_answer,
+    sandbox_prefix,
+    take_answer,
+)
 
 DOUBLE = [sys.executable, "-m", "prover_assets_tests.doubles.lean_repl"]
 
@@ -72,15 +80,18 @@ def log_entries(tmp_path):
     return [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
 
 
-def test_each_request_is_one_json_line_even_with_newlines_in_the_code(repl, tmp_path):
+def test_each_request_is_one_json_line_of_utf8_even_with_newlines_in_the_code(repl, tmp_path):
     process = repl()
     process.send({"cmd": "import Mathlib"}, 10)
-    process.send({"cmd": "theorem a : True := by\n  trivial", "env": 0}, 10)
+    process.send({"cmd": "theorem a (x : ℕ) : x = x := by\n  rfl", "env": 0}, 10)
     raws = [entry["raw"] for entry in log_entries(tmp_path)]
     assert raws == [
-        json.dumps({"cmd": "import Mathlib"}) + "\n",
-        json.dumps({"cmd": "theorem a : True := by\n  trivial", "env": 0}) + "\n",
+        '{"cmd": "import Mathlib"}\n',
+        '{"cmd": "theorem a (x : ℕ) : x = x := by\\n  rfl", "env": 0}\n',  # ℕ as itself
     ]
+    assert process.commands_sent == 2
+    process.start()
+    assert process.commands_sent == 0
 
 
 def test_answers_arriving_in_pieces_mid_line_are_read_whole(repl):
@@ -101,7 +112,7 @@ def test_timeout_kills_the_process_group(repl):
     pid = process.pid
     with pytest.raises(ReplFailure) as failure:
         process.send({"cmd": "--@fake hang\ntheorem a : True := trivial"}, 0.5)
-    assert failure.value.kind == "timeout"
+    assert (failure.value.kind, failure.value.detail) == ("timeout", "no answer within 0.5 s")
     assert not process.alive
     assert_group_gone(pid)
 
@@ -119,16 +130,44 @@ def test_empty_answer_is_a_failure(repl):
     process = repl()
     with pytest.raises(ReplFailure) as failure:
         process.send({"cmd": "--@fake empty\ntheorem a : True := trivial"}, 10)
-    assert failure.value.kind == "empty"
+    assert (failure.value.kind, failure.value.detail) == ("empty", "the REPL answered with nothing")
+    assert not process.alive
 
 
-def test_non_json_answer_is_a_failure(repl):
+@pytest.mark.parametrize(
+    ("garbage", "detail"),
+    [
+        (
+            "PANIC " + "x" * 300,
+            "Expecting value: line 1 column 1 (char 0): 'PANIC " + "x" * 194 + "'",
+        ),
+        ("[" + "1, " * 100 + "1]", "not a JSON object: '[" + "1, " * 66 + "1'"),
+    ],
+    ids=["not_json", "not_an_object"],
+)
+def test_an_answer_that_is_not_a_json_object_is_a_failure_quoting_it(repl, garbage, detail):
     process = repl()
     with pytest.raises(ReplFailure) as failure:
-        process.send(
-            {"cmd": "--@fake crash 0 PANIC: not json\n\n\ntheorem a : True := trivial"}, 10
-        )
-    assert failure.value.kind in ("non_json", "crash")
+        process.send({"cmd": f"--@fake garbage {garbage}\ntheorem a : True := trivial"}, 10)
+    assert (failure.value.kind, failure.value.detail) == ("non_json", detail)
+    assert not process.alive
+
+
+def test_a_quick_answer_within_a_timeout_under_a_second_is_read(repl):
+    assert repl().send({"cmd": "import Mathlib"}, 0.8) == {"env": 0}
+
+
+def test_a_repl_that_stopped_reading_fails_the_write_as_a_crash():
+    process = ReplProcess(["bash", "-c", "exec 0<&-; exec sleep 30"], sandbox=False)
+    process.start()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{process.pid}/fd/0") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(ReplFailure) as failure:
+        process.send({"cmd": "import Mathlib"}, 10)
+    assert failure.value.kind == "crash"
+    assert failure.value.detail.startswith("writing the request failed: [Errno 32] Broken pipe")
+    assert not process.alive
 
 
 def test_death_after_n_commands_is_eof(repl):
@@ -207,3 +246,144 @@ def test_an_answer_is_split_into_its_messages_by_severity_with_its_env_and_sorri
     assert (outcome.sorries, outcome.env) == ((sorry,), 7)
     assert (outcome.passed, outcome.complete) == (False, False)
     assert read_answer({"messages": [warning, quiet], "env": 8}).complete
+
+
+def test_repls_started_at_once_from_many_threads_each_get_their_own_memory_cap(repl):
+    caps = [300 + 10 * i for i in range(8)]
+    started: dict[int, ReplProcess] = {}
+    threads = [
+        threading.Thread(target=lambda c=c: started.__setitem__(c, repl(memory_cap_mb=c)))
+        for c in caps
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {c: probe(started[c])["address_space_limit"] for c in caps} == {c: c << 20 for c in caps}
+
+
+def test_a_repl_that_cannot_be_run_fails_its_first_request_as_a_crash_naming_why(tmp_path):
+    process = ReplProcess([str(tmp_path / "no-lake"), "exe", "repl"], sandbox=False)
+    process.start()
+    with pytest.raises(ReplFailure) as failure:
+        process.send({"cmd": "import Mathlib"}, 10)
+    assert failure.value.kind == "crash"
+    assert "exit code 127" in failure.value.detail
+    assert "cannot run" in failure.value.detail
+    assert not process.alive
+
+
+def test_resident_memory_counts_the_repl_under_its_launcher_and_is_zero_once_gone(tmp_path):
+    # As `lake exe repl`: a launcher process whose child is the REPL.
+    process = ReplProcess(["bash", "-c", '"$@"; exit $?', "lake", *DOUBLE], sandbox=False)
+    process.start()
+    before = process.resident_mb()
+    process.send({"cmd": "--@fake grow 200\ntheorem a : True := trivial"}, 30)
+    grown = process.resident_mb()
+    assert 0 < before < 150
+    assert 190 < grown - before < 260
+    process.close()
+    assert process.resident_mb() == 0.0
+
+
+def test_a_repl_that_died_on_its_own_holds_no_memory_reaped_or_not(repl):
+    process = repl()
+    process._process.stdin.write(b'{"cmd": "--@fake crash 3\\n"}\n\n')
+    process._process.stdin.flush()
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not yet reaped
+    assert process.resident_mb() == 0.0
+    process._process.wait()
+    assert process.resident_mb() == 0.0
+
+
+def vm_rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def children_of(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        return [int(child) for child in children.read().split()]
+
+
+def test_resident_memory_is_the_sum_over_every_descendant_of_the_launcher(tmp_path):
+    # Two launchers deep (a wrapper script around `lake exe repl`): grandchildren count too.
+    inner = 'bash -c \'"$@"; exit $?\' inner "$@"; exit $?'
+    process = ReplProcess(["bash", "-c", inner, "outer", *DOUBLE], sandbox=False)
+    process.start()
+    try:
+        process.send({"cmd": "--@fake grow 50\ntheorem a : True := trivial"}, 30)
+        (middle,) = children_of(process.pid)
+        (repl_pid,) = children_of(middle)
+        by_hand_kb = sum(vm_rss_kb(pid) for pid in (process.pid, middle, repl_pid))
+        assert abs(process.resident_mb() - by_hand_kb / 1024) < 2.0
+        assert vm_rss_kb(repl_pid) > 50 * 1024
+    finally:
+        process.close()
+
+
+def test_a_failure_names_its_stage_kind_and_detail_and_keeps_them_when_staged():
+    bare = ReplFailure("timeout", "no answer within 5.0 s")
+    staged = bare.at_stage("axioms")
+    assert str(bare) == "timeout: no answer within 5.0 s"
+    assert str(staged) == "axioms:timeout: no answer within 5.0 s"
+    assert (staged.kind, staged.detail, staged.stage) == ("timeout", bare.detail, "axioms")
+    assert bare.stage is None
+
+
+def test_stderr_tail_is_the_last_bytes_decoded_with_replacement_and_empty_once_gone():
+    noisy = "head -c 5000 /dev/zero | tr '\\0' a >&2; printf '\\377end' >&2; exec \"$@\""
+    process = ReplProcess(["bash", "-c", noisy, "lake", *DOUBLE], sandbox=False)
+    process.start()
+    process.send({"cmd": "import Mathlib"}, 10)
+    assert process.stderr_tail(limit=10) == "aaaaaa\ufffdend"
+    assert len(process.stderr_tail()) == 2000
+    process.close()
+    assert process.stderr_tail() == ""
+
+
+def test_kill_closes_the_pipes_and_removes_the_tmpdir(repl):
+    process = repl()
+    handle, tmpdir = process._process, probe(process)["tmpdir"]
+    process.kill()
+    assert handle.returncode == -signal.SIGKILL
+    assert handle.stdin.closed and handle.stdout.closed
+    assert not os.path.exists(tmpdir)
+    assert not process.alive
+
+
+def test_close_lets_the_repl_exit_on_eof_before_anything_is_killed(repl):
+    process = repl()
+    process.send({"cmd": "import Mathlib"}, 10)
+    handle = process._process
+    process.close()
+    assert handle.returncode == 0  # the REPL's own exit on EOF, not SIGKILL
+
+
+def test_a_request_to_a_repl_that_is_not_running_is_a_crash(repl):
+    process = repl()
+    process.kill()
+    with pytest.raises(ReplFailure) as failure:
+        process.send({"cmd": "import Mathlib"}, 10)
+    assert (failure.value.kind, failure.value.detail) == ("crash", "the REPL is not running")
+
+
+@pytest.mark.parametrize(
+    ("buffered", "answers", "left"),
+    [
+        (b'{"env": 0}\n\n{"env": 1}\n\n', ['{"env": 0}', '{"env": 1}'], b""),
+        (b'\n\n {"env": 0}\n\n', ['{"env": 0}'], b""),  # blank lines before an answer
+        (b"XY\n\n", ["XY"], b""),  # nothing but whitespace is skipped
+        (b'{"data": "\xff"}\n\n', ['{"data": "\ufffd"}'], b""),  # bad UTF-8 replaced
+        (b'{"env": 0}\n', [], b'{"env": 0}\n'),  # not complete yet
+        (b" \n\n", [""], b""),  # an empty answer
+        (b" \n", [], b" \n"),
+    ],
+    ids=["two_at_once", "leading_blank", "text", "bad_utf8", "partial", "empty", "whitespace"],
+)
+def test_answers_are_taken_from_the_buffer_one_at_a_time(buffered, answers, left):
+    buffer = bytearray(buffered)
+    taken = []
+    while (text := take_answer(buffer)) is not None:
+        taken.append(text)
+    assert (taken, bytes(buffer)) == (answers, left)

@@ -6,7 +6,7 @@ import pytest
 from prover_assets.config import SftSpec
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.problems.decontamination import DecontaminationSets
-from prover_assets.records import SampleKey, publish_records
+from prover_assets.records import ParentRef, publish_records
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.sft.builder import SftInputError, build_sft, proof_sha, read_back
 from prover_assets.sft.shards import SftDataset, ShardWriter, pack
@@ -151,7 +151,7 @@ def test_accepted_correction_of_a_failed_parent_is_a_correction_row(tmp_path):
         0,
         round=1,
         tactic="simp",
-        parent=SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64),
+        parent=ParentRef(problem_id="p1", sample_idx=0, round=0, cap_tokens=64),
     )
     (row,) = build(tmp_path, [parent, child], n=1).rows
     assert (row.round, row.to_row().kind) == (1, "correction")
@@ -160,7 +160,7 @@ def test_accepted_correction_of_a_failed_parent_is_a_correction_row(tmp_path):
 def test_correction_of_an_accepted_parent_is_refused(tmp_path):
     parent = sample("p1", 0, accepted=True)
     child = sample(
-        "p1", 0, round=1, parent=SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
+        "p1", 0, round=1, parent=ParentRef(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
     )
     with pytest.raises(SftInputError, match="accepted parent"):
         build(tmp_path, [parent, child], n=1, sft=spec(exclude_solved_all=False))
@@ -237,7 +237,7 @@ def test_dataset_rows_satisfy_the_sft_row_contract(tmp_path):
 
 
 def test_every_count_reconciles_with_repeated_drops_of_one_kind(tmp_path):
-    parent = SampleKey(problem_id="p2", sample_idx=0, round=0, cap_tokens=64)
+    parent = ParentRef(problem_id="p2", sample_idx=0, round=0, cap_tokens=64)
     rows = [
         sample("p1", 0, tactic="omega"),  # written
         sample("p1", 1, tactic="simp"),  # written
@@ -307,7 +307,7 @@ def test_code_without_a_theorem_or_that_does_not_lex_still_has_a_proof_sha():
 
 
 def test_a_correction_is_written_to_the_shards_as_a_correction(tmp_path):
-    parent = SampleKey(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
+    parent = ParentRef(problem_id="p1", sample_idx=0, round=0, cap_tokens=64)
     rows = [sample("p1", 0, accepted=False), sample("p1", 0, round=1, parent=parent)]
     (row,) = list(SftDataset(write(tmp_path, build(tmp_path, rows, n=1))))
     assert (row.kind, row.round) == ("correction", 1)

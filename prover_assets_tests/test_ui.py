@@ -7,24 +7,20 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
-from prover_assets_tests.conftest import ROOT, dagster_home, demo_run_config
-from prover_assets_tests.processes import process_group
+from prover_assets_tests.conftest import ROOT, demo_run_config
+from prover_assets_tests.processes import dagster_dev as serving
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 LOCATION = "prover_assets.definitions"
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(),
         reason="no chromium: `apt-get install chromium` (CI's .ci/run does it when root)",
@@ -41,48 +37,10 @@ def artifacts() -> Path:
     return folder
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_until_serving(url: str, process: subprocess.Popen, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"dagster dev exited with {process.returncode}")
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(f"{url}/server_info", timeout=5) as response,
-        ):
-            if response.status == 200:
-                return
-        time.sleep(1)
-    raise TimeoutError(f"dagster dev did not serve {url} within {timeout} s")
-
-
 @pytest.fixture(scope="module")
 def dagster_dev(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
-    home = dagster_home(tmp / "dagster_home")
-    config = tmp / "demo.yaml"
-    config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
-    command = [
-        Path(sys.executable).parent / "dagster",
-        "dev",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "-w",
-        "workspace.yaml",
-    ]
-    with process_group(command, cwd=ROOT, env=env, log_path=tmp / "dagster-dev.log") as process:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_serving(url, process)
+    with serving(tmp, demo_run_config(tmp / "data")) as url:
         yield {"url": url, "data": tmp / "data"}
 
 

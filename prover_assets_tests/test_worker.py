@@ -3,7 +3,7 @@ only the proof's own command over budget is a verdict; everything else is infras
 
 import pytest
 
-from prover_assets.config import LeanSettings
+from prover_assets.config import SimulatedLeanSettings
 from prover_assets.records import Stage
 from prover_assets.verify.backends import backend_from_settings
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
@@ -125,15 +125,10 @@ def test_each_attempt_after_an_axioms_fault_runs_on_a_fresh_repl(tmp_path):
 
 
 def test_check_timeout_is_scaled_from_the_budget_and_recorded(tmp_path):
-    settings = LeanSettings(
-        backend="simulated",
-        workers=1,
-        budget_s=40.0,
-        check_timeout_factor=0.25,
-        simulated_accept_share=0.5,
-        simulated_seed=1,
+    settings = SimulatedLeanSettings(
+        workers=1, budget_s=40.0, check_timeout_factor=0.25, accept_share=0.5, seed=1
     )
-    with backend_from_settings(settings, scratch=tmp_path) as backend:
+    with backend_from_settings(settings) as backend:
         assert backend.config()["check_timeout_s"] == 10.0
 
 

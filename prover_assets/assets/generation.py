@@ -111,12 +111,17 @@ def _generation_asset(
         reporter = ProgressReporter(context, "samples")
 
         def progress(stats: GenerationStats) -> None:
+            # The ETA divides remaining samples by samples/s: the unit of the work left.
             reporter(
                 stats.done,
                 stats.total,
-                stats.tokens_per_s(),
-                "tokens",
-                {"hit_cap": stats.hit_cap, "no_code": stats.no_code},
+                stats.samples_per_s(),
+                "samples",
+                {
+                    "tokens_per_s": round(stats.tokens_per_s(), 1),
+                    "hit_cap": stats.hit_cap,
+                    "no_code": stats.no_code,
+                },
             )
 
         result = materialize_generations(

@@ -88,9 +88,7 @@ def _verdict_asset(
             folder,
             generations_file=experiment.complete_file(generation, GENERATIONS_FILE),
             problems_file=experiment.complete_file(*problems),
-            open_verifier=lambda: lean.open_verifier(
-                spec, feedback=feedback, scratch=folder / "scratch"
-            ),
+            open_verifier=lambda: lean.open_verifier(spec, feedback=feedback),
             self_test=lean.require_self_test,
             commit_every=lean.model().commit_every,
             reverify_stale=config.reverify_stale,
@@ -141,9 +139,7 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
             folder,
             candidates_file=experiment.complete_file(POOL_CANDIDATES_KEY, CANDIDATES_FILE),
             size=spec.pool.size,
-            open_verifier=lambda: lean.open_verifier(
-                spec, feedback=False, scratch=folder / "scratch"
-            ),
+            open_verifier=lambda: lean.open_verifier(spec, feedback=False),
             self_test=lean.require_self_test,
             progress=lambda counts: reporter(
                 counts["elaborated"], spec.pool.size, None, "statements", counts

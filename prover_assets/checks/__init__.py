@@ -2,11 +2,43 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import dagster as dg
 
+from prover_assets.assets.metadata import output_dir
+from prover_assets.records import read_manifest
+from prover_assets.records.outputs import ChecksumError, verified_outputs
 from prover_assets.records.validity import CheckOutcome
 
-__all__ = ["to_result"]
+__all__ = ["complete_file", "complete_folder", "manifest_of", "to_result"]
+
+
+def complete_folder(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Path:
+    """The folder of `key`'s latest materialization, every output re-hashed against its
+    manifest: a check never judges a file that changed after its step completed."""
+    folder = Path(output_dir(context, key))
+    try:
+        verified_outputs(folder)
+    except (ChecksumError, OSError, ValueError) as exc:
+        raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
+    return folder
+
+
+def complete_file(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, name: str) -> Path:
+    """One output file of `key`'s latest materialization, re-hashed against its manifest."""
+    folder = Path(output_dir(context, key))
+    try:
+        verified_outputs(folder, [name])
+    except (ChecksumError, OSError, ValueError) as exc:
+        raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
+    return folder / name
+
+
+def manifest_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict[str, Any]:
+    """The manifest of `key`'s latest materialization: its counts and the run's config."""
+    return read_manifest(Path(output_dir(context, key)))
 
 
 def to_result(outcome: CheckOutcome, *, gate: bool = True) -> dg.AssetCheckResult:

@@ -1,7 +1,5 @@
 """Blocking checks of the generation and verdict assets, and the reference elaboration check."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from prover_assets.assets.generation import HEAVY
@@ -14,9 +12,8 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import output_dir
 from prover_assets.assets.problems import eval_set_key
-from prover_assets.checks import to_result
+from prover_assets.checks import complete_file, manifest_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -31,7 +28,6 @@ from prover_assets.records import (
     Problem,
     Verification,
     iter_records,
-    read_manifest,
     read_records,
 )
 from prover_assets.records.staleness import current_verdicts
@@ -51,15 +47,10 @@ from prover_assets.verify.validity import (
 __all__ = ["loop_checks"]
 
 
-def _dir(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Path:
-    return Path(output_dir(context, key))
-
-
 def _generation_checks(
     key: dg.AssetKey,
     problems: tuple[dg.AssetKey, str],
     *,
-    n: int,
     previous: tuple[dg.AssetKey, dg.AssetKey] | None,
 ) -> list:
     @dg.asset_check(
@@ -69,9 +60,8 @@ def _generation_checks(
         description="every generation row validates against the record contract, as many as the manifest says",
     )
     def rows_satisfy_contract(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        folder = _dir(context, key)
-        expected = read_manifest(folder)["counts"]["rows"]
-        return to_result(check_rows_valid(folder / GENERATIONS_FILE, expected))
+        expected = manifest_of(context, key)["counts"]["rows"]
+        return to_result(check_rows_valid(complete_file(context, key, GENERATIONS_FILE), expected))
 
     if previous is None:
 
@@ -79,16 +69,17 @@ def _generation_checks(
             asset=key,
             name="samples_per_problem",
             blocking=True,
-            description=f"every problem has at least {n} samples (a validity condition)",
+            description="every problem has at least the run's `generation.n_samples` samples "
+            "(a validity condition)",
         )
         def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+            # The n of the run that made this output, as its manifest records it.
+            n = manifest_of(context, key)["counts"]["plan_samples_per_problem"]
             problem_ids = [
-                p.problem_id
-                for p in read_records(_dir(context, problems[0]) / problems[1], Problem)
+                p.problem_id for p in read_records(complete_file(context, *problems), Problem)
             ]
-            return to_result(
-                check_samples_per_problem(_dir(context, key) / GENERATIONS_FILE, problem_ids, n)
-            )
+            generations = complete_file(context, key, GENERATIONS_FILE)
+            return to_result(check_samples_per_problem(generations, problem_ids, n))
 
         return [rows_satisfy_contract, samples_per_problem]
 
@@ -101,13 +92,14 @@ def _generation_checks(
     def children_have_failed_parents(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         previous_generations = {
             g.key: g
-            for g in iter_records(_dir(context, previous[0]) / GENERATIONS_FILE, Generation)
+            for g in iter_records(complete_file(context, previous[0], GENERATIONS_FILE), Generation)
         }
         verdicts = current_verdicts(
             previous_generations,
-            iter_records(_dir(context, previous[1]) / VERDICTS_FILE, Verification),
+            iter_records(complete_file(context, previous[1], VERDICTS_FILE), Verification),
         )
-        children = read_records(_dir(context, key) / GENERATIONS_FILE, Generation)
+        children = read_records(complete_file(context, key, GENERATIONS_FILE), Generation)
+        n = manifest_of(context, key)["counts"]["plan_samples_per_problem"]
         return to_result(check_correction_children(children, previous_generations, verdicts, n=n))
 
     return [rows_satisfy_contract, children_have_failed_parents]
@@ -129,7 +121,8 @@ def _design_match_check(eval_set: str, cap: int) -> dg.AssetChecksDefinition:
     def design_match(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
             check_design_match(
-                _dir(context, baseline) / GENERATIONS_FILE, _dir(context, key) / GENERATIONS_FILE
+                complete_file(context, baseline, GENERATIONS_FILE),
+                complete_file(context, key, GENERATIONS_FILE),
             )
         )
 
@@ -149,9 +142,9 @@ def _verdict_checks(
         description="pins, verifier config and budget identical across the comparison",
     )
     def verifier_identical(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        files = [_dir(context, key) / VERDICTS_FILE]
+        files = [complete_file(context, key, VERDICTS_FILE)]
         if compare_with is not None:
-            files.append(_dir(context, compare_with) / VERDICTS_FILE)
+            files.append(complete_file(context, compare_with, VERDICTS_FILE))
         return to_result(check_verifier_identical(files))
 
     @dg.asset_check(
@@ -164,7 +157,8 @@ def _verdict_checks(
     def verdicts_cover_generations(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
             check_verdicts_cover_generations(
-                _dir(context, generation) / GENERATIONS_FILE, _dir(context, key) / VERDICTS_FILE
+                complete_file(context, generation, GENERATIONS_FILE),
+                complete_file(context, key, VERDICTS_FILE),
             )
         )
 
@@ -178,7 +172,8 @@ def _verdict_checks(
     def no_length_capped_accepted(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
             check_no_length_capped_accepted(
-                _dir(context, generation) / GENERATIONS_FILE, _dir(context, key) / VERDICTS_FILE
+                complete_file(context, generation, GENERATIONS_FILE),
+                complete_file(context, key, VERDICTS_FILE),
             )
         )
 
@@ -189,7 +184,7 @@ def _verdict_checks(
         description="no commit chunk in which more than half the samples died for infrastructure reasons",
     )
     def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_chunks(_dir(context, key) / CHUNKS_FILE))
+        return to_result(check_chunks(complete_file(context, key, CHUNKS_FILE)))
 
     @dg.asset_check(
         asset=key,
@@ -203,7 +198,7 @@ def _verdict_checks(
     ) -> dg.AssetCheckResult:
         return to_result(
             check_infrastructure_share(
-                _dir(context, key) / VERDICTS_FILE, lean.model().max_infrastructure_share
+                complete_file(context, key, VERDICTS_FILE), lean.model().max_infrastructure_share
             )
         )
 
@@ -231,11 +226,8 @@ def _reference_check(eval_set: str, built: ExperimentSpec) -> dg.AssetChecksDefi
         context: dg.AssetCheckExecutionContext, experiment: ExperimentResource, lean: LeanResource
     ) -> dg.AssetCheckResult:
         spec = experiment.model(built)
-        folder = _dir(context, key)
-        problems = read_records(folder / PROBLEMS_FILE, Problem)
-        with lean.open_verifier(
-            spec, feedback=False, scratch=folder.parent / ".scratch" / eval_set
-        ) as verifier:
+        problems = read_records(complete_file(context, key, PROBLEMS_FILE), Problem)
+        with lean.open_verifier(spec, feedback=False) as verifier:
             lean.require_self_test(verifier)
             results = elaborate_references(
                 problems, verifier.backend, budget_s=verifier.policy.budget_s
@@ -254,7 +246,6 @@ def _reference_check(eval_set: str, built: ExperimentSpec) -> dg.AssetChecksDefi
 
 def loop_checks(built: ExperimentSpec) -> list:
     checks: list = []
-    n = built.generation.n_samples
     for eval_set in built.eval_sets:
         checks.append(_reference_check(eval_set, built))
         for cap in built.caps_of(eval_set):
@@ -262,7 +253,6 @@ def loop_checks(built: ExperimentSpec) -> list:
                 checks += _generation_checks(
                     generations_key(eval_set, system, cap),
                     (eval_set_key(eval_set), PROBLEMS_FILE),
-                    n=n,
                     previous=None,
                 )
                 checks += _verdict_checks(
@@ -276,7 +266,7 @@ def loop_checks(built: ExperimentSpec) -> list:
             None if round == 0 else (pool_generations_key(round - 1), pool_verdicts_key(round - 1))
         )
         checks += _generation_checks(
-            pool_generations_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), n=n, previous=previous
+            pool_generations_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), previous=previous
         )
         checks += _verdict_checks(pool_verdicts_key(round), pool_generations_key(round), None)
     return checks

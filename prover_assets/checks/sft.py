@@ -12,9 +12,8 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     pool_generations_key,
 )
-from prover_assets.assets.metadata import output_dir
 from prover_assets.assets.problems import DECONTAMINATION_KEY
-from prover_assets.checks import to_result
+from prover_assets.checks import complete_file, complete_folder, manifest_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.decontamination import DecontaminationSets
@@ -38,7 +37,7 @@ def sft_checks(built: ExperimentSpec) -> list:
     generations = [pool_generations_key(r) for r in range(built.corrections.rounds + 1)]
 
     def shards(context: dg.AssetCheckExecutionContext) -> Path:
-        return Path(output_dir(context, SFT_SHARDS))
+        return complete_folder(context, SFT_SHARDS)
 
     @dg.asset_check(
         asset=SFT_SHARDS,
@@ -49,7 +48,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         "prompt (no loss) and completion (loss), token for token",
     )
     def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        files = [Path(output_dir(context, key)) / GENERATIONS_FILE for key in generations]
+        files = [complete_file(context, key, GENERATIONS_FILE) for key in generations]
         return to_result(check_rows_match_generations(shards(context), files))
 
     @dg.asset_check(
@@ -60,9 +59,9 @@ def sft_checks(built: ExperimentSpec) -> list:
         description="every SFT row is a train-pool problem whose statement (exact or alpha-renamed) is no evaluation statement",
     )
     def no_eval_leak(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        sets_file = Path(output_dir(context, DECONTAMINATION_KEY)) / SETS_FILE
+        sets_file = complete_file(context, DECONTAMINATION_KEY, SETS_FILE)
         sets = DecontaminationSets.from_json(json.loads(sets_file.read_text()))
-        pool = Path(output_dir(context, TRAIN_POOL)) / TRAIN_POOL_FILE
+        pool = complete_file(context, TRAIN_POOL, TRAIN_POOL_FILE)
         return to_result(check_no_eval_leak(shards(context), pool, sets))
 
     @dg.asset_check(
@@ -89,20 +88,21 @@ def sft_checks(built: ExperimentSpec) -> list:
         asset=SFT_CHECKPOINT,
         name="data_order",
         blocking=True,
-        description="across stops and resumes: each micro-step once, no row more than `epochs` times",
+        description="across stops and resumes: each micro-step once, no row more than the run's "
+        "`training.epochs` times",
     )
     def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        folder = Path(output_dir(context, SFT_CHECKPOINT))
-        counts = read_manifest(folder)["counts"]
+        manifest = manifest_of(context, SFT_CHECKPOINT)
+        counts, training = manifest["counts"], manifest["config"]["training"]
         micro_steps = min(
-            counts["micro_steps"], counts["global_step"] * built.training.gradient_accumulation
+            counts["micro_steps"], counts["global_step"] * training["gradient_accumulation"]
         )
         return to_result(
             check_data_order(
-                folder / DATA_ORDER_FILE,
+                complete_file(context, SFT_CHECKPOINT, DATA_ORDER_FILE),
                 micro_steps=micro_steps,
                 rows=counts["rows"],
-                epochs=built.training.epochs,
+                epochs=training["epochs"],
             )
         )
 
@@ -113,7 +113,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         description="the merged export reproduces base + adapter token logprobs within the dtype's tolerance",
     )
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        counts = read_manifest(output_dir(context, EXPORTED_MODEL))["counts"]
+        counts = manifest_of(context, EXPORTED_MODEL)["counts"]
         return to_result(
             CheckOutcome(
                 counts["parity_max_abs_diff"] <= counts["parity_tolerance"],

@@ -38,8 +38,8 @@ class CorrectionPlan:
 
 
 def plan_corrections(
-    previous: Mapping[tuple, Generation],
-    verdicts: Mapping[tuple, Verification],
+    previous: Mapping[SampleKey, Generation],
+    verdicts: Mapping[SampleKey, Verification],
     *,
     round: int,
     n: int,
@@ -77,12 +77,7 @@ def correction_specs(
             format_error_block(verdict.repl_code, verdict.repl_errors),
             plan.round,
         )
-        key = SampleKey(
-            problem_id=parent.problem_id,
-            sample_idx=parent.sample_idx,
-            round=parent.round,
-            cap_tokens=parent.cap_tokens,
-        )
+        key = parent.key
         for child in range(samples_per_parent):
             specs.append(
                 SampleSpec(
@@ -99,8 +94,8 @@ def correction_specs(
 
 def check_correction_children(
     children: Sequence[Generation],
-    previous: Mapping[tuple, Generation],
-    verdicts: Mapping[tuple, Verification],
+    previous: Mapping[SampleKey, Generation],
+    verdicts: Mapping[SampleKey, Verification],
     *,
     n: int,
 ) -> CheckOutcome:
@@ -110,7 +105,7 @@ def check_correction_children(
         plan = plan_corrections(previous, verdicts, round=children[0].round, n=n)
         parents = {g.key for g, _ in plan.parents}
         for child in children:
-            parent = child.parent.as_tuple() if child.parent else None
+            parent = child.parent.key if child.parent else None
             if parent not in parents:
                 bad.append(child.key)
     return CheckOutcome(

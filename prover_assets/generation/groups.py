@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from prover_assets.records import Stage, Verification
+from prover_assets.records import SampleKey, Stage, Verification
 
 __all__ = ["ProblemGroup", "ProblemOutcome", "problem_groups"]
 
@@ -40,18 +40,18 @@ class ProblemOutcome:
 
 
 def problem_groups(
-    keys: Iterable[tuple[str, int, int, int]],
-    verdicts: Mapping[tuple, Verification],
+    keys: Iterable[SampleKey],
+    verdicts: Mapping[SampleKey, Verification],
     *,
     n: int,
     round: int = 0,
 ) -> dict[str, ProblemOutcome]:
     """Outcome groups from the sample keys `(problem_id, sample_idx, round, cap_tokens)` of
     the generations and their verdicts."""
-    samples: dict[str, list[tuple]] = defaultdict(list)
+    samples: dict[str, list[SampleKey]] = defaultdict(list)
     for key in keys:
-        if key[2] == round and key[1] < n:
-            samples[key[0]].append(key)
+        if key.round == round and key.sample_idx < n:
+            samples[key.problem_id].append(key)
     outcomes = {}
     for problem_id, group in samples.items():
         judged = [verdicts.get(key) for key in group]

@@ -25,7 +25,15 @@ from prover_assets.generation.engines import (
 )
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.lean.extract import ReinsertionError, extract_lean_code, reinsert_statement
-from prover_assets.records import Appender, Generation, Message, Problem, SampleKey, Sampling
+from prover_assets.records import (
+    Appender,
+    Generation,
+    Message,
+    ParentRef,
+    Problem,
+    SampleKey,
+    Sampling,
+)
 
 __all__ = [
     "GenerationStats",
@@ -49,8 +57,8 @@ class SampleSpec:
     parent: SampleKey | None = None
 
     @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.problem.problem_id, self.sample_idx, self.round, self.cap_tokens)
+    def key(self) -> SampleKey:
+        return SampleKey(self.problem.problem_id, self.sample_idx, self.round, self.cap_tokens)
 
 
 def round0_specs(problems: Sequence[Problem], n_samples: int, cap: int) -> list[SampleSpec]:
@@ -63,9 +71,10 @@ def round0_specs(problems: Sequence[Problem], n_samples: int, cap: int) -> list[
     return specs
 
 
-def sample_seed(base: int, key: tuple[str, int, int, int]) -> int:
+def sample_seed(base: int, key: SampleKey) -> int:
     """A 63-bit seed from the base seed and the sample's key (stable across runs)."""
-    digest = hashlib.sha256(f"{base}|{key[0]}|{key[1]}|{key[2]}|{key[3]}".encode()).digest()
+    problem_id, sample_idx, round, cap = key
+    digest = hashlib.sha256(f"{base}|{problem_id}|{sample_idx}|{round}|{cap}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
 
@@ -99,9 +108,9 @@ class GenerationStats:
     def tokens_per_s(self) -> float:
         return sum(self.completion_tokens) / max(time.monotonic() - self.started, 1e-9)
 
-    def eta_s(self) -> float | None:
-        rate = self.generated_now / max(time.monotonic() - self.started, 1e-9)
-        return (self.total - self.done) / rate if rate > 0 else None
+    def samples_per_s(self) -> float:
+        """Samples generated now per second: the rate the remaining samples are done at."""
+        return self.generated_now / max(time.monotonic() - self.started, 1e-9)
 
     def percentiles(self) -> dict[str, int | None]:
         values = sorted(self.completion_tokens)
@@ -159,7 +168,7 @@ def generate_samples(
 ) -> GenerationStats:
     """Generate every spec whose key is not in `appender` yet; commit every `commit_every`."""
     stats = GenerationStats(total=len(specs), torn_dropped=appender.torn_dropped)
-    pending: dict[tuple, tuple[SampleSpec, str, list[int], int, int]] = {}
+    pending: dict[SampleKey, tuple[SampleSpec, str, list[int], int, int]] = {}
     no_room: list[Generation] = []
     for spec in specs:
         if spec.key in appender:
@@ -256,5 +265,5 @@ def _record(
             max_tokens=max(max_tokens, 0),
             seed=seed,
         ),
-        parent=spec.parent,
+        parent=ParentRef.of(spec.parent) if spec.parent else None,
     )

@@ -85,7 +85,7 @@ def round0_samples(problems_file: Path, n: int, cap: int, *, allow_empty: bool =
     return Samples(
         round0_specs(problems, n, cap),
         {"problems": problems_file},
-        {"problems": len(problems), "samples": len(problems) * n},
+        {"problems": len(problems), "samples_per_problem": n, "samples": len(problems) * n},
         allow_empty=allow_empty,
     )
 
@@ -112,7 +112,10 @@ def correction_samples(
         "previous_verdicts": previous_verdicts,
     }
     return Samples(
-        specs, inputs, {**plan.counts(), "children": len(specs)}, allow_empty=allow_empty
+        specs,
+        inputs,
+        {**plan.counts(), "samples_per_problem": n, "children": len(specs)},
+        allow_empty=allow_empty,
     )
 
 

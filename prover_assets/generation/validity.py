@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from prover_assets.records import Generation, RecordError, iter_records
+from prover_assets.records import Generation, RecordError, SampleKey, iter_records
 from prover_assets.records.validity import CheckOutcome
 
 __all__ = ["check_design_match", "check_rows_valid", "check_samples_per_problem"]
@@ -44,7 +44,7 @@ def check_samples_per_problem(
     )
 
 
-def _round0_design(path: Path) -> dict[tuple, tuple]:
+def _round0_design(path: Path) -> dict[SampleKey, tuple]:
     return {
         g.key: (
             g.prompt_text,

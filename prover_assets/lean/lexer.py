@@ -44,10 +44,6 @@ class Token(NamedTuple):
     start: int  # character offset into the lexed text
     end: int
 
-    @property
-    def is_trivia(self) -> bool:
-        return self.kind in TRIVIA
-
 
 class LexError(ValueError):
     """The text cannot be lexed (an unterminated comment or literal)."""

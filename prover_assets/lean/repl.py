@@ -1,10 +1,10 @@
 """The Lean REPL protocol: one process, one JSON request at a time, and reading its answers.
 
 `ReplProcess` starts the REPL (`lake exe repl` in a workspace, or any command) in its own
-session, killed if this process dies (`spawn_tied`), under an RLIMIT_AS cap, without network access and with a private TMPDIR where the OS
-allows it. A request is ONE JSON line plus one blank line; an answer is read as bytes until
-a complete JSON text is followed by a blank line, whatever the pieces it arrives in (REPLs of
-the v4.9 era do not flush per line). Any fault (timeout, crash, EOF, an empty or non-JSON
+session, killed if this process dies (`spawn_tied`), under an RLIMIT_AS cap, without network
+access and with a private TMPDIR where the OS allows it. A request is ONE JSON line plus one
+blank line; an answer is read as bytes until a complete JSON text is followed by a blank line,
+whatever the pieces it arrives in (REPLs of the v4.9 era do not flush per line). Any fault (timeout, crash, EOF, an empty or non-JSON
 answer) kills the whole process group and raises a `ReplFailure`; the caller restarts.
 
 `read_answer` is Goedel's reading made strict: errors are messages of severity `error`;
@@ -19,7 +19,6 @@ import functools
 import json
 import logging
 import os
-import resource
 import select
 import shutil
 import signal
@@ -31,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from prover_assets.children import forget_child, spawn_tied
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ReplProcess",
     "read_answer",
     "sandbox_prefix",
+    "take_answer",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,26 @@ def read_answer(answer: Mapping[str, Any]) -> ReplOutcome:
     )
 
 
+def take_answer(buffer: bytearray) -> str | None:
+    """The text of the first answer in `buffer` (ended by a blank line), removed from it with
+    its blank line; "" for a whitespace-only answer; None while no answer is complete."""
+    start = 0
+    while start < len(buffer) and buffer[start] in b" \t\r\n":
+        start += 1
+    if start == len(buffer):
+        # Whitespace only: an empty answer once it holds a blank line.
+        if buffer.count(b"\n") >= 2:
+            buffer.clear()
+            return ""
+        return None
+    end = buffer.find(b"\n\n", start)
+    if end < 0:
+        return None
+    text = buffer[start:end].decode("utf-8", errors="replace")
+    del buffer[: end + 2]
+    return text
+
+
 class ReplFailure(RuntimeError):
     """The REPL did not give a usable answer. `kind`: timeout, crash, empty, non_json, ...;
     `stage`: the command it happened at (header, proof, axioms, statement), once known."""
@@ -117,10 +139,6 @@ def sandbox_prefix() -> tuple[tuple[str, ...], str]:
     return (), f"none: unshare refused ({probe.stderr.decode(errors='replace').strip()[:200]})"
 
 
-def _limit_address_space(cap_bytes: int) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
-
-
 @dataclass
 class ReplProcess:
     """One running REPL. Not thread-safe: one caller at a time (a pool worker)."""
@@ -147,7 +165,6 @@ class ReplProcess:
             "TMP": str(self._tmpdir),
             "TEMP": str(self._tmpdir),
         }
-        cap = self.memory_cap_mb
         with open(self._stderr_path, "wb") as stderr:
             self._process = spawn_tied(
                 [*prefix, *self.command],
@@ -156,7 +173,7 @@ class ReplProcess:
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env=env,
-                preexec_fn=(lambda: _limit_address_space(cap << 20)) if cap else None,
+                address_space_mb=self.memory_cap_mb,
             )
         self._buffer.clear()
         self.commands_sent = 0
@@ -188,7 +205,7 @@ class ReplProcess:
         deadline = time.monotonic() + timeout
         fd = self._process.stdout.fileno()
         while True:
-            text = self._complete_answer()
+            text = take_answer(self._buffer)
             if text is not None:
                 if not text.strip():
                     self._fail("empty", "the REPL answered with nothing")
@@ -210,24 +227,6 @@ class ReplProcess:
                 code = self._process.wait(timeout=5)
                 self._fail("crash", f"EOF, exit code {code}; stderr: {self.stderr_tail()!r}")
             self._buffer.extend(chunk)
-
-    def _complete_answer(self) -> str | None:
-        """Text of the first answer if a complete one (ended by a blank line) is buffered."""
-        start = 0
-        while start < len(self._buffer) and self._buffer[start] in b" \t\r\n":
-            start += 1
-        if start == len(self._buffer):
-            # Whitespace only: an empty answer once it holds a blank line.
-            if self._buffer.count(b"\n") >= 2:
-                self._buffer.clear()
-                return ""
-            return None
-        end = self._buffer.find(b"\n\n", start)
-        if end < 0:
-            return None
-        text = self._buffer[start:end].decode("utf-8", errors="replace")
-        del self._buffer[: end + 2]
-        return text
 
     def stderr_tail(self, limit: int = 2000) -> str:
         if self._stderr_path is None or not self._stderr_path.exists():
@@ -267,22 +266,16 @@ class ReplProcess:
         self.kill()
 
     def resident_mb(self) -> float:
-        """Resident memory of every process in the REPL's session (lake and the repl)."""
+        """Resident memory of the REPL's process and its descendants (lake and the repl)."""
         if self._process is None:
             return 0.0
-        session = self._process.pid
-        total_kb = 0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                fields = stat[stat.rindex(")") + 2 :].split()
-                if int(fields[3]) != session:  # field 6 of stat: the session id
-                    continue
-                for line in (entry / "status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total_kb += int(line.split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-        return total_kb / 1024
+        try:
+            root = psutil.Process(self._process.pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0.0
+        total = 0
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                total += process.memory_info().rss
+        return total / (1 << 20)

@@ -7,7 +7,7 @@ an int, `1` is not a bool). Readers validate every line through these models.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,6 +17,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Generation",
     "Message",
+    "ParentRef",
     "Pins",
     "Problem",
     "SampleKey",
@@ -43,8 +44,21 @@ class _Record(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
 
 
-class SampleKey(BaseModel):
-    """`(problem_id, sample_idx, round, cap_tokens)`: one sample, unique within a file."""
+class SampleKey(NamedTuple):
+    """One sample, unique within a file: a tuple (a dict key, equal to a key read back as a
+    plain tuple) whose parts have names."""
+
+    problem_id: str
+    sample_idx: int
+    round: int
+    cap_tokens: int
+
+    def __repr__(self) -> str:  # as the tuple it is, in every message that names a sample
+        return repr(tuple(self))
+
+
+class ParentRef(BaseModel):
+    """A correction's parent sample, as the record holds it (an object, one field per part)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -53,8 +67,13 @@ class SampleKey(BaseModel):
     round: NonNegative
     cap_tokens: Positive
 
-    def as_tuple(self) -> tuple[str, int, int, int]:
-        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+    @classmethod
+    def of(cls, key: SampleKey) -> ParentRef:
+        return cls(**key._asdict())
+
+    @property
+    def key(self) -> SampleKey:
+        return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
 
 
 class Problem(_Record):
@@ -120,11 +139,11 @@ class Generation(_Record):
     model_path: NonEmpty
     model_rev: NonEmpty
     sampling: Sampling
-    parent: SampleKey | None
+    parent: ParentRef | None
 
     @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+    def key(self) -> SampleKey:
+        return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
 
     @model_validator(mode="after")
     def _contract(self) -> Generation:
@@ -209,8 +228,8 @@ class Verification(_Record):
     repl_code: str | None = None  # with feedback: the compile view the error positions index
 
     @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+    def key(self) -> SampleKey:
+        return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
 
     @model_validator(mode="after")
     def _contract(self) -> Verification:
@@ -236,8 +255,8 @@ class SftRow(_Record):
     problem_id: NonEmpty
 
     @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+    def key(self) -> SampleKey:
+        return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
 
     @model_validator(mode="after")
     def _contract(self) -> SftRow:

@@ -32,7 +32,6 @@ __all__ = [
     "begin_stream",
     "current_manifest",
     "finish_output",
-    "input_digests",
     "require_rows",
     "reused_output",
     "supersede",
@@ -99,10 +98,6 @@ def verified_outputs(folder: Path, names: list[str] | None = None) -> dict[Path,
             raise ChecksumError(f"{path} is not an output that {manifest_path} records")
         checked[path] = _check_entry(path, entries[path], manifest_path)
     return checked
-
-
-def input_digests(inputs: Mapping[str, Path]) -> dict[str, str]:
-    return {name: sha256_file(path) for name, path in inputs.items()}
 
 
 def current_manifest(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from prover_assets.records.hashing import code_sha256
-from prover_assets.records.models import Generation, Verification
+from prover_assets.records.models import Generation, SampleKey, Verification
 
 __all__ = [
     "StaleVerdictError",
@@ -20,7 +20,7 @@ class StaleVerdictError(RuntimeError):
 
 
 def find_orphans_and_stale(
-    verdicts: Mapping[tuple, Verification], generations: Mapping[tuple, Generation]
+    verdicts: Mapping[SampleKey, Verification], generations: Mapping[SampleKey, Generation]
 ) -> tuple[list[tuple], list[tuple]]:
     """Keys of verdicts without a generation, and of verdicts whose code hash is stale."""
     return _orphans_and_stale(
@@ -29,7 +29,7 @@ def find_orphans_and_stale(
 
 
 def _orphans_and_stale(
-    verdicts: Mapping[tuple, Verification], code_shas: Mapping[tuple, str]
+    verdicts: Mapping[SampleKey, Verification], code_shas: Mapping[SampleKey, str]
 ) -> tuple[list[tuple], list[tuple]]:
     orphans = [key for key in verdicts if key not in code_shas]
     stale = [
@@ -39,8 +39,8 @@ def _orphans_and_stale(
 
 
 def current_verdicts(
-    generations: Mapping[tuple, Generation], verdicts: Iterable[Verification]
-) -> dict[tuple, Verification]:
+    generations: Mapping[SampleKey, Generation], verdicts: Iterable[Verification]
+) -> dict[SampleKey, Verification]:
     """Verdicts keyed by sample; raises StaleVerdictError on any orphan or stale verdict."""
     return current_verdicts_by_hash(
         {key: code_sha256(g.lean_code) for key, g in generations.items()}, verdicts
@@ -48,8 +48,8 @@ def current_verdicts(
 
 
 def current_verdicts_by_hash(
-    code_shas: Mapping[tuple, str], verdicts: Iterable[Verification]
-) -> dict[tuple, Verification]:
+    code_shas: Mapping[SampleKey, str], verdicts: Iterable[Verification]
+) -> dict[SampleKey, Verification]:
     """As `current_verdicts`, from each generation's code hash (no need to hold generations)."""
     keyed = {verdict.key: verdict for verdict in verdicts}
     orphans, stale = _orphans_and_stale(keyed, code_shas)

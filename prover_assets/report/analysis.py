@@ -22,6 +22,7 @@ from prover_assets.records import (
     Generation,
     Message,
     Problem,
+    SampleKey,
     Stage,
     Verification,
     code_sha256,
@@ -80,8 +81,8 @@ class RunData:
     problems: list[Problem]
     accepted: dict[str, dict[int, bool]]  # problem -> sample_idx -> accepted (round 0)
     # key -> max_tokens, finish_reason, context_clipped, messages, sampling, model_rev
-    meta: dict[tuple, dict[str, Any]]
-    verdicts: dict[tuple, Verification]
+    meta: dict[SampleKey, dict[str, Any]]
+    verdicts: dict[SampleKey, Verification]
     identity: dict[str, Any]
     simulated: bool
 
@@ -101,8 +102,8 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
     expected = {
         p.problem_id: [Message(**m) for m in round0_messages(p.formal_statement)] for p in problems
     }
-    meta: dict[tuple, dict[str, Any]] = {}
-    code_shas: dict[tuple, str] = {}
+    meta: dict[SampleKey, dict[str, Any]] = {}
+    code_shas: dict[SampleKey, str] = {}
     for generation in iter_records(files.generations, Generation):
         if generation.problem_id not in problem_ids:
             raise ComparisonRefused(
@@ -135,8 +136,8 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
         )
     accepted: dict[str, dict[int, bool]] = defaultdict(dict)
     for key, verdict in verdicts.items():
-        if key[2] == 0:
-            accepted[key[0]][key[1]] = verdict.accepted
+        if key.round == 0:
+            accepted[key.problem_id][key.sample_idx] = verdict.accepted
     short = sorted(
         p
         for p in problem_ids
@@ -426,13 +427,13 @@ def correction_lift(rounds: Sequence[tuple[Path, Path]]) -> list[dict[str, Any]]
     rows = []
     for index, (generations, verdicts) in enumerate(rounds):
         tokens = 0
-        code_shas: dict[tuple, str] = {}
+        code_shas: dict[SampleKey, str] = {}
         for generation in iter_records(generations, Generation):
             tokens += len(generation.completion_ids)
             code_shas[generation.key] = code_sha256(generation.lean_code)
             problems.add(generation.problem_id)
         judged = current_verdicts_by_hash(code_shas, iter_records(verdicts, Verification))
-        solved_now = {key[0] for key, v in judged.items() if v.accepted}
+        solved_now = {key.problem_id for key, v in judged.items() if v.accepted}
         entering = len(problems - solved)
         converted = solved_now - solved
         solved |= solved_now

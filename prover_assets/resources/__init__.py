@@ -1,7 +1,8 @@
-"""Dagster resources: thin wrappers that validate their settings into the domain's config models.
+"""Dagster resources: thin wrappers that hold the run's settings as the domain's config models.
 
-The settings live in one place (`prover_assets.config`); each resource takes them as one
-permissive mapping from the run config and validates it strictly on use.
+The settings live in one place (`prover_assets.config`); each resource's config schema is
+derived from those models (`typed_config`), so the Launchpad shows every field with its default,
+and the values are validated into the domain model once per run, when the resource is set up.
 """
 
 from __future__ import annotations
@@ -11,39 +12,80 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field, PrivateAttr
 
 from prover_assets.config import (
+    LEAN_BACKENDS,
     ConfigError,
     EngineSettings,
     ExperimentSpec,
     LeanSettings,
+    RunConfig,
     parse_engine_settings,
     parse_experiment_spec,
     parse_lean_settings,
+    parse_run_config,
+    require_backend_allowed,
+    require_no_placeholders,
     resolve_path,
     same_shape,
 )
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings
 from prover_assets.records.outputs import verified_outputs
+from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
-__all__ = ["ExperimentResource", "GpuResource", "LeanInstrumentError", "LeanResource"]
+__all__ = [
+    "EngineConfig",
+    "ExperimentConfig",
+    "ExperimentResource",
+    "GpuResource",
+    "LeanInstrumentError",
+    "LeanResource",
+    "build_resources",
+    "launch_validation",
+    "lean_config",
+]
 
 
 class LeanInstrumentError(RuntimeError):
     """The verifier failed its self-test: a broken instrument is never a judge of proofs."""
 
 
+ExperimentConfig = dagster_config(ExperimentSpec)
+EngineConfig = dagster_config(EngineSettings)
+LocalLeanConfig = dagster_config(LEAN_BACKENDS["local"])
+RemoteLeanConfig = dagster_config(LEAN_BACKENDS["remote"])
+SimulatedLeanConfig = dagster_config(LEAN_BACKENDS["simulated"])
+_LEAN_CONFIGS = {
+    "local": LocalLeanConfig,
+    "remote": RemoteLeanConfig,
+    "simulated": SimulatedLeanConfig,
+}
+
+
+def lean_config(settings: LeanSettings) -> dg.Config:
+    """The Lean resource's config holding `settings`."""
+    return _LEAN_CONFIGS[settings.backend](**settings.model_dump(mode="json"))
+
+
 class ExperimentResource(dg.ConfigurableResource):
     """What the experiment is: `resources.experiment.config.spec` (an ExperimentSpec)."""
 
-    spec: dict
+    spec: ExperimentConfig  # type: ignore[valid-type]
     source: str = ""  # the config file the spec was read from (hashed into the report's inputs)
+    _model: ExperimentSpec | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self.model()  # a bad value fails the run here, before any step's work
 
     def model(self, built: ExperimentSpec | None = None) -> ExperimentSpec:
-        """The validated spec; with `built`, also checks it has the asset graph's shape."""
-        spec = parse_experiment_spec(self.spec)
+        """The validated spec (parsed once); with `built`, also checks it has the asset graph's
+        shape."""
+        if self._model is None:
+            self._model = parse_experiment_spec(self.spec.model_dump())
+        spec = self._model
         if built is not None:
             same_shape(spec, built)
         return spec
@@ -76,20 +118,31 @@ class LeanResource(dg.ConfigurableResource):
     must be accepted, a known-bad one rejected); it refuses to verify otherwise.
     """
 
-    settings: dict
+    settings: LocalLeanConfig | RemoteLeanConfig | SimulatedLeanConfig = Field(  # type: ignore[valid-type]
+        discriminator="backend"
+    )
+    _model: LeanSettings | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self.model()
 
     def model(self) -> LeanSettings:
-        return parse_lean_settings(self.settings)
+        """The validated settings, parsed once."""
+        if self._model is None:
+            self._model = parse_lean_settings(self.settings.model_dump())
+        return self._model
 
     @contextlib.contextmanager
     def open_verifier(
-        self, experiment: ExperimentSpec, *, feedback: bool, scratch: Path
+        self, experiment: ExperimentSpec, *, feedback: bool
     ) -> Iterator[StrictVerifier]:
         """A verifier on this backend (no REPL starts until the first proof)."""
         settings = self.model()
-        if settings.backend == "simulated" and experiment.kind != "demo":
-            raise ConfigError("the simulated Lean backend is for the demo only")
-        with backend_from_settings(settings, scratch=scratch) as backend:
+        try:
+            require_backend_allowed(experiment.kind, settings.backend)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        with backend_from_settings(settings) as backend:
             yield StrictVerifier(
                 backend, VerifierPolicy(budget_s=settings.budget_s, feedback=feedback)
             )
@@ -109,10 +162,17 @@ class LeanResource(dg.ConfigurableResource):
 class GpuResource(dg.ConfigurableResource):
     """How samples are generated: `resources.gpu.config.settings` (EngineSettings)."""
 
-    settings: dict
+    settings: EngineConfig  # type: ignore[valid-type]
+    _model: EngineSettings | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self.model()
 
     def model(self) -> EngineSettings:
-        return parse_engine_settings(self.settings)
+        """The validated settings, parsed once."""
+        if self._model is None:
+            self._model = parse_engine_settings(self.settings.model_dump())
+        return self._model
 
     @contextlib.contextmanager
     def open_engine(
@@ -155,3 +215,38 @@ class GpuResource(dg.ConfigurableResource):
             )
         with engine:
             yield engine
+
+
+def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
+    """The three resources holding `config` (their values are the Launchpad's defaults)."""
+    return {
+        "experiment": ExperimentResource(
+            spec=ExperimentConfig(**config.experiment.model_dump(mode="json")),
+            source=config.source,
+        ),
+        "lean": LeanResource(settings=lean_config(config.lean)),
+        "gpu": GpuResource(settings=EngineConfig(**config.gpu.model_dump(mode="json"))),
+    }
+
+
+def launch_validation(resources: dict[str, dg.ConfigurableResource]) -> dg.ConfigMapping:
+    """The jobs' run config, checked whole when a run is created (the Launchpad's launch and
+    `dagster job launch` alike): every placeholder left and every invalid value is the launch
+    error, at once, before any step starts. The schema is the resources' own, with defaults."""
+    schema = {
+        "resources": dg.Field(
+            {
+                name: dg.Field(
+                    {"config": resource.get_resource_definition().config_schema.as_field()}
+                )
+                for name, resource in resources.items()
+            }
+        )
+    }
+
+    def validated(run_config: dict) -> dict:
+        require_no_placeholders(run_config, "this run's config")
+        parse_run_config(run_config, "this run's config")
+        return run_config
+
+    return dg.ConfigMapping(config_fn=validated, config_schema=schema)

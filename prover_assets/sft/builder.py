@@ -238,7 +238,7 @@ def _drop_reason(
     if not verdict.accepted:
         return "not_accepted", ""
     if generation.parent is not None:
-        parent = verdicts.get(generation.parent.as_tuple())
+        parent = verdicts.get(generation.parent.key)
         if parent is not None and parent.accepted:
             raise SftInputError(
                 f"correction {generation.key} has an accepted parent; corrections exist "

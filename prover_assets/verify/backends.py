@@ -8,26 +8,38 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import math
 import sys
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from prover_assets.config import LeanSettings, require_filled
+import requests
+import requests.adapters
+
+from prover_assets.config import (
+    REMOTE_PINS,
+    LeanSettings,
+    RemoteLeanSettings,
+    SimulatedLeanSettings,
+    require_filled,
+)
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sandbox_prefix
 from prover_assets.records import Pins
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
 from prover_assets.verify.pool import WorkStealingPool
+from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD
 from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, parse_axioms
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SELF_TEST_BAD",
@@ -39,9 +51,7 @@ __all__ = [
     "self_test",
 ]
 
-SELF_TEST_GOOD = "theorem prover_assets_selftest_good : (2 : ℕ) + 2 = 4 := by\n  norm_num"
-SELF_TEST_BAD = "theorem prover_assets_selftest_bad : (2 : ℕ) + 2 = 5 := by\n  norm_num"
-SIMULATOR_MODULE = "prover_assets_tests.doubles.lean_repl"
+SIMULATOR_MODULE = "prover_assets.verify.simulator"
 
 
 class LeanBackend(ABC):
@@ -151,6 +161,8 @@ class RemoteBackend(LeanBackend):
         retries: int = 2,
         position_base: str = "snippet",
         request_slack_s: float = 60.0,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
     ) -> None:
         self.url = url.rstrip("/")
         self.pins = pins
@@ -158,6 +170,13 @@ class RemoteBackend(LeanBackend):
         self.retries = retries
         self.position_base = position_base
         self.request_slack_s = request_slack_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        # One session: its connections are reused across proofs, one per worker thread.
+        self._session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=workers)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -198,14 +217,20 @@ class RemoteBackend(LeanBackend):
             "debug": False,
             "reuse": True,
         }
-        request = urllib.request.Request(
-            f"{self.url}/api/check",
-            data=json.dumps(payload).encode("utf-8"),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=job.budget_s + self.request_slack_s) as reply:
-            return json.loads(reply.read().decode("utf-8"))["results"][0]
+        try:
+            reply = self._session.post(
+                f"{self.url}/api/check",
+                json=payload,
+                timeout=job.budget_s + self.request_slack_s,
+            )
+        except requests.RequestException as exc:
+            raise ReplFailure("connection", f"{type(exc).__name__}: {exc}") from exc
+        if not reply.ok:
+            raise ReplFailure(f"http_{reply.status_code}", reply.text[:500])
+        try:
+            return reply.json()["results"][0]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ReplFailure("non_json", f"{exc}: {reply.text[:300]!r}") from exc
 
     def _check_once(self, job: LeanJob) -> LeanResult:
         started = time.monotonic()
@@ -245,31 +270,33 @@ class RemoteBackend(LeanBackend):
             statement_errors = read_answer({"messages": statement}).errors
         return LeanResult(job.key, outcome, axioms, None, elapsed, 1, 0, statement_errors)
 
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt `attempt` (1, 2, ...): doubling, bounded."""
+        return min(self.backoff_s * 2 ** (attempt - 1), self.backoff_max_s)
+
     def _check(self, job: LeanJob) -> LeanResult:
         started = time.monotonic()
         for attempt in range(1, self.retries + 2):
             try:
                 result = self._check_once(job)
-                return LeanResult(
-                    result.key,
-                    result.outcome,
-                    result.axioms,
-                    result.failure,
-                    time.monotonic() - started,
-                    attempt,
-                    0,
-                    result.statement_errors,
-                )
-            except (ReplFailure, urllib.error.URLError, OSError, ValueError, KeyError) as exc:
-                kind = exc.kind if isinstance(exc, ReplFailure) else type(exc).__name__
+            except ReplFailure as exc:
+                failure = exc
+                log.warning("remote Lean, attempt %d for %s: %s", attempt, job.key, exc)
+                if attempt <= self.retries:
+                    time.sleep(self.backoff(attempt))
+                continue
+            return dataclasses.replace(
+                result, elapsed_s=time.monotonic() - started, attempts=attempt
+            )
         return LeanResult(
             job.key,
             None,
             None,
-            f"infrastructure:{kind}",
+            f"infrastructure:{failure.kind}",
             time.monotonic() - started,
             self.retries + 1,
             0,
+            failure_detail=failure.detail,
         )
 
     def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
@@ -288,49 +315,20 @@ def _shift(item: dict[str, Any], offset: int) -> dict[str, Any]:
     return shifted
 
 
-def _simulator_rules(folder: Path) -> Path:
-    """The self-test answers of the simulation: the known-good passes, the known-bad fails."""
-    path = folder / "simulator_rules.json"
-    rules = [
-        {"match": {"substring": "prover_assets_selftest_good"}, "reply": {}},
-        {
-            "match": {"substring": "prover_assets_selftest_bad"},
-            "reply": {
-                "messages": [
-                    {
-                        "severity": "error",
-                        "pos": {"line": 1, "column": 58},
-                        "endPos": {"line": 2, "column": 10},
-                        "data": "unsolved goals\n⊢ False",
-                    }
-                ]
-            },
-        },
-    ]
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rules))
-    return path
-
-
-def backend_from_settings(settings: LeanSettings, *, scratch: Path) -> LeanBackend:
-    """The backend the settings describe; `scratch` holds the simulation's rules file."""
-    if settings.backend == "remote":
-        missing = {"lean_version", "mathlib_rev", "repl_rev"} - set(settings.expected_pins)
-        if missing:
-            raise ValueError(
-                f"a remote backend needs declared expected_pins; missing {sorted(missing)}"
-            )
+def backend_from_settings(settings: LeanSettings) -> LeanBackend:
+    """The backend the settings describe."""
+    if isinstance(settings, RemoteLeanSettings):
         pins = Pins(
-            **{k: settings.expected_pins[k] for k in ("lean_version", "mathlib_rev", "repl_rev")},
+            **{k: settings.expected_pins[k] for k in REMOTE_PINS},
             backend="remote",
             simulated=False,
         )
         return RemoteBackend(
-            settings.remote_url or "",
+            settings.url,
             pins=pins,
             workers=settings.workers,
             retries=settings.infrastructure_retries,
-            position_base=settings.remote_position_base,
+            position_base=settings.position_base,
         )
     common = {
         "workers": settings.workers,
@@ -342,21 +340,19 @@ def backend_from_settings(settings: LeanSettings, *, scratch: Path) -> LeanBacke
         "retries": settings.infrastructure_retries,
         "sandbox": settings.sandbox,
     }
-    if settings.backend == "simulated":
+    if isinstance(settings, SimulatedLeanSettings):
         command = [
             sys.executable,
             "-m",
             SIMULATOR_MODULE,
-            "--rules",
-            str(_simulator_rules(scratch)),
-            "--simulate-accept-share",
-            str(settings.simulated_accept_share),
-            "--simulate-seed",
-            str(settings.simulated_seed),
+            "--accept-share",
+            str(settings.accept_share),
+            "--seed",
+            str(settings.seed),
         ]
         return LocalReplBackend(command, pins=simulated_pins(SIMULATOR_MODULE), **common)
     workspace = Path(
-        require_filled(settings.workspace or "", "resources.lean.config.settings.workspace")
+        require_filled(settings.workspace, "resources.lean.config.settings.local.workspace")
     )
     pins = read_workspace_pins(workspace)
     check_expected_pins(pins, settings.expected_pins)

@@ -108,10 +108,6 @@ class VerifyStats:
     def rate(self) -> float:
         return self.verified_now / max(time.monotonic() - self.started, 1e-9)
 
-    def eta_s(self) -> float | None:
-        rate = self.rate()
-        return (self.total - self.done) / rate if rate > 0 else None
-
     def percentiles(self) -> dict[str, float | None]:
         values = sorted(self.verify_seconds)
         if not values:
@@ -190,7 +186,7 @@ def verify_generations(
 ) -> VerifyStats:
     generations = {g.key: g for g in iter_records(generations_path, Generation)}
     stats = VerifyStats(total=len(generations))
-    foreign = sorted({key[0] for key in generations} - set(problems))
+    foreign = sorted({key.problem_id for key in generations} - set(problems))
     if foreign:
         raise ValueError(f"{generations_path}: generations for unknown problems {foreign[:5]}")
     if verdicts_path.exists():

@@ -222,6 +222,8 @@ class StrictVerifier:
         diagnostics: dict[str, Any],
     ) -> Verification:
         """A backend that answered the proof but not a check after it: not a judgement."""
+        if result.failure_detail:
+            diagnostics = {**diagnostics, "failure_detail": result.failure_detail}
         return self._verdict(
             generation,
             Stage.INFRASTRUCTURE,

@@ -52,6 +52,9 @@ class LeanResult:
     worker: int
     # The statement check's errors: None when it did not run, () when the statement holds.
     statement_errors: tuple[dict[str, Any], ...] | None = None
+    # What the backend said about an infrastructure failure (the server's text, the REPL's
+    # exit and stderr), kept in the verdict's diagnostics.
+    failure_detail: str | None = None
 
 
 def parse_axioms(outcome: ReplOutcome, name: str) -> tuple[str, ...]:
@@ -194,7 +197,17 @@ class ReplWorker:
                         else f"infrastructure:{failure.stage}:{failure.kind}"
                     )
                     elapsed = time.monotonic() - started
-                    return LeanResult(job.key, None, None, verdict, elapsed, attempts, self.index)
+                    detail = None if proof_timeout else failure.detail[:500]
+                    return LeanResult(
+                        job.key,
+                        None,
+                        None,
+                        verdict,
+                        elapsed,
+                        attempts,
+                        self.index,
+                        failure_detail=detail,
+                    )
                 continue
             elapsed = time.monotonic() - started
             return LeanResult(

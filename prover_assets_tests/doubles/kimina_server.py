@@ -9,7 +9,6 @@ answer HTTP 500, to exercise the client's retries.
 
 from __future__ import annotations
 
-import argparse
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,13 +39,11 @@ def _offset(item: dict[str, Any], lines: int) -> dict[str, Any]:
 
 class KiminaDouble:
     def __init__(self, rules: list[dict[str, Any]] | None = None, *, fail_first: int = 0) -> None:
-        args = argparse.Namespace(
-            import_delay=0.0, warning_style="v4.9", simulate_accept_share=None, simulate_seed=0
-        )
-        self._double = Double(args, rules or [])
+        self._double = Double(rules=rules or [])
         self._lock = threading.Lock()
         self.fail_first = fail_first
         self.requests: list[dict[str, Any]] = []
+        self.connections: set[tuple[str, int]] = set()  # client (host, port) pairs seen
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -87,12 +84,15 @@ class KiminaDouble:
         double = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the real server (uvicorn) speaks
+
             def log_message(self, *args: Any) -> None:
                 return
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 double.requests.append(body)
+                double.connections.add(self.client_address)
                 if self.path != "/api/check":
                     self.send_error(404)
                     return

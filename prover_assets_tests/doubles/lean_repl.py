@@ -1,4 +1,5 @@
-"""A protocol-faithful double of the Lean REPL (`lake exe repl`), for tests and the demo.
+"""A protocol-faithful double of the Lean REPL (`lake exe repl`), for tests: the product's REPL
+simulator (`prover_assets.verify.simulator`) with scripted answers and faults added.
 
 It is started exactly as the real REPL is (a separate executable speaking JSON over
 stdin/stdout) and decides nothing about mathematics: every answer comes from the script the
@@ -24,12 +25,12 @@ Verdicts, first match wins:
 2. directives in Lean comments of the command, e.g.
    `--@fake error {"at": "nlinarith", "data": "linarith failed"}`, `--@fake sorry`,
    `--@fake axioms ["sorryAx"]`, `--@fake delay 2.5`, `--@fake hang`, `--@fake crash 3`,
-   `--@fake oom`, `--@fake empty`, `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
-   (an info message saying what the process sees: its TMPDIR, whether it can connect);
-3. --simulate-accept-share P --simulate-seed S (the demo's SIMULATED verifier): a seeded
-   share P of proofs is accepted, the others get a Lean-shaped error (statements with a
-   literal `sorry`, as in elaboration checks, get the default answer);
-4. defaults: a literal `sorry` gives a `sorries` entry and the sorry warning; else `{"env": n}`.
+   `--@fake oom`, `--@fake grow MB` (allocate and hold MB), `--@fake empty`, `--@fake garbage TEXT`
+   (TEXT as the answer), `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
+   (an info message saying what the process sees: its TMPDIR, RLIMIT_AS, whether it can
+   connect);
+3. the simulator's answers: the self-test's known-good and known-bad proofs; a literal `sorry`
+   gives a `sorries` entry and the sorry warning; else `{"env": n}`.
 
 `#print axioms X` answers from the record of the env that declared X (the standard axioms
 unless a rule or directive said otherwise). Faults: hang, crash (exit code, optional partial
@@ -52,44 +53,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
-SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
-_DIRECTIVE = re.compile(r"--@fake\s+(\w+)\s*(.*)$", re.MULTILINE)
-_DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
-_SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
-_PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
-# Lean-shaped errors for the simulated verifier (texts as the real REPL prints them).
-_SIMULATED_ERRORS = (
-    "linarith failed to find a contradiction\ncase a\nx : ℝ\na✝ : x < 0\n⊢ False failed",
-    "unsolved goals\nx : ℝ\n⊢ 0 ≤ x ^ 2 + 1",
-    "nlinarith failed to find a contradiction",
-    "The rfl tactic failed. Possible reasons:\n- The goal is not a reflexive relation",
-    "type mismatch\n  h\nhas type\n  0 < x : Prop\nbut is expected to have type\n  0 ≤ x : Prop",
-    "omega could not prove the goal:\na possible counterexample may satisfy the constraints",
+from prover_assets.verify.simulator import (
+    STANDARD_AXIOMS,
+    ReplSimulator,
+    line_col,
+    serve,
 )
 
+SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
+_DIRECTIVE = re.compile(r"--@fake\s+(\w+)\s*(.*)$", re.MULTILINE)
+_PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
+
 
 @dataclass
-class Env:
-    axioms: dict[str, list[str]] = field(default_factory=dict)
+class Double(ReplSimulator):
+    """The simulator, answering by the caller's rules and directives first."""
 
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    log_path: str | None = None  # each request and answer appended as a JSON line
+    die_after: int | None = None  # exit 137 on the command after this many
 
-@dataclass
-class Double:
-    args: argparse.Namespace
-    rules: list[dict[str, Any]]
-    envs: list[Env] = field(default_factory=list)
-    commands: int = 0
+    def respond(self, request: dict[str, Any], query: str) -> str:
+        if self.die_after is not None and self.commands > self.die_after:
+            _log(self.log_path, {"request": request, "event": "died"})
+            sys.stderr.write("the double died after its scripted number of commands\n")
+            raise SystemExit(137)
+        try:
+            answer = self.answer(request)
+        except _EmptyAnswer:
+            _log(self.log_path, {"request": request, "event": "empty"})
+            return "\n\n"
+        except _RawAnswer as raw:
+            _log(self.log_path, {"request": request, "event": "garbage"})
+            return f"{raw}\n\n"
+        _log(self.log_path, {"request": request, "raw": query, "answer": answer})
+        return json.dumps(answer, ensure_ascii=False, indent=1) + "\n\n"
 
-    # --- answers ---------------------------------------------------------------------------
-
-    def answer(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        if "cmd" not in request:
-            return {"message": "the REPL double answers only `cmd` requests"}
-        command = request["cmd"]
-        base = request.get("env")
-        if base is not None and not (isinstance(base, int) and 0 <= base < len(self.envs)):
-            return {"message": "Unknown environment."}
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        command, base = request.get("cmd"), request.get("env")
+        if command is None or (base is not None and not self.known_env(base)):
+            return super().answer(request)
         printed = _PRINT_AXIOMS.match(command) if base is not None else None
         rule = self._rule_for(command, "axioms" if printed else "command")
         if rule is not None and rule.get("raw"):
@@ -97,38 +100,18 @@ class Double:
         if printed and (rule is None or "reply" not in rule):
             if rule is not None:  # an action alone (delay, hang, crash), then the true answer
                 self.act(rule["action"], rule.get("argument", ""))
-            return self._print_axioms(printed.group(1), base)
+            return self.print_axioms(printed.group(1), base)
         if base is None:
-            time.sleep(self.args.import_delay)
-        reply = self._ruled(command, rule) if rule is not None else self._scripted(command)
+            time.sleep(self.import_delay_s)
+        reply = self._ruled(command, rule) if rule is not None else self.judge(command)
         axioms = reply.pop("__axioms__", STANDARD_AXIOMS)
-        env_id = len(self.envs)
-        env = Env({name: list(axioms) for _, name in _DECLARATION.findall(command)})
-        self.envs.append(env)
-        return {**reply, "env": env_id}
+        return self.with_new_env(command, reply, axioms)
 
-    def _print_axioms(self, name: str, base: int) -> dict[str, Any]:
-        for env in reversed(self.envs[: base + 1]):
-            if name in env.axioms:
-                axioms = env.axioms[name]
-                data = (
-                    f"'{name}' depends on axioms: [{', '.join(axioms)}]"
-                    if axioms
-                    else f"'{name}' does not depend on any axioms"
-                )
-                severity = "info"
-                break
-        else:
-            data, severity = f"unknown constant '{name}'", "error"
-        self.envs.append(Env())
-        end = len(f"#print axioms {name}")
-        message = {
-            "severity": severity,
-            "pos": {"line": 1, "column": 0},
-            "endPos": {"line": 1, "column": end},
-            "data": data,
-        }
-        return {"messages": [message], "env": len(self.envs) - 1}
+    def judge(self, command: str) -> dict[str, Any]:
+        """Directives, else the content alone: the double knows no self-test (a test that
+        wants a working instrument scripts it)."""
+        directives = _DIRECTIVE.findall(command)
+        return self._directed(command, directives) if directives else self.content_answer(command)
 
     def _rule_for(self, command: str, stage: str) -> dict[str, Any] | None:
         digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
@@ -155,19 +138,6 @@ class Double:
             reply["__axioms__"] = rule["axioms"]
         return reply
 
-    def _scripted(self, command: str) -> dict[str, Any]:
-        digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
-        directives = _DIRECTIVE.findall(command)
-        if directives:
-            return self._directed(command, directives)
-        if (
-            self.args.simulate_accept_share is not None
-            and "theorem" in command
-            and not _has_sorry(command)
-        ):
-            return self._simulated(command, digest)
-        return self._default(command)
-
     def _directed(self, command: str, directives: list[tuple[str, str]]) -> dict[str, Any]:
         reply: dict[str, Any] = {}
         messages: list[dict[str, Any]] = []
@@ -177,7 +147,7 @@ class Double:
                 spec = json.loads(argument) if argument else {}
                 messages.append(self._message(command, name, spec))
             elif name == "sorry":
-                reply.update(self._default(command, force_sorry=True))
+                reply.update(self.sorry_answer(command, force=True))
             elif name == "axioms":
                 reply["__axioms__"] = json.loads(argument)
             elif name == "probe":
@@ -196,8 +166,8 @@ class Double:
         if offset < 0:
             line, column, end_line, end_column = 1, 0, 1, 0
         else:
-            line, column = _line_col(command, offset)
-            end_line, end_column = _line_col(command, offset + len(anchor))
+            line, column = line_col(command, offset)
+            end_line, end_column = line_col(command, offset + len(anchor))
         end_pos = (
             None
             if spec.get("endPos") is None and "endPos" in spec
@@ -208,59 +178,6 @@ class Double:
             "pos": {"line": line, "column": column},
             "endPos": end_pos,
             "data": spec.get("data", f"{severity} from the double"),
-        }
-
-    def _simulated(self, command: str, digest: str) -> dict[str, Any]:
-        draw = int(hashlib.sha256(f"{self.args.simulate_seed}|{digest}".encode()).hexdigest(), 16)
-        if (draw % 10**6) / 10**6 < self.args.simulate_accept_share:
-            return {}
-        lines = command.split("\n")
-        by_line = next((i for i, text in enumerate(lines) if ":= by" in text), 0)
-        target = min(by_line + 1, len(lines) - 1)
-        text = lines[target]
-        column = len(text) - len(text.lstrip())
-        error = _SIMULATED_ERRORS[draw % len(_SIMULATED_ERRORS)]
-        return {
-            "messages": [
-                {
-                    "severity": "error",
-                    "pos": {"line": target + 1, "column": column},
-                    "endPos": {"line": target + 1, "column": len(text)},
-                    "data": error,
-                }
-            ]
-        }
-
-    def _default(self, command: str, *, force_sorry: bool = False) -> dict[str, Any]:
-        sorry = _SORRY.search(command)
-        if sorry is None and not force_sorry:
-            return {}
-        start = sorry.start() if sorry else 0
-        line, column = _line_col(command, start)
-        # The warning is on the declaration that contains the sorry: the last one before it.
-        before = list(_DECLARATION.finditer(command, 0, start if sorry else len(command)))
-        declaration = before[-1] if before else None
-        name_line, name_column, name_end = 1, 0, 0
-        if declaration:
-            name_line, name_column = _line_col(command, declaration.start(2))
-            name_end = name_column + len(declaration.group(2))
-        return {
-            "sorries": [
-                {
-                    "proofState": 0,
-                    "pos": {"line": line, "column": column},
-                    "goal": "⊢ True",
-                    "endPos": {"line": line, "column": column + 5},
-                }
-            ],
-            "messages": [
-                {
-                    "severity": "warning",
-                    "pos": {"line": name_line, "column": name_column},
-                    "endPos": {"line": name_line, "column": name_end},
-                    "data": SORRY_WARNING[self.args.warning_style],
-                }
-            ],
         }
 
     # --- faults ----------------------------------------------------------------------------
@@ -284,21 +201,37 @@ class Double:
             hoard = []
             while True:
                 hoard.append(bytearray(64 << 20))
+        elif action == "grow":
+            _HELD.append(bytearray(b"x" * (int(argument) << 20)))  # touched: resident
         elif action == "empty":
             raise _EmptyAnswer
+        elif action == "garbage":
+            raise _RawAnswer(argument)
         else:
             raise ValueError(f"unknown action {action!r}")
+
+
+_HELD: list[bytearray] = []
 
 
 class _EmptyAnswer(Exception):
     pass
 
 
+class _RawAnswer(Exception):
+    """Answer with this text (then the blank line) instead of a JSON answer."""
+
+
 def _probe(spec: dict[str, Any]) -> dict[str, Any]:
-    """What the REPL's own process sees: its TMPDIR, and whether it can reach a TCP address."""
+    """What the REPL's own process sees: its TMPDIR, its address-space limit, and whether it
+    can reach a TCP address."""
+    import resource
     import socket
 
-    report: dict[str, Any] = {"tmpdir": os.environ.get("TMPDIR")}
+    report: dict[str, Any] = {
+        "tmpdir": os.environ.get("TMPDIR"),
+        "address_space_limit": resource.getrlimit(resource.RLIMIT_AS)[0],
+    }
     if "connect" in spec:
         host, port = spec["connect"].rsplit(":", 1)
         try:
@@ -312,14 +245,6 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
         "endPos": None,
         "data": json.dumps(report),
     }
-
-
-def _has_sorry(command: str) -> bool:
-    return _SORRY.search(command) is not None
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1)
 
 
 def _write(text: str, chunked: bool) -> None:
@@ -340,18 +265,6 @@ def _log(path: str | None, entry: dict[str, Any]) -> None:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
 
-def _read_query(stdin: Any) -> str | None:
-    """Lines up to a whitespace-only line; None at EOF with nothing read."""
-    lines: list[str] = []
-    for line in stdin:
-        if not line.strip():
-            if lines:
-                return "".join(lines)
-            return ""
-        lines.append(line)
-    return "".join(lines) if lines else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rules")
@@ -361,40 +274,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--startup-delay", type=float, default=0.0)
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--chunked-output", action="store_true")
-    parser.add_argument("--simulate-accept-share", type=float)
-    parser.add_argument("--simulate-seed", type=int, default=0)
     args = parser.parse_args(argv)
     rules = json.loads(Path(args.rules).read_text(encoding="utf-8")) if args.rules else []
-    double = Double(args, rules)
+    double = Double(
+        warning_style=args.warning_style,
+        import_delay_s=args.import_delay,
+        rules=rules,
+        log_path=args.log,
+        die_after=args.die_after,
+    )
     time.sleep(args.startup_delay)
-    stdin = sys.stdin
-    while True:
-        query = _read_query(stdin)
-        if query is None:
-            return 0
-        if not query.strip():
-            sys.stderr.write("uncaught exception: empty query\n")
-            return 1
-        if query.lstrip().startswith(("#", "--")):
-            continue
-        try:
-            request = json.loads(query)
-        except json.JSONDecodeError as exc:
-            sys.stderr.write(f"uncaught exception: {exc}\n")
-            return 1
-        double.commands += 1
-        if args.die_after is not None and double.commands > args.die_after:
-            _log(args.log, {"request": request, "event": "died"})
-            sys.stderr.write("the double died after its scripted number of commands\n")
-            return 137
-        try:
-            answer = double.answer(request)
-        except _EmptyAnswer:
-            _log(args.log, {"request": request, "event": "empty"})
-            _write("\n\n", args.chunked_output)
-            continue
-        _log(args.log, {"request": request, "raw": query, "answer": answer})
-        _write(json.dumps(answer, ensure_ascii=False, indent=1) + "\n\n", args.chunked_output)
+    return serve(double, write=lambda text: _write(text, args.chunked_output))
 
 
 if __name__ == "__main__":

@@ -255,17 +255,3 @@ def test_rules_match_by_substring_regex_and_sha256(tmp_path):
         "from regex",
         "from sha",
     ]
-
-
-def test_simulation_accepts_a_seeded_share_and_gives_lean_shaped_errors():
-    codes = [f"theorem t{i} (x : ℕ) : x + {i} = {i} + x := by\n  omega" for i in range(200)]
-    requests = [{"cmd": "import Mathlib"}] + [{"cmd": code, "env": 0} for code in codes]
-    args = ("--simulate-accept-share", "0.3", "--simulate-seed", "7")
-    first, _ = run_double(requests, *args)
-    second, _ = run_double(requests, *args)
-    assert first == second
-    accepted = sum("messages" not in answer for answer in first[1:])
-    assert 40 <= accepted <= 80
-    rejected = next(answer for answer in first[1:] if "messages" in answer)
-    assert rejected["messages"][0]["severity"] == "error"
-    assert rejected["messages"][0]["pos"]["line"] == 2

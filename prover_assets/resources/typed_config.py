@@ -1,0 +1,67 @@
+"""Dagster config classes derived from the domain's config models, so that one model owns each
+setting and the Launchpad still shows its schema.
+
+`dagster_config(ExperimentSpec)` is a `dg.Config` class with the same fields: nested models
+become nested config classes, optional fields keep their defaults (a null the Launchpad drops is
+the default), a discriminated union becomes a selector (`{local: {...}}`). Value constraints
+(ranges, patterns, cross-field rules) stay with the domain model, which validates the values
+once per run; Dagster checks keys, types and required fields before launch.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
+
+import dagster as dg
+from pydantic import BaseModel, Field, create_model
+
+__all__ = ["dagster_config"]
+
+
+def _without_constraints(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _config_annotation(annotation: Any) -> Any:
+    annotation = _without_constraints(annotation)
+    origin = get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return dagster_config(annotation)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_config_annotation(member) for member in get_args(annotation))]  # noqa: UP007
+    if origin is list:
+        return list[_config_annotation(get_args(annotation)[0])]
+    if origin is dict:
+        key, value = get_args(annotation)
+        return dict[key, _config_annotation(value)]
+    return annotation
+
+
+def _config_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return dagster_config(type(value))(**value.model_dump())
+    return value
+
+
+@functools.cache
+def dagster_config(model: type[BaseModel]) -> type[dg.Config]:
+    """The `dg.Config` class with `model`'s fields (see the module docstring)."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if info.discriminator:
+            default: Any = Field(discriminator=info.discriminator, description=info.description)
+        elif info.is_required():
+            default = Field(description=info.description)
+        else:
+            default = Field(
+                _config_default(info.get_default(call_default_factory=True)),
+                description=info.description,
+            )
+        fields[name] = (_config_annotation(info.annotation), default)
+    return create_model(
+        f"{model.__name__}Config", __base__=dg.Config, __doc__=model.__doc__, **fields
+    )

@@ -1,0 +1,268 @@
+"""The demo's SIMULATED Lean: a separate process that speaks the Lean REPL's JSON protocol and
+decides nothing about mathematics. `python -m prover_assets.verify.simulator --accept-share P
+--seed S` is started by the `simulated` backend exactly as `lake exe repl` is started by the
+local one, so the demo runs the product's REPL client, worker pool and verifier unchanged; every
+verdict it leads to is labelled simulated.
+
+Protocol (as leanprover-community/repl): a query is the lines read up to a whitespace-only line;
+EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; malformed JSON prints
+`uncaught exception: ...` on stderr and exits 1; an answer is JSON followed by a blank line.
+`{"cmd": ...}` without `env` starts a fresh environment; an unknown `env` is answered
+`{"message": "Unknown environment."}`; every other command allocates a new env id.
+
+Answers, first match wins: the self-test's known-good proof compiles and its known-bad one gets
+an error; a literal `sorry` gives a `sorries` entry and the sorry warning; a theorem is accepted
+with the seeded probability `accept_share` (a hash of seed and command), else it gets a
+Lean-shaped error on its first tactic line; anything else compiles. `#print axioms X` answers
+the standard axioms for a theorem the env declared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+__all__ = [
+    "SELF_TEST_BAD",
+    "SELF_TEST_GOOD",
+    "STANDARD_AXIOMS",
+    "Env",
+    "ReplSimulator",
+    "line_col",
+    "main",
+    "read_query",
+    "serve",
+]
+
+STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
+SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
+SELF_TEST_GOOD = "theorem prover_assets_selftest_good : (2 : ℕ) + 2 = 4 := by\n  norm_num"
+SELF_TEST_BAD = "theorem prover_assets_selftest_bad : (2 : ℕ) + 2 = 5 := by\n  norm_num"
+_SELF_TEST_BAD_ERROR = {
+    "severity": "error",
+    "pos": {"line": 1, "column": 58},
+    "endPos": {"line": 2, "column": 10},
+    "data": "unsolved goals\n⊢ False",
+}
+_DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
+_SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
+_PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
+# Lean-shaped errors for simulated rejections (texts as the real REPL prints them).
+_SIMULATED_ERRORS = (
+    "linarith failed to find a contradiction\ncase a\nx : ℝ\na✝ : x < 0\n⊢ False failed",
+    "unsolved goals\nx : ℝ\n⊢ 0 ≤ x ^ 2 + 1",
+    "nlinarith failed to find a contradiction",
+    "The rfl tactic failed. Possible reasons:\n- The goal is not a reflexive relation",
+    "type mismatch\n  h\nhas type\n  0 < x : Prop\nbut is expected to have type\n  0 ≤ x : Prop",
+    "omega could not prove the goal:\na possible counterexample may satisfy the constraints",
+)
+
+
+@dataclass
+class Env:
+    """What an environment declared: each name's axioms, for `#print axioms`."""
+
+    axioms: dict[str, list[str]] = field(default_factory=dict)
+
+
+def line_col(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and 0-based column of `offset` in `text`, as Lean reports positions."""
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1)
+
+
+def has_sorry(command: str) -> bool:
+    return _SORRY.search(command) is not None
+
+
+@dataclass
+class ReplSimulator:
+    """One simulated REPL's state and answers (see the module docstring)."""
+
+    accept_share: float | None = None  # None: every theorem without `sorry` compiles
+    seed: int = 0
+    warning_style: str = "v4.9"
+    import_delay_s: float = 0.0
+    envs: list[Env] = field(default_factory=list)
+    commands: int = 0
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The REPL's answer to one request."""
+        if "cmd" not in request:
+            return {"message": "the simulator answers only `cmd` requests"}
+        command, base = request["cmd"], request.get("env")
+        if base is not None and not self.known_env(base):
+            return {"message": "Unknown environment."}
+        printed = _PRINT_AXIOMS.match(command) if base is not None else None
+        if printed:
+            return self.print_axioms(printed.group(1), base)
+        if base is None:
+            time.sleep(self.import_delay_s)
+        return self.with_new_env(command, self.judge(command))
+
+    def respond(self, request: dict[str, Any], query: str) -> str:
+        """The text written for one request (`query`: the lines it was read from)."""
+        return json.dumps(self.answer(request), ensure_ascii=False) + "\n\n"
+
+    def known_env(self, base: Any) -> bool:
+        return isinstance(base, int) and 0 <= base < len(self.envs)
+
+    def with_new_env(
+        self, command: str, reply: dict[str, Any], axioms: Iterable[str] = STANDARD_AXIOMS
+    ) -> dict[str, Any]:
+        """`reply` with the id of the env the command creates (recording its declarations)."""
+        self.envs.append(Env({name: list(axioms) for _, name in _DECLARATION.findall(command)}))
+        return {**reply, "env": len(self.envs) - 1}
+
+    def judge(self, command: str) -> dict[str, Any]:
+        """The answer's messages and sorries for a command (without its env)."""
+        if "prover_assets_selftest_good" in command:
+            return {}
+        if "prover_assets_selftest_bad" in command:
+            return {"messages": [dict(_SELF_TEST_BAD_ERROR)]}
+        return self.content_answer(command)
+
+    def content_answer(self, command: str) -> dict[str, Any]:
+        """The answer by the command's content: its sorry, else the seeded draw."""
+        if has_sorry(command):
+            return self.sorry_answer(command)
+        if self.accept_share is not None and "theorem" in command:
+            return self.seeded_answer(command, self.accept_share)
+        return {}
+
+    def print_axioms(self, name: str, base: int) -> dict[str, Any]:
+        """`#print axioms name` in env `base`: what the env that declared `name` recorded."""
+        for env in reversed(self.envs[: base + 1]):
+            if name in env.axioms:
+                axioms = env.axioms[name]
+                data = (
+                    f"'{name}' depends on axioms: [{', '.join(axioms)}]"
+                    if axioms
+                    else f"'{name}' does not depend on any axioms"
+                )
+                severity = "info"
+                break
+        else:
+            data, severity = f"unknown constant '{name}'", "error"
+        self.envs.append(Env())
+        end = len(f"#print axioms {name}")
+        message = {
+            "severity": severity,
+            "pos": {"line": 1, "column": 0},
+            "endPos": {"line": 1, "column": end},
+            "data": data,
+        }
+        return {"messages": [message], "env": len(self.envs) - 1}
+
+    def seeded_answer(self, command: str, accept_share: float) -> dict[str, Any]:
+        """Accepted with probability `accept_share`, drawn from a hash of seed and command;
+        otherwise a Lean-shaped error on the first line after the theorem's `:= by`."""
+        digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
+        draw = int(hashlib.sha256(f"{self.seed}|{digest}".encode()).hexdigest(), 16)
+        if (draw % 10**6) / 10**6 < accept_share:
+            return {}
+        lines = command.split("\n")
+        by_line = next((i for i, text in enumerate(lines) if ":= by" in text), 0)
+        target = min(by_line + 1, len(lines) - 1)
+        text = lines[target]
+        column = len(text) - len(text.lstrip())
+        error = _SIMULATED_ERRORS[draw % len(_SIMULATED_ERRORS)]
+        position = {"line": target + 1, "column": column}
+        end = {"line": target + 1, "column": len(text)}
+        return {"messages": [{"severity": "error", "pos": position, "endPos": end, "data": error}]}
+
+    def sorry_answer(self, command: str, *, force: bool = False) -> dict[str, Any]:
+        """A `sorries` entry at the first `sorry` (or the start, if `force`) and the sorry
+        warning on the declaration that holds it; {} for a command without one."""
+        sorry = _SORRY.search(command)
+        if sorry is None and not force:
+            return {}
+        start = sorry.start() if sorry else 0
+        line, column = line_col(command, start)
+        # The warning is on the declaration that contains the sorry: the last one before it.
+        before = list(_DECLARATION.finditer(command, 0, start if sorry else len(command)))
+        declaration = before[-1] if before else None
+        name_line, name_column, name_end = 1, 0, 0
+        if declaration:
+            name_line, name_column = line_col(command, declaration.start(2))
+            name_end = name_column + len(declaration.group(2))
+        return {
+            "sorries": [
+                {
+                    "proofState": 0,
+                    "pos": {"line": line, "column": column},
+                    "goal": "⊢ True",
+                    "endPos": {"line": line, "column": column + 5},
+                }
+            ],
+            "messages": [
+                {
+                    "severity": "warning",
+                    "pos": {"line": name_line, "column": name_column},
+                    "endPos": {"line": name_line, "column": name_end},
+                    "data": SORRY_WARNING[self.warning_style],
+                }
+            ],
+        }
+
+
+def read_query(stdin: TextIO) -> str | None:
+    """Lines up to a whitespace-only line; None at EOF with nothing read."""
+    lines: list[str] = []
+    for line in stdin:
+        if not line.strip():
+            return "".join(lines)
+        lines.append(line)
+    return "".join(lines) if lines else None
+
+
+def parse_query(query: str) -> dict[str, Any] | int | None:
+    """The request in a query; None for a comment (no answer); an exit code for a query the
+    REPL dies on (its message on stderr)."""
+    if not query.strip():
+        sys.stderr.write("uncaught exception: empty query\n")
+        return 1
+    if query.lstrip().startswith(("#", "--")):
+        return None
+    try:
+        return json.loads(query)
+    except json.JSONDecodeError as exc:
+        sys.stderr.write(f"uncaught exception: {exc}\n")
+        return 1
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def serve(simulator: ReplSimulator, write: Callable[[str], None] = _write_stdout) -> int:
+    """Answer requests from stdin until EOF (exit 0) or a query the REPL dies on."""
+    while (query := read_query(sys.stdin)) is not None:
+        request = parse_query(query)
+        if isinstance(request, int):
+            return request
+        if request is None:
+            continue
+        simulator.commands += 1
+        write(simulator.respond(request, query))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the simulated REPL on stdin/stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accept-share", type=float, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    args = parser.parse_args(argv)
+    return serve(ReplSimulator(accept_share=args.accept_share, seed=args.seed))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The demo's REPL simulator, as a process speaking the REPL's protocol: seeded acceptance,
+the self-test's answers, sorry, `#print axioms`, and no obedience to the tests' directives."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+from prover_assets.lean.repl import ReplProcess, read_answer
+from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD
+
+SIMULATOR = [sys.executable, "-m", "prover_assets.verify.simulator"]
+
+
+def run_simulator(requests: list[dict], share: float = 0.3, seed: int = 7) -> list[dict]:
+    stdin = "".join(json.dumps(r) + "\n\n" for r in requests)
+    done = subprocess.run(
+        [*SIMULATOR, "--accept-share", str(share), "--seed", str(seed)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return [json.loads(chunk) for chunk in done.stdout.split("\n\n") if chunk.strip()]
+
+
+def accepted_by_the_rule(command: str, share: float, seed: int) -> bool:
+    """The documented rule, computed here: a hash of seed and the command's sha256."""
+    digest = hashlib.sha256(command.encode()).hexdigest()
+    draw = int(hashlib.sha256(f"{seed}|{digest}".encode()).hexdigest(), 16)
+    return (draw % 10**6) / 10**6 < share
+
+
+def test_a_theorem_is_accepted_exactly_when_its_seeded_draw_is_below_the_share():
+    codes = [f"theorem t{i} (x : ℕ) : x + {i} = {i} + x := by\n  omega" for i in range(200)]
+    answers = run_simulator([{"cmd": "import Mathlib"}] + [{"cmd": c, "env": 0} for c in codes])
+    accepted = ["messages" not in answer for answer in answers[1:]]
+    assert accepted == [accepted_by_the_rule(code, 0.3, 7) for code in codes]
+    assert 40 <= sum(accepted) <= 80
+    rejected = answers[1 + accepted.index(False)]
+    assert rejected["messages"][0]["severity"] == "error"
+    assert rejected["messages"][0]["pos"]["line"] == 2  # the first tactic line
+
+
+def test_the_self_test_is_answered_known_good_accepted_and_known_bad_rejected_at_any_share():
+    answers = run_simulator(
+        [
+            {"cmd": "import Mathlib"},
+            {"cmd": SELF_TEST_GOOD, "env": 0},
+            {"cmd": SELF_TEST_BAD, "env": 0},
+        ],
+        share=0.000001,
+    )
+    good, bad = read_answer(answers[1]), read_answer(answers[2])
+    assert good.complete
+    assert not bad.passed
+
+
+def test_a_sorry_is_reported_and_axioms_are_printed_for_what_an_env_declared():
+    answers = run_simulator(
+        [
+            {"cmd": "import Mathlib"},
+            {"cmd": "theorem s : True := by\n  sorry", "env": 0},
+            {"cmd": "#print axioms s", "env": 1},
+            {"cmd": "#print axioms nowhere", "env": 1},
+            {"cmd": "theorem x : True := trivial", "env": 9},
+        ],
+        share=1.0,
+    )
+    assert not read_answer(answers[1]).complete and answers[1]["sorries"]
+    assert "depends on axioms: [propext, Classical.choice, Quot.sound]" in str(answers[2])
+    assert answers[3]["messages"][0]["severity"] == "error"
+    assert answers[4] == {"message": "Unknown environment."}
+
+
+def test_the_tests_fault_directives_mean_nothing_to_the_product_simulator():
+    answers = run_simulator(
+        [
+            {"cmd": "import Mathlib"},
+            {"cmd": "--@fake crash 3\ntheorem a : True := by\n  trivial", "env": 0},
+        ],
+        share=1.0,
+    )
+    assert answers[1] == {"env": 1}
+
+
+def test_the_product_repl_client_drives_the_simulator_as_it_drives_lake_exe_repl():
+    process = ReplProcess([*SIMULATOR, "--accept-share", "1.0", "--seed", "1"], sandbox=False)
+    process.start()
+    try:
+        assert process.send({"cmd": "import Mathlib"}, 10) == {"env": 0}
+        assert read_answer(process.send({"cmd": SELF_TEST_GOOD, "env": 0}, 10)).complete
+    finally:
+        process.close()
