@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 __all__ = [
     "CHILDREN_DIR_ENV",
     "ChildRecord",
@@ -50,6 +52,9 @@ class FolderBusyError(RuntimeError):
 
 @dataclass(frozen=True)
 class ChildRecord:
+    """A child process as recorded for the dead-run reaper: its parent's and its own pid and start
+    time."""
+
     parent_pid: int
     parent_start: float
     child_pid: int
@@ -57,23 +62,15 @@ class ChildRecord:
     argv: list[str]
 
 
-def _boot_time() -> float:
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("btime"):
-            return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")
-
-
 def process_start_time(pid: int) -> float | None:
     """When `pid` started (seconds since the epoch), or None if it is gone or a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return process.create_time()
+    except psutil.NoSuchProcess:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z":
-        return None
-    return _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def _same_process(pid: int, started: float) -> bool:
@@ -82,6 +79,8 @@ def _same_process(pid: int, started: float) -> bool:
 
 
 def children_dir() -> Path:
+    """The folder of the child records (`PROVER_ASSETS_CHILDREN_DIR`, else one per user under the
+    temp dir)."""
     default = Path(tempfile.gettempdir()) / f"prover-assets-children-{os.getuid()}"
     return Path(os.environ.get(CHILDREN_DIR_ENV, default))
 
@@ -158,18 +157,16 @@ def _records() -> Iterator[tuple[Path, ChildRecord]]:
 
 
 def _group_members(pgid: int, since: float) -> list[int]:
+    """The live (not zombie) processes of group `pgid` started after `since` (less a second)."""
     members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in psutil.pids():
         try:
-            stat = (entry / "stat").read_text()
-        except OSError:
+            in_group = os.getpgid(pid) == pgid
+        except (ProcessLookupError, PermissionError):
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        started = process_start_time(int(entry.name))
-        if int(fields[2]) == pgid and started is not None and started >= since - 1.0:
-            members.append(int(entry.name))
+        started = process_start_time(pid) if in_group else None
+        if started is not None and started >= since - 1.0:
+            members.append(pid)
     return members
 
 

@@ -76,6 +76,7 @@ Probability = Annotated[float, Field(gt=0, le=1)]
 
 
 def is_placeholder(value: str) -> bool:
+    """Whether a config value is still a `REPLACE_ME...` placeholder."""
     return value.startswith(PLACEHOLDER_PREFIX)
 
 
@@ -99,11 +100,15 @@ def resolve_path(value: str, where: str) -> Path:
 
 
 class InputFile(_Spec):
+    """A file the experiment reads, with the sha256 it must have."""
+
     path: str
     sha256: Sha256OrPlaceholder  # checked before the file is read
 
 
 class EvalSetSpec(_Spec):
+    """One evaluation set: its format, its file, and the caps it is evaluated at."""
+
     format: Literal["minif2f", "mobench"]
     file: InputFile
     # First N problems only (demo). Any limit makes a comparison secondary, never PRIMARY.
@@ -123,6 +128,8 @@ class PoolColumns(_Spec):
 
 
 class PoolSpec(_Spec):
+    """The train pool: shards, seed, the ranked candidates kept (K) and the pool size (N)."""
+
     dataset: str
     revision: str
     shards: Annotated[list[InputFile], Field(min_length=1)]
@@ -146,8 +153,10 @@ class PoolSpec(_Spec):
 
 
 class ModelSpec(_Spec):
-    # `hub`: a local snapshot of a hub model, whose `revision` is required (40 hex digits).
-    # `demo_tiny`: the demo's tiny model, built and fine-tuned by the `demo_base_model` asset.
+    """The model generation starts from. `hub`: a local snapshot of a hub model, whose
+    `revision` is required (40 hex digits); `demo_tiny`: the demo's tiny model, built and
+    fine-tuned by the `demo_base_model` asset."""
+
     source: Literal["hub", "demo_tiny"]
     path: str | None = None
     revision: str | None = None
@@ -161,6 +170,9 @@ class ModelSpec(_Spec):
 
 
 class GenerationSpec(_Spec):
+    """Sampling (the handler's protocol, temperature, top-p, top-k), samples per problem, the
+    caps."""
+
     handler: Literal["dpskcot"]
     temperature: Annotated[float, Field(ge=0)]
     top_p: Probability
@@ -178,6 +190,8 @@ class GenerationSpec(_Spec):
 
 
 class CorrectionSpec(_Spec):
+    """The correction rounds: how many, and children per failed parent."""
+
     rounds: Annotated[int, Field(ge=0)]
     samples_per_parent: PositiveInt
     # A round with no failed sample to correct is an error unless this says so: at the
@@ -186,6 +200,8 @@ class CorrectionSpec(_Spec):
 
 
 class SftSpec(_Spec):
+    """Which accepted samples become SFT rows (cap, per-problem limit, exclusions, length)."""
+
     cap: PositiveInt
     max_per_problem: PositiveInt
     exclude_solved_all: bool
@@ -195,6 +211,8 @@ class SftSpec(_Spec):
 
 
 class TrainingSpec(_Spec):
+    """The LoRA fine-tune: adapter, optimiser, schedule, packing, checkpoints, precision."""
+
     lora_r: PositiveInt
     lora_alpha: PositiveInt
     lora_dropout: Annotated[float, Field(ge=0, lt=1)]
@@ -212,8 +230,14 @@ class TrainingSpec(_Spec):
     precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     max_steps: PositiveInt | None = None  # demo / smoke runs only
 
+    def uses_bf16(self, device: str) -> bool:
+        """Whether training (and the export's weights) on `device` are bfloat16."""
+        return self.precision == "bf16" or (self.precision == "auto" and device == "cuda")
+
 
 class ReportSpec(_Spec):
+    """The registered comparison and its statistics (k, alpha, bootstrap, power table)."""
+
     primary_set: str
     primary_cap: PositiveInt
     k: PositiveInt
@@ -236,6 +260,8 @@ class DemoSpec(_Spec):
 
 
 class ExperimentSpec(_Spec):
+    """What the experiment is: every section, with the rules that tie them together."""
+
     name: str
     kind: Literal["registered", "demo"]
     data_root: str
@@ -389,6 +415,8 @@ def require_backend_allowed(experiment_kind: str, backend: str) -> None:
 
 
 class RunConfig(_Spec):
+    """The three resources' settings of one run config, validated together."""
+
     experiment: ExperimentSpec
     lean: LeanSettings
     gpu: EngineSettings
@@ -461,6 +489,7 @@ def _parse(model: type[_Spec], data: Any, section: str, source: str) -> Any:
 
 
 def parse_experiment_spec(data: Any, source: str = "run config") -> ExperimentSpec:
+    """The experiment section as an ExperimentSpec; raises `ConfigError` naming each invalid key."""
     return _parse(ExperimentSpec, data, "experiment", source)
 
 
@@ -476,6 +505,7 @@ def parse_lean_settings(data: Any, source: str = "run config") -> LeanSettings:
 
 
 def parse_engine_settings(data: Any, source: str = "run config") -> EngineSettings:
+    """The gpu section as EngineSettings; raises `ConfigError` naming each invalid key."""
     return _parse(EngineSettings, data, "gpu", source)
 
 

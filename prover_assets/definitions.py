@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 
 def config_path() -> Path:
+    """The config file the graph is built from (`PROVER_ASSETS_CONFIG`, else configs/p2.yaml)."""
     return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
 
 
@@ -60,6 +61,8 @@ def _data_root(value: str) -> Path | None:
 
 
 def build_definitions(path: str | Path) -> dg.Definitions:
+    """The Dagster definitions (assets, checks, jobs, resources, sensor) for the config file at
+    `path`."""
     config = load_run_config(path)
     spec = config.experiment
     resources = build_resources(config)

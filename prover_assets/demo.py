@@ -12,7 +12,7 @@ import time
 
 import dagster as dg
 
-from prover_assets.assets.report import REPORT_KEY
+from prover_assets.assets.keys import REPORT_KEY
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
 from prover_assets.sensors import sweep
 
@@ -21,6 +21,7 @@ ETA_JOB = "operations"
 
 
 def main() -> int:
+    """`make demo`: the whole loop on the demo config, in process, then where the report is."""
     if "DAGSTER_HOME" not in os.environ:
         print("DAGSTER_HOME is not set; run `make demo`, which points it at .dagster_home/")
         return 2

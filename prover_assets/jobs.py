@@ -9,10 +9,10 @@ from prover_assets.assets.keys import (
     CANDIDATE,
     OPERATIONS_GROUP,
     POOL_ROUND_GROUP,
+    PROBLEMS_GROUP,
     REPORT_GROUP,
     SFT_GROUP,
 )
-from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
 
 __all__ = ["build_jobs"]
 

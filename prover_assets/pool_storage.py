@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from dagster._core.instance import DagsterInstance, InstanceRef
+from dagster import DagsterInstance
+
+# Dagster exports no public names for these: the instance's storage classes are extended here.
+from dagster._core.instance import InstanceRef
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
 from dagster._serdes import ConfigurableClassData

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.events import DagsterEventType
-from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
+from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
 
 from prover_assets.children import ChildRecord, end_orphans, process_start_time
 from prover_assets.records.store import remove_debris
@@ -108,6 +107,8 @@ def sweep(instance: dg.DagsterInstance, data_root: Path | None) -> Sweep:
 
 
 def reaper_sensor(data_root: Path | None) -> dg.SensorDefinition:
+    """The sensor that reaps dead runs (and their children and debris) every sweep."""
+
     @dg.sensor(
         name="reap_dead_runs_sensor",
         minimum_interval_seconds=30,
@@ -122,6 +123,7 @@ def reaper_sensor(data_root: Path | None) -> dg.SensorDefinition:
 
 
 def main() -> int:
+    """`python -m prover_assets.sensors [DATA_ROOT]`: one sweep, printing what it reaped."""
     if "DAGSTER_HOME" not in os.environ:
         print("set DAGSTER_HOME to the instance to check (make ui uses .dagster_home/)")
         return 2

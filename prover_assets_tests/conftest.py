@@ -85,3 +85,14 @@ def lean_workspace() -> Path | None:
 
     value = os.environ.get(LEAN_WORKSPACE_ENV)
     return Path(value) if value else None
+
+
+@pytest.fixture(scope="session")
+def demo_webserver(tmp_path_factory):
+    """`dagster dev` on the demo config, shared by the Launchpad and browser tests (the later
+    ones reuse what the earlier ones materialized, as a user's relaunch does)."""
+    from prover_assets_tests.processes import dagster_dev
+
+    tmp = tmp_path_factory.mktemp("webserver")
+    with dagster_dev(tmp, demo_run_config(tmp / "data")) as url:
+        yield {"url": url, "data": tmp / "data"}

@@ -15,8 +15,7 @@ import yaml
 
 from prover_assets.config import placeholders
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import CONFIGS, demo_run_config
-from prover_assets_tests.processes import dagster_dev
+from prover_assets_tests.conftest import CONFIGS
 
 pytestmark = pytest.mark.slow
 
@@ -105,10 +104,8 @@ def nulls(value) -> int:
 
 
 @pytest.fixture(scope="module")
-def webserver(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("launchpad")
-    with dagster_dev(tmp, demo_run_config(tmp / "data")) as url:
-        yield url
+def webserver(demo_webserver):
+    return demo_webserver["url"]
 
 
 JOBS = [job.name for job in build_definitions(CONFIGS / "demo.yaml").jobs]

@@ -220,7 +220,9 @@ def test_sandboxed_repl_has_no_network(repl, listener):
 
 def test_each_repl_has_a_private_tmpdir_removed_when_it_ends(repl):
     first, second = repl(), repl()
-    first_tmp, second_tmp = probe(first)["tmpdir"], probe(second)["tmpdir"]
+    seen = probe(first)
+    first_tmp, second_tmp = seen["tmpdir"], probe(second)["tmpdir"]
+    assert seen["tmp"] == seen["temp"] == first_tmp  # every name a program may look under
     assert first_tmp != second_tmp
     assert os.path.isdir(first_tmp)
     first.close()
@@ -387,3 +389,14 @@ def test_answers_are_taken_from_the_buffer_one_at_a_time(buffered, answers, left
     while (text := take_answer(buffer)) is not None:
         taken.append(text)
     assert (taken, bytes(buffer)) == (answers, left)
+
+
+def test_the_repl_runs_in_its_workspace(tmp_path):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    process = ReplProcess(DOUBLE, cwd=workspace, sandbox=False)
+    process.start()
+    try:
+        assert probe(process)["cwd"] == str(workspace)
+    finally:
+        process.close()

@@ -9,6 +9,7 @@ import pytest
 from prover_assets.generation.prompts import round0_messages
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import (
+    Generation,
     Message,
     Problem,
     Sampling,
@@ -250,7 +251,7 @@ def test_different_prompts_are_refused(tmp_path):
     candidate = load_run(
         write_run(tmp_path, "candidate", CANDIDATE, prompt_suffix=" Think."), samples_required=4
     )
-    with pytest.raises(ComparisonRefused, match="round-0 prompts differ"):
+    with pytest.raises(ComparisonRefused, match="round-0 prompts or sampling differ"):
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
 
 
@@ -769,12 +770,25 @@ def test_a_prompt_that_differs_on_one_sample_is_named_with_the_other_mismatch(tm
     candidate = load_run(
         write_run(tmp_path, "candidate", CANDIDATE, temperature=0.5), samples_required=4
     )
-    candidate.meta[("p2", 1, 0, 64)]["messages"] = []
+    # The per-sample design includes the sampling: every sample differs, the first is named.
     with pytest.raises(ComparisonRefused) as refused:
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
     assert str(refused.value) == (
         "sampling differs: baseline [(1.0, 0.95, None)], candidate [(0.5, 0.95, None)]; "
-        "round-0 prompts differ on 1 samples (e.g. ('p2', 1, 0, 64)) "
+        f"round-0 prompts or sampling differ on {len(candidate.meta)} samples "
+        f"(e.g. {min(candidate.meta)}) "
+        "(pass allow_design_mismatch with a reason to compare anyway)"
+    )
+
+
+def test_one_sample_whose_prompt_differs_is_named(tmp_path, runs):
+    baseline, _ = runs
+    candidate = load_run(write_run(tmp_path, "candidate", CANDIDATE), samples_required=4)
+    candidate.meta[("p2", 1, 0, 64)]["design"] = ()
+    with pytest.raises(ComparisonRefused) as refused:
+        compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
+    assert str(refused.value) == (
+        "round-0 prompts or sampling differ on 1 samples (e.g. ('p2', 1, 0, 64)) "
         "(pass allow_design_mismatch with a reason to compare anyway)"
     )
 
@@ -807,3 +821,21 @@ def test_k_values_out_of_order_are_each_answered(tmp_path):
         summary["pass1_cluster"]
         == summarize_run(run, ks=[1], resamples=20, seed=3)["pass1_cluster"]
     )
+
+
+def test_the_report_and_the_design_check_agree_on_a_prompt_tokenized_differently(tmp_path):
+    from prover_assets.generation.validity import check_design_match
+
+    baseline_files = write_run(tmp_path, "baseline", BASELINE)
+    candidate_files = write_run(tmp_path, "candidate", CANDIDATE)
+    rows = read_records(candidate_files.generations, Generation)
+    rows[0] = rows[0].model_copy(update={"prompt_ids": [9, 9, 9]})  # same messages, other ids
+    candidate_files.generations.unlink()
+    publish_records(candidate_files.generations, rows)
+    check = check_design_match(baseline_files.generations, candidate_files.generations)
+    assert not check.passed
+    with pytest.raises(ComparisonRefused, match="differ on 1 samples"):
+        compare(
+            load_run(baseline_files, samples_required=4),
+            load_run(candidate_files, samples_required=4),
+        )

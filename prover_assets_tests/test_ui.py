@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets_tests.conftest import ROOT, demo_run_config
-from prover_assets_tests.processes import dagster_dev as serving
+from prover_assets_tests.conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 LOCATION = "prover_assets.definitions"
@@ -38,10 +37,8 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="module")
-def dagster_dev(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ui")
-    with serving(tmp, demo_run_config(tmp / "data")) as url:
-        yield {"url": url, "data": tmp / "data"}
+def dagster_dev(demo_webserver):
+    return demo_webserver
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +72,17 @@ def is_launch_mutation(response) -> bool:
     )
 
 
+def wait_for_success(page, run_url: str, *, timeout_s: float) -> None:
+    """Reload the run's own page until it says Success (and fail if it says Failure)."""
+    deadline = time.monotonic() + timeout_s
+    page.goto(run_url, wait_until="networkidle")
+    while not page.get_by_text("Success", exact=True).count():
+        assert not page.get_by_text("Failure", exact=True).count(), f"{run_url} failed in the UI"
+        assert time.monotonic() < deadline, f"{run_url} did not succeed within {timeout_s} s"
+        time.sleep(3)
+        page.reload(wait_until="networkidle")
+
+
 def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
     url, shots = dagster_dev["url"], artifacts()
 
@@ -93,14 +101,7 @@ def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
     launch = launched.value.json()["data"]["launchPipelineExecution"]
     assert launch["__typename"] == "LaunchRunSuccess", launch
     page.screenshot(path=shots / "02-materialization-launched.png")
-
-    deadline = time.monotonic() + 300
-    page.goto(f"{url}/runs", wait_until="networkidle")
-    while not page.get_by_text("Success", exact=True).count():
-        assert not page.get_by_text("Failure", exact=True).count(), "the run failed in the UI"
-        assert time.monotonic() < deadline, "the run did not succeed within 300 s"
-        time.sleep(3)
-        page.reload(wait_until="networkidle")
+    wait_for_success(page, f"{url}/runs/{launch['run']['id']}", timeout_s=300)
     page.screenshot(path=shots / "03-run-succeeded.png")
 
     page.goto(f"{url}/assets/train_pool_candidates", wait_until="networkidle")
@@ -132,3 +133,19 @@ def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
     assert page.get_by_text("Succeeded", exact=True).count() == 2
     page.get_by_text(f"= {written} candidates", exact=False).first.wait_for()
     page.screenshot(path=shots / "06-check-results.png")
+
+
+# After the Launchpad tests (same server) the round reuses their outputs; alone, it runs whole.
+@pytest.mark.timeout(1500)
+def test_the_full_round_launched_unedited_from_the_launchpad_succeeds(page, dagster_dev):
+    url, shots = dagster_dev["url"], artifacts()
+    page.goto(f"{url}/locations/{LOCATION}/jobs/full_round/playground", wait_until="networkidle")
+    dismiss_welcome(page)
+    page.get_by_text("resources:", exact=False).first.wait_for()  # the scaffolded config
+    page.screenshot(path=shots / "07-launchpad-scaffold.png")
+    with page.expect_response(is_launch_mutation) as launched:
+        page.get_by_role("button", name="Launch Run").click()
+    launch = launched.value.json()["data"]["launchPipelineExecution"]
+    assert launch["__typename"] == "LaunchRunSuccess", launch
+    wait_for_success(page, f"{url}/runs/{launch['run']['id']}", timeout_s=1400)
+    page.screenshot(path=shots / "08-launchpad-run-succeeded.png")

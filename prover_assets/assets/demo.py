@@ -2,10 +2,14 @@
 
 import dagster as dg
 
-from prover_assets.assets.generation import HEAVY
-from prover_assets.assets.keys import DEMO_BASE_MODEL, TRAIN_POOL
+from prover_assets.assets.keys import (
+    DEMO_BASE_MODEL,
+    DEMO_GROUP,
+    HEAVY,
+    TRAIN_POOL,
+    eval_set_key,
+)
 from prover_assets.assets.metadata import manifest_metadata
-from prover_assets.assets.problems import eval_set_key
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.stages import materialize_demo_model
@@ -13,12 +17,12 @@ from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.resources import ExperimentResource
 from prover_assets.verify.stages import TRAIN_POOL_FILE
 
-__all__ = ["DEMO_GROUP", "demo_assets"]
-
-DEMO_GROUP = "demo"
+__all__ = ["demo_assets"]
 
 
 def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """The demo's base model asset (the tiny model taught the output format); none for a registered
+    experiment."""
     if built.demo is None:
         return []
 

@@ -13,25 +13,24 @@ import dagster as dg
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
+    ETA_KEY,
     OPERATIONS_GROUP,
     SFT_CHECKPOINT,
     SFT_SHARDS,
     TRAIN_POOL,
+    eval_set_key,
     generations_key,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.problems import eval_set_key
 from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.report.eta import RoundPlan, eta_table, measured_inputs
 from prover_assets.report.markdown import markdown_table, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
 
-__all__ = ["ETA_KEY", "eta_assets"]
-
-ETA_KEY = dg.AssetKey(["eta"])
+__all__ = ["eta_assets"]
 
 
 def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any] | None:
@@ -56,6 +55,8 @@ def _eval_problem_count(
 
 
 def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """The `eta` asset: hours of a full round of `built`'s shape, from what has been measured so
+    far."""
     runs = [
         (eval_set, system, cap)
         for eval_set in built.eval_sets
@@ -89,58 +90,66 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             sft_shards=latest_metadata(instance, SFT_SHARDS),
             sft_checkpoint=latest_metadata(instance, SFT_CHECKPOINT),
         )
-        plan = RoundPlan(
-            eval_problems={
-                name: _eval_problem_count(spec, name, latest_metadata(instance, eval_set_key(name)))
-                for name in spec.eval_sets
-            },
-            eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},
-            pool_problems=spec.pool.size,
-            pool_cap=spec.sft.cap,
-            n_samples=spec.generation.n_samples,
-            correction_rounds=spec.corrections.rounds,
-            samples_per_parent=spec.corrections.samples_per_parent,
-            max_rows_per_problem=spec.sft.max_per_problem,
-            sft_epochs=spec.training.epochs,
-        )
-        table = eta_table(plan, measured)
+        table = eta_table(_round_plan(spec, instance), measured)
         total = table["total_hours"]
-        steps = markdown_table(
-            ["step", "low h", "central h", "high h"],
-            [(s["step"], s["low"], s["central"], s["high"]) for s in table["steps"]]
-            + [("**total**", total["low"], total["central"], total["high"])],
-        )
-        inputs = markdown_table(
-            ["input", "low", "central", "high", "source"],
-            [
-                (name, i["low"], i["central"], i["high"], i["source"])
-                for name, i in table["inputs"].items()
-            ],
-        )
-        plot = bar_plot(
-            {
-                bound: {s["step"]: s[bound] for s in table["steps"]}
-                for bound in ("low", "central", "high")
-            },
-            title=f"{spec.name}: hours per step of a full round",
-            ylabel="hours",
-        )
         measured_count = sum(i["source"] == "measured" for i in table["inputs"].values())
         context.log.info(
             f"full round: {total['central']:.2f} h central ({total['low']:.2f}-{total['high']:.2f} h); "
             f"{measured_count} of {len(table['inputs'])} inputs measured"
         )
-        return dg.MaterializeResult(
-            metadata={
-                "total_hours_central": dg.MetadataValue.float(total["central"]),
-                "total_hours_low": dg.MetadataValue.float(total["low"]),
-                "total_hours_high": dg.MetadataValue.float(total["high"]),
-                "inputs_measured": f"{measured_count} of {len(table['inputs'])}",
-                "steps": dg.MetadataValue.md(steps),
-                "inputs": dg.MetadataValue.md(inputs),
-                "plot": dg.MetadataValue.md(png_image(plot, "hours per step")),
-                "table": dg.MetadataValue.json(table),
-            }
-        )
+        return dg.MaterializeResult(metadata=_eta_metadata(spec.name, table, measured_count))
 
     return [eta]
+
+
+def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan:
+    """What a full round of this experiment does (problem counts measured where known)."""
+    return RoundPlan(
+        eval_problems={
+            name: _eval_problem_count(spec, name, latest_metadata(instance, eval_set_key(name)))
+            for name in spec.eval_sets
+        },
+        eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},
+        pool_problems=spec.pool.size,
+        pool_cap=spec.sft.cap,
+        n_samples=spec.generation.n_samples,
+        correction_rounds=spec.corrections.rounds,
+        samples_per_parent=spec.corrections.samples_per_parent,
+        max_rows_per_problem=spec.sft.max_per_problem,
+        sft_epochs=spec.training.epochs,
+    )
+
+
+def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict[str, Any]:
+    """The ETA table as the asset's metadata: totals, the step and input tables, a plot."""
+    total = table["total_hours"]
+    steps = markdown_table(
+        ["step", "low h", "central h", "high h"],
+        [(s["step"], s["low"], s["central"], s["high"]) for s in table["steps"]]
+        + [("**total**", total["low"], total["central"], total["high"])],
+    )
+    inputs = markdown_table(
+        ["input", "low", "central", "high", "source"],
+        [
+            (input_name, i["low"], i["central"], i["high"], i["source"])
+            for input_name, i in table["inputs"].items()
+        ],
+    )
+    plot = bar_plot(
+        {
+            bound: {s["step"]: s[bound] for s in table["steps"]}
+            for bound in ("low", "central", "high")
+        },
+        title=f"{name}: hours per step of a full round",
+        ylabel="hours",
+    )
+    return {
+        "total_hours_central": dg.MetadataValue.float(total["central"]),
+        "total_hours_low": dg.MetadataValue.float(total["low"]),
+        "total_hours_high": dg.MetadataValue.float(total["high"]),
+        "inputs_measured": f"{measured_count} of {len(table['inputs'])}",
+        "steps": dg.MetadataValue.md(steps),
+        "inputs": dg.MetadataValue.md(inputs),
+        "plot": dg.MetadataValue.md(png_image(plot, "hours per step")),
+        "table": dg.MetadataValue.json(table),
+    }

@@ -10,15 +10,16 @@ from prover_assets.assets.keys import (
     CANDIDATE,
     DEMO_BASE_MODEL,
     EXPORTED_MODEL,
+    HEAVY,
     POOL_ROUND_GROUP,
     TRAIN_POOL,
+    eval_set_key,
     generations_key,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
 from prover_assets.assets.metadata import manifest_metadata
-from prover_assets.assets.problems import eval_set_key
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
@@ -37,15 +38,17 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 
 __all__ = ["generation_assets", "model_for"]
 
-HEAVY = "heavy"
 RETRY = dg.RetryPolicy(max_retries=2, delay=30)
 
 
 class GenerationConfig(dg.Config):
+    """Run config of a generation asset: `recompute` moves the old output aside and starts again."""
+
     recompute: bool = False  # move the existing output aside and generate again
 
 
 def model_deps(spec: ExperimentSpec, system: str) -> list[dg.AssetKey]:
+    """The assets the model of `system` comes from (the demo's base model, or the export)."""
     if system == CANDIDATE:
         return [EXPORTED_MODEL]
     return [DEMO_BASE_MODEL] if spec.model.source == "demo_tiny" else []
@@ -171,6 +174,8 @@ def _generation_asset(
 
 
 def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """Every generation asset of `built`: baseline and candidate per eval set and cap, and each
+    pool round."""
     assets = []
     n = built.generation.n_samples
     for system in (BASELINE, CANDIDATE):

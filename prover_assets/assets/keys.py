@@ -1,26 +1,39 @@
-"""Asset keys and groups of the one graph, named in one place."""
+"""Asset keys, groups and pool names of the one graph, named in one place."""
 
 import dagster as dg
 
 __all__ = [
     "BASELINE",
     "CANDIDATE",
+    "DECONTAMINATION_KEY",
     "DEMO_BASE_MODEL",
+    "DEMO_GROUP",
+    "ETA_KEY",
     "EXPORTED_MODEL",
+    "HEAVY",
     "OPERATIONS_GROUP",
+    "POOL_CANDIDATES_KEY",
     "POOL_ROUND_GROUP",
+    "PROBLEMS_GROUP",
     "REPORT_GROUP",
+    "REPORT_KEY",
     "SFT_CHECKPOINT",
     "SFT_GROUP",
     "SFT_SHARDS",
     "TRAIN_POOL",
+    "eval_set_key",
     "generations_key",
     "pool_generations_key",
     "pool_verdicts_key",
     "verdicts_key",
 ]
 
+# The one concurrency pool of heavy steps (GPU, Lean workers, training): at most one at a time.
+HEAVY = "heavy"
+
 BASELINE = "baseline"
+PROBLEMS_GROUP = "problems"
+DEMO_GROUP = "demo"
 SFT_GROUP = "sft"
 REPORT_GROUP = "report"
 CANDIDATE = "candidate"
@@ -32,19 +45,33 @@ DEMO_BASE_MODEL = dg.AssetKey(["demo_base_model"])
 SFT_SHARDS = dg.AssetKey(["sft_shards"])
 SFT_CHECKPOINT = dg.AssetKey(["sft_checkpoint"])
 EXPORTED_MODEL = dg.AssetKey(["exported_model"])
+DECONTAMINATION_KEY = dg.AssetKey(["decontamination_sets"])
+POOL_CANDIDATES_KEY = dg.AssetKey(["train_pool_candidates"])
+REPORT_KEY = dg.AssetKey(["eval_report"])
+ETA_KEY = dg.AssetKey(["eta"])
+
+
+def eval_set_key(name: str) -> dg.AssetKey:
+    """The key of the evaluation problems of eval set `name`."""
+    return dg.AssetKey(["eval_problems", name])
 
 
 def generations_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
+    """The key of the generations of `system` on `eval_set` at completion cap `cap`."""
     return dg.AssetKey(["generations", eval_set, system, f"c{cap}"])
 
 
 def verdicts_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
+    """The key of the verdicts of `system` on `eval_set` at completion cap `cap`."""
     return dg.AssetKey(["verdicts", eval_set, system, f"c{cap}"])
 
 
 def pool_generations_key(round: int) -> dg.AssetKey:
+    """The key of the train pool's generations of correction round `round` (0: the first
+    samples)."""
     return dg.AssetKey(["generations", "pool", f"r{round}"])
 
 
 def pool_verdicts_key(round: int) -> dg.AssetKey:
+    """The key of the train pool's verdicts of correction round `round`."""
     return dg.AssetKey(["verdicts", "pool", f"r{round}"])

@@ -15,12 +15,14 @@ OUTPUT_DIR = "output_dir"
 
 
 def files_table(manifest: Mapping[str, Any]) -> dg.MetadataValue:
+    """A Markdown table of a manifest's input and output files (path, short sha256, bytes)."""
     rows = [("input", e["path"], e["sha256"][:16], e["bytes"]) for e in manifest["inputs"]]
     rows += [("output", e["path"], e["sha256"][:16], e["bytes"]) for e in manifest["outputs"]]
     return dg.MetadataValue.md(markdown_table(["role", "path", "sha256 (16)", "bytes"], rows))
 
 
 def histogram(counts: Mapping[str, int], key: str = "reason") -> dg.MetadataValue:
+    """A Markdown table of counts, largest first."""
     return dg.MetadataValue.md(histogram_table(counts, key=key))
 
 

@@ -4,6 +4,12 @@ import time
 
 import dagster as dg
 
+from prover_assets.assets.keys import (
+    DECONTAMINATION_KEY,
+    POOL_CANDIDATES_KEY,
+    PROBLEMS_GROUP,
+    eval_set_key,
+)
 from prover_assets.assets.metadata import histogram, manifest_metadata
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.stages import (
@@ -15,27 +21,13 @@ from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
 
-__all__ = [
-    "DECONTAMINATION_KEY",
-    "GROUP",
-    "POOL_CANDIDATES_KEY",
-    "eval_set_key",
-    "problem_assets",
-]
-
-GROUP = "problems"
-DECONTAMINATION_KEY = dg.AssetKey(["decontamination_sets"])
-POOL_CANDIDATES_KEY = dg.AssetKey(["train_pool_candidates"])
-
-
-def eval_set_key(name: str) -> dg.AssetKey:
-    return dg.AssetKey(["eval_problems", name])
+__all__ = ["problem_assets"]
 
 
 def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=eval_set_key(name),
-        group_name=GROUP,
+        group_name=PROBLEMS_GROUP,
         kinds={"jsonl"},
         description=f"The {name} evaluation problems, normalised by Goedel's rule made safe.",
     )
@@ -66,7 +58,7 @@ def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
 def _decontamination_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=DECONTAMINATION_KEY,
-        group_name=GROUP,
+        group_name=PROBLEMS_GROUP,
         deps=[eval_set_key(name) for name in built.eval_sets],
         kinds={"json"},
         description="Statement hashes, names and informal n-grams of the scored evaluation sets "
@@ -94,7 +86,7 @@ def _decontamination_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
 def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=POOL_CANDIDATES_KEY,
-        group_name=GROUP,
+        group_name=PROBLEMS_GROUP,
         deps=[DECONTAMINATION_KEY],
         kinds={"parquet", "jsonl"},
         description="The pool's shards streamed, filtered, decontaminated (layers 1-4) and "
@@ -162,6 +154,8 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
 
 
 def problem_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """The problem assets of `built`: each eval set, the decontamination sets, the pool's
+    candidates."""
     return [
         *(_eval_set_asset(name, built) for name in built.eval_sets),
         _decontamination_asset(built),

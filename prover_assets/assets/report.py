@@ -9,13 +9,14 @@ from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
     REPORT_GROUP,
+    REPORT_KEY,
+    eval_set_key,
     generations_key,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
 from prover_assets.assets.metadata import OUTPUT_DIR
-from prover_assets.assets.problems import eval_set_key
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import PROBLEMS_FILE
@@ -25,18 +26,19 @@ from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.resources import ExperimentResource
 from prover_assets.verify.stages import VERDICTS_FILE
 
-__all__ = ["REPORT_KEY", "report_assets"]
-
-REPORT_KEY = dg.AssetKey(["eval_report"])
+__all__ = ["report_assets"]
 
 
 class ReportConfig(dg.Config):
-    # Compare runs whose sampling or round-0 prompts differ; the reason is printed in the report,
-    # which is then never PRIMARY.
+    """Run config of the report: `allow_design_mismatch` compares runs whose sampling or
+    round-0 prompts differ, for the reason it gives (printed in the report, which is then never
+    PRIMARY)."""
+
     allow_design_mismatch: str | None = None
 
 
 def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """The evaluation report asset, with its evidence bundle, for `built`'s eval sets and caps."""
     pairs = [(name, cap) for name in built.eval_sets for cap in built.caps_of(name)]
     rounds = range(built.corrections.rounds + 1)
     deps = [verdicts_key(s, system, c) for s, c in pairs for system in (BASELINE, CANDIDATE)]

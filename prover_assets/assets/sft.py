@@ -4,10 +4,12 @@ import json
 
 import dagster as dg
 
-from prover_assets.assets.generation import HEAVY, RETRY, model_deps, model_for
+from prover_assets.assets.generation import RETRY, model_deps, model_for
 from prover_assets.assets.keys import (
     BASELINE,
+    DECONTAMINATION_KEY,
     EXPORTED_MODEL,
+    HEAVY,
     SFT_CHECKPOINT,
     SFT_GROUP,
     SFT_SHARDS,
@@ -16,7 +18,6 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
 )
 from prover_assets.assets.metadata import histogram, manifest_metadata
-from prover_assets.assets.problems import DECONTAMINATION_KEY
 from prover_assets.assets.progress import fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
@@ -38,6 +39,8 @@ __all__ = ["sft_assets"]
 
 
 def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """The SFT assets: shards from the pool rounds' accepted samples, the LoRA checkpoint, the
+    export."""
     rounds = range(built.corrections.rounds + 1)
     pool_keys = [key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))]
 
@@ -156,12 +159,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     ):
         spec = experiment.model(built)
         base_dir, _ = model_for(spec, BASELINE, experiment)
-        dtype = (
-            "bfloat16"
-            if spec.training.precision == "bf16"
-            or (spec.training.precision == "auto" and gpu.model().device == "cuda")
-            else "float32"
-        )
+        dtype = "bfloat16" if spec.training.uses_bf16(gpu.model().device) else "float32"
         result = materialize_export(
             experiment.asset_dir(EXPORTED_MODEL),
             checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),  # re-hashed by the step

@@ -2,20 +2,22 @@
 
 import dagster as dg
 
-from prover_assets.assets.generation import HEAVY, RETRY
+from prover_assets.assets.generation import RETRY
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
+    HEAVY,
+    POOL_CANDIDATES_KEY,
     POOL_ROUND_GROUP,
+    PROBLEMS_GROUP,
     TRAIN_POOL,
+    eval_set_key,
     generations_key,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
 from prover_assets.assets.metadata import histogram, manifest_metadata
-from prover_assets.assets.problems import GROUP as PROBLEMS_GROUP
-from prover_assets.assets.problems import POOL_CANDIDATES_KEY, eval_set_key
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -34,8 +36,10 @@ __all__ = ["verification_assets"]
 
 
 class VerifyConfig(dg.Config):
-    # Verdicts whose code hash no longer matches the generation are moved to
-    # stale_verdicts.jsonl and verified again (recorded in the manifest); otherwise they raise.
+    """Run config of a verdict asset. `reverify_stale`: verdicts whose code hash no longer
+    matches the generation are moved to stale_verdicts.jsonl and verified again (recorded in the
+    manifest); otherwise they are refused. `recompute`: start again from nothing."""
+
     reverify_stale: bool = False
     recompute: bool = False  # move the existing output aside and verify everything again
 
@@ -162,6 +166,7 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
 
 
 def verification_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+    """Every verdict asset of `built`, and the train pool (the candidates that elaborate)."""
     assets = [_train_pool_asset(built)]
     for system in (BASELINE, CANDIDATE):
         for eval_set in built.eval_sets:

@@ -2,17 +2,17 @@
 
 import dagster as dg
 
-from prover_assets.assets.generation import HEAVY
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
+    HEAVY,
     TRAIN_POOL,
+    eval_set_key,
     generations_key,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.problems import eval_set_key
 from prover_assets.checks import complete_file, manifest_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
@@ -245,6 +245,8 @@ def _reference_check(eval_set: str, built: ExperimentSpec) -> dg.AssetChecksDefi
 
 
 def loop_checks(built: ExperimentSpec) -> list:
+    """The blocking checks of the generation and verdict assets, and the reference elaboration of
+    each eval set."""
     checks: list = []
     for eval_set in built.eval_sets:
         checks.append(_reference_check(eval_set, built))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.assets.problems import POOL_CANDIDATES_KEY, eval_set_key
+from prover_assets.assets.keys import POOL_CANDIDATES_KEY, eval_set_key
 from prover_assets.checks import complete_file, manifest_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
@@ -99,6 +99,7 @@ def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
 
 
 def problem_checks(built: ExperimentSpec) -> list[dg.AssetChecksDefinition]:
+    """The checks of the eval sets and of the pool's candidates."""
     checks = []
     for name, spec in built.eval_sets.items():
         checks += _eval_set_checks(name, spec.format)

@@ -6,13 +6,13 @@ from pathlib import Path
 import dagster as dg
 
 from prover_assets.assets.keys import (
+    DECONTAMINATION_KEY,
     EXPORTED_MODEL,
     SFT_CHECKPOINT,
     SFT_SHARDS,
     TRAIN_POOL,
     pool_generations_key,
 )
-from prover_assets.assets.problems import DECONTAMINATION_KEY
 from prover_assets.checks import complete_file, complete_folder, manifest_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -34,6 +34,8 @@ __all__ = ["sft_checks"]
 
 
 def sft_checks(built: ExperimentSpec) -> list:
+    """The blocking checks of the SFT shards, the checkpoint's data order and the export's
+    parity."""
     generations = [pool_generations_key(r) for r in range(built.corrections.rounds + 1)]
 
     def shards(context: dg.AssetCheckExecutionContext) -> Path:

@@ -22,6 +22,9 @@ __all__ = ["CorrectionPlan", "check_correction_children", "correction_specs", "p
 
 @dataclass
 class CorrectionPlan:
+    """The parents of a correction round (failed samples of unsolved problems) and what was left
+    out."""
+
     round: int  # the correction round being planned
     solved_problems: list[str] = field(default_factory=list)
     unsolved_problems: list[str] = field(default_factory=list)
@@ -68,6 +71,8 @@ def plan_corrections(
 def correction_specs(
     plan: CorrectionPlan, problems: Mapping[str, Problem], *, samples_per_parent: int
 ) -> list[SampleSpec]:
+    """The samples of a correction round: `samples_per_parent` children per parent, prompted with
+    its errors."""
     specs = []
     for parent, verdict in plan.parents:
         assert verdict.repl_code is not None and verdict.repl_errors is not None

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SamplingSettings:
+    """Temperature, top-p and top-k of every sample of a batch."""
+
     temperature: float
     top_p: float
     top_k: int | None
@@ -46,6 +48,8 @@ class SamplingSettings:
 
 @dataclass(frozen=True)
 class GenerationRequest:
+    """One sample to generate: its prompt ids, its token budget and its seed."""
+
     key: tuple
     prompt_ids: tuple[int, ...]
     max_tokens: int
@@ -54,6 +58,8 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class GenerationResult:
+    """What an engine returns for one request: the completion's ids and text and why it ended."""
+
     key: tuple
     completion_ids: tuple[int, ...]
     completion_text: str
@@ -61,6 +67,8 @@ class GenerationResult:
 
 
 class GenerationEngine(ABC):
+    """An engine that generates batches of requests (vLLM or transformers); a context manager."""
+
     name: str
 
     @abstractmethod

@@ -21,6 +21,8 @@ __all__ = ["ProblemGroup", "ProblemOutcome", "problem_groups"]
 
 
 class ProblemGroup(StrEnum):
+    """How a problem's samples came out: all accepted, some, none, or none judged."""
+
     ALL_CORRECT = "all_correct"
     ALL_WRONG = "all_wrong"
     MIXED = "mixed"
@@ -29,6 +31,8 @@ class ProblemGroup(StrEnum):
 
 @dataclass(frozen=True)
 class ProblemOutcome:
+    """One problem's samples of a round: how many, how many accepted, and its group."""
+
     problem_id: str
     group: ProblemGroup
     samples: int

@@ -31,6 +31,8 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
 class RevisionError(ValueError):
+    """A model folder's revision is missing or does not match its files."""
+
     pass
 
 
@@ -46,6 +48,7 @@ def weights_sha256(folder: Path) -> str:
 
 
 def write_local_revision(folder: Path, *, kind: str) -> str:
+    """Record a revision for a locally made model folder (`<kind>-<sha256 of its weights>`)."""
     revision = f"{kind}-{weights_sha256(folder)}"
     publish_text(folder / REVISION_FILE, json.dumps({"revision": revision, "kind": kind}) + "\n")
     return revision

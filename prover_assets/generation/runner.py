@@ -49,6 +49,8 @@ Progress = Callable[["GenerationStats"], None]
 
 @dataclass(frozen=True)
 class SampleSpec:
+    """One sample to generate: its problem, index, round, cap, messages and parent."""
+
     problem: Problem
     sample_idx: int
     round: int
@@ -62,6 +64,8 @@ class SampleSpec:
 
 
 def round0_specs(problems: Sequence[Problem], n_samples: int, cap: int) -> list[SampleSpec]:
+    """The round-0 samples: `n_samples` per problem at cap `cap`, each prompted with its
+    statement."""
     specs = []
     for problem in problems:
         messages = tuple(
@@ -80,6 +84,8 @@ def sample_seed(base: int, key: SampleKey) -> int:
 
 @dataclass
 class GenerationStats:
+    """Counts, token lengths and rates of one generation step, as it goes."""
+
     total: int = 0
     already_present: int = 0
     generated_now: int = 0

@@ -76,11 +76,13 @@ class Samples:
 
 
 def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
+    """The sampling settings of the experiment's generation section."""
     g = spec.generation
     return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
 
 
 def round0_samples(problems_file: Path, n: int, cap: int, *, allow_empty: bool = False) -> Samples:
+    """The round-0 batch of the problems in `problems_file`: `n` samples each at cap `cap`."""
     problems = read_records(problems_file, Problem)
     return Samples(
         round0_specs(problems, n, cap),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from prover_assets.generation.revision import write_local_revision
 
@@ -138,6 +139,40 @@ _DEMO_TACTICS = (
 )
 
 
+def _format_examples(
+    tokenizer: Any, statements: list[str], variants: int
+) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids + EOS) for each statement in each of `variants` tactics."""
+    from prover_assets.generation.prompts import render_prompt, round0_messages
+
+    examples = []
+    for index, statement in enumerate(statements):
+        _, prompt_ids = render_prompt(tokenizer, round0_messages(statement))
+        for variant in range(variants):
+            text = format_completion(statement, index + variant)
+            completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [
+                tokenizer.eos_token_id
+            ]
+            examples.append((prompt_ids, completion))
+    return examples
+
+
+def _padded(batch: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, Any, Any]:
+    """Input ids, attention mask and labels (loss on the completion only), right-padded."""
+    import torch
+
+    width = max(len(p) + len(c) for p, c in batch)
+    input_ids = torch.full((len(batch), width), pad_id)
+    labels = torch.full((len(batch), width), -100)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (prompt, completion) in enumerate(batch):
+        ids = prompt + completion
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        labels[row, len(prompt) : len(ids)] = torch.tensor(completion)
+        attention[row, : len(ids)] = 1
+    return input_ids, attention, labels
+
+
 def teach_output_format(
     folder: Path,
     statements: list[str],
@@ -158,20 +193,10 @@ def teach_output_format(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prover_assets.generation.prompts import render_prompt, round0_messages
-
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    examples = []
-    for index, statement in enumerate(statements):
-        _, prompt_ids = render_prompt(tokenizer, round0_messages(statement))
-        for variant in range(variants):
-            text = format_completion(statement, index + variant)
-            completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [
-                tokenizer.eos_token_id
-            ]
-            examples.append((prompt_ids, completion))
+    examples = _format_examples(tokenizer, statements, variants)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
@@ -182,15 +207,7 @@ def teach_output_format(
             examples[i]
             for i in torch.randperm(len(examples), generator=generator)[:batch_size].tolist()
         ]
-        width = max(len(p) + len(c) for p, c in batch)
-        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
-        labels = torch.full((len(batch), width), -100)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (prompt, completion) in enumerate(batch):
-            ids = prompt + completion
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            labels[row, len(prompt) : len(ids)] = torch.tensor(completion)
-            attention[row, : len(ids)] = 1
+        input_ids, attention, labels = _padded(batch, tokenizer.pad_token_id)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         optimizer.step()

@@ -45,18 +45,7 @@ def check_samples_per_problem(
 
 
 def _round0_design(path: Path) -> dict[SampleKey, tuple]:
-    return {
-        g.key: (
-            g.prompt_text,
-            tuple(g.prompt_ids),
-            g.sampling.temperature,
-            g.sampling.top_p,
-            g.sampling.top_k,
-            g.cap_tokens,
-        )
-        for g in iter_records(path, Generation)
-        if g.round == 0
-    }
+    return {g.key: g.design_identity for g in iter_records(path, Generation) if g.round == 0}
 
 
 def check_design_match(baseline: Path, candidate: Path) -> CheckOutcome:

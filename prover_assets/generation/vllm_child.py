@@ -16,6 +16,7 @@ from prover_assets.children import hold_folder
 
 
 def main(run: Path) -> int:
+    """The vLLM child: generate the requests in the run folder (one engine per step folder)."""
     with hold_folder(run.parent):  # one vLLM engine per generation step's folder
         return _generate(run)
 

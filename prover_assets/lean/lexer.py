@@ -24,6 +24,8 @@ __all__ = [
 
 
 class TokenKind(StrEnum):
+    """The kinds of Lean tokens the lexer tells apart."""
+
     IDENT = "ident"
     NUMBER = "number"
     STRING = "string"
@@ -39,6 +41,8 @@ TRIVIA = frozenset({TokenKind.LINE_COMMENT, TokenKind.BLOCK_COMMENT, TokenKind.W
 
 
 class Token(NamedTuple):
+    """One token: its kind, its text and its offsets in the source."""
+
     kind: TokenKind
     text: str
     start: int  # character offset into the lexed text

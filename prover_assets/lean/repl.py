@@ -51,6 +51,9 @@ _READ_CHUNK = 1 << 16
 
 @dataclass(frozen=True)
 class ReplOutcome:
+    """An answer read strictly: errors, sorries, warnings, infos, the env, and whether it passed
+    and is complete."""
+
     passed: bool  # no errors
     complete: bool  # passed, no sorries, no sorry warning, no warning containing `failed`
     errors: tuple[dict[str, Any], ...]
@@ -60,18 +63,19 @@ class ReplOutcome:
     env: int | None
 
 
+def _is_bad_warning(data: str) -> bool:
+    return "failed" in data or any(text in data for text in _SORRY_WARNINGS)
+
+
 def read_answer(answer: Mapping[str, Any]) -> ReplOutcome:
+    """Goedel's reading of a REPL answer, made strict (see the module docstring)."""
     messages = answer.get("messages") or []
     errors = tuple(m for m in messages if m.get("severity") == "error")
     warnings = tuple(m for m in messages if m.get("severity") == "warning")
     infos = tuple(m for m in messages if m.get("severity") == "info")
     sorries = tuple(answer.get("sorries") or [])
     passed = not errors
-    bad_warning = any(
-        any(text in str(w.get("data", "")) for text in _SORRY_WARNINGS)
-        or "failed" in str(w.get("data", ""))
-        for w in warnings
-    )
+    bad_warning = any(_is_bad_warning(str(w.get("data"))) for w in warnings)
     return ReplOutcome(
         passed=passed,
         complete=passed and not sorries and not bad_warning,
@@ -96,9 +100,9 @@ def take_answer(buffer: bytearray) -> str | None:
             return ""
         return None
     end = buffer.find(b"\n\n", start)
-    if end < 0:
+    if end == -1:
         return None
-    text = buffer[start:end].decode("utf-8", errors="replace")
+    text = buffer[start:end].decode(errors="replace")  # UTF-8
     del buffer[: end + 2]
     return text
 
@@ -190,10 +194,11 @@ class ReplProcess:
         """Send one request and return its answer, or kill the process and raise ReplFailure."""
         if not self.alive:
             raise ReplFailure("crash", "the REPL is not running")
-        assert self._process is not None and self._process.stdin is not None
+        assert self._process is not None
+        assert self._process.stdin is not None
         line = json.dumps(request, ensure_ascii=False)
         try:
-            self._process.stdin.write(line.encode("utf-8") + b"\n\n")
+            self._process.stdin.write(line.encode() + b"\n\n")  # UTF-8
             self._process.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             self._fail("crash", f"writing the request failed: {exc}")
@@ -201,7 +206,8 @@ class ReplProcess:
         return self._read(timeout)
 
     def _read(self, timeout: float) -> dict[str, Any]:
-        assert self._process is not None and self._process.stdout is not None
+        assert self._process is not None
+        assert self._process.stdout is not None
         deadline = time.monotonic() + timeout
         fd = self._process.stdout.fileno()
         while True:
@@ -232,7 +238,7 @@ class ReplProcess:
         if self._stderr_path is None or not self._stderr_path.exists():
             return ""
         data = self._stderr_path.read_bytes()
-        return data[-limit:].decode("utf-8", errors="replace")
+        return data[-limit:].decode(errors="replace")  # UTF-8
 
     def _fail(self, kind: str, detail: str) -> None:
         self.kill()
@@ -242,7 +248,7 @@ class ReplProcess:
         """Kill the whole process group (the REPL's children too) and clean up."""
         process, self._process = self._process, None
         if process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+            with contextlib.suppress(OSError):  # the group is gone, or is not ours
                 os.killpg(process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
@@ -276,6 +282,6 @@ class ReplProcess:
             return 0.0
         total = 0
         for process in processes:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            with contextlib.suppress(psutil.Error):  # it exited or changed owner meanwhile
                 total += process.memory_info().rss
         return total / (1 << 20)

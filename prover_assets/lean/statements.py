@@ -102,6 +102,7 @@ class StatementError(ValueError):
 
 
 def count_by_markers(text: str) -> int:
+    """How many `:= by` markers `text` holds (a statement has exactly one)."""
     return len(BY_MARKER.findall(text))
 
 
@@ -133,6 +134,8 @@ class Signature:
 
 @dataclass(frozen=True)
 class ParsedStatement:
+    """A formal statement split into its header and its one theorem (name, signature, proof)."""
+
     supported: bool
     reason: str | None
     theorem_name: str | None
@@ -203,6 +206,7 @@ def theorem_signature(text: str) -> Signature | None:
 
 
 def first_theorem_signature(tokens: Sequence[Token]) -> Signature | None:
+    """The signature of the first `theorem` among `tokens`, or None when there is none."""
     for index, token in enumerate(tokens):
         if token.kind is TokenKind.IDENT and token.text == "theorem":
             return _signature_from(tokens, index)
@@ -314,6 +318,8 @@ def statement_sha(text: str) -> str:
 
 
 def signature_sha(signature: Signature) -> str:
+    """The sha256 of a theorem's signature, comments and whitespace aside: the statement's
+    identity."""
     return _hash_tokens([_token_key(t) for t in signature.tokens])
 
 
@@ -420,6 +426,8 @@ def alpha_sha(text: str) -> str:
 
 
 def signature_alpha_sha(signature: Signature) -> str:
+    """As `signature_sha`, with bound names renamed in order: a statement's identity up to
+    renaming."""
     tokens = signature.tokens
     renaming = {name: f"\x00{index}" for index, name in enumerate(_binder_names(tokens))}
     keys = []

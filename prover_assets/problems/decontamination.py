@@ -42,6 +42,7 @@ _COMMENT_MARKERS = re.compile(r"^\s*/-[-!]?|-/\s*$")
 
 
 def normalise_name(name: str) -> str:
+    """A theorem name as compared: lowercase letters and digits only."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
@@ -78,6 +79,9 @@ def name_matches(
 
 @dataclass(frozen=True)
 class DecontaminationSets:
+    """What the pool must not contain: eval statement hashes (exact and alpha), names, informal
+    n-grams."""
+
     statement_shas: frozenset[str]
     alpha_shas: frozenset[str]
     names: frozenset[str]  # normalised problem ids and theorem names of the scored sets

@@ -33,11 +33,15 @@ __all__ = [
 
 
 class EvalSetError(ValueError):
+    """An evaluation file is malformed; the message names the file and line."""
+
     pass
 
 
 @dataclass(frozen=True)
 class Unsupported:
+    """A problem left out of an evaluation set, with the reason."""
+
     problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
     reason: str
     informal_prefix: str  # still used to decontaminate the pool: same problem, other wording
@@ -129,4 +133,5 @@ def load_mobench(path: str | Path) -> tuple[list[Problem], list[Unsupported]]:
 
 
 def reason_histogram(unsupported: list[Unsupported]) -> dict[str, int]:
+    """How many problems were left out for each reason."""
     return dict(Counter(item.reason.split(":")[0] for item in unsupported).most_common())

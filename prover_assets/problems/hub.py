@@ -57,6 +57,8 @@ def shard_entries(oids: dict[str, str], root: str) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> int:
+    """Print the `shards:` lines of a Hub dataset revision (paths and LFS sha256) for a config
+    file."""
     parser = argparse.ArgumentParser(description="Print the LFS sha256 of a dataset's shards.")
     parser.add_argument("repo")
     parser.add_argument("revision")

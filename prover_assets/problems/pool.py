@@ -42,6 +42,7 @@ from prover_assets.problems.decontamination import (
     ngram_hashes,
 )
 from prover_assets.records import Problem, sha256_file
+from prover_assets.records.validity import CountsError
 
 __all__ = [
     "PoolBuild",
@@ -59,11 +60,16 @@ Progress = Callable[[int, int], None]
 
 
 class PoolInputError(ValueError):
+    """A pool shard or its contents cannot be used (wrong columns, duplicate ids, ...)."""
+
     pass
 
 
 @dataclass
 class PoolCounts:
+    """Where the pool's rows went: candidates, and every row dropped, by the layer that dropped
+    it."""
+
     rows_in: int = 0
     not_bare_statement: int = 0
     unsupported_shape: Counter[str] = field(default_factory=Counter)
@@ -128,11 +134,14 @@ class _Ranked:
 
 @dataclass
 class PoolBuild:
+    """The ranked candidates and their counts."""
+
     candidates: list[Problem]  # in rank order
     counts: PoolCounts
 
 
 def rank_key(seed: int, problem_id: str) -> bytes:
+    """A row's rank: `sha256(seed|problem_id)`, the same on every machine and every run."""
     return hashlib.sha256(f"{seed}|{problem_id}".encode()).digest()
 
 
@@ -316,6 +325,50 @@ def _informal_drop(informal: str | None, sets: DecontaminationSets, spec: PoolSp
     return None
 
 
+def _top_k(ranked: list[_Ranked], spec: PoolSpec, counts: PoolCounts) -> list[_Ranked]:
+    """The `spec.candidates` smallest ranks (the rest counted `beyond_k`); ids must be unique."""
+    ranked = sorted(ranked)
+    counts.beyond_k += max(0, len(ranked) - spec.candidates)
+    ranked = ranked[: spec.candidates]
+    ids = [item.problem_id for item in ranked]
+    if len(set(ids)) != len(ids):
+        duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
+        raise PoolInputError(f"duplicate problem_id in the pool: {duplicates[:5]}")
+    return ranked
+
+
+def _screened(
+    ranked: list[_Ranked], sets: DecontaminationSets, spec: PoolSpec, counts: PoolCounts
+) -> list[Problem]:
+    """The candidates in rank order, less informal-text overlaps with the evaluation sets and
+    repeated statements (each drop counted by its reason)."""
+    candidates = []
+    seen_statements: set[str] = set()
+    for item in ranked:
+        reason = _informal_drop(item.informal, sets, spec)
+        if reason is None and item.statement_sha in seen_statements:
+            reason = "duplicate_statement"
+        if reason is not None:
+            setattr(counts, reason, getattr(counts, reason) + 1)
+            continue
+        if not item.informal:
+            counts.without_informal += 1
+        seen_statements.add(item.statement_sha)
+        candidates.append(
+            Problem(
+                problem_id=item.problem_id,
+                source=item.source,
+                split="train",
+                formal_statement=item.formal_statement,
+                informal_prefix=item.informal or "",
+                statement_sha=item.statement_sha,
+                alpha_sha=item.alpha_sha,
+                header=item.header,
+            )
+        )
+    return candidates
+
+
 def build_pool_candidates(
     shards: Sequence[Path],
     spec: PoolSpec,
@@ -356,39 +409,8 @@ def build_pool_candidates(
             for future in as_completed([executor.submit(_scan, task) for task in tasks]):
                 collect(future.result())
 
-    ranked.sort()
-    counts.beyond_k += max(0, len(ranked) - spec.candidates)
-    ranked = ranked[: spec.candidates]
-    ids = [item.problem_id for item in ranked]
-    if len(set(ids)) != len(ids):
-        duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
-        raise PoolInputError(f"duplicate problem_id in the pool: {duplicates[:5]}")
-
-    candidates = []
-    seen_statements: set[str] = set()
-    for item in ranked:
-        reason = _informal_drop(item.informal, sets, spec)
-        if reason is None and item.statement_sha in seen_statements:
-            reason = "duplicate_statement"
-        if reason is not None:
-            setattr(counts, reason, getattr(counts, reason) + 1)
-            continue
-        if not item.informal:
-            counts.without_informal += 1
-        seen_statements.add(item.statement_sha)
-        candidates.append(
-            Problem(
-                problem_id=item.problem_id,
-                source=item.source,
-                split="train",
-                formal_statement=item.formal_statement,
-                informal_prefix=item.informal or "",
-                statement_sha=item.statement_sha,
-                alpha_sha=item.alpha_sha,
-                header=item.header,
-            )
-        )
+    candidates = _screened(_top_k(ranked, spec, counts), sets, spec, counts)
     counts.written = len(candidates)
     if not counts.reconciles():
-        raise AssertionError(f"pool counts do not reconcile: {counts.to_json()}")
+        raise CountsError(f"pool counts do not reconcile: {counts.to_json()}")
     return PoolBuild(candidates=candidates, counts=counts)

@@ -46,6 +46,9 @@ CANDIDATES_FILE = "train_pool_candidates.jsonl"
 
 
 class InputChecksumError(ValueError):
+    """An input file does not have the sha256 the config names (or the config holds a
+    placeholder)."""
+
     pass
 
 

@@ -35,6 +35,7 @@ def check_counts_reconcile(counts: dict[str, Any]) -> CheckOutcome:
 
 
 def check_ids_unique(problems_file: Path) -> CheckOutcome:
+    """No problem id appears twice in the problems file."""
     ids = Counter(json.loads(line)["problem_id"] for line in problems_file.read_text().splitlines())
     duplicates = sorted(problem_id for problem_id, n in ids.items() if n > 1)
     return CheckOutcome(
@@ -45,6 +46,7 @@ def check_ids_unique(problems_file: Path) -> CheckOutcome:
 
 
 def check_statements_parse(problems_file: Path) -> CheckOutcome:
+    """Every formal statement lexes and splits into header and theorem."""
     failures = [
         f"{problem.problem_id}: {parsed.reason}"
         for problem in iter_records(problems_file, Problem)

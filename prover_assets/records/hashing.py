@@ -11,14 +11,17 @@ _CHUNK = 1 << 20
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The hex sha256 of `data`."""
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_text(text: str) -> str:
+    """The hex sha256 of `text`, encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def sha256_file(path: str | Path) -> str:
+    """The hex sha256 of a file's bytes, read in chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):

@@ -51,12 +51,15 @@ _REQUIRED_KEYS = frozenset(
 
 @dataclass(frozen=True)
 class GitRevision:
+    """The code revision an artifact was made with (or why it is unknown)."""
+
     commit: str | None
     dirty: bool | None
     reason: str | None  # why commit is unknown; never a made-up commit
 
 
 def now_utc() -> str:
+    """The current time in UTC, to the second, in ISO 8601."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -90,6 +93,7 @@ def git_revision(source_dir: str | None = None) -> GitRevision:
 
 @functools.cache
 def library_pins() -> dict[str, str | None]:
+    """The installed versions of the libraries an artifact depends on."""
     pins: dict[str, str | None] = {"python": platform.python_version()}
     for name in _PINNED_LIBRARIES:
         try:
@@ -133,12 +137,14 @@ def build_manifest(
 
 
 def write_manifest(folder: str | Path, manifest: Mapping[str, Any]) -> Path:
+    """Write a step's manifest atomically (last: its presence means the step completed)."""
     path = Path(folder) / MANIFEST_NAME
     publish_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     return path
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """The manifest of the step whose output is `folder`; raises if it is missing or malformed."""
     path = Path(folder) / MANIFEST_NAME
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))

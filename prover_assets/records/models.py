@@ -77,6 +77,8 @@ class ParentRef(BaseModel):
 
 
 class Problem(_Record):
+    """One problem: its statement (header and theorem, `:= by sorry`), hashes and source."""
+
     problem_id: NonEmpty
     source: NonEmpty
     split: str
@@ -105,6 +107,8 @@ class Problem(_Record):
 
 
 class Message(BaseModel):
+    """One chat message of a prompt."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     role: Literal["system", "user", "assistant"]
@@ -112,6 +116,8 @@ class Message(BaseModel):
 
 
 class Sampling(BaseModel):
+    """How one sample was drawn: temperature, top-p, top-k, token budget, seed."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     temperature: Annotated[float, Field(ge=0)]
@@ -122,6 +128,8 @@ class Sampling(BaseModel):
 
 
 class Generation(_Record):
+    """One generated sample: key, prompt, completion, extracted Lean code, sampling and model."""
+
     problem_id: NonEmpty
     sample_idx: NonNegative
     round: NonNegative
@@ -144,6 +152,21 @@ class Generation(_Record):
     @property
     def key(self) -> SampleKey:
         return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+    @property
+    def design_identity(self) -> tuple:
+        """What must be equal between two systems' samples of one key for them to be compared
+        as a pair: the prompt (messages, text and token ids) and the sampling (temperature,
+        top-p, top-k, cap). The one definition the design check and the report use."""
+        return (
+            tuple((m.role, m.content) for m in self.messages),
+            self.prompt_text,
+            tuple(self.prompt_ids),
+            self.sampling.temperature,
+            self.sampling.top_p,
+            self.sampling.top_k,
+            self.cap_tokens,
+        )
 
     @model_validator(mode="after")
     def _contract(self) -> Generation:
@@ -194,6 +217,9 @@ class Stage(StrEnum):
 
 
 class Pins(BaseModel):
+    """The verifier's toolchain: Lean, Mathlib and REPL revisions, backend, and whether it is
+    simulated."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     lean_version: NonEmpty
@@ -204,6 +230,8 @@ class Pins(BaseModel):
 
 
 class VerifierInfo(BaseModel):
+    """The verifier a verdict came from: its pins, policy and configuration."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     pins: Pins
@@ -212,6 +240,8 @@ class VerifierInfo(BaseModel):
 
 
 class Verification(_Record):
+    """One verdict: key, the code's sha256, stage, reasons, diagnostics and the verifier."""
+
     problem_id: NonEmpty
     sample_idx: NonNegative
     round: NonNegative
@@ -243,6 +273,8 @@ class Verification(_Record):
 
 
 class SftRow(_Record):
+    """One SFT row: the sample's key, its token ids and the loss mask."""
+
     input_ids: Annotated[TokenIds, Field(min_length=2)]  # prompt_ids + completion_ids
     prompt_len: Positive
     kind: Literal["first", "correction"]

@@ -53,10 +53,14 @@ class RecordError(ValueError):
 
 
 class DuplicateKeyError(RecordError):
+    """A store holds a key twice; the message names the file and both lines."""
+
     pass
 
 
 class OutputExistsError(FileExistsError):
+    """A publish would overwrite a complete output."""
+
     pass
 
 
@@ -120,6 +124,7 @@ def iter_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key)
 
 
 def read_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> list[R]:
+    """Every record of a JSONL store, validated; raises naming the file and line of a bad one."""
     return list(iter_records(path, model, key=key))
 
 
@@ -270,6 +275,7 @@ def publish_bytes(path: str | Path, data: bytes) -> None:
 
 
 def publish_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` atomically (a temporary sibling, fsync, rename)."""
     publish_bytes(path, text.encode("utf-8"))
 
 

@@ -67,6 +67,8 @@ class ComparisonRefused(ValueError):
 
 @dataclass(frozen=True)
 class RunFiles:
+    """The files of one system's run on one eval set at one cap."""
+
     system: str
     eval_set: str
     cap: int
@@ -77,10 +79,12 @@ class RunFiles:
 
 @dataclass
 class RunData:
+    """One run read and validated: problems, accepted samples, their metadata and verdicts."""
+
     files: RunFiles
     problems: list[Problem]
     accepted: dict[str, dict[int, bool]]  # problem -> sample_idx -> accepted (round 0)
-    # key -> max_tokens, finish_reason, context_clipped, messages, sampling, model_rev
+    # key -> max_tokens, finish_reason, context_clipped, design identity, sampling, model_rev
     meta: dict[SampleKey, dict[str, Any]]
     verdicts: dict[SampleKey, Verification]
     identity: dict[str, Any]
@@ -119,7 +123,7 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
             "max_tokens": generation.sampling.max_tokens,
             "finish_reason": generation.finish_reason,
             "context_clipped": generation.context_clipped,
-            "messages": [m.model_dump() for m in generation.messages],
+            "design": generation.design_identity,
             "statement_prompt": generation.messages == expected[generation.problem_id],
             "sampling": (
                 generation.sampling.temperature,
@@ -250,6 +254,9 @@ def decide(candidate_only: int, baseline_only: int, p_value: float, alpha: float
 
 @dataclass
 class Comparison:
+    """Baseline against candidate on one eval set and cap: the table, McNemar, intervals,
+    decision."""
+
     eval_set: str
     cap: int
     k: int
@@ -278,11 +285,12 @@ def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
     differing = [
         k
         for k in set(baseline.meta) & set(candidate.meta)
-        if baseline.meta[k]["messages"] != candidate.meta[k]["messages"]
+        if k.round == 0 and baseline.meta[k]["design"] != candidate.meta[k]["design"]
     ]
     if differing:
         problems.append(
-            f"round-0 prompts differ on {len(differing)} samples (e.g. {sorted(differing)[0]})"
+            f"round-0 prompts or sampling differ on {len(differing)} samples "
+            f"(e.g. {sorted(differing)[0]})"
         )
     return problems
 
@@ -414,6 +422,7 @@ def compare_runs(
 def power_table(
     n_problems: int, fractions: Sequence[float], gains_points: Sequence[float], alpha: float
 ) -> dict[str, dict[str, float]]:
+    """The exact McNemar power of the design for each discordant share and gain (in points)."""
     return {
         f"{f:.2f}": {f"+{g:g}": mcnemar_power(n_problems, f, g / 100, alpha) for g in gains_points}
         for f in fractions

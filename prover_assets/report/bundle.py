@@ -81,6 +81,8 @@ def publish_bundle(
 
 @dataclass(frozen=True)
 class BundleCheck:
+    """What re-checking an evidence bundle found: missing or changed files."""
+
     ok: bool
     changed: list[str]  # what differs from the manifest: missing or modified inputs and artifacts
 

@@ -34,6 +34,8 @@ INPUTS = tuple(PRIORS)
 
 @dataclass(frozen=True)
 class Range:
+    """A low / central / high estimate, and where it came from (measured or prior)."""
+
     low: float
     central: float
     high: float

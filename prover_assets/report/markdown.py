@@ -18,12 +18,14 @@ def _cell(value: Any) -> str:
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A Markdown table of `rows` under `headers`."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def histogram_table(counts: Mapping[str, int], *, key: str = "reason") -> str:
+    """A Markdown table of counts, largest first."""
     total = sum(counts.values())
     rows = [
         (name, count, f"{100 * count / total:.1f}%" if total else "-")

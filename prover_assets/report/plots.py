@@ -34,6 +34,7 @@ def line_plot(
     ylabel: str,
     logy: bool = False,
 ) -> bytes:
+    """A PNG line plot of named (x, y) series (optionally on a log y axis)."""
     plt, figure, axes = _figure()
     for label, (x, y) in series.items():
         axes.plot(list(x), list(y), marker="o" if len(x) < 30 else None, label=label)

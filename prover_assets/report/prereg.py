@@ -34,6 +34,8 @@ _YAML_BLOCK = re.compile(r"```yaml\n(.*?)```", re.DOTALL)
 
 
 class PreregError(ValueError):
+    """The pre-registration file is malformed or its recorded hash is missing."""
+
     pass
 
 
@@ -42,6 +44,8 @@ class _Strict(BaseModel):
 
 
 class RegisteredVerifier(_Strict):
+    """The verifier the pre-registration names (pins and policy)."""
+
     lean_version: str
     mathlib_rev: str
     repl_rev: str
@@ -52,6 +56,8 @@ class RegisteredVerifier(_Strict):
 
 
 class RegisteredDesign(_Strict):
+    """The registered design: problems, samples, cap, k, alpha, the decision rule."""
+
     problem_set: str
     problem_count: Annotated[int, Field(gt=0)]
     problems_sha256: str
@@ -72,6 +78,9 @@ class RegisteredDesign(_Strict):
 
 @dataclass(frozen=True)
 class Prereg:
+    """A pre-registration read from its file: the design, its block's sha256 and the recorded
+    one."""
+
     path: Path
     block: str
     sha256: str  # of the block as it is now
@@ -84,10 +93,12 @@ class Prereg:
 
 
 def block_sha256(block: str) -> str:
+    """The sha256 of the pre-registration's fenced design block."""
     return hashlib.sha256(block.encode("utf-8")).hexdigest()
 
 
 def read_prereg(path: Path) -> Prereg:
+    """The pre-registration at `path`, with whether its block matches the recorded hash."""
     text = path.read_text(encoding="utf-8")
     if text.count(BEGIN) != 1 or text.count(END) != 1:
         raise PreregError(f"{path}: needs exactly one {BEGIN} and one {END}")

@@ -112,28 +112,20 @@ def _comparison_section(comparison: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(summary: Mapping[str, Any]) -> str:
-    parts = []
-    if summary["simulated"]:
-        parts.append(SIMULATED_BANNER)
-    parts.append(f"# Evaluation report: {summary['experiment']}\n")
-    prereg = summary["prereg"]
+def _prereg_part(prereg: Mapping[str, Any] | None) -> str:
     if prereg is None:
-        parts.append("Pre-registration: none given.\n")
-    elif prereg["hash_matches"]:
-        parts.append(
-            f"Pre-registration `{prereg['path']}`: block sha256 `{prereg['sha256']}` matches the recorded hash.\n"
-        )
-    else:
-        parts.append(
-            f'<span style="color:red">**Pre-registration MISMATCH**: block sha256 `{prereg["sha256"]}` '
-            f"does not match the recorded `{prereg['recorded_sha256']}`.</span>\n"
-        )
-    parts.append("## Comparisons\n")
-    parts += [_comparison_section(c) + "\n" for c in summary["comparisons"]]
-    ks = summary["ks"]
-    parts.append("## Per system\n")
-    for key, group in summary["systems"].items():
+        return "Pre-registration: none given.\n"
+    if prereg["hash_matches"]:
+        return f"Pre-registration `{prereg['path']}`: block sha256 `{prereg['sha256']}` matches the recorded hash.\n"
+    return (
+        f'<span style="color:red">**Pre-registration MISMATCH**: block sha256 `{prereg["sha256"]}` '
+        f"does not match the recorded `{prereg['recorded_sha256']}`.</span>\n"
+    )
+
+
+def _systems_parts(systems: Mapping[str, Any], ks: list[int]) -> list[str]:
+    parts = ["## Per system\n"]
+    for key, group in systems.items():
         parts.append(f"### {key}\n\n{_system_table(group, ks)}\n")
         pooled = [
             f"{s['system']}: {_pct(s['pass1_pooled_wilson']['estimate'])} [{_pct(s['pass1_pooled_wilson']['low'])}, "
@@ -152,44 +144,54 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
             )
             + "\n"
         )
+    return parts
+
+
+def _power_parts(summary: Mapping[str, Any]) -> list[str]:
     power = summary["power"]
     gains = list(next(iter(power.values())))
-    parts.append(
-        f"## Power of the registered design ({summary['power_problems']} problems, alpha {summary['alpha']})\n"
-    )
-    parts.append(
+    return [
+        f"## Power of the registered design ({summary['power_problems']} problems, alpha {summary['alpha']})\n",
         markdown_table(
             ["discordant share", *gains],
             [[f, *[f"{v:.3f}" for v in row.values()]] for f, row in power.items()],
         )
-        + "\n"
+        + "\n",
+    ]
+
+
+_LIFT_COLUMNS = (
+    ("round", "round"),
+    ("problems entering", "problems_entering"),
+    ("converted", "converted"),
+    ("solved (cumulative)", "solved_cumulative"),
+    ("samples", "samples"),
+    ("completion tokens", "completion_tokens"),
+)
+
+
+def _lift_parts(lift: list[Mapping[str, Any]]) -> list[str]:
+    if not lift:
+        return []
+    table = markdown_table(
+        [title for title, _ in _LIFT_COLUMNS],
+        [[row[field] for _, field in _LIFT_COLUMNS] for row in lift],
     )
-    if summary["correction_lift"]:
-        parts.append("## Correction-round lift (train pool)\n")
-        parts.append(
-            markdown_table(
-                [
-                    "round",
-                    "problems entering",
-                    "converted",
-                    "solved (cumulative)",
-                    "samples",
-                    "completion tokens",
-                ],
-                [
-                    [
-                        r["round"],
-                        r["problems_entering"],
-                        r["converted"],
-                        r["solved_cumulative"],
-                        r["samples"],
-                        r["completion_tokens"],
-                    ]
-                    for r in summary["correction_lift"]
-                ],
-            )
-            + "\n"
-        )
+    return ["## Correction-round lift (train pool)\n", table + "\n"]
+
+
+def render_markdown(summary: Mapping[str, Any]) -> str:
+    """The report as Markdown: the banner of a simulated run, the pre-registration's hash, each
+    comparison, each system's table, the design's power, the correction lift, the limits and
+    the provenance."""
+    parts = [SIMULATED_BANNER] if summary["simulated"] else []
+    parts.append(f"# Evaluation report: {summary['experiment']}\n")
+    parts.append(_prereg_part(summary["prereg"]))
+    parts.append("## Comparisons\n")
+    parts += [_comparison_section(c) + "\n" for c in summary["comparisons"]]
+    parts += _systems_parts(summary["systems"], summary["ks"])
+    parts += _power_parts(summary)
+    parts += _lift_parts(summary["correction_lift"])
     parts.append("## Limitations\n")
     parts += [f"- {item}" for item in LIMITATIONS]
     parts.append("")
@@ -202,16 +204,17 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
-    plots: dict[str, bytes] = {}
-    ks = summary["ks"]
-    for key, group in summary["systems"].items():
-        name = key.replace("/", "_").replace(" ", "_")
-        plots[f"pass_at_k_{name}.png"] = line_plot(
+def _system_plots(
+    key: str, group: list[Mapping[str, Any]], ks: list[int], k: int
+) -> dict[str, bytes]:
+    """pass@k lines, solved@k with its interval, rejection reasons: one eval set and cap."""
+    name = key.replace("/", "_").replace(" ", "_")
+    plots = {
+        f"pass_at_k_{name}.png": line_plot(
             {
                 s["system"]: (
-                    [k for k in ks if s["pass_at_k"].get(k) is not None],
-                    [s["pass_at_k"][k] for k in ks if s["pass_at_k"].get(k) is not None],
+                    [i for i in ks if s["pass_at_k"].get(i) is not None],
+                    [s["pass_at_k"][i] for i in ks if s["pass_at_k"].get(i) is not None],
                 )
                 for s in group
             },
@@ -219,38 +222,50 @@ def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
             xlabel="k",
             ylabel="pass@k",
         )
-        k = summary["k"]
-        points = {
-            s["system"]: (
-                s["solved_at_k"][k]["share"],
-                s["solved_at_k"][k]["wilson_low"],
-                s["solved_at_k"][k]["wilson_high"],
-            )
-            for s in group
-            if s["solved_at_k"].get(k)
-        }
-        if points:
-            plots[f"solved_at_{k}_{name}.png"] = interval_plot(
-                points, title=f"solved@{k} (Wilson 95%), {key}", ylabel="share solved"
-            )
-        plots[f"reasons_{name}.png"] = bar_plot(
-            {s["system"]: s["reasons"] for s in group},
-            title=f"rejection reasons, {key}",
-            ylabel="samples",
+    }
+    points = {
+        s["system"]: (
+            s["solved_at_k"][k]["share"],
+            s["solved_at_k"][k]["wilson_low"],
+            s["solved_at_k"][k]["wilson_high"],
         )
+        for s in group
+        if s["solved_at_k"].get(k)
+    }
+    if points:
+        plots[f"solved_at_{k}_{name}.png"] = interval_plot(
+            points, title=f"solved@{k} (Wilson 95%), {key}", ylabel="share solved"
+        )
+    plots[f"reasons_{name}.png"] = bar_plot(
+        {s["system"]: s["reasons"] for s in group},
+        title=f"rejection reasons, {key}",
+        ylabel="samples",
+    )
+    return plots
+
+
+def _discordance_plot(comparison: Mapping[str, Any]) -> bytes:
+    table = comparison["table"]
+    return bar_plot(
+        {
+            "problems": {
+                "candidate only": table["candidate_only"],
+                "baseline only": table["baseline_only"],
+            }
+        },
+        title=f"discordant problems, {comparison['eval_set']} cap {comparison['cap']}",
+        ylabel="problems",
+    )
+
+
+def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
+    """Every plot of the report, as PNG bytes by file name."""
+    plots: dict[str, bytes] = {}
+    for key, group in summary["systems"].items():
+        plots.update(_system_plots(key, group, summary["ks"], summary["k"]))
     for comparison in summary["comparisons"]:
-        table = comparison["table"]
         name = f"discordant_{comparison['eval_set']}_c{comparison['cap']}.png"
-        plots[name] = bar_plot(
-            {
-                "problems": {
-                    "candidate only": table["candidate_only"],
-                    "baseline only": table["baseline_only"],
-                }
-            },
-            title=f"discordant problems, {comparison['eval_set']} cap {comparison['cap']}",
-            ylabel="problems",
-        )
+        plots[name] = _discordance_plot(comparison)
     if summary["correction_lift"]:
         rows = summary["correction_lift"]
         plots["correction_lift.png"] = line_plot(

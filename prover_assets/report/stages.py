@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from prover_assets.report.analysis import (
     summarize_run,
 )
 from prover_assets.report.bundle import bundle_name, publish_bundle, verify_bundle
-from prover_assets.report.prereg import read_prereg
+from prover_assets.report.prereg import Prereg, read_prereg
 from prover_assets.report.render import render_markdown, render_plots
 
 __all__ = ["ReportSettings", "build_report", "materialize_report"]
@@ -28,6 +28,8 @@ __all__ = ["ReportSettings", "build_report", "materialize_report"]
 
 @dataclass(frozen=True)
 class ReportSettings:
+    """The report's settings: the experiment, the registered comparison and its statistics."""
+
     experiment: str
     k: int
     ks: tuple[int, ...]
@@ -40,25 +42,28 @@ class ReportSettings:
     allow_design_mismatch: str | None = None
 
 
-def build_report(
-    pairs: Sequence[tuple[RunFiles, RunFiles]],
-    pool_rounds: Sequence[tuple[Path, Path]],
-    prereg_path: Path | None,
-    settings: ReportSettings,
-) -> tuple[dict[str, Any], str, dict[str, bytes]]:
-    """Compute, then render: the summary (JSON), the markdown, the plots."""
-    prereg = read_prereg(prereg_path) if prereg_path is not None else None
-    systems: dict[str, list[dict[str, Any]]] = {}
-    comparisons = []
-    simulated = False
-    pins = None
+@dataclass
+class _Measured:
+    """What the pairs of runs give: per-system summaries, comparisons, and whether any verdict
+    was simulated."""
+
+    systems: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    simulated: bool = False
+    pins: Any = None
+
+
+def _measure(
+    pairs: Sequence[tuple[RunFiles, RunFiles]], prereg: Prereg | None, settings: ReportSettings
+) -> _Measured:
+    measured = _Measured()
     for baseline_files, candidate_files in pairs:
         baseline = load_run(baseline_files, samples_required=settings.samples_required)
         candidate = load_run(candidate_files, samples_required=settings.samples_required)
-        simulated |= baseline.simulated or candidate.simulated
-        pins = pins or baseline.identity.get("pins")
+        measured.simulated |= baseline.simulated or candidate.simulated
+        measured.pins = measured.pins or baseline.identity.get("pins")
         key = f"{baseline_files.eval_set} cap {baseline_files.cap}"
-        systems[key] = [
+        measured.systems[key] = [
             summarize_run(run, ks=settings.ks, resamples=settings.resamples, seed=settings.seed)
             for run in (baseline, candidate)
         ]
@@ -72,40 +77,53 @@ def build_report(
             prereg=prereg,
             allow_design_mismatch=settings.allow_design_mismatch,
         )
-        comparisons.append(asdict(comparison))
+        measured.comparisons.append(asdict(comparison))
+    return measured
+
+
+def _prereg_summary(prereg: Prereg | None) -> dict[str, Any] | None:
+    if prereg is None:
+        return None
+    return {
+        "path": str(prereg.path),
+        "sha256": prereg.sha256,
+        "recorded_sha256": prereg.recorded_sha256,
+        "hash_matches": prereg.hash_matches,
+    }
+
+
+def build_report(
+    pairs: Sequence[tuple[RunFiles, RunFiles]],
+    pool_rounds: Sequence[tuple[Path, Path]],
+    prereg_path: Path | None,
+    settings: ReportSettings,
+) -> tuple[dict[str, Any], str, dict[str, bytes]]:
+    """Compute, then render: the summary (JSON), the markdown, the plots."""
+    prereg = read_prereg(prereg_path) if prereg_path is not None else None
+    measured = _measure(pairs, prereg, settings)
     # The power table is the registered design's: its problem count, not this run's.
     power_problems = (
         prereg.design.problem_count
         if prereg
-        else max(len(g[0]["per_problem"]) for g in systems.values())
+        else max(len(g[0]["per_problem"]) for g in measured.systems.values())
     )
     code = git_revision()
     summary = {
         "experiment": settings.experiment,
-        "simulated": simulated,
-        "prereg": None
-        if prereg is None
-        else {
-            "path": str(prereg.path),
-            "sha256": prereg.sha256,
-            "recorded_sha256": prereg.recorded_sha256,
-            "hash_matches": prereg.hash_matches,
-        },
+        "simulated": measured.simulated,
+        "prereg": _prereg_summary(prereg),
         "k": settings.k,
         "ks": list(settings.ks),
         "alpha": settings.alpha,
         "bootstrap": {"resamples": settings.resamples, "seed": settings.seed},
-        "comparisons": comparisons,
-        "systems": systems,
+        "comparisons": measured.comparisons,
+        "systems": measured.systems,
         "power": power_table(
-            power_problems,
-            settings.power_fractions,
-            settings.power_gains_points,
-            settings.alpha,
+            power_problems, settings.power_fractions, settings.power_gains_points, settings.alpha
         ),
         "power_problems": power_problems,
         "correction_lift": correction_lift(pool_rounds) if pool_rounds else [],
-        "pins": pins,
+        "pins": measured.pins,
         "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
         "package_version": __version__,
     }

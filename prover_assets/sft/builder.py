@@ -38,7 +38,7 @@ from prover_assets.records import (
     iter_records,
 )
 from prover_assets.records.staleness import StaleVerdictError
-from prover_assets.records.validity import CheckOutcome
+from prover_assets.records.validity import CheckOutcome, CountsError
 from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, ShardWriter, pack
 
 __all__ = [
@@ -85,11 +85,15 @@ def displayed_shas(code: str) -> tuple[str | None, str]:
 
 
 def proof_sha(code: str) -> str:
+    """The sha256 of a proof's code as displayed, comments and layout aside (distinct proofs
+    per problem are distinct by it)."""
     return displayed_shas(code)[1]
 
 
 @dataclass
 class BuiltRow:
+    """One SFT row before it is written: its sample, tokens, mask and kind."""
+
     problem_id: str
     round: int
     sample_idx: int
@@ -130,6 +134,8 @@ class BuiltRow:
 
 @dataclass
 class SftBuild:
+    """The SFT rows and where every candidate sample went."""
+
     rows: list[BuiltRow]
     counts: dict[str, Any] = field(default_factory=dict)
 
@@ -154,6 +160,8 @@ def build_sft(
     n: int,
     eos_ids: set[int],
 ) -> SftBuild:
+    """The SFT rows from the pool rounds' accepted samples, by the rules of `spec`; every drop
+    counted."""
     _refuse_eval_leaks(pool, sets)
     problems = {p.problem_id: p for p in pool}
     verdicts: dict[tuple, Verification] = {}
@@ -219,7 +227,7 @@ def build_sft(
         "correction": sum(r.round > 0 for r in rows),
     }
     if not counts["reconciles"]:
-        raise AssertionError(f"SFT counts do not reconcile: {counts}")
+        raise CountsError(f"SFT counts do not reconcile: {counts}")
     return SftBuild(rows=rows, counts=counts)
 
 

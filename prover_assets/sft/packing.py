@@ -41,6 +41,8 @@ def first_fit_decreasing(
 
 @dataclass(frozen=True)
 class Schedule:
+    """The training order: micro-batches of row indices, each within the token budget."""
+
     micro_batches: tuple[tuple[int, ...], ...]  # dataset rows of each micro-step, in order
     capacity: int
     epochs: int
@@ -60,6 +62,8 @@ class Schedule:
 
 
 def training_schedule(lengths: Sequence[int], capacity: int, *, epochs: int, seed: int) -> Schedule:
+    """Micro-batches of `epochs` passes over rows of `lengths`: each pass packed first-fit
+    decreasing into `capacity` tokens, its bins in an order seeded by (seed, epoch)."""
     micro_batches: list[tuple[int, ...]] = []
     for epoch in range(epochs):
         bins = first_fit_decreasing(lengths, capacity, range(len(lengths)))

@@ -66,6 +66,7 @@ class RowIndex(BaseModel):
 
 
 def shard_name(index: int) -> str:
+    """The file name of token shard `index`."""
     return f"tokens-{index:05d}.bin"
 
 

@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 
 class ReadBackError(RuntimeError):
+    """A written shard does not read back as the rows it was written from."""
+
     pass
 
 
@@ -97,6 +99,8 @@ def materialize_shards(
     spec: SftSpec,
     n: int,
 ) -> StepResult:
+    """Build and write the SFT shards (resumable, reused when current); every count in the
+    manifest."""
     inputs = [*generation_files, *verdict_files, pool_file, sets_file]
     by_path = {str(p): sha256_file(p) for p in inputs}
     digests = {f"{p.parent.name}/{p.name}": by_path[str(p)] for p in inputs}
@@ -163,6 +167,29 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
             forget_child(child)
 
 
+def _train(folder: Path, run: TrainRun) -> dict[str, Any]:
+    """Run the trainer child to the end; its summary's counts, with this run's wall time.
+    A trainer that saved and stopped raises `TrainingInterrupted`; one that failed, its log."""
+    run_file = folder / "run.json"
+    run_file.write_text(json.dumps(asdict(run), indent=1))
+    wall = time.monotonic()
+    code = _run_trainer(run_file, folder / "train.log")
+    summary = (
+        json.loads((folder / SUMMARY_FILE).read_text()) if (folder / SUMMARY_FILE).exists() else {}
+    )
+    if code == STOPPED_EXIT_CODE:
+        raise TrainingInterrupted(
+            f"training saved and stopped at step {summary.get('global_step')}; "
+            "run the step again to resume it"
+        )
+    if code != 0:
+        tail = (folder / "train.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"training failed with exit code {code}:\n{tail}")
+    counts = {k: v for k, v in summary.items() if k != "run"}
+    counts["wall_s_this_run"] = time.monotonic() - wall
+    return counts
+
+
 def materialize_checkpoint(
     folder: Path,
     *,
@@ -195,23 +222,7 @@ def materialize_checkpoint(
         training=training.model_dump(mode="json"),
         device=device,
     )
-    run_file = folder / "run.json"
-    run_file.write_text(json.dumps(asdict(run), indent=1))
-    wall = time.monotonic()
-    code = _run_trainer(run_file, folder / "train.log")
-    summary = (
-        json.loads((folder / SUMMARY_FILE).read_text()) if (folder / SUMMARY_FILE).exists() else {}
-    )
-    if code == STOPPED_EXIT_CODE:
-        raise TrainingInterrupted(
-            f"training saved and stopped at step {summary.get('global_step')}; "
-            "run the step again to resume it"
-        )
-    if code != 0:
-        tail = (folder / "train.log").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"training failed with exit code {code}:\n{tail}")
-    counts = {k: v for k, v in summary.items() if k != "run"}
-    counts["wall_s_this_run"] = time.monotonic() - wall
+    counts = _train(folder, run)
     adapter = folder / FINAL_ADAPTER
     outputs = [
         *sorted(p for p in adapter.iterdir() if p.is_file()),
@@ -241,6 +252,8 @@ def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[li
 def materialize_export(
     folder: Path, *, checkpoint_dir: Path, base_model_dir: Path, shards_dir: Path, dtype: str
 ) -> StepResult:
+    """Merge the adapter into the base, save it, and check its log-probabilities against the
+    adapter's."""
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.sft.export import export_merged
 

@@ -57,6 +57,9 @@ SUMMARY_FILE = "summary.json"
 
 @dataclass(frozen=True)
 class TrainRun:
+    """What the trainer child is asked to do: shards, base model, output folder, training spec,
+    device."""
+
     shards_dir: str
     base_model_dir: str
     output_dir: str
@@ -69,6 +72,7 @@ class TrainRun:
 
 
 def complete_checkpoints(folder: Path) -> list[Path]:
+    """The checkpoints marked complete, oldest first (a partial one is never resumed from)."""
     if not folder.exists():
         return []
     found = [
@@ -142,34 +146,13 @@ def _warmup(arguments: type, ratio: float) -> dict[str, float]:
     return {"warmup_steps": float(ratio)}
 
 
-def train(run: TrainRun) -> dict[str, Any]:
-    """Train (or resume); returns a summary whose `status` is `done` or `stopped`."""
+def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:
+    """The base model with fresh LoRA adapters (seeded right before: their A matrices are
+    random)."""
     import torch
     import transformers
     from peft import LoraConfig, get_peft_model
-    from torch.utils.data import SequentialSampler
-    from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
-
-    transformers.utils.logging.disable_progress_bar()
-    spec = run.spec()
-    output = Path(run.output_dir)
-    checkpoints = output / CHECKPOINTS
-    output.mkdir(parents=True, exist_ok=True)
-    removed = _remove_partial_checkpoints(checkpoints)
-    dataset = SftDataset(Path(run.shards_dir))
-    schedule = training_schedule(
-        dataset.lengths(), spec.tokens_per_micro_batch, epochs=spec.epochs, seed=spec.seed
-    )
-    steps = math.ceil(len(schedule) / spec.gradient_accumulation)
-    if spec.max_steps is not None:
-        steps = min(steps, spec.max_steps)
-    bf16 = spec.precision == "bf16" or (spec.precision == "auto" and run.device == "cuda")
-    resume = complete_checkpoints(checkpoints)
-    resume_from = str(resume[-1]) if resume else None
-    resumed_step = int(resume[-1].name.split("-")[1]) if resume else 0
-    order_log = output / DATA_ORDER_FILE
-    _truncate_log(order_log, "micro_step", resumed_step * spec.gradient_accumulation)
-    _truncate_log(output / METRICS_FILE, "step", resumed_step + 1)
+    from transformers import AutoModelForCausalLM
 
     transformers.set_seed(spec.seed)
     base = AutoModelForCausalLM.from_pretrained(
@@ -185,13 +168,45 @@ def train(run: TrainRun) -> dict[str, Any]:
         target_modules=list(spec.target_modules),
         task_type="CAUSAL_LM",
     )
-    transformers.set_seed(spec.seed)  # LoRA's A matrices start random: seed right before
-    model = get_peft_model(base, lora)
+    transformers.set_seed(spec.seed)
+    return get_peft_model(base, lora)
 
-    stop_requested = {"flag": False}
 
-    def request_stop(signum: int, frame: Any) -> None:
-        stop_requested["flag"] = True
+def _training_arguments(
+    spec: TrainingSpec, checkpoints: Path, steps: int, *, bf16: bool, device: str
+) -> Any:
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=spec.gradient_accumulation,
+        learning_rate=spec.learning_rate,
+        lr_scheduler_type=spec.lr_scheduler,
+        **_warmup(TrainingArguments, spec.warmup_ratio),
+        num_train_epochs=1,
+        max_steps=steps,
+        save_strategy="steps",
+        save_steps=spec.save_every // spec.gradient_accumulation,
+        save_total_limit=spec.keep_checkpoints,
+        logging_steps=1,
+        report_to=[],
+        seed=spec.seed,
+        data_seed=spec.seed,
+        bf16=bf16,
+        use_cpu=device == "cpu",
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+    )
+
+
+def _stop_and_mark(output: Path, stop_requested: dict[str, bool]) -> Any:
+    """The callback that saves and stops at the next step end once SIGTERM came, marks each
+    saved checkpoint complete, and appends every log line to the metrics file."""
+    from transformers import TrainerCallback
+
+    checkpoints = output / CHECKPOINTS
 
     class StopAndMark(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -210,6 +225,14 @@ def train(run: TrainRun) -> dict[str, Any]:
                 handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
             return control
 
+    return StopAndMark()
+
+
+def _packed_trainer(order_log: Path, schedule: Schedule) -> type:
+    """A Trainer that reads the packed micro-batches in order and logs each one it trains on."""
+    from torch.utils.data import SequentialSampler
+    from transformers import Trainer
+
     class PackedTrainer(Trainer):
         def _get_train_sampler(self, *args: Any, **kwargs: Any) -> SequentialSampler:
             return SequentialSampler(self.train_dataset)
@@ -227,34 +250,75 @@ def train(run: TrainRun) -> dict[str, Any]:
                 model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
             )
 
-    args = TrainingArguments(
-        output_dir=str(checkpoints),
-        per_device_train_batch_size=1,
-        gradient_accumulation_steps=spec.gradient_accumulation,
-        learning_rate=spec.learning_rate,
-        lr_scheduler_type=spec.lr_scheduler,
-        **_warmup(TrainingArguments, spec.warmup_ratio),
-        num_train_epochs=1,
-        max_steps=steps,
-        save_strategy="steps",
-        save_steps=spec.save_every // spec.gradient_accumulation,
-        save_total_limit=spec.keep_checkpoints,
-        logging_steps=1,
-        report_to=[],
-        seed=spec.seed,
-        data_seed=spec.seed,
-        bf16=bf16,
-        use_cpu=run.device == "cpu",
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
-        disable_tqdm=True,
+    return PackedTrainer
+
+
+def _tokens_trained(
+    dataset: SftDataset, schedule: Schedule, first_micro_step: int, end_micro_step: int
+) -> int:
+    return sum(
+        sum(dataset.index[r].length for r in schedule.micro_batches[m])
+        for m in range(first_micro_step, min(len(schedule), end_micro_step))
     )
-    trainer = PackedTrainer(
+
+
+def _plan_summary(
+    run: TrainRun, spec: TrainingSpec, schedule: Schedule, dataset: SftDataset, bf16: bool
+) -> dict[str, Any]:
+    """The parts of the summary that do not depend on how far this run got."""
+    return {
+        "micro_steps": len(schedule),
+        "packing_efficiency": schedule.packing_efficiency,
+        "rows": len(dataset),
+        "epochs": spec.epochs,
+        "bf16": bf16,
+        "run": asdict(run),
+    }
+
+
+def _resume_point(output: Path, spec: TrainingSpec) -> tuple[str | None, int]:
+    """The newest complete checkpoint and its step (None, 0 for a fresh start); the order and
+    metrics logs are cut back to that step, so nothing after it is counted twice."""
+    resume = complete_checkpoints(output / CHECKPOINTS)
+    resumed_step = int(resume[-1].name.split("-")[1]) if resume else 0
+    _truncate_log(output / DATA_ORDER_FILE, "micro_step", resumed_step * spec.gradient_accumulation)
+    _truncate_log(output / METRICS_FILE, "step", resumed_step + 1)
+    return (str(resume[-1]) if resume else None), resumed_step
+
+
+def train(run: TrainRun) -> dict[str, Any]:
+    """Train (or resume); returns a summary whose `status` is `done` or `stopped`."""
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    spec = run.spec()
+    output = Path(run.output_dir)
+    checkpoints = output / CHECKPOINTS
+    output.mkdir(parents=True, exist_ok=True)
+    removed = _remove_partial_checkpoints(checkpoints)
+    dataset = SftDataset(Path(run.shards_dir))
+    schedule = training_schedule(
+        dataset.lengths(), spec.tokens_per_micro_batch, epochs=spec.epochs, seed=spec.seed
+    )
+    steps = math.ceil(len(schedule) / spec.gradient_accumulation)
+    if spec.max_steps is not None:
+        steps = min(steps, spec.max_steps)
+    bf16 = spec.uses_bf16(run.device)
+    resume_from, resumed_step = _resume_point(output, spec)
+    order_log = output / DATA_ORDER_FILE
+
+    model = _lora_model(run, spec, bf16)
+    stop_requested = {"flag": False}
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop_requested["flag"] = True
+
+    trainer = _packed_trainer(order_log, schedule)(
         model=model,
-        args=args,
+        args=_training_arguments(spec, checkpoints, steps, bf16=bf16, device=run.device),
         train_dataset=PackedDataset(dataset, schedule),
         data_collator=collate,
-        callbacks=[StopAndMark()],
+        callbacks=[_stop_and_mark(output, stop_requested)],
     )
     previous = signal.signal(signal.SIGTERM, request_stop)
     started = time.monotonic()
@@ -264,31 +328,20 @@ def train(run: TrainRun) -> dict[str, Any]:
         signal.signal(signal.SIGTERM, previous)
     seconds = time.monotonic() - started
     stopped = stop_requested["flag"] and trainer.state.global_step < steps
-    trained_micro_steps = (
-        trainer.state.global_step * spec.gradient_accumulation
-        - resumed_step * spec.gradient_accumulation
+    first, end = (
+        resumed_step * spec.gradient_accumulation,
+        trainer.state.global_step * spec.gradient_accumulation,
     )
-    trained_tokens = sum(
-        sum(dataset.index[r].length for r in schedule.micro_batches[m])
-        for m in range(
-            resumed_step * spec.gradient_accumulation,
-            min(len(schedule), trainer.state.global_step * spec.gradient_accumulation),
-        )
-    )
+    trained_tokens = _tokens_trained(dataset, schedule, first, end)
     summary = {
         "status": "stopped" if stopped else "done",
         "global_step": trainer.state.global_step,
         "max_steps": steps,
-        "micro_steps": len(schedule),
         "resumed_from_step": resumed_step,
         "removed_partial_checkpoints": removed,
-        "trained_micro_steps_this_run": max(trained_micro_steps, 0),
+        "trained_micro_steps_this_run": max(end - first, 0),
         "tokens_per_s_this_run": trained_tokens / seconds if seconds > 0 else None,
-        "packing_efficiency": schedule.packing_efficiency,
-        "rows": len(dataset),
-        "epochs": spec.epochs,
-        "bf16": bf16,
-        "run": asdict(run),
+        **_plan_summary(run, spec, schedule, dataset, bf16),
     }
     if not stopped:
         model.save_pretrained(output / FINAL_ADAPTER)
@@ -297,6 +350,8 @@ def train(run: TrainRun) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    """The trainer child: `python -m prover_assets.sft.trainer RUN.json`; holds the folder while it
+    trains."""
     run = TrainRun(**json.loads(Path(argv[0]).read_text()))
     try:
         with hold_folder(Path(run.output_dir), wait_s=run.lock_wait_s):

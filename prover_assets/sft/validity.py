@@ -59,6 +59,7 @@ def check_rows_match_generations(
 def check_no_eval_leak(
     shards_dir: Path, pool_file: Path, sets: DecontaminationSets
 ) -> CheckOutcome:
+    """Every SFT row is a train-pool problem whose statement is no evaluation statement."""
     pool = {p.problem_id: p for p in read_records(pool_file, Problem)}
     rows = {e.problem_id for e in SftDataset(shards_dir).index}
     outside = sorted(rows - set(pool))
@@ -89,6 +90,7 @@ def check_shard_counts(counts: dict[str, Any], shards_dir: Path) -> CheckOutcome
 
 
 def check_at_least_one_row(shards_dir: Path) -> CheckOutcome:
+    """The shards hold at least one row."""
     rows = len(SftDataset(shards_dir))
     return CheckOutcome(rows > 0, f"{rows} training rows", {"rows": rows})
 

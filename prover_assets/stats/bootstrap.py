@@ -12,6 +12,8 @@ __all__ = ["Interval", "cluster_bootstrap_mean", "paired_bootstrap_difference"]
 
 @dataclass(frozen=True)
 class Interval:
+    """An estimate with its interval and how it was computed."""
+
     estimate: float
     low: float
     high: float

@@ -55,6 +55,8 @@ SIMULATOR_MODULE = "prover_assets.verify.simulator"
 
 
 class LeanBackend(ABC):
+    """Where Lean runs: pins, configuration, and `run` over jobs; a context manager."""
+
     pins: Pins
     workers: int
 
@@ -77,6 +79,8 @@ class LeanBackend(ABC):
 
 
 class LocalReplBackend(LeanBackend):
+    """A pool of REPL processes on this machine (real `lake exe repl`, or the simulator)."""
+
     def __init__(
         self,
         command: Sequence[str],

@@ -38,6 +38,8 @@ REFERENCE_NAME = "_ref"
 
 
 class ElaborationStatus(StrEnum):
+    """Whether a statement elaborated, failed, or could not be judged."""
+
     ELABORATED = "elaborated"
     ERROR = "error"
     TIMEOUT = "timeout"
@@ -45,6 +47,8 @@ class ElaborationStatus(StrEnum):
 
 
 class Elaboration(BaseModel):
+    """One statement's elaboration: its status and Lean's errors."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     schema_version: Literal[1] = 1
@@ -101,6 +105,8 @@ def _record(result: LeanResult) -> Elaboration:
 
 @dataclass
 class PoolElaboration:
+    """The train pool: the first N candidates that elaborate, and what happened to the others."""
+
     pool: list[Problem]  # the first N that elaborate, in rank order
     counts: dict[str, int]
 

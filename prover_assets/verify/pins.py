@@ -13,6 +13,8 @@ __all__ = ["PinError", "check_expected_pins", "read_workspace_pins", "simulated_
 
 
 class PinError(ValueError):
+    """The workspace's toolchain is not the one the config expects."""
+
     pass
 
 
@@ -66,6 +68,7 @@ def read_workspace_pins(workspace: Path) -> Pins:
 
 
 def simulated_pins(description: str) -> Pins:
+    """The pins of the simulated backend (labelled SIMULATED everywhere)."""
     return Pins(
         lean_version="SIMULATED",
         mathlib_rev="SIMULATED",

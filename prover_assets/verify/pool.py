@@ -20,6 +20,8 @@ _DONE = object()
 
 
 class WorkStealingPool:
+    """Workers that each take the next job as they free up, highest priority first."""
+
     def __init__(self, workers: Sequence[ReplWorker], *, retries: int) -> None:
         if not workers:
             raise ValueError("a pool needs at least one worker")

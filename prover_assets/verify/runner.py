@@ -27,6 +27,7 @@ from prover_assets.records import (
     Appender,
     Generation,
     Problem,
+    SampleKey,
     Stage,
     Verification,
     iter_records,
@@ -42,6 +43,7 @@ __all__ = [
     "CommitChunk",
     "StaleVerdictError",
     "VerifyStats",
+    "chunk_died",
     "verify_generations",
 ]
 
@@ -68,6 +70,12 @@ class CommitChunk(BaseModel):
         return self.index
 
 
+def chunk_died(samples: int, infrastructure: int) -> bool:
+    """A chunk more than half of whose samples died for infrastructure reasons is not a
+    measurement (a validity condition): it is never written, and never passes a check."""
+    return infrastructure * 2 > samples
+
+
 class PriorAttempt(BaseModel):
     """An `infrastructure` verdict that a resume set aside to verify the sample again."""
 
@@ -83,11 +91,15 @@ class PriorAttempt(BaseModel):
 
 
 class ChunkInfrastructureError(RuntimeError):
+    """A commit chunk died mostly of infrastructure: not written, the run stops."""
+
     pass
 
 
 @dataclass
 class VerifyStats:
+    """Counts, stages, reasons and times of one verification step, as it goes."""
+
     total: int = 0
     already_verified: int = 0
     verified_now: int = 0
@@ -174,6 +186,38 @@ def _prior_attempts(verdicts_path: Path) -> Counter[tuple]:
     return Counter(row.verdict.key for row in iter_records(path, PriorAttempt))
 
 
+def _prepare_resume(
+    verdicts_path: Path,
+    generations: Mapping[SampleKey, Generation],
+    stats: VerifyStats,
+    *,
+    reverify_stale: bool,
+) -> None:
+    """Before a resume: refuse orphan verdicts, and stale ones unless `reverify_stale` (then set
+    them aside); set aside `infrastructure` verdicts, which are never final."""
+    with Appender(verdicts_path, Verification) as probe:
+        stats.torn_dropped = probe.torn_dropped
+    existing = {v.key: v for v in iter_records(verdicts_path, Verification)}
+    orphans, stale = find_orphans_and_stale(existing, generations)
+    if orphans:
+        raise StaleVerdictError(
+            f"{verdicts_path}: {len(orphans)} verdicts have no generation (e.g. {orphans[0]})"
+        )
+    if stale and not reverify_stale:
+        raise StaleVerdictError(
+            f"{verdicts_path}: {len(stale)} verdicts judged other code than the generations now "
+            f"on disk (e.g. {stale[0]}); re-run with reverify_stale to verify them again"
+        )
+    if stale:
+        stats.stale_reverified = _set_aside_stale(verdicts_path, set(stale))
+    infrastructure = {key for key, v in existing.items() if v.stage is Stage.INFRASTRUCTURE} - set(
+        stale
+    )
+    if infrastructure:
+        _set_aside_infrastructure(verdicts_path, infrastructure)
+        stats.infrastructure_reverified = len(infrastructure)
+
+
 def verify_generations(
     problems: Mapping[str, Problem],
     generations_path: Path,
@@ -184,33 +228,15 @@ def verify_generations(
     reverify_stale: bool = False,
     progress: Progress | None = None,
 ) -> VerifyStats:
+    """Verify every generation without a current verdict, appending verdicts in commit chunks
+    (see the module docstring); returns what was done."""
     generations = {g.key: g for g in iter_records(generations_path, Generation)}
     stats = VerifyStats(total=len(generations))
     foreign = sorted({key.problem_id for key in generations} - set(problems))
     if foreign:
         raise ValueError(f"{generations_path}: generations for unknown problems {foreign[:5]}")
     if verdicts_path.exists():
-        with Appender(verdicts_path, Verification) as probe:
-            stats.torn_dropped = probe.torn_dropped
-        existing = {v.key: v for v in iter_records(verdicts_path, Verification)}
-        orphans, stale = find_orphans_and_stale(existing, generations)
-        if orphans:
-            raise StaleVerdictError(
-                f"{verdicts_path}: {len(orphans)} verdicts have no generation (e.g. {orphans[0]})"
-            )
-        if stale and not reverify_stale:
-            raise StaleVerdictError(
-                f"{verdicts_path}: {len(stale)} verdicts judged other code than the generations now "
-                f"on disk (e.g. {stale[0]}); re-run with reverify_stale to verify them again"
-            )
-        if stale:
-            stats.stale_reverified = _set_aside_stale(verdicts_path, set(stale))
-        infrastructure = {
-            key for key, v in existing.items() if v.stage is Stage.INFRASTRUCTURE
-        } - set(stale)
-        if infrastructure:
-            _set_aside_infrastructure(verdicts_path, infrastructure)
-            stats.infrastructure_reverified = len(infrastructure)
+        _prepare_resume(verdicts_path, generations, stats, reverify_stale=reverify_stale)
     with (
         Appender(verdicts_path, Verification) as appender,
         Appender(verdicts_path.with_name(CHUNKS_FILE), CommitChunk) as chunks,
@@ -227,7 +253,7 @@ def verify_generations(
             # Samples verified again after earlier infrastructure verdicts are not counted: they
             # are a biased draw (all dead before), gated instead by the share of what is left.
             first = [v for v in chunk if not prior_attempts[v.key]]
-            if sum(v.stage is Stage.INFRASTRUCTURE for v in first) * 2 > len(first):
+            if chunk_died(len(first), sum(v.stage is Stage.INFRASTRUCTURE for v in first)):
                 raise ChunkInfrastructureError(
                     f"{infrastructure} of {len(chunk)} samples in a commit chunk died for "
                     "infrastructure reasons; the chunk was not written (a validity condition). "

@@ -78,6 +78,7 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
 
 
 def has_sorry(command: str) -> bool:
+    """Whether `command` holds a literal `sorry` (not part of a longer name)."""
     return _SORRY.search(command) is not None
 
 

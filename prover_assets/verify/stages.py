@@ -65,6 +65,8 @@ def materialize_verdicts(
     reverify_stale: bool = False,
     progress: Callable[[VerifyStats], None] | None = None,
 ) -> StepResult:
+    """Verify every generation of a batch (resumable, reused when current); every count in the
+    manifest."""
     digests = {"generations": sha256_file(generations_file), "problems": sha256_file(problems_file)}
     with open_verifier() as verifier:
         identity = verdict_identity(verifier.info)

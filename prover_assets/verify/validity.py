@@ -9,7 +9,7 @@ from typing import Any
 
 from prover_assets.records import Generation, Stage, Verification, VerifierInfo, iter_records
 from prover_assets.records.validity import CheckOutcome
-from prover_assets.verify.runner import CommitChunk
+from prover_assets.verify.runner import CommitChunk, chunk_died
 
 __all__ = [
     "check_chunks",
@@ -36,6 +36,7 @@ _COMPARED_CONFIG = (
 
 
 def verdict_identity(info: VerifierInfo) -> dict[str, Any]:
+    """The part of a verifier's description that must agree between verdicts that are compared."""
     return {
         "pins": info.pins.model_dump(mode="json"),
         "config": {key: info.config.get(key) for key in _COMPARED_CONFIG},
@@ -77,6 +78,7 @@ def check_verdicts_cover_generations(generations: Path, verdicts: Path) -> Check
 
 
 def check_no_length_capped_accepted(generations: Path, verdicts: Path) -> CheckOutcome:
+    """No sample cut off by its token cap is accepted."""
     capped = {g.key for g in iter_records(generations, Generation) if g.finish_reason == "length"}
     accepted = [
         v.key for v in iter_records(verdicts, Verification) if v.accepted and v.key in capped
@@ -91,7 +93,7 @@ def check_no_length_capped_accepted(generations: Path, verdicts: Path) -> CheckO
 def check_chunks(chunks: Path) -> CheckOutcome:
     """No committed chunk in which more than half the samples died for infrastructure reasons."""
     records = list(iter_records(chunks, CommitChunk)) if chunks.exists() else []
-    bad = [c.index for c in records if c.infrastructure * 2 > c.samples]
+    bad = [c.index for c in records if chunk_died(c.samples, c.infrastructure)]
     dead = sum(c.infrastructure for c in records)
     return CheckOutcome(
         not bad,

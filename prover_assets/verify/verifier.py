@@ -41,6 +41,8 @@ __all__ = ["StrictVerifier", "VerifierPolicy"]
 
 @dataclass(frozen=True)
 class VerifierPolicy:
+    """The strict verifier's policy: the budget and whether Lean's errors are kept for feedback."""
+
     budget_s: float
     feedback: bool  # record the REPL's errors and the compile view (for correction rounds)
     # reject: a displayed theorem that differs from the problem's rejects (strict);
@@ -52,6 +54,9 @@ class VerifierPolicy:
 
 
 class StrictVerifier:
+    """The gate, statement re-insertion, Lean, the axiom and statement checks: one verdict per
+    sample."""
+
     def __init__(self, backend: LeanBackend, policy: VerifierPolicy) -> None:
         self.backend = backend
         self.policy = policy

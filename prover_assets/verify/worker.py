@@ -32,6 +32,8 @@ MEMORY_CHECK_INTERVAL_S = 1.0
 
 @dataclass(frozen=True)
 class LeanJob:
+    """One proof for Lean: header, body, the theorem's name and the statement check."""
+
     key: tuple
     header: str  # the problem's header: elaborated once per worker, reused as `env`
     body: str  # the compile view
@@ -43,6 +45,8 @@ class LeanJob:
 
 @dataclass(frozen=True)
 class LeanResult:
+    """What Lean said of one job, or why it could not say (timeout, infrastructure)."""
+
     key: tuple
     outcome: ReplOutcome | None  # None when the REPL gave no answer
     axioms: tuple[str, ...] | None  # None when the axiom check did not run
@@ -81,6 +85,8 @@ def checked_answer(answer: Mapping[str, Any]) -> ReplOutcome:
 
 
 class ReplWorker:
+    """One REPL process that runs jobs, recycled by commands and memory, restarted after a fault."""
+
     def __init__(
         self,
         index: int,

@@ -27,8 +27,8 @@ Verdicts, first match wins:
    `--@fake axioms ["sorryAx"]`, `--@fake delay 2.5`, `--@fake hang`, `--@fake crash 3`,
    `--@fake oom`, `--@fake grow MB` (allocate and hold MB), `--@fake empty`, `--@fake garbage TEXT`
    (TEXT as the answer), `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
-   (an info message saying what the process sees: its TMPDIR, RLIMIT_AS, whether it can
-   connect);
+   (an info message saying what the process sees: its TMPDIR, TMP, TEMP, working directory,
+   RLIMIT_AS, whether it can connect);
 3. the simulator's answers: the self-test's known-good and known-bad proofs; a literal `sorry`
    gives a `sorries` entry and the sorry warning; else `{"env": n}`.
 
@@ -230,6 +230,9 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
 
     report: dict[str, Any] = {
         "tmpdir": os.environ.get("TMPDIR"),
+        "tmp": os.environ.get("TMP"),
+        "temp": os.environ.get("TEMP"),
+        "cwd": os.getcwd(),
         "address_space_limit": resource.getrlimit(resource.RLIMIT_AS)[0],
     }
     if "connect" in spec:
