@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,9 +99,11 @@ class RunData:
         return {m["model_rev"] for m in self.meta.values()}
 
 
-def load_run(files: RunFiles, *, samples_required: int) -> RunData:
-    """Read and validate one run; every problem must have samples 0..samples_required-1."""
-    problems = read_records(files.problems, Problem)
+def _read_generations(
+    files: RunFiles, problems: list[Problem]
+) -> tuple[dict[SampleKey, dict[str, Any]], dict[SampleKey, str]]:
+    """Each generation's metadata and code sha256, by key; a generation of another problem or
+    at another cap is refused."""
     problem_ids = {p.problem_id for p in problems}
     expected = {
         p.problem_id: [Message(**m) for m in round0_messages(p.formal_statement)] for p in problems
@@ -132,6 +134,14 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
             ),
             "model_rev": generation.model_rev,
         }
+    return meta, code_shas
+
+
+def load_run(files: RunFiles, *, samples_required: int) -> RunData:
+    """Read and validate one run; every problem must have samples 0..samples_required-1."""
+    problems = read_records(files.problems, Problem)
+    problem_ids = {p.problem_id for p in problems}
+    meta, code_shas = _read_generations(files, problems)
     verdicts = current_verdicts_by_hash(code_shas, iter_records(files.verdicts, Verification))
     unjudged = sorted(set(code_shas) - set(verdicts))
     if unjudged:
@@ -175,14 +185,15 @@ def _reason_class(reason: str) -> str:
     return kind if separator and kind in GROUPED_REASON_KINDS else reason
 
 
-def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
-    """The per-system table of one run."""
-    problems = [p.problem_id for p in run.problems]
-    per_problem_n = {p: len(run.accepted[p]) for p in problems}
-    per_problem_c = {p: sum(run.accepted[p].values()) for p in problems}
-    solved = {}
+def _at_k(
+    run: RunData, ks: Sequence[int], n: Mapping[str, int], c: Mapping[str, int]
+) -> tuple[dict[int, dict[str, Any] | None], dict[int, float | None]]:
+    """solved@k with its Wilson interval, and mean pass@k, for each k (None where a problem
+    has fewer than k samples)."""
+    problems = list(n)
+    solved: dict[int, dict[str, Any] | None] = {}
     for k in ks:
-        if k > min(per_problem_n.values()):
+        if k > min(n.values()):
             solved[k] = None
             continue
         count = sum(solved_at_k(run.accepted[p], k) for p in problems)
@@ -193,10 +204,19 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
             "wilson_low": low,
             "wilson_high": high,
         }
-    pass_k = {}
+    pass_k: dict[int, float | None] = {}
     for k in ks:
-        values = [pass_at_k(per_problem_n[p], per_problem_c[p], k) for p in problems]
+        values = [pass_at_k(n[p], c[p], k) for p in problems]
         pass_k[k] = None if any(v is None for v in values) else sum(values) / len(values)
+    return solved, pass_k
+
+
+def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
+    """The per-system table of one run."""
+    problems = [p.problem_id for p in run.problems]
+    per_problem_n = {p: len(run.accepted[p]) for p in problems}
+    per_problem_c = {p: sum(run.accepted[p].values()) for p in problems}
+    solved, pass_k = _at_k(run, ks, per_problem_n, per_problem_c)
     pass1 = cluster_bootstrap_mean(
         [per_problem_c[p] / per_problem_n[p] for p in problems], resamples=resamples, seed=seed
     )
@@ -355,18 +375,11 @@ def _primary_reasons(
     return reasons
 
 
-def compare_runs(
-    baseline: RunData,
-    candidate: RunData,
-    *,
-    k: int,
-    alpha: float,
-    resamples: int,
-    seed: int,
-    prereg: Prereg | None = None,
-    allow_design_mismatch: str | None = None,
-) -> Comparison:
-    """The paired comparison of two runs on the same problems at the same cap."""
+def _refuse_incomparable(
+    baseline: RunData, candidate: RunData, allow_design_mismatch: str | None
+) -> None:
+    """Raise `ComparisonRefused` for runs at other caps, on other problems, judged by other
+    verifiers, or (unless overridden with a reason) of another design."""
     if baseline.files.cap != candidate.files.cap:
         raise ComparisonRefused(
             f"caps differ ({baseline.files.cap} vs {candidate.files.cap}): caps are never pooled"
@@ -383,18 +396,40 @@ def compare_runs(
         raise ComparisonRefused(
             "; ".join(mismatches) + " (pass allow_design_mismatch with a reason to compare anyway)"
         )
+
+
+_CELL = {
+    (True, True): "both",
+    (True, False): "baseline_only",
+    (False, True): "candidate_only",
+    (False, False): "neither",
+}
+
+
+def _paired_table(baseline: RunData, candidate: RunData, k: int) -> dict[str, int]:
+    """Problems by (baseline solved@k, candidate solved@k): the McNemar table."""
     table = {"both": 0, "baseline_only": 0, "candidate_only": 0, "neither": 0}
     for problem in baseline.problems:
         base = solved_at_k(baseline.accepted[problem.problem_id], k)
         cand = solved_at_k(candidate.accepted[problem.problem_id], k)
-        table[
-            {
-                (True, True): "both",
-                (True, False): "baseline_only",
-                (False, True): "candidate_only",
-                (False, False): "neither",
-            }[(base, cand)]
-        ] += 1
+        table[_CELL[(base, cand)]] += 1
+    return table
+
+
+def compare_runs(
+    baseline: RunData,
+    candidate: RunData,
+    *,
+    k: int,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    prereg: Prereg | None = None,
+    allow_design_mismatch: str | None = None,
+) -> Comparison:
+    """The paired comparison of two runs on the same problems at the same cap."""
+    _refuse_incomparable(baseline, candidate, allow_design_mismatch)
+    table = _paired_table(baseline, candidate, k)
     p_value = mcnemar_exact(table["candidate_only"], table["baseline_only"])
     ids = [p.problem_id for p in baseline.problems]
     difference = paired_bootstrap_difference(

@@ -196,24 +196,34 @@ def build_sft(
             if reason is not None:
                 drops[reason] += 1
                 continue
-            eligible[generation.problem_id].append(
-                BuiltRow(
-                    problem_id=generation.problem_id,
-                    round=generation.round,
-                    sample_idx=generation.sample_idx,
-                    cap_tokens=generation.cap_tokens,
-                    prompt_ids=np.asarray(generation.prompt_ids, np.uint32),
-                    completion_ids=np.asarray(generation.completion_ids, np.uint32),
-                    proof_sha=proof,
-                    model_rev=generation.model_rev,
-                )
-            )
+            eligible[generation.problem_id].append(_built_row(generation, proof))
     orphans = sorted(set(verdicts) - seen)
     if orphans:
         raise StaleVerdictError(f"{len(orphans)} verdicts have no generation (e.g. {orphans[0]})")
     rows: list[BuiltRow] = []
     for problem in pool:
         rows += _select(eligible.get(problem.problem_id, []), spec, drops)
+    counts = _build_counts(rows, candidates, drops)
+    if not counts["reconciles"]:
+        raise CountsError(f"SFT counts do not reconcile: {counts}")
+    return SftBuild(rows=rows, counts=counts)
+
+
+def _built_row(generation: Generation, proof: str) -> BuiltRow:
+    return BuiltRow(
+        problem_id=generation.problem_id,
+        round=generation.round,
+        sample_idx=generation.sample_idx,
+        cap_tokens=generation.cap_tokens,
+        prompt_ids=np.asarray(generation.prompt_ids, np.uint32),
+        completion_ids=np.asarray(generation.completion_ids, np.uint32),
+        proof_sha=proof,
+        model_rev=generation.model_rev,
+    )
+
+
+def _build_counts(rows: list[BuiltRow], candidates: int, drops: dict[str, int]) -> dict[str, Any]:
+    """Where the candidates went (written + each drop reason), and what was written."""
     counts: dict[str, Any] = {
         "candidates": candidates,
         "written": len(rows),
@@ -226,9 +236,7 @@ def build_sft(
         "first": sum(r.round == 0 for r in rows),
         "correction": sum(r.round > 0 for r in rows),
     }
-    if not counts["reconciles"]:
-        raise CountsError(f"SFT counts do not reconcile: {counts}")
-    return SftBuild(rows=rows, counts=counts)
+    return counts
 
 
 def _drop_reason(

@@ -24,6 +24,7 @@ from prover_assets.lean.extract import (
 )
 from prover_assets.lean.gate import STATEMENT_REASONS, static_check
 from prover_assets.lean.protocol import STANDARD_AXIOMS
+from prover_assets.lean.repl import ReplOutcome
 from prover_assets.lean.statements import statement_check_command, theorem_signature
 from prover_assets.records import (
     Generation,
@@ -37,6 +38,18 @@ from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.worker import LeanJob, LeanResult
 
 __all__ = ["StrictVerifier", "VerifierPolicy"]
+
+
+def _incomplete_reasons(outcome: ReplOutcome) -> list[str]:
+    """Why a proof without errors is incomplete: a sorry, a sorry warning, a failed warning."""
+    reasons = []
+    if outcome.sorries:
+        reasons.append("incomplete:sorry")
+    if any("sorry" in str(w.get("data")) for w in outcome.warnings):
+        reasons.append("incomplete:sorry_warning")
+    if any("failed" in str(w.get("data")) for w in outcome.warnings):
+        reasons.append("incomplete:warning_failed")
+    return reasons
 
 
 @dataclass(frozen=True)
@@ -170,21 +183,31 @@ class StrictVerifier:
                 **extra,
             )
         if not outcome.complete:
-            reasons = []
-            if outcome.sorries:
-                reasons.append("incomplete:sorry")
-            if any("sorry" in str(w.get("data")) for w in outcome.warnings):
-                reasons.append("incomplete:sorry_warning")
-            if any("failed" in str(w.get("data")) for w in outcome.warnings):
-                reasons.append("incomplete:warning_failed")
             return self._verdict(
                 generation,
                 Stage.INCOMPLETE,
-                reasons or ["incomplete"],
+                _incomplete_reasons(outcome) or ["incomplete"],
                 result.elapsed_s,
                 diagnostics=diagnostics,
                 **extra,
             )
+        checked = self._checks_after_proof(generation, job, result, diagnostics, extra)
+        if checked is not None:
+            return checked
+        return self._verdict(
+            generation, Stage.ACCEPTED, [], result.elapsed_s, diagnostics=diagnostics, **extra
+        )
+
+    def _checks_after_proof(
+        self,
+        generation: Generation,
+        job: LeanJob,
+        result: LeanResult,
+        diagnostics: dict[str, Any],
+        extra: dict[str, Any],
+    ) -> Verification | None:
+        """The axiom check and the statement check of a complete proof: the verdict of the
+        first that fails (or could not run), None when both pass."""
         if job.theorem_name is not None:
             if result.axioms is None:
                 return self._infrastructure(generation, result, "axioms:missing", diagnostics)
@@ -215,9 +238,7 @@ class StrictVerifier:
                     diagnostics=diagnostics,
                     **extra,
                 )
-        return self._verdict(
-            generation, Stage.ACCEPTED, [], result.elapsed_s, diagnostics=diagnostics, **extra
-        )
+        return None
 
     def _infrastructure(
         self,
