@@ -6,6 +6,7 @@ import sys
 
 import dagster as dg
 import pytest
+import yaml
 
 from prover_assets.definitions import build_definitions
 from prover_assets_tests.conftest import CONFIGS, ROOT, dagster_home
@@ -79,3 +80,54 @@ def test_readme_documents_every_job_and_check():
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
     jobs = {job.name for job in defs.jobs}
     assert {name for name in checks | jobs if f"`{name}`" not in readme} == set()
+
+
+def test_placeholders_left_are_named_when_the_definitions_load_and_in_every_job(caplog):
+    import logging
+
+    from prover_assets.config import placeholders
+
+    left = placeholders(yaml.safe_load((CONFIGS / "p2.yaml").read_text()))
+    with caplog.at_level(logging.WARNING, logger="prover_assets.definitions"):
+        definitions = build_definitions(CONFIGS / "p2.yaml")
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"{len(left)} placeholder values" in warning
+    assert all(path in warning for path in left)
+    for job in definitions.jobs:
+        assert "NOT LAUNCHABLE YET" in job.description
+        assert "resources.lean.config.settings.local.workspace" in job.description
+
+
+def test_a_launch_in_process_with_a_placeholder_fails_before_any_step_naming_it(tmp_path):
+    raw = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(tmp_path / "data")
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    definitions = build_definitions(path)
+    raw["resources"]["experiment"]["config"]["spec"]["model"]["path"] = "REPLACE_ME/model"
+    with pytest.raises(dg.DagsterError) as refused:
+        definitions.resolve_job_def("problems").execute_in_process(run_config=raw)
+    cause = str(refused.value.__cause__)  # the launch-time validation's ConfigError
+    assert "1 placeholder values" in cause
+    assert "resources.experiment.config.spec.model.path" in cause
+    assert not (tmp_path / "data").exists()  # no step ran
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda spec: spec["generation"].update(temprature=0.7), "temprature"),
+        (lambda spec: spec["generation"].update(n_samples="8"), "n_samples"),
+    ],
+    ids=["unknown_key", "wrong_type"],
+)
+def test_an_unknown_key_or_a_wrong_type_is_refused_at_launch_naming_it(tmp_path, change, named):
+    raw = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(tmp_path / "data")
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    definitions = build_definitions(path)
+    change(raw["resources"]["experiment"]["config"]["spec"])
+    with pytest.raises(dg.DagsterInvalidConfigError, match=named):
+        definitions.resolve_job_def("problems").execute_in_process(run_config=raw)
+    assert not (tmp_path / "data").exists()

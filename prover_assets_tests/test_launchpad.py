@@ -111,7 +111,7 @@ def webserver(demo_webserver):
 JOBS = [job.name for job in build_definitions(CONFIGS / "demo.yaml").jobs]
 
 
-def test_the_launchpads_scaffold_holds_no_null_and_the_demo_config_has_some():
+def test_the_demo_config_holds_nulls_that_the_launchpad_drops():
     demo = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
     assert nulls(demo) >= 2  # generation.top_k and training.pad_token_id: what was dropped
 
