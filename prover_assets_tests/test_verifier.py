@@ -474,3 +474,16 @@ def test_in_record_mode_a_renamed_theorem_goes_to_lean(tmp_path):
 def test_a_generation_given_with_another_problem_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"^generation of p2 given with p1$"):
         prepared(tmp_path, make_generation("p2", completion_text=completion("  omega")))
+
+
+def test_an_infrastructure_verdict_keeps_what_the_backend_said(tmp_path):
+    # The double dies at its 3rd command (`#print axioms`), saying why on its stderr.
+    generation = make_generation(completion_text=f"```lean4\n{SIGNATURE}\n  omega\n```")
+    with double_backend(tmp_path, None, "--die-after", "2", workers=1, retries=0) as backend:
+        verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
+            make_problem(), generation
+        )
+    assert verdict.stage is Stage.INFRASTRUCTURE
+    detail = verdict.diagnostics["failure_detail"]
+    assert "exit code 137" in detail
+    assert "died after its scripted number of commands" in detail

@@ -58,16 +58,9 @@ EngineConfig = dagster_config(EngineSettings)
 LocalLeanConfig = dagster_config(LEAN_BACKENDS["local"])
 RemoteLeanConfig = dagster_config(LEAN_BACKENDS["remote"])
 SimulatedLeanConfig = dagster_config(LEAN_BACKENDS["simulated"])
-_LEAN_CONFIGS = {
-    "local": LocalLeanConfig,
-    "remote": RemoteLeanConfig,
-    "simulated": SimulatedLeanConfig,
-}
-
-
 def lean_config(settings: LeanSettings) -> dg.Config:
     """The Lean resource's config holding `settings`."""
-    return _LEAN_CONFIGS[settings.backend](**settings.model_dump(mode="json"))
+    return dagster_config(type(settings))(**settings.model_dump(mode="json"))
 
 
 class ExperimentResource(dg.ConfigurableResource):
