@@ -33,7 +33,8 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml | install
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# Everything but the slow integration tests (the demo loop, the daemon, the browser).
+# Everything but the slow integration tests (the demo loop, the daemon, the browser, the kill -9
+# trials of whole processes): about two minutes on 2 cores.
 test-fast: install
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 

@@ -160,6 +160,7 @@ with Appender(Path({out!r}), Generation) as appender:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(engine, tiny_model_dir, tmp_path):
     killed, clean = tmp_path / "killed.jsonl", tmp_path / "clean.jsonl"
     root = str(Path(__file__).parents[1])

@@ -68,6 +68,7 @@ def test_an_instance_opened_from_its_folder_keeps_its_storage_there(home, tmp_pa
     assert not (home / "history").exists()
 
 
+@pytest.mark.slow
 def test_simultaneous_claims_on_a_limit_one_pool_grant_exactly_one_slot(home):
     with dg.DagsterInstance.get() as instance:
         instance.event_log_storage.get_pool_limits()  # the index database exists before the race

@@ -68,6 +68,7 @@ def wait_until(predicate, timeout=120.0):
     raise TimeoutError
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_never_overlap_in_the_heavy_pool(home, tmp_path):
     env = {**os.environ, "HEAVY_SECONDS": "3"}
     with dg.DagsterInstance.get() as instance:
@@ -84,6 +85,7 @@ def test_two_concurrent_runs_never_overlap_in_the_heavy_pool(home, tmp_path):
     assert a_end <= b_start or b_end <= a_start, spans
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_kill_9_is_reaped_and_frees_its_slot(home, tmp_path):
     log = tmp_path / "heavy.jsonl"
     with dg.DagsterInstance.get() as instance:
@@ -105,6 +107,7 @@ def test_a_run_killed_with_kill_9_is_reaped_and_frees_its_slot(home, tmp_path):
         assert instance.get_run_by_id(waiting_id).status == dg.DagsterRunStatus.SUCCESS
 
 
+@pytest.mark.slow
 def test_live_runs_are_left_alone(home, tmp_path):
     log = tmp_path / "heavy.jsonl"
     with dg.DagsterInstance.get() as instance:

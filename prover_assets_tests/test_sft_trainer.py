@@ -191,6 +191,7 @@ def uninterrupted(tmp_path_factory, tiny_model_dir, shards) -> Path:
     return tmp / "out"
 
 
+@pytest.mark.slow
 def test_sigterm_saves_and_exits_143_then_resume_matches_an_uninterrupted_run(
     tmp_path, tiny_model_dir, shards, uninterrupted
 ):
@@ -215,6 +216,7 @@ def test_sigterm_saves_and_exits_143_then_resume_matches_an_uninterrupted_run(
     ).passed
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_from_the_last_complete_checkpoint_matches(
     tmp_path, tiny_model_dir, shards, uninterrupted
 ):
@@ -273,6 +275,7 @@ RUN_STEP = (
 )
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_runs_process_group_leaves_no_trainer_and_resume_repeats_no_micro_step(
     tmp_path, tiny_model_dir, shards, uninterrupted, monkeypatch
 ):
