@@ -4,14 +4,20 @@ manifest (the launched run config), not those of the config the graph was built 
 from __future__ import annotations
 
 import copy
+import json
 
+import dagster as dg
 import pytest
 import yaml
 
+from prover_assets.assets.keys import SFT_CHECKPOINT
+from prover_assets.assets.metadata import OUTPUT_DIR
+from prover_assets.checks.sft import sft_checks
+from prover_assets.config import load_run_config
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import demo_run_config
-
-pytestmark = pytest.mark.slow  # the demo's base model is fine-tuned first
+from prover_assets.records import build_manifest, now_utc, write_manifest
+from prover_assets.sft.trainer import DATA_ORDER_FILE
+from prover_assets_tests.conftest import CONFIGS, demo_run_config
 
 
 def check_results(result) -> dict[tuple[str, str], dict]:
@@ -25,6 +31,7 @@ def check_results(result) -> dict[tuple[str, str], dict]:
     }
 
 
+@pytest.mark.slow  # the demo's base model is fine-tuned first
 def test_samples_per_problem_judges_the_launched_n_samples_not_the_built_one(tmp_path):
     built = demo_run_config(tmp_path / "data")
     path = tmp_path / "built.yaml"
@@ -44,3 +51,39 @@ def test_samples_per_problem_judges_the_launched_n_samples_not_the_built_one(tmp
     assert per_problem.passed, per_problem.description
     generations = tmp_path / "data/generations/minif2f/baseline/c256/generations.jsonl"
     assert len(generations.read_text().splitlines()) == 6 * 2  # 6 problems, the launched n
+
+
+def checkpoint_made_by_a_run_with(folder, *, epochs: int, passes: int) -> dg.AssetsDefinition:
+    """An `sft_checkpoint` materialization whose run trained 2 rows for `passes` passes, with
+    the run's training config (`epochs`) in its manifest, as the real step records it."""
+
+    @dg.asset(key=SFT_CHECKPOINT)
+    def checkpoint() -> dg.MaterializeResult:
+        folder.mkdir(parents=True, exist_ok=True)
+        order = [{"micro_step": i, "rows": [i % 2]} for i in range(2 * passes)]
+        (folder / DATA_ORDER_FILE).write_text("".join(json.dumps(e) + "\n" for e in order))
+        manifest = build_manifest(
+            asset=str(folder),
+            inputs=[],
+            outputs=[folder / DATA_ORDER_FILE],
+            config={"training": {"epochs": epochs, "gradient_accumulation": 1}},
+            counts={"micro_steps": 2 * passes, "global_step": 2 * passes, "rows": 2},
+            started_at=now_utc(),
+        )
+        write_manifest(folder, manifest)
+        return dg.MaterializeResult(metadata={OUTPUT_DIR: str(folder)})
+
+    return checkpoint
+
+
+@pytest.mark.parametrize(("launched_epochs", "passed"), [(2, True), (1, False)])
+def test_data_order_judges_the_launched_epochs_not_the_built_ones(
+    tmp_path, launched_epochs, passed
+):
+    built = load_run_config(CONFIGS / "demo.yaml").experiment
+    built = built.model_copy(update={"training": built.training.model_copy(update={"epochs": 1})})
+    (data_order,) = [c for c in sft_checks(built) if "data_order" in str(c.check_keys)]
+    asset = checkpoint_made_by_a_run_with(tmp_path / "ckpt", epochs=launched_epochs, passes=2)
+    result = dg.materialize([asset, data_order], raise_on_error=False)
+    (evaluation,) = check_results(result).values()
+    assert evaluation.passed is passed, evaluation.description
