@@ -105,7 +105,7 @@ except OSError as exc:
 """
 
 
-def tied_argv(argv: Sequence[str], parent: int, address_space_mb: int | None) -> list[str]:
+def _tied_argv(argv: Sequence[str], parent: int, address_space_mb: int | None) -> list[str]:
     """The command line that runs `argv` tied to `parent`, under the address-space cap."""
     cap = (address_space_mb << 20) if address_space_mb else 0
     return [sys.executable, "-I", "-S", "-c", _EXEC_TIED, str(parent), str(cap), *argv]
@@ -122,7 +122,7 @@ def spawn_tied(
     me = os.getpid()
     child = _SPAWNER.submit(
         subprocess.Popen,
-        tied_argv(argv, me, address_space_mb),
+        _tied_argv(argv, me, address_space_mb),
         start_new_session=True,
         **popen,
     ).result()

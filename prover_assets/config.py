@@ -421,6 +421,7 @@ class RunConfig(_Spec):
     lean: LeanSettings
     gpu: EngineSettings
     source: str  # the file it was read from
+    placeholders: tuple[str, ...] = ()  # key paths of the `REPLACE_ME` values still in it
 
     @model_validator(mode="after")
     def _simulated_only_in_demo(self) -> RunConfig:
@@ -565,7 +566,9 @@ def parse_run_config(raw: Any, source: str) -> RunConfig:
         "gpu": _section(raw, "gpu", "settings", source),
     }
     try:
-        return RunConfig.model_validate({**sections, "source": source})
+        return RunConfig.model_validate(
+            {**sections, "source": source, "placeholders": tuple(placeholders(raw))}
+        )
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid configuration:\n{_format_errors(exc)}") from exc
 

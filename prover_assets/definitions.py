@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import dagster as dg
-import yaml
 
 from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.eta import eta_assets
@@ -24,7 +23,7 @@ from prover_assets.assets.verification import verification_assets
 from prover_assets.checks.loop import loop_checks
 from prover_assets.checks.problems import problem_checks
 from prover_assets.checks.sft import sft_checks
-from prover_assets.config import is_placeholder, load_run_config, placeholders
+from prover_assets.config import RunConfig, is_placeholder, load_run_config
 from prover_assets.jobs import build_jobs
 from prover_assets.resources import build_resources, launch_validation
 from prover_assets.sensors import reaper_sensor
@@ -43,17 +42,14 @@ def config_path() -> Path:
     return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
 
 
-def placeholders_left(path: str | Path) -> list[str]:
-    """The placeholders still in the config file, logged as a warning when they are any."""
-    left = placeholders(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    if left:
+def _warn_of_placeholders(config: RunConfig) -> None:
+    if config.placeholders:
         log.warning(
             "%s: %d placeholder values are still to be filled in before any job can launch: %s",
-            path,
-            len(left),
-            ", ".join(left),
+            config.source,
+            len(config.placeholders),
+            ", ".join(config.placeholders),
         )
-    return left
 
 
 def _data_root(value: str) -> Path | None:
@@ -66,7 +62,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
     config = load_run_config(path)
     spec = config.experiment
     resources = build_resources(config)
-    left = placeholders_left(path)
+    _warn_of_placeholders(config)
     return dg.Definitions(
         assets=[
             *problem_assets(spec),
@@ -78,7 +74,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *eta_assets(spec),
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],
-        jobs=build_jobs(launch_validation(resources), unlaunchable=left),
+        jobs=build_jobs(launch_validation(resources), unlaunchable=list(config.placeholders)),
         # One process per run, not per step: checks are many and light, and a step process costs
         # 2 to 3 s on a small machine; the heavy work already runs in its own children (vLLM,
         # the trainer) or worker pools (Lean REPLs), and pool `heavy` serialises it either way.

@@ -15,25 +15,26 @@ from prover_assets.records.validity import CheckOutcome
 __all__ = ["complete_file", "complete_folder", "manifest_of", "to_result"]
 
 
-def complete_folder(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Path:
-    """The folder of `key`'s latest materialization, every output re-hashed against its
-    manifest: a check never judges a file that changed after its step completed."""
+def _verified(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, names: list[str] | None
+) -> Path:
     folder = Path(output_dir(context, key))
     try:
-        verified_outputs(folder)
+        verified_outputs(folder, names)
     except (ChecksumError, OSError, ValueError) as exc:
         raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
     return folder
 
 
+def complete_folder(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Path:
+    """The folder of `key`'s latest materialization, every output re-hashed against its
+    manifest: a check never judges a file that changed after its step completed."""
+    return _verified(context, key, None)
+
+
 def complete_file(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, name: str) -> Path:
     """One output file of `key`'s latest materialization, re-hashed against its manifest."""
-    folder = Path(output_dir(context, key))
-    try:
-        verified_outputs(folder, [name])
-    except (ChecksumError, OSError, ValueError) as exc:
-        raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
-    return folder / name
+    return _verified(context, key, [name]) / name
 
 
 def manifest_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict[str, Any]:

@@ -58,6 +58,8 @@ EngineConfig = dagster_config(EngineSettings)
 LocalLeanConfig = dagster_config(LEAN_BACKENDS["local"])
 RemoteLeanConfig = dagster_config(LEAN_BACKENDS["remote"])
 SimulatedLeanConfig = dagster_config(LEAN_BACKENDS["simulated"])
+
+
 def lean_config(settings: LeanSettings) -> dg.Config:
     """The Lean resource's config holding `settings`."""
     return dagster_config(type(settings))(**settings.model_dump(mode="json"))

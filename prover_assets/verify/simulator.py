@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 __all__ = [
+    "DECLARED_AXIOMS",
+    "RAW",
     "SELF_TEST_BAD",
     "SELF_TEST_GOOD",
+    "SORRY_WARNING",
     "STANDARD_AXIOMS",
     "Env",
     "ReplSimulator",
@@ -45,6 +48,10 @@ STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
 SELF_TEST_GOOD = "theorem prover_assets_selftest_good : (2 : ℕ) + 2 = 4 := by\n  norm_num"
 SELF_TEST_BAD = "theorem prover_assets_selftest_bad : (2 : ℕ) + 2 = 5 := by\n  norm_num"
+# Keys a `judge` reply may carry for `answer`: the axioms its declarations depend on, and that
+# it is to be sent as it is (no env allocated).
+DECLARED_AXIOMS = "__axioms__"
+RAW = "__raw__"
 _SELF_TEST_BAD_ERROR = {
     "severity": "error",
     "pos": {"line": 1, "column": 58},
@@ -102,10 +109,17 @@ class ReplSimulator:
             return {"message": "Unknown environment."}
         printed = _PRINT_AXIOMS.match(command) if base is not None else None
         if printed:
-            return self.print_axioms(printed.group(1), base)
+            return self.answer_print_axioms(command, printed.group(1), base)
         if base is None:
             time.sleep(self.import_delay_s)
-        return self.with_new_env(command, self.judge(command))
+        reply = self.judge(command)
+        if reply.pop(RAW, False):  # an answer as a REPL that lost its state gives: no env
+            return reply
+        return self.with_new_env(command, reply, reply.pop(DECLARED_AXIOMS, STANDARD_AXIOMS))
+
+    def answer_print_axioms(self, command: str, name: str, base: int) -> dict[str, Any]:
+        """The answer to `#print axioms name` in env `base`."""
+        return self.print_axioms(name, base)
 
     def respond(self, request: dict[str, Any], query: str) -> str:
         """The text written for one request (`query`: the lines it was read from)."""

@@ -54,15 +54,16 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.verify.simulator import (
+    DECLARED_AXIOMS,
+    RAW,
+    SORRY_WARNING,
     STANDARD_AXIOMS,
     ReplSimulator,
     line_col,
     serve,
 )
 
-SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
 _DIRECTIVE = re.compile(r"--@fake\s+(\w+)\s*(.*)$", re.MULTILINE)
-_PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
 
 
 @dataclass
@@ -89,27 +90,23 @@ class Double(ReplSimulator):
         _log(self.log_path, {"request": request, "raw": query, "answer": answer})
         return json.dumps(answer, ensure_ascii=False, indent=1) + "\n\n"
 
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        command, base = request.get("cmd"), request.get("env")
-        if command is None or (base is not None and not self.known_env(base)):
-            return super().answer(request)
-        printed = _PRINT_AXIOMS.match(command) if base is not None else None
-        rule = self._rule_for(command, "axioms" if printed else "command")
+    def answer_print_axioms(self, command: str, name: str, base: int) -> dict[str, Any]:
+        rule = self._rule_for(command, "axioms")
         if rule is not None and rule.get("raw"):
             return self._ruled(command, rule)
-        if printed and (rule is None or "reply" not in rule):
-            if rule is not None:  # an action alone (delay, hang, crash), then the true answer
-                self.act(rule["action"], rule.get("argument", ""))
-            return self.print_axioms(printed.group(1), base)
-        if base is None:
-            time.sleep(self.import_delay_s)
-        reply = self._ruled(command, rule) if rule is not None else self.judge(command)
-        axioms = reply.pop("__axioms__", STANDARD_AXIOMS)
-        return self.with_new_env(command, reply, axioms)
+        if rule is not None and "reply" in rule:
+            reply = self._ruled(command, rule)
+            return self.with_new_env(command, reply, reply.pop(DECLARED_AXIOMS, STANDARD_AXIOMS))
+        if rule is not None:  # an action alone (delay, hang, crash), then the true answer
+            self.act(rule["action"], rule.get("argument", ""))
+        return super().answer_print_axioms(command, name, base)
 
     def judge(self, command: str) -> dict[str, Any]:
-        """Directives, else the content alone: the double knows no self-test (a test that
-        wants a working instrument scripts it)."""
+        """The caller's rule, else its directives, else the content alone: the double knows no
+        self-test (a test that wants a working instrument scripts it)."""
+        rule = self._rule_for(command, "command")
+        if rule is not None:
+            return {**self._ruled(command, rule), RAW: bool(rule.get("raw"))}
         directives = _DIRECTIVE.findall(command)
         return self._directed(command, directives) if directives else self.content_answer(command)
 
@@ -135,7 +132,7 @@ class Double(ReplSimulator):
             message = self._message(command, spec.get("severity", "error"), spec)
             reply["messages"] = [*reply.get("messages", []), message]
         if "axioms" in rule:
-            reply["__axioms__"] = rule["axioms"]
+            reply[DECLARED_AXIOMS] = rule["axioms"]
         return reply
 
     def _directed(self, command: str, directives: list[tuple[str, str]]) -> dict[str, Any]:
@@ -149,7 +146,7 @@ class Double(ReplSimulator):
             elif name == "sorry":
                 reply.update(self.sorry_answer(command, force=True))
             elif name == "axioms":
-                reply["__axioms__"] = json.loads(argument)
+                reply[DECLARED_AXIOMS] = json.loads(argument)
             elif name == "probe":
                 messages.append(_probe(json.loads(argument or "{}")))
             else:
