@@ -14,7 +14,6 @@ a 2-core machine).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import resource
@@ -123,7 +122,7 @@ def main() -> int:
     build = build_pool_candidates(shards, spec, sets)
     wall = time.monotonic() - started
     own, children = peak_rss_mb()
-    print(json.dumps(build.counts.to_json(), indent=None))
+    print(build.counts.to_result().model_dump_json())
     print(
         f"pool builder: {args.rows:,} rows in {wall:.1f} s = {args.rows / wall:,.0f} rows/s "
         f"with {args.workers} worker processes"

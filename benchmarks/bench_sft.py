@@ -146,7 +146,7 @@ def build_once() -> None:
                 "wall_s": finished - started,
                 "build_s": finished - imported,
                 "peak_rss_mb": rss,
-                "counts": result.counts,
+                "counts": result.result.model_dump(mode="json"),
             }
         )
     )
@@ -175,7 +175,8 @@ def main() -> int:
     best = min(runs, key=lambda r: r["build_s"])
     counts = best["counts"]
     print(
-        f"rows written {counts['written']} of {counts['candidates']} candidates; read back: {counts['read_back']}"
+        f"rows written {counts['counts']['written']} of {counts['counts']['candidates']} "
+        f"candidates; read back: {counts['read_back']}"
     )
     print(
         f"build wall: {best['build_s']:.2f} s (best of 3: read, filter, write, read back, manifest) vs seed "

@@ -140,7 +140,7 @@ def test_an_empty_eval_set_is_refused_unless_the_config_expects_it(tmp_path):
         materialize_eval_set("minif2f", EvalSetSpec(format="minif2f", file=file), tmp_path / "out")
     assert not (tmp_path / "out" / "manifest.json").exists()
     expected = EvalSetSpec(format="minif2f", file=file, allow_empty=True)
-    assert materialize_eval_set("minif2f", expected, tmp_path / "ok").counts["supported"] == 0
+    assert materialize_eval_set("minif2f", expected, tmp_path / "ok").result.supported == 0
 
 
 def test_an_empty_problem_id_names_the_file_and_line(tmp_path):

@@ -13,9 +13,10 @@ import yaml
 from prover_assets.assets.keys import SFT_CHECKPOINT
 from prover_assets.assets.metadata import OUTPUT_DIR
 from prover_assets.checks.sft import sft_checks
-from prover_assets.config import load_run_config
+from prover_assets.config import TrainingSpec, load_run_config
 from prover_assets.definitions import build_definitions
-from prover_assets.records import build_manifest, now_utc, write_manifest
+from prover_assets.records.outputs import Step, StepInputs
+from prover_assets.sft.stages import TrainingResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets_tests.conftest import CONFIGS, demo_run_config
 
@@ -53,24 +54,35 @@ def test_samples_per_problem_judges_the_launched_n_samples_not_the_built_one(tmp
     assert len(generations.read_text().splitlines()) == 6 * 2  # 6 problems, the launched n
 
 
-def checkpoint_made_by_a_run_with(folder, *, epochs: int, passes: int) -> dg.AssetsDefinition:
+def checkpoint_made_by_a_run_with(
+    folder, training: TrainingSpec, *, passes: int
+) -> dg.AssetsDefinition:
     """An `sft_checkpoint` materialization whose run trained 2 rows for `passes` passes, with
-    the run's training config (`epochs`) in its manifest, as the real step records it."""
+    the run's `training` config in its manifest, as the real step records it."""
 
     @dg.asset(key=SFT_CHECKPOINT)
     def checkpoint() -> dg.MaterializeResult:
         folder.mkdir(parents=True, exist_ok=True)
         order = [{"micro_step": i, "rows": [i % 2]} for i in range(2 * passes)]
         (folder / DATA_ORDER_FILE).write_text("".join(json.dumps(e) + "\n" for e in order))
-        manifest = build_manifest(
-            asset=str(folder),
-            inputs=[],
-            outputs=[folder / DATA_ORDER_FILE],
-            config={"training": {"epochs": epochs, "gradient_accumulation": 1}},
-            counts={"micro_steps": 2 * passes, "global_step": 2 * passes, "rows": 2},
-            started_at=now_utc(),
+        config = {"training": training.model_dump(mode="json")}
+        step = Step(folder, str(folder), TrainingResult, StepInputs.hash({}), config)
+        result = TrainingResult(
+            status="done",
+            global_step=2 * passes,
+            max_steps=2 * passes,
+            resumed_from_step=0,
+            removed_partial_checkpoints=[],
+            trained_micro_steps_this_run=2 * passes,
+            tokens_per_s_this_run=None,
+            micro_steps=2 * passes,
+            packing_efficiency=1.0,
+            rows=2,
+            epochs=training.epochs,
+            bf16=False,
+            wall_s_this_run=1.0,
         )
-        write_manifest(folder, manifest)
+        step.finish(result, [folder / DATA_ORDER_FILE])
         return dg.MaterializeResult(metadata={OUTPUT_DIR: str(folder)})
 
     return checkpoint
@@ -83,7 +95,10 @@ def test_data_order_judges_the_launched_epochs_not_the_built_ones(
     built = load_run_config(CONFIGS / "demo.yaml").experiment
     built = built.model_copy(update={"training": built.training.model_copy(update={"epochs": 1})})
     (data_order,) = [c for c in sft_checks(built) if "data_order" in str(c.check_keys)]
-    asset = checkpoint_made_by_a_run_with(tmp_path / "ckpt", epochs=launched_epochs, passes=2)
+    launched = built.training.model_copy(
+        update={"epochs": launched_epochs, "gradient_accumulation": 1}
+    )
+    asset = checkpoint_made_by_a_run_with(tmp_path / "ckpt", launched, passes=2)
     result = dg.materialize([asset, data_order], raise_on_error=False)
     (evaluation,) = check_results(result).values()
     assert evaluation.passed is passed, evaluation.description

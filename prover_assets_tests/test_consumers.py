@@ -6,7 +6,13 @@ import json
 import pytest
 
 from prover_assets.records import Verification, publish_records, read_records
-from prover_assets.records.outputs import ChecksumError, finish_output, verified_outputs
+from prover_assets.records.outputs import (
+    ChecksumError,
+    StageResult,
+    Step,
+    StepInputs,
+    verified_outputs,
+)
 from prover_assets.sft.stages import materialize_checkpoint, materialize_export
 from prover_assets_tests.factories import make_verification
 
@@ -15,16 +21,12 @@ def completed(folder, files: dict[str, bytes]):
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (folder / name).write_bytes(data)
-    finish_output(
-        folder,
-        asset=str(folder),
-        inputs=[],
-        outputs=[folder / name for name in files],
-        config={},
-        counts={},
-        started_at="2026-12-01T00:00:00+00:00",
-    )
+    finish(folder, [folder / name for name in files])
     return folder
+
+
+def finish(folder, outputs) -> None:
+    Step(folder, str(folder), StageResult, StepInputs.hash({}), {}).finish(StageResult(), outputs)
 
 
 def flip_a_byte(path, offset=3):
@@ -55,15 +57,7 @@ def test_a_verdict_flipped_in_place_with_its_code_hash_kept_is_caught(tmp_path):
     folder = tmp_path / "verdicts"
     folder.mkdir()
     publish_records(folder / "verdicts.jsonl", [make_verification(accepted=False)])
-    finish_output(
-        folder,
-        asset=str(folder),
-        inputs=[],
-        outputs=[folder / "verdicts.jsonl"],
-        config={},
-        counts={},
-        started_at="2026-12-01T00:00:00+00:00",
-    )
+    finish(folder, [folder / "verdicts.jsonl"])
     (verdict,) = read_records(folder / "verdicts.jsonl", Verification)
     row = json.loads(verdict.model_dump_json())
     row.update(accepted=True, stage="accepted", reasons=[])

@@ -4,8 +4,16 @@ import dagster as dg
 import pytest
 
 from prover_assets.assets.keys import generations_key
+from prover_assets.assets.metadata import OUTPUT_DIR
 from prover_assets.definitions import build_definitions
+from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult, SamplePlan
+from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.report.eta import INPUTS, RoundPlan, eta_table, measured_inputs
+from prover_assets.sft.builder import SftCounts
+from prover_assets.sft.stages import SftShardsResult, TrainingResult
+from prover_assets.verify.elaboration import ElaborationCounts
+from prover_assets.verify.runner import VerificationResult
+from prover_assets.verify.stages import TrainPoolResult
 
 PLAN = RoundPlan(
     eval_problems={"minif2f": 10},
@@ -72,24 +80,87 @@ def test_one_measured_input_has_no_spread_while_the_rest_keep_theirs():
     assert table["inputs"]["mean_completion_tokens"]["source"] == "prior"
 
 
+def generation_result(generated_now: int, mean_tokens: float | None, rate: float, no_code: int):
+    return GenerationBatchResult(
+        total=generated_now,
+        already_present=0,
+        generated_now=generated_now,
+        no_room=0,
+        context_clipped=0,
+        hit_cap=0,
+        hit_cap_share=None,
+        no_code=no_code,
+        reinsertion_errors=0,
+        torn_dropped=0,
+        completion_tokens={},
+        mean_completion_tokens=mean_tokens,
+        tokens_per_s=rate,
+        rows=generated_now,
+        plan=SamplePlan(problems=1, samples_per_problem=generated_now, samples=generated_now),
+    )
+
+
+def verification_result(code_bearing_now: int, wall_s: float) -> VerificationResult:
+    return VerificationResult(
+        total=code_bearing_now,
+        already_verified=0,
+        verified_now=code_bearing_now,
+        accepted_now=0,
+        code_bearing_now=code_bearing_now,
+        wall_s=wall_s,
+        stale_reverified=0,
+        infrastructure_reverified=0,
+        torn_dropped=0,
+        stages={},
+        reasons={},
+        verify_s={},
+    )
+
+
 def test_measurements_pool_work_over_time_and_ignore_reused_outputs():
     generations = [
-        {"generated_now": 10, "mean_completion_tokens": 100.0, "tokens_per_s": 50.0, "no_code": 2},
-        {"generated_now": 30, "mean_completion_tokens": 200.0, "tokens_per_s": 100.0, "no_code": 3},
-        {"generated_now": 0, "mean_completion_tokens": 0.0, "tokens_per_s": 0.0, "no_code": 0},
+        generation_result(10, 100.0, 50.0, 2),
+        generation_result(30, 200.0, 100.0, 3),
+        generation_result(0, None, 0.0, 0),
     ]
     verdicts = [
-        {"code_bearing_now": 5, "wall_s": 10.0},
-        {"code_bearing_now": 15, "wall_s": 30.0},
-        {"code_bearing_now": 0, "wall_s": 0.1},
+        verification_result(5, 10.0),
+        verification_result(15, 30.0),
+        verification_result(0, 0.1),
     ]
+    shards = SftCounts(
+        candidates=6, written=6, drops={}, problems_with_rows=3, tokens=600, kinds={}
+    )
     measured = measured_inputs(
         generations,
         verdicts,
-        correction_plan={"unsolved_problems": 3, "solved_problems": 1},
-        train_pool={"pool": 3},
-        sft_shards={"rows": 6, "tokens": 600},
-        sft_checkpoint={"tokens_per_s": 1234.0},
+        correction_plan=CorrectionCounts(
+            solved_problems=1, unsolved_problems=3, parents=3, no_repl_errors=0
+        ),
+        train_pool=TrainPoolResult(
+            elaboration=ElaborationCounts(
+                elaborated=3, error=0, timeout=0, infrastructure=0, checked=3, unchecked=0
+            ),
+            pool=3,
+            candidates=3,
+            target=3,
+        ),
+        sft_shards=SftShardsResult(counts=shards, read_back="ok", shards=1),
+        sft_checkpoint=TrainingResult(
+            status="done",
+            global_step=1,
+            max_steps=1,
+            resumed_from_step=0,
+            removed_partial_checkpoints=[],
+            trained_micro_steps_this_run=1,
+            tokens_per_s_this_run=1234.0,
+            micro_steps=1,
+            packing_efficiency=1.0,
+            rows=6,
+            epochs=1,
+            bf16=False,
+            wall_s_this_run=1.0,
+        ),
     )
     # 1,000 + 6,000 tokens over 20 s + 60 s; 40 samples of which 5 without code.
     assert measured == pytest.approx(
@@ -115,19 +186,19 @@ def demo_defs(demo_config_file):
     return build_definitions(demo_config_file)
 
 
-def test_eta_asset_turns_a_recorded_materialization_into_measurements(demo_defs):
+def test_eta_asset_reads_the_result_in_a_materialization_s_manifest(demo_defs, tmp_path):
+    folder = tmp_path / "generations"
+    folder.mkdir()
+    Step(folder, str(folder), GenerationBatchResult, StepInputs.hash({}), {}).finish(
+        generation_result(24, 120.0, 60.0, 6), []
+    )
     job = demo_defs.resolve_job_def("operations")
     with dg.DagsterInstance.ephemeral() as instance:
         before = job.execute_in_process(instance=instance)
         instance.report_runless_asset_event(
             dg.AssetMaterialization(
                 asset_key=generations_key("minif2f", "baseline", 256),
-                metadata={
-                    "generated_now": 24,
-                    "mean_completion_tokens": 120.0,
-                    "tokens_per_s": 60.0,
-                    "no_code": 6,
-                },
+                metadata={OUTPUT_DIR: dg.MetadataValue.path(str(folder))},
             )
         )
         after = job.execute_in_process(instance=instance)

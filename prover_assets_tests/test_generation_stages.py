@@ -35,9 +35,11 @@ def materialize(folder, samples):
 
 def test_an_empty_batch_is_refused_unless_the_config_expects_it(tmp_path):
     with pytest.raises(EmptyOutputError, match="generation batch"):
-        materialize(tmp_path / "gen", Samples([], {}, {}))
-    result = materialize(tmp_path / "expected", Samples([], {}, {}, allow_empty=True))
-    assert result.counts["rows"] == 0
+        materialize(tmp_path / "gen", Samples([], {}, samples_per_problem=1))
+    result = materialize(
+        tmp_path / "expected", Samples([], {}, samples_per_problem=1, allow_empty=True)
+    )
+    assert result.result.rows == 0
 
 
 def test_a_stream_holding_a_sample_outside_the_plan_is_refused_before_anything_is_appended(
@@ -50,5 +52,5 @@ def test_a_stream_holding_a_sample_outside_the_plan_is_refused_before_anything_i
         appender.append_many([make_generation("p1", 0), make_generation("elsewhere", 0)])
     before = (folder / GENERATIONS_FILE).read_bytes()
     with pytest.raises(RecordError, match=r"generations.jsonl:2: sample \('elsewhere'"):
-        materialize(folder, Samples(planned, {}, {}))
+        materialize(folder, Samples(planned, {}, samples_per_problem=1))
     assert (folder / GENERATIONS_FILE).read_bytes() == before

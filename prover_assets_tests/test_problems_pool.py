@@ -232,7 +232,7 @@ def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, tmp_p
         shard_args={"shards": 3, "row_group_size": 333},
     )
     assert [p.problem_id for p in other.candidates] == [p.problem_id for p in reference.candidates]
-    assert other.counts.to_json() == reference.counts.to_json()
+    assert other.counts.to_result() == reference.counts.to_result()
 
 
 def test_two_worker_processes_give_the_same_candidates(real_rows, sets, tmp_path):

@@ -104,17 +104,17 @@ def test_truth_table_every_rule_counted(tmp_path):
     ]
     result = build(tmp_path, rows, n=8)  # no problem has all 8 samples: none solved n/n
     counts = result.counts
-    assert {k: v for k, v in counts.items() if k.startswith("drop_")} == {
-        "drop_other_cap": 1,
-        "drop_not_accepted": 1,
-        "drop_statement_not_faithful": 1,
-        "drop_no_eos": 1,
-        "drop_too_long": 1,
-        "drop_solved_all": 0,
-        "drop_duplicate_proof": 1,
-        "drop_over_max": 1,
+    assert counts.drops == {
+        "other_cap": 1,
+        "not_accepted": 1,
+        "statement_not_faithful": 1,
+        "no_eos": 1,
+        "too_long": 1,
+        "solved_all": 0,
+        "duplicate_proof": 1,
+        "over_max": 1,
     }
-    assert (counts["candidates"], counts["written"]) == (9, 2)
+    assert (counts.candidates, counts.written) == (9, 2)
     assert [(r.problem_id, r.sample_idx) for r in result.rows] == [("p1", 0), ("p1", 1)]
 
 
@@ -133,7 +133,7 @@ def test_problem_solved_n_of_n_is_excluded_but_not_one_with_fewer_samples(tmp_pa
         sample("p2", 0, tactic="omega"),
     ]  # only 1 of n=2 samples: invalid, never "solved n/n"
     result = build(tmp_path, rows)
-    assert result.counts["drop_solved_all"] == 2
+    assert result.counts.drops["solved_all"] == 2
     assert [r.problem_id for r in result.rows] == ["p2"]
 
 
@@ -141,7 +141,7 @@ def test_fill_duplicates_repeats_proofs_up_to_the_maximum(tmp_path):
     rows = [sample("p1", i, tactic="omega", accepted=i < 3) for i in range(4)]
     result = build(tmp_path, rows, sft=spec(fill_duplicates=True, max_per_problem=2), n=4)
     assert [r.sample_idx for r in result.rows] == [0, 1]
-    assert result.counts["drop_over_max"] == 1
+    assert result.counts.drops["over_max"] == 1
 
 
 def test_accepted_correction_of_a_failed_parent_is_a_correction_row(tmp_path):
@@ -185,7 +185,7 @@ def test_pool_problem_with_an_evaluation_statement_is_refused(tmp_path):
 
 def test_empty_input_builds_no_rows(tmp_path):
     result = build(tmp_path, [])
-    assert (result.counts["candidates"], result.counts["written"]) == (0, 0)
+    assert (result.counts.candidates, result.counts.written) == (0, 0)
 
 
 def test_proof_sha_ignores_comments_and_whitespace_but_not_tactics():
@@ -249,22 +249,24 @@ def test_every_count_reconciles_with_repeated_drops_of_one_kind(tmp_path):
         sample("p2", 0, round=1, tactic="norm_num", parent=parent, length=37),  # 3 + 37 = 40 fits
     ]
     counts = build(tmp_path, rows, n=8).counts
-    assert counts == {
+    assert counts.model_dump() == {
         "candidates": 8,
         "written": 3,
-        "drop_other_cap": 0,
-        "drop_not_accepted": 1,
-        "drop_statement_not_faithful": 0,
-        "drop_no_eos": 0,
-        "drop_too_long": 0,
-        "drop_solved_all": 0,
-        "drop_duplicate_proof": 2,
-        "drop_over_max": 2,
-        "reconciles": True,
+        "drops": {
+            "other_cap": 0,
+            "not_accepted": 1,
+            "statement_not_faithful": 0,
+            "no_eos": 0,
+            "too_long": 0,
+            "solved_all": 0,
+            "duplicate_proof": 2,
+            "over_max": 2,
+        },
         "problems_with_rows": 2,
         "tokens": (3 + 3) + (3 + 3) + (3 + 37),
         "kinds": {"first": 2, "correction": 1},
     }
+    assert counts.reconciles()
 
 
 def build_from(tmp_path, generations, verdicts):

@@ -74,15 +74,15 @@ def exported(tmp_path_factory, tiny_model_dir):
 
 def test_revision_is_sft_and_the_sha256_of_the_weight_shards(exported):
     folder, result = exported
-    assert result["revision"] == f"sft-{weights_sha256(folder)}"
-    assert model_revision(folder) == result["revision"]
+    assert result.revision == f"sft-{weights_sha256(folder)}"
+    assert model_revision(folder) == result.revision
 
 
 def test_reloaded_export_reproduces_the_adapter_models_logprobs(exported):
     _, result = exported
-    assert result["parity_passed"]
-    assert result["parity_max_abs_diff"] <= 2e-5
-    assert result["parity_tokens"] > 0
+    assert result.parity_passed
+    assert result.parity_max_abs_diff <= 2e-5
+    assert result.parity_tokens > 0
 
 
 def test_export_is_a_plain_folder_with_tokenizer_and_chat_template(exported):

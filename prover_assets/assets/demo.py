@@ -9,7 +9,7 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     eval_set_key,
 )
-from prover_assets.assets.metadata import manifest_metadata
+from prover_assets.assets.metadata import step_metadata
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.stages import materialize_demo_model
@@ -53,17 +53,15 @@ def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             steps=demo.finetune_steps,
             seed=spec.generation.seed,
         )
-        counts = result.counts
+        counts = result.result
         context.log.info(
-            f"format tuning: loss {counts['first_loss']:.3f} -> {counts['final_loss']:.3f} "
-            f"in {counts['seconds']:.0f} s"
+            f"format tuning: loss {counts.first_loss:.3f} -> {counts.final_loss:.3f} "
+            f"in {counts.seconds:.0f} s"
         )
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
+                **step_metadata(result, experiment.data_root()),
                 "model_rev": model_revision(result.folder / MODEL_DIR),
-                "final_loss": dg.MetadataValue.float(float(counts["final_loss"])),
-                "seconds": dg.MetadataValue.float(float(counts["seconds"])),
             }
         )
 

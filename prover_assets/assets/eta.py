@@ -1,12 +1,11 @@
 """The `eta` asset: how long a full round takes, from what the instance has measured so far.
 
-It reads the latest materialization metadata of the loop's assets (never their files), so it can
-be materialized at any time: before anything has run it is all priors, and every asset that
+It reads the result models in the manifests of the loop's latest materializations, so it can be
+materialized at any time: before anything has run it is all priors, and every asset that
 finishes replaces a prior by a measurement.
 """
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -24,30 +23,31 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
+from prover_assets.assets.metadata import latest_result
 from prover_assets.config import ExperimentSpec, resolve_path
+from prover_assets.generation.runner import GenerationBatchResult
+from prover_assets.problems.stages import EvalSetResult
+from prover_assets.records.outputs import StageResult
 from prover_assets.report.eta import RoundPlan, eta_table, measured_inputs
 from prover_assets.report.markdown import markdown_table, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
+from prover_assets.sft.stages import SftShardsResult, TrainingResult
+from prover_assets.verify.runner import VerificationResult
+from prover_assets.verify.stages import TrainPoolResult
 
 __all__ = ["eta_assets"]
 
-
-def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any] | None:
-    """The plain values of the latest materialization's metadata, or None if never materialized."""
-    event = instance.get_latest_materialization_event(key)
-    if event is None or event.asset_materialization is None:
-        return None
-    return {name: value.value for name, value in event.asset_materialization.metadata.items()}
+R = TypeVar("R", bound=StageResult)
 
 
 def _eval_problem_count(
-    spec: ExperimentSpec, eval_set: str, materialized: Mapping[str, Any] | None
+    spec: ExperimentSpec, eval_set: str, materialized: EvalSetResult | None
 ) -> int:
     """Measured when the set is materialized; before that, its limit or its file's line count (an
     upper bound when a filter drops problems)."""
     if materialized is not None:
-        return int(materialized["problems"])
+        return materialized.written
     eval_spec = spec.eval_sets[eval_set]
     path = resolve_path(eval_spec.file.path, f"eval_sets.{eval_set}.file.path")
     lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
@@ -76,19 +76,27 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         instance = context.instance
 
-        def found(keys: list[dg.AssetKey]) -> list[dict[str, Any]]:
-            return [m for key in keys if (m := latest_metadata(instance, key)) is not None]
+        def found(keys: list[dg.AssetKey], model: type[R]) -> list[R]:
+            return [r for key in keys if (r := latest_result(instance, key, model)) is not None]
 
-        correction = latest_metadata(instance, pool_generations_key(1)) if rounds[-1] else None
+        correction = (
+            latest_result(instance, pool_generations_key(1), GenerationBatchResult)
+            if rounds[-1]
+            else None
+        )
         measured = measured_inputs(
             found(
-                [generations_key(*run) for run in runs] + [pool_generations_key(r) for r in rounds]
+                [generations_key(*run) for run in runs] + [pool_generations_key(r) for r in rounds],
+                GenerationBatchResult,
             ),
-            found([verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds]),
-            correction_plan=correction["plan"] if correction else None,
-            train_pool=latest_metadata(instance, TRAIN_POOL),
-            sft_shards=latest_metadata(instance, SFT_SHARDS),
-            sft_checkpoint=latest_metadata(instance, SFT_CHECKPOINT),
+            found(
+                [verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds],
+                VerificationResult,
+            ),
+            correction_plan=correction.plan.corrections if correction else None,
+            train_pool=latest_result(instance, TRAIN_POOL, TrainPoolResult),
+            sft_shards=latest_result(instance, SFT_SHARDS, SftShardsResult),
+            sft_checkpoint=latest_result(instance, SFT_CHECKPOINT, TrainingResult),
         )
         table = eta_table(_round_plan(spec, instance), measured)
         total = table["total_hours"]
@@ -106,7 +114,9 @@ def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan
     """What a full round of this experiment does (problem counts measured where known)."""
     return RoundPlan(
         eval_problems={
-            name: _eval_problem_count(spec, name, latest_metadata(instance, eval_set_key(name)))
+            name: _eval_problem_count(
+                spec, name, latest_result(instance, eval_set_key(name), EvalSetResult)
+            )
             for name in spec.eval_sets
         },
         eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},

@@ -19,7 +19,7 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import manifest_metadata
+from prover_assets.assets.metadata import step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
@@ -147,26 +147,11 @@ def _generation_asset(
             load_tokenizer=_load_tokenizer,
             progress=progress,
         )
-        counts = result.counts
-        tokens = counts.get("completion_tokens", {})
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "samples": dg.MetadataValue.int(counts["rows"]),
-                "generated_now": counts.get("generated_now", 0),
-                "mean_completion_tokens": dg.MetadataValue.float(
-                    float(counts.get("mean_completion_tokens") or 0.0)
-                ),
+                **step_metadata(result, experiment.data_root()),
+                "samples": dg.MetadataValue.int(result.result.rows),
                 "model_rev": model_rev,
-                "tokens_per_s": dg.MetadataValue.float(float(counts.get("tokens_per_s") or 0.0)),
-                "completion_tokens": dg.MetadataValue.json(tokens),
-                "hit_cap_share": dg.MetadataValue.float(float(counts.get("hit_cap_share") or 0.0)),
-                "context_clipped": counts.get("context_clipped", 0),
-                "no_room": counts.get("no_room", 0),
-                "no_code": counts.get("no_code", 0),
-                "plan": dg.MetadataValue.json(
-                    {k[5:]: v for k, v in counts.items() if k.startswith("plan_")}
-                ),
             }
         )
 

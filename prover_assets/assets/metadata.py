@@ -2,23 +2,81 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import dagster as dg
+from pydantic import BaseModel
 
+from prover_assets.records import MANIFEST_NAME
+from prover_assets.records.outputs import StageResult, StepResult
 from prover_assets.report.markdown import histogram_table, markdown_table
 
-__all__ = ["files_table", "histogram", "manifest_metadata", "output_dir"]
+__all__ = [
+    "display_number",
+    "files_table",
+    "histogram",
+    "latest_result",
+    "output_dir",
+    "result_metadata",
+    "step_metadata",
+]
 
 OUTPUT_DIR = "output_dir"
+SHORT_HASH = 12
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+R = TypeVar("R", bound=StageResult)
 
 
-def files_table(manifest: Mapping[str, Any]) -> dg.MetadataValue:
-    """A Markdown table of a manifest's input and output files (path, short sha256, bytes)."""
-    rows = [("input", e["path"], e["sha256"][:16], e["bytes"]) for e in manifest["inputs"]]
-    rows += [("output", e["path"], e["sha256"][:16], e["bytes"]) for e in manifest["outputs"]]
-    return dg.MetadataValue.md(markdown_table(["role", "path", "sha256 (16)", "bytes"], rows))
+def display_number(value: float) -> float:
+    """A measurement rounded for reading: one decimal from 100 up, three significant digits
+    below (`6779.4`, `0.771`); the manifest keeps the full value."""
+    return round(value, 1) if abs(value) >= 100 else float(f"{value:.3g}")
+
+
+def _relative(path: str, data_root: Path) -> str:
+    try:
+        return str(Path(path).relative_to(data_root))
+    except ValueError:
+        return path
+
+
+def _display(value: Any, data_root: Path) -> Any:
+    """One result field as a metadata value: numbers rounded, hashes short, paths relative."""
+    if value is None:
+        return dg.MetadataValue.null()
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return dg.MetadataValue.float(display_number(value))
+    if isinstance(value, str):
+        if _SHA256.fullmatch(value):
+            return value[:SHORT_HASH]
+        return _relative(value, data_root) if value.startswith(str(data_root)) else value
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return dg.MetadataValue.json(value)
+
+
+def result_metadata(result: StageResult, data_root: Path) -> dict[str, Any]:
+    """A stage's result model, field by field, as Dagster metadata."""
+    return {name: _display(value, data_root) for name, value in result}
+
+
+def files_table(manifest: Mapping[str, Any], data_root: Path) -> dg.MetadataValue:
+    """A Markdown table of a manifest's input and output files (path relative to the data root,
+    short sha256, bytes)."""
+    rows = [
+        (role, _relative(e["path"], data_root), e["sha256"][:SHORT_HASH], e["bytes"])
+        for role, entries in (("input", manifest["inputs"]), ("output", manifest["outputs"]))
+        for e in entries
+    ]
+    return dg.MetadataValue.md(
+        markdown_table(["role", "path", f"sha256 ({SHORT_HASH})", "bytes"], rows)
+    )
 
 
 def histogram(counts: Mapping[str, int], key: str = "reason") -> dg.MetadataValue:
@@ -26,16 +84,29 @@ def histogram(counts: Mapping[str, int], key: str = "reason") -> dg.MetadataValu
     return dg.MetadataValue.md(histogram_table(counts, key=key))
 
 
-def manifest_metadata(folder: Any, manifest: Mapping[str, Any], reused: bool) -> dict[str, Any]:
-    """What every file-producing asset reports: where, which files (sha256), which code."""
-    code = manifest["code"]
+def step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
+    """What every file-producing asset reports: where, which files (sha256), which code, and
+    its stage's result model field by field."""
+    code = step.manifest["code"]
     return {
-        OUTPUT_DIR: dg.MetadataValue.path(str(folder)),
-        "files": files_table(manifest),
+        **result_metadata(step.result, data_root),
+        OUTPUT_DIR: dg.MetadataValue.path(str(step.folder)),
+        "files": files_table(step.manifest, data_root),
         "code_commit": code["commit"] or f"unknown: {code['reason']}",
         "code_dirty": code["dirty"] if code["dirty"] is not None else "unknown",
-        "reused_complete_output": reused,
+        "reused_complete_output": step.reused,
     }
+
+
+def _recorded_dir(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
+    """The folder `key`'s latest materialization recorded; None if it was never materialized."""
+    event = instance.get_latest_materialization_event(key)
+    if event is None or event.asset_materialization is None:
+        return None
+    value = event.asset_materialization.metadata.get(OUTPUT_DIR)
+    if value is None:
+        raise dg.Failure(f"the materialization of {key.to_user_string()} records no {OUTPUT_DIR}")
+    return value.value
 
 
 def output_dir(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> str:
@@ -43,10 +114,16 @@ def output_dir(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> str:
 
     Checks read what was materialized, never a path of their own making.
     """
-    event = context.instance.get_latest_materialization_event(key)
-    if event is None or event.asset_materialization is None:
+    folder = _recorded_dir(context.instance, key)
+    if folder is None:
         raise dg.Failure(f"{key.to_user_string()} has not been materialized")
-    value = event.asset_materialization.metadata.get(OUTPUT_DIR)
-    if value is None:
-        raise dg.Failure(f"the materialization of {key.to_user_string()} records no {OUTPUT_DIR}")
-    return value.value
+    return folder
+
+
+def latest_result(instance: dg.DagsterInstance, key: dg.AssetKey, model: type[R]) -> R | None:
+    """The result model in the manifest of `key`'s latest materialization; None when it was
+    never materialized or its folder holds no manifest any more (moved aside)."""
+    folder = _recorded_dir(instance, key)
+    if folder is None or not (Path(folder) / MANIFEST_NAME).exists():
+        return None
+    return model.read(Path(folder))

@@ -10,7 +10,7 @@ from prover_assets.assets.keys import (
     PROBLEMS_GROUP,
     eval_set_key,
 )
-from prover_assets.assets.metadata import histogram, manifest_metadata
+from prover_assets.assets.metadata import display_number, histogram, step_metadata
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.stages import (
     materialize_decontamination_sets,
@@ -36,19 +36,16 @@ def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
         result = materialize_eval_set(
             name, spec.eval_sets[name], experiment.asset_dir(context.asset_key)
         )
-        counts = result.counts
+        counts = result.result
         context.log.info(
-            f"{name}: {counts['rows_in']} rows, {counts['supported']} supported, "
-            f"{counts['unsupported']} unsupported, {counts['written']} written"
+            f"{name}: {counts.rows_in} rows, {counts.supported} supported, "
+            f"{counts.unsupported} unsupported, {counts.written} written"
         )
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "rows_in": counts["rows_in"],
-                "supported": counts["supported"],
-                "unsupported": counts["unsupported"],
-                "problems": dg.MetadataValue.int(counts["written"]),
-                "unsupported_reasons": histogram(counts["unsupported_reasons"] or {"(none)": 0}),
+                **step_metadata(result, experiment.data_root()),
+                "problems": dg.MetadataValue.int(counts.written),
+                "unsupported_reasons": histogram(counts.unsupported_reasons or {"(none)": 0}),
             }
         )
 
@@ -73,12 +70,7 @@ def _decontamination_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
         result = materialize_decontamination_sets(
             scored, mobench, experiment.asset_dir(context.asset_key), spec.pool
         )
-        return dg.MaterializeResult(
-            metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                **{k: dg.MetadataValue.int(v) for k, v in result.counts.items()},
-            }
-        )
+        return dg.MaterializeResult(metadata=step_metadata(result, experiment.data_root()))
 
     return decontamination_sets
 
@@ -114,21 +106,13 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
             experiment.asset_dir(context.asset_key),
             progress=progress,
         )
-        counts = result.counts
-        drops = {
-            key: value
-            for key, value in counts.items()
-            if isinstance(value, int)
-            and key
-            not in ("rows_in", "written", "dropped", "without_informal", "unsupported_shape_total")
-        }
-        drops.update({f"unsupported_shape:{k}": v for k, v in counts["unsupported_shape"].items()})
+        counts = result.result
+        drops = counts.drops()
         elapsed = time.monotonic() - started
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "rows_in": dg.MetadataValue.int(counts["rows_in"]),
-                "candidates": dg.MetadataValue.int(counts["written"]),
+                **step_metadata(result, experiment.data_root()),
+                "candidates": dg.MetadataValue.int(counts.written),
                 "dropped_by_layer": histogram(drops, key="layer"),
                 "where_rows_went": dg.MetadataValue.md(
                     png_image(
@@ -136,17 +120,18 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
                             {
                                 "rows": {
                                     **{k: v for k, v in drops.items() if v},
-                                    "candidate": counts["written"],
+                                    "candidate": counts.written,
                                 }
                             },
-                            title=f"{counts['rows_in']:,} pool rows: dropped by layer, or kept",
+                            title=f"{counts.rows_in:,} pool rows: dropped by layer, or kept",
                             ylabel="rows",
                         ),
                         "where the pool's rows went",
                     )
                 ),
-                "counts": dg.MetadataValue.json(counts),
-                "rows_per_s": dg.MetadataValue.float(counts["rows_in"] / max(elapsed, 1e-9)),
+                "rows_per_s": dg.MetadataValue.float(
+                    display_number(counts.rows_in / max(elapsed, 1e-9))
+                ),
             }
         )
 

@@ -105,7 +105,8 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             "plots": dg.MetadataValue.md(
                 "\n\n".join(png_image(p.read_bytes(), p.stem) for p in plots)
             ),
-            "simulated": summary["simulated"],
+            "simulated": result.result.simulated,
+            "comparisons": result.result.comparisons,
             "reused_complete_output": result.reused,
         }
         for comparison in summary["comparisons"]:

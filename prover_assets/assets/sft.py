@@ -17,7 +17,7 @@ from prover_assets.assets.keys import (
     pool_generations_key,
     pool_verdicts_key,
 )
-from prover_assets.assets.metadata import histogram, manifest_metadata
+from prover_assets.assets.metadata import display_number, histogram, step_metadata
 from prover_assets.assets.progress import fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
@@ -71,18 +71,16 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             spec=spec.sft,
             n=spec.generation.n_samples,
         )
-        counts = result.counts
-        drops = {k[5:]: v for k, v in counts.items() if k.startswith("drop_")}
+        counts = result.result.counts
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "rows": dg.MetadataValue.int(counts["written"]),
-                "candidates": counts["candidates"],
-                "drops": histogram({**drops, "written": counts["written"]}, key="rule"),
-                "tokens": counts["tokens"],
-                "kinds": dg.MetadataValue.json(counts["kinds"]),
-                "read_back": counts["read_back"],
-                "reconciles": counts["reconciles"],
+                **step_metadata(result, experiment.data_root()),
+                "rows": dg.MetadataValue.int(counts.written),
+                "candidates": counts.candidates,
+                "drops": histogram({**counts.drops, "written": counts.written}, key="rule"),
+                "tokens": counts.tokens,
+                "kinds": dg.MetadataValue.json(counts.kinds),
+                "reconciles": counts.reconciles(),
             }
         )
 
@@ -116,7 +114,6 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         except TrainingInterrupted as stop:
             # A stop was asked for (SIGTERM): retrying on our own would undo it.
             raise dg.Failure(description=str(stop), allow_retries=False) from stop
-        counts = result.counts
         metrics = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
         losses = [(m["step"], m["loss"]) for m in metrics if "loss" in m]
         plot = (
@@ -131,17 +128,13 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         )
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
+                **step_metadata(result, experiment.data_root()),
                 "loss_curve": dg.MetadataValue.md(
                     png_image(plot, "loss curve") if plot else "no steps logged"
                 ),
-                "steps": dg.MetadataValue.int(int(counts["global_step"])),
-                "micro_steps": counts["micro_steps"],
-                "tokens_per_s": dg.MetadataValue.float(
-                    float(counts.get("tokens_per_s_this_run") or 0.0)
+                "final_loss": (
+                    dg.MetadataValue.float(display_number(losses[-1][1])) if losses else "none"
                 ),
-                "packing_efficiency": dg.MetadataValue.float(float(counts["packing_efficiency"])),
-                "final_loss": dg.MetadataValue.float(float(losses[-1][1])) if losses else "none",
             }
         )
 
@@ -167,14 +160,11 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             shards_dir=experiment.complete_folder(SFT_SHARDS),
             dtype=dtype,
         )
-        counts = result.counts
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "model_rev": counts["revision"],
+                **step_metadata(result, experiment.data_root()),
+                "model_rev": result.result.revision,
                 "model_dir": dg.MetadataValue.path(str(result.folder / MODEL_DIR)),
-                "parity_max_abs_diff": dg.MetadataValue.float(float(counts["parity_max_abs_diff"])),
-                "parity_tolerance": dg.MetadataValue.float(float(counts["parity_tolerance"])),
             }
         )
 

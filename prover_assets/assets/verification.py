@@ -17,7 +17,7 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import histogram, manifest_metadata
+from prover_assets.assets.metadata import histogram, step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -98,23 +98,17 @@ def _verdict_asset(
             reverify_stale=config.reverify_stale,
             progress=progress,
         )
-        counts = result.counts
-        stages = counts.get("stages", {})
+        counts = result.result
         verifier = result.manifest.get("verifier", {})
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "verified": dg.MetadataValue.int(counts["total"]),
-                "accepted": dg.MetadataValue.int(stages.get("accepted", 0)),
-                "stages": histogram(stages or {"(none)": 0}, key="stage"),
-                "reasons": histogram(counts.get("reasons") or {"(none)": 0}),
-                "verify_s": dg.MetadataValue.json(counts.get("verify_s", {})),
-                "code_bearing_now": counts.get("code_bearing_now", 0),
-                "wall_s": dg.MetadataValue.float(float(counts.get("wall_s") or 0.0)),
+                **step_metadata(result, experiment.data_root()),
+                "verified": dg.MetadataValue.int(counts.total),
+                "stages": histogram(counts.stages or {"(none)": 0}, key="stage"),
+                "reasons": histogram(counts.reasons or {"(none)": 0}),
                 "pins": dg.MetadataValue.json(
                     verifier.get("pins", result.manifest["config"].get("pins"))
                 ),
-                "stale_reverified": counts.get("stale_reverified", 0),
             }
         )
 
@@ -146,18 +140,16 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
             open_verifier=lambda: lean.open_verifier(spec, feedback=False),
             self_test=lean.require_self_test,
             progress=lambda counts: reporter(
-                counts["elaborated"], spec.pool.size, None, "statements", counts
+                counts.elaborated, spec.pool.size, None, "statements", counts.model_dump()
             ),
         )
-        counts = result.counts
+        elaboration = result.result.elaboration
         return dg.MaterializeResult(
             metadata={
-                **manifest_metadata(result.folder, result.manifest, result.reused),
-                "pool": dg.MetadataValue.int(counts["pool"]),
-                "checked": counts["checked"],
+                **step_metadata(result, experiment.data_root()),
+                "checked": elaboration.checked,
                 "outcomes": histogram(
-                    {k: counts[k] for k in ("elaborated", "error", "timeout", "infrastructure")},
-                    key="status",
+                    elaboration.model_dump(exclude={"checked", "unchecked"}), key="status"
                 ),
             }
         )

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 
 from prover_assets.assets.metadata import output_dir
 from prover_assets.records import read_manifest
-from prover_assets.records.outputs import ChecksumError, verified_outputs
+from prover_assets.records.outputs import ChecksumError, StageResult, verified_outputs
 from prover_assets.records.validity import CheckOutcome
 
-__all__ = ["complete_file", "complete_folder", "manifest_of", "to_result"]
+R = TypeVar("R", bound=StageResult)
+
+__all__ = ["complete_file", "complete_folder", "manifest_of", "result_of", "to_result"]
 
 
 def _verified(
@@ -40,6 +42,15 @@ def complete_file(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, name
 def manifest_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict[str, Any]:
     """The manifest of `key`'s latest materialization: its counts and the run's config."""
     return read_manifest(Path(output_dir(context, key)))
+
+
+def result_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, model: type[R]) -> R:
+    """The stage result recorded in the manifest of `key`'s latest materialization."""
+    folder = Path(output_dir(context, key))
+    try:
+        return model.read(folder)
+    except (OSError, ValueError) as exc:
+        raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
 
 
 def to_result(outcome: CheckOutcome, *, gate: bool = True) -> dg.AssetCheckResult:

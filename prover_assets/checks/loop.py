@@ -13,9 +13,10 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.checks import complete_file, manifest_of, to_result
+from prover_assets.checks import complete_file, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
+from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.generation.validity import (
     check_design_match,
@@ -60,7 +61,7 @@ def _generation_checks(
         description="every generation row validates against the record contract, as many as the manifest says",
     )
     def rows_satisfy_contract(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        expected = manifest_of(context, key)["counts"]["rows"]
+        expected = result_of(context, key, GenerationBatchResult).rows
         return to_result(check_rows_valid(complete_file(context, key, GENERATIONS_FILE), expected))
 
     if previous is None:
@@ -74,7 +75,7 @@ def _generation_checks(
         )
         def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
             # The n of the run that made this output, as its manifest records it.
-            n = manifest_of(context, key)["counts"]["plan_samples_per_problem"]
+            n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
             problem_ids = [
                 p.problem_id for p in read_records(complete_file(context, *problems), Problem)
             ]
@@ -99,7 +100,7 @@ def _generation_checks(
             iter_records(complete_file(context, previous[1], VERDICTS_FILE), Verification),
         )
         children = read_records(complete_file(context, key, GENERATIONS_FILE), Generation)
-        n = manifest_of(context, key)["counts"]["plan_samples_per_problem"]
+        n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
         return to_result(check_correction_children(children, previous_generations, verdicts, n=n))
 
     return [rows_satisfy_contract, children_have_failed_parents]

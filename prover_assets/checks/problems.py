@@ -5,9 +5,10 @@ from pathlib import Path
 import dagster as dg
 
 from prover_assets.assets.keys import POOL_CANDIDATES_KEY, eval_set_key
-from prover_assets.checks import complete_file, manifest_of, to_result
+from prover_assets.checks import complete_file, manifest_of, result_of, to_result
 from prover_assets.config import ExperimentSpec
-from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
+from prover_assets.problems.pool import PoolCandidatesResult
+from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE, EvalSetResult
 from prover_assets.problems.validity import (
     check_counts_reconcile,
     check_goedel_normalisation,
@@ -30,7 +31,7 @@ def _eval_set_checks(name: str, format_: str) -> list[dg.AssetChecksDefinition]:
         description="rows read = problems written + rows dropped (with reasons)",
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_counts_reconcile(manifest_of(context, key)["counts"]))
+        return to_result(check_counts_reconcile(result_of(context, key, EvalSetResult)))
 
     @dg.asset_check(
         asset=key, name="ids_unique", blocking=True, description="no problem id appears twice"
@@ -73,7 +74,7 @@ def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
         description="pool rows = candidates + rows dropped by each layer; the file holds exactly the candidates",
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        counts = manifest_of(context, POOL_CANDIDATES_KEY)["counts"]
+        counts = result_of(context, POOL_CANDIDATES_KEY, PoolCandidatesResult)
         candidates = complete_file(context, POOL_CANDIDATES_KEY, CANDIDATES_FILE)
         return to_result(check_pool_counts(counts, candidates))
 
@@ -85,7 +86,8 @@ def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
     )
     def enough_candidates(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         manifest = manifest_of(context, POOL_CANDIDATES_KEY)  # its config: the run's pool spec
-        written, size = manifest["counts"]["written"], manifest["config"]["size"]
+        size = manifest["config"]["size"]
+        written = PoolCandidatesResult.of(manifest, POOL_CANDIDATES_KEY.to_user_string()).written
         return to_result(
             CheckOutcome(
                 written >= size,

@@ -13,13 +13,14 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     pool_generations_key,
 )
-from prover_assets.checks import complete_file, complete_folder, manifest_of, to_result
-from prover_assets.config import ExperimentSpec
+from prover_assets.checks import complete_file, complete_folder, manifest_of, result_of, to_result
+from prover_assets.config import ExperimentSpec, TrainingSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
-from prover_assets.records import read_manifest
 from prover_assets.records.validity import CheckOutcome
+from prover_assets.sft.export import ExportResult
+from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.sft.validity import (
     check_at_least_one_row,
@@ -73,9 +74,8 @@ def sft_checks(built: ExperimentSpec) -> list:
         description="candidate samples = rows written + rows dropped by each rule",
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(
-            check_shard_counts(read_manifest(shards(context))["counts"], shards(context))
-        )
+        folder = shards(context)
+        return to_result(check_shard_counts(SftShardsResult.read(folder).counts, folder))
 
     @dg.asset_check(
         asset=SFT_SHARDS,
@@ -95,16 +95,14 @@ def sft_checks(built: ExperimentSpec) -> list:
     )
     def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         manifest = manifest_of(context, SFT_CHECKPOINT)
-        counts, training = manifest["counts"], manifest["config"]["training"]
-        micro_steps = min(
-            counts["micro_steps"], counts["global_step"] * training["gradient_accumulation"]
-        )
+        counts = TrainingResult.of(manifest, SFT_CHECKPOINT.to_user_string())
+        training = TrainingSpec.model_validate(manifest["config"]["training"])  # the run's
         return to_result(
             check_data_order(
                 complete_file(context, SFT_CHECKPOINT, DATA_ORDER_FILE),
-                micro_steps=micro_steps,
-                rows=counts["rows"],
-                epochs=training["epochs"],
+                micro_steps=counts.trained_micro_steps(training.gradient_accumulation),
+                rows=counts.rows,
+                epochs=training.epochs,
             )
         )
 
@@ -115,13 +113,13 @@ def sft_checks(built: ExperimentSpec) -> list:
         description="the merged export reproduces base + adapter token logprobs within the dtype's tolerance",
     )
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        counts = manifest_of(context, EXPORTED_MODEL)["counts"]
+        counts = result_of(context, EXPORTED_MODEL, ExportResult)
         return to_result(
             CheckOutcome(
-                counts["parity_max_abs_diff"] <= counts["parity_tolerance"],
-                f"max |Δ logprob| {counts['parity_max_abs_diff']:.2e} (tolerance {counts['parity_tolerance']:.0e}) "
-                f"on {counts['parity_tokens']} tokens",
-                {"max_abs_diff": counts["parity_max_abs_diff"]},
+                counts.parity_max_abs_diff <= counts.parity_tolerance,
+                f"max |Δ logprob| {counts.parity_max_abs_diff:.2e} (tolerance "
+                f"{counts.parity_tolerance:.0e}) on {counts.parity_tokens} tokens",
+                {"max_abs_diff": counts.parity_max_abs_diff},
             )
         )
 

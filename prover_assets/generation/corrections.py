@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from prover_assets.generation.groups import problem_groups
 from prover_assets.generation.prompts import correction_messages
-from prover_assets.generation.runner import SampleSpec
+from prover_assets.generation.runner import CorrectionCounts, SampleSpec
 from prover_assets.lean.feedback import format_error_block
 from prover_assets.records import Generation, Problem, SampleKey, Verification
 from prover_assets.records.validity import CheckOutcome
@@ -31,13 +31,14 @@ class CorrectionPlan:
     parents: list[tuple[Generation, Verification]] = field(default_factory=list)
     no_repl_errors: int = 0
 
-    def counts(self) -> dict[str, int]:
-        return {
-            "solved_problems": len(self.solved_problems),
-            "unsolved_problems": len(self.unsolved_problems),
-            "parents": len(self.parents),
-            "no_repl_errors": self.no_repl_errors,
-        }
+    def counts(self) -> CorrectionCounts:
+        """How many problems were solved and unsolved, and how many parents were chosen."""
+        return CorrectionCounts(
+            solved_problems=len(self.solved_problems),
+            unsolved_problems=len(self.unsolved_problems),
+            parents=len(self.parents),
+            no_repl_errors=self.no_repl_errors,
+        )
 
 
 def plan_corrections(

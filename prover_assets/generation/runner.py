@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from prover_assets.config import ConfigError
 from prover_assets.generation.engines import (
     GenerationEngine,
@@ -34,9 +36,13 @@ from prover_assets.records import (
     SampleKey,
     Sampling,
 )
+from prover_assets.records.outputs import StageResult
 
 __all__ = [
+    "CorrectionCounts",
+    "GenerationBatchResult",
     "GenerationStats",
+    "SamplePlan",
     "SampleSpec",
     "generate_samples",
     "round0_specs",
@@ -125,26 +131,72 @@ class GenerationStats:
         pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]  # noqa: E731
         return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": values[-1]}
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "already_present": self.already_present,
-            "generated_now": self.generated_now,
-            "no_room": self.no_room,
-            "context_clipped": self.context_clipped,
-            "hit_cap": self.hit_cap,
-            "hit_cap_share": self.hit_cap / self.generated_now if self.generated_now else None,
-            "no_code": self.no_code,
-            "reinsertion_errors": self.reinsertion_errors,
-            "torn_dropped": self.torn_dropped,
-            "completion_tokens": self.percentiles(),
-            "mean_completion_tokens": (
+    def to_result(self, *, rows: int, plan: SamplePlan) -> GenerationBatchResult:
+        """The step's result once every planned sample is in the stream (`rows` of them)."""
+        return GenerationBatchResult(
+            total=self.total,
+            already_present=self.already_present,
+            generated_now=self.generated_now,
+            no_room=self.no_room,
+            context_clipped=self.context_clipped,
+            hit_cap=self.hit_cap,
+            hit_cap_share=self.hit_cap / self.generated_now if self.generated_now else None,
+            no_code=self.no_code,
+            reinsertion_errors=self.reinsertion_errors,
+            torn_dropped=self.torn_dropped,
+            completion_tokens=self.percentiles(),
+            mean_completion_tokens=(
                 sum(self.completion_tokens) / len(self.completion_tokens)
                 if self.completion_tokens
                 else None
             ),
-            "tokens_per_s": self.tokens_per_s(),
-        }
+            tokens_per_s=self.tokens_per_s(),
+            rows=rows,
+            plan=plan,
+        )
+
+
+class CorrectionCounts(BaseModel):
+    """How a correction round chose its parents from the previous round."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    solved_problems: int
+    unsolved_problems: int
+    parents: int
+    no_repl_errors: int  # failed samples left out: no Lean error to correct
+
+
+class SamplePlan(BaseModel):
+    """What a generation batch asked for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    problems: int  # problems with at least one sample in the batch
+    samples_per_problem: int  # the run's n_samples
+    samples: int
+    corrections: CorrectionCounts | None = None  # correction rounds only
+
+
+class GenerationBatchResult(StageResult):
+    """A generation step's counts, completion lengths and rate; `rows` is what the stream holds
+    (every planned sample)."""
+
+    total: int
+    already_present: int
+    generated_now: int
+    no_room: int
+    context_clipped: int
+    hit_cap: int
+    hit_cap_share: float | None
+    no_code: int
+    reinsertion_errors: int
+    torn_dropped: int
+    completion_tokens: dict[str, int | None]  # p50, p90, p99, max
+    mean_completion_tokens: float | None
+    tokens_per_s: float
+    rows: int
+    plan: SamplePlan
 
 
 def _lean_code(problem: Problem, completion: str) -> tuple[str | None, str | None]:

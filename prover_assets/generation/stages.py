@@ -18,27 +18,28 @@ from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import correction_specs, plan_corrections
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings
 from prover_assets.generation.runner import (
+    CorrectionCounts,
+    GenerationBatchResult,
     GenerationStats,
+    SamplePlan,
     SampleSpec,
     generate_samples,
     round0_specs,
 )
+from prover_assets.generation.tiny_model import FormatTuningResult
 from prover_assets.records import (
     Appender,
     Generation,
     Problem,
     Verification,
     iter_records,
-    now_utc,
     read_records,
-    sha256_file,
 )
 from prover_assets.records.outputs import (
+    Step,
+    StepInputs,
     StepResult,
-    begin_stream,
-    finish_output,
     require_rows,
-    reused_output,
 )
 from prover_assets.records.staleness import current_verdicts
 from prover_assets.records.store import RecordError
@@ -65,13 +66,19 @@ class Samples:
         self,
         specs: Sequence[SampleSpec],
         inputs: dict[str, Path],
-        plan: dict[str, Any],
         *,
+        samples_per_problem: int,
+        corrections: CorrectionCounts | None = None,
         allow_empty: bool = False,
     ) -> None:
         self.specs = list(specs)
         self.inputs = inputs
-        self.plan = plan
+        self.plan = SamplePlan(
+            problems=len({spec.problem.problem_id for spec in self.specs}),
+            samples_per_problem=samples_per_problem,
+            samples=len(self.specs),
+            corrections=corrections,
+        )
         self.allow_empty = allow_empty
 
 
@@ -87,7 +94,7 @@ def round0_samples(problems_file: Path, n: int, cap: int, *, allow_empty: bool =
     return Samples(
         round0_specs(problems, n, cap),
         {"problems": problems_file},
-        {"problems": len(problems), "samples_per_problem": n, "samples": len(problems) * n},
+        samples_per_problem=n,
         allow_empty=allow_empty,
     )
 
@@ -114,10 +121,7 @@ def correction_samples(
         "previous_verdicts": previous_verdicts,
     }
     return Samples(
-        specs,
-        inputs,
-        {**plan.counts(), "samples_per_problem": n, "children": len(specs)},
-        allow_empty=allow_empty,
+        specs, inputs, samples_per_problem=n, corrections=plan.counts(), allow_empty=allow_empty
     )
 
 
@@ -134,24 +138,24 @@ def materialize_generations(
     open_engine: EngineFactory,
     load_tokenizer: Callable[[Path], Any],
     progress: Callable[[GenerationStats], None] | None = None,
-) -> StepResult:
+) -> StepResult[GenerationBatchResult]:
     """Generate every missing sample; reuse a complete, current output; refuse a foreign one."""
     require_rows(
         len(samples.specs), f"the generation batch {folder}", allow_empty=samples.allow_empty
     )
-    digests = {name: sha256_file(path) for name, path in samples.inputs.items()}
+    inputs = StepInputs.hash(samples.inputs)
     identity = {
         "model_rev": model_rev,
         "sampling": asdict(sampling),
         "base_seed": base_seed,
         "max_model_len": max_model_len,
         "samples": len(samples.specs),
-        "inputs": digests,
+        "inputs": inputs.digests,
     }
-    if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+    step = Step(folder, str(folder), GenerationBatchResult, inputs, identity)
+    if (reused := step.reused()) is not None:
         return reused
-    begin_stream(folder, identity)
-    started = now_utc()
+    step.begin_stream()
     path = folder / GENERATIONS_FILE
     with Appender(path, Generation) as appender:
         _refuse_keys_outside(appender, samples)
@@ -169,17 +173,10 @@ def materialize_generations(
             progress=progress,
         )
     rows = _require_every_planned_sample(path, samples)
-    plan = {f"plan_{k}": v for k, v in samples.plan.items()}
-    extra = {"input_digests": digests, "engine": engine_description, "model_path": str(model_path)}
-    return finish_output(
-        folder,
-        asset=str(folder),
-        inputs=list(samples.inputs.values()),
-        outputs=[path],
-        config=identity,
-        counts={**stats.to_json(), "rows": rows, **plan},
-        started_at=started,
-        extra=extra,
+    return step.finish(
+        stats.to_result(rows=rows, plan=samples.plan),
+        [path],
+        extra={"engine": engine_description, "model_path": str(model_path)},
     )
 
 
@@ -239,13 +236,13 @@ def materialize_demo_model(
     vocab_size: int,
     steps: int,
     seed: int,
-) -> StepResult:
+) -> StepResult[FormatTuningResult]:
     """The demo's base model: the tiny model, fine-tuned for a few CPU seconds to answer the
     demo's statements in the prover's output format (a plan, then a fenced `lean4` block)."""
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.generation.tiny_model import build_tiny_model, teach_output_format
 
-    digests = {path.parent.name: sha256_file(path) for path in statement_files}
+    inputs = StepInputs.hash({path.parent.name: path for path in statement_files})
     config = {
         "hidden_size": hidden_size,
         "layers": layers,
@@ -253,9 +250,9 @@ def materialize_demo_model(
         "steps": steps,
         "seed": seed,
     }
-    if (reused := reused_output(folder, inputs=digests, config=config)) is not None:
+    step = Step(folder, str(folder), FormatTuningResult, inputs, config)
+    if (reused := step.reused()) is not None:
         return reused
-    started = now_utc()
     statements = [
         p.formal_statement for path in statement_files for p in read_records(path, Problem)
     ]
@@ -263,15 +260,5 @@ def materialize_demo_model(
     build_tiny_model(
         model_dir, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size, seed=seed
     )
-    counts = teach_output_format(model_dir, statements, steps=steps, seed=seed)
-    outputs = sorted(p for p in model_dir.iterdir() if p.is_file())
-    return finish_output(
-        folder,
-        asset=str(folder),
-        inputs=list(statement_files),
-        outputs=outputs,
-        config=config,
-        counts=counts,
-        started_at=started,
-        extra={"input_digests": digests},
-    )
+    result = teach_output_format(model_dir, statements, steps=steps, seed=seed)
+    return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()))

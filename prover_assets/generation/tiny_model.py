@@ -14,6 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.generation.revision import write_local_revision
+from prover_assets.records.outputs import StageResult
+
+
+class FormatTuningResult(StageResult):
+    """The demo base model's format tuning: its loss from first to last step, and its time."""
+
+    steps: int
+    first_loss: float
+    final_loss: float
+    seconds: float
+    examples: int
+
 
 __all__ = ["CHAT_TEMPLATE", "EOS_TOKEN", "PAD_TOKEN", "build_tiny_model", "lean_training_text"]
 
@@ -216,10 +228,10 @@ def teach_output_format(
     model.eval()
     model.save_pretrained(folder)
     write_local_revision(folder, kind="demo")
-    return {
-        "steps": steps,
-        "first_loss": losses[0],
-        "final_loss": losses[-1],
-        "seconds": time.monotonic() - started,
-        "examples": len(examples),
-    }
+    return FormatTuningResult(
+        steps=steps,
+        first_loss=losses[0],
+        final_loss=losses[-1],
+        seconds=time.monotonic() - started,
+        examples=len(examples),
+    )

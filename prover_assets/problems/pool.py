@@ -42,10 +42,12 @@ from prover_assets.problems.decontamination import (
     ngram_hashes,
 )
 from prover_assets.records import Problem, sha256_file
+from prover_assets.records.outputs import StageResult
 from prover_assets.records.validity import CountsError
 
 __all__ = [
     "PoolBuild",
+    "PoolCandidatesResult",
     "PoolCounts",
     "PoolInputError",
     "build_pool_candidates",
@@ -112,12 +114,43 @@ class PoolCounts:
     def reconciles(self) -> bool:
         return self.rows_in == self.written + self.dropped()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_result(self) -> PoolCandidatesResult:
+        """The counts as the step's result, with the drop totals."""
         data: dict[str, Any] = dict(vars(self))
         data["unsupported_shape"] = dict(sorted(self.unsupported_shape.items()))
         data["unsupported_shape_total"] = sum(self.unsupported_shape.values())
         data["dropped"] = self.dropped()
-        return data
+        return PoolCandidatesResult.model_validate(data)
+
+
+class PoolCandidatesResult(StageResult):
+    """`PoolCounts` as recorded: where the pool's rows went (`rows_in = written + dropped`)."""
+
+    rows_in: int
+    not_bare_statement: int
+    unsupported_shape: dict[str, int]
+    unsupported_shape_total: int
+    too_long: int
+    sorry_not_once: int
+    decontam_statement_sha: int
+    decontam_alpha_sha: int
+    decontam_name: int
+    beyond_k: int
+    decontam_informal_long: int
+    decontam_informal_short: int
+    decontam_mobench_informal: int
+    duplicate_statement: int
+    without_informal: int
+    written: int
+    dropped: int
+
+    def drops(self) -> dict[str, int]:
+        """Rows dropped, by layer (each unsupported shape on its own)."""
+        not_drops = {"rows_in", "written", "dropped", "without_informal", "unsupported_shape_total"}
+        flat = {name: value for name, value in self if isinstance(value, int)}
+        return {name: value for name, value in flat.items() if name not in not_drops} | {
+            f"unsupported_shape:{k}": v for k, v in self.unsupported_shape.items()
+        }
 
 
 @dataclass(frozen=True, order=True)
@@ -412,5 +445,5 @@ def build_pool_candidates(
     candidates = _screened(_top_k(ranked, spec, counts), sets, spec, counts)
     counts.written = len(candidates)
     if not counts.reconciles():
-        raise CountsError(f"pool counts do not reconcile: {counts.to_json()}")
+        raise CountsError(f"pool counts do not reconcile: {counts.to_result()}")
     return PoolBuild(candidates=candidates, counts=counts)

@@ -10,27 +10,32 @@ import json
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from prover_assets.config import EvalSetSpec, PoolSpec, resolve_path
 from prover_assets.problems.decontamination import DecontaminationSets, build_decontamination_sets
 from prover_assets.problems.eval_sets import Unsupported, load_minif2f, load_mobench
-from prover_assets.problems.pool import Progress, build_pool_candidates, check_shards
-from prover_assets.records import (
-    Problem,
-    now_utc,
-    publish_records,
-    publish_text,
-    read_records,
-    sha256_file,
+from prover_assets.problems.pool import (
+    PoolCandidatesResult,
+    Progress,
+    build_pool_candidates,
+    check_shards,
 )
-from prover_assets.records.outputs import StepResult, finish_output, require_rows, reused_output
+from prover_assets.records import Problem, publish_records, publish_text, read_records
+from prover_assets.records.outputs import (
+    StageResult,
+    Step,
+    StepInputs,
+    StepResult,
+    require_rows,
+)
 
 __all__ = [
     "CANDIDATES_FILE",
     "PROBLEMS_FILE",
     "SETS_FILE",
     "UNSUPPORTED_FILE",
+    "DecontaminationResult",
+    "EvalSetResult",
     "InputChecksumError",
     "materialize_decontamination_sets",
     "materialize_eval_set",
@@ -52,34 +57,49 @@ class InputChecksumError(ValueError):
     pass
 
 
-def _checked_input(path_text: str, expected_sha: str, where: str) -> tuple[Path, str]:
+class EvalSetResult(StageResult):
+    """Where an evaluation set's rows went; `rows_in = supported + unsupported` and
+    `supported = written + limited_out`."""
+
+    rows_in: int
+    supported: int
+    unsupported: int
+    limited_out: int  # beyond a configured limit (the demo's)
+    written: int
+    unsupported_reasons: dict[str, int]
+
+
+class DecontaminationResult(StageResult):
+    """What the pool is held against: counts of hashes, names and informal texts."""
+
+    scored_problems: int
+    statement_shas: int
+    alpha_shas: int
+    names: int
+    mobench_informal_texts: int
+
+
+def _checked_input(path_text: str, expected_sha: str, where: str) -> StepInputs:
     path = resolve_path(path_text, where)
     if not path.is_file():
         raise InputChecksumError(f"{where}: {path} does not exist")
-    digest = sha256_file(path)
-    if digest != expected_sha:
+    inputs = StepInputs.hash({"source": path})
+    if (digest := inputs.digests["source"]) != expected_sha:
         raise InputChecksumError(
             f"{where}: {path} has sha256 {digest}, the config records {expected_sha}; "
             "nothing was read or written"
         )
-    return path, digest
+    return inputs
 
 
-def _reuse(folder: Path, inputs: dict[str, str], config: dict[str, Any]) -> StepResult | None:
-    reused = reused_output(folder, inputs=inputs, config=config)
-    if reused is not None:
-        log.info("%s is complete and current; reusing it", folder)
-    return reused
-
-
-def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResult:
+def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResult[EvalSetResult]:
     """problems.jsonl (and, for MOBench, unsupported.json with one reason per exclusion)."""
-    source, digest = _checked_input(spec.file.path, spec.file.sha256, f"eval_sets.{name}.file")
+    inputs = _checked_input(spec.file.path, spec.file.sha256, f"eval_sets.{name}.file")
+    source = inputs.files["source"]
     config = spec.model_dump(mode="json")
-    inputs = {"source": digest}
-    if (reused := _reuse(folder, inputs, config)) is not None:
+    step = Step(folder, f"eval_problems/{name}", EvalSetResult, inputs, config)
+    if (reused := step.reused()) is not None:
         return reused
-    started = now_utc()
     unsupported: list[Unsupported] = []
     if spec.format == "minif2f":
         problems = load_minif2f(source)
@@ -98,38 +118,30 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
         )
         outputs.append(folder / UNSUPPORTED_FILE)
     supported = rows_in - len(unsupported)
-    counts = {
-        "rows_in": rows_in,
-        "supported": supported,
-        "unsupported": len(unsupported),
-        "limited_out": supported - len(problems),  # a configured limit (the demo's)
-        "written": len(problems),
-        "unsupported_reasons": dict(Counter(u.reason.split(":")[0] for u in unsupported)),
-    }
-    return finish_output(
-        folder,
-        asset=f"eval_problems/{name}",
-        inputs=[source],
-        outputs=outputs,
-        config=config,
-        counts=counts,
-        started_at=started,
-        extra={"input_digests": inputs},
+    result = EvalSetResult(
+        rows_in=rows_in,
+        supported=supported,
+        unsupported=len(unsupported),
+        limited_out=supported - len(problems),
+        written=len(problems),
+        unsupported_reasons=dict(Counter(u.reason.split(":")[0] for u in unsupported)),
     )
+    return step.finish(result, outputs)
 
 
 def materialize_decontamination_sets(
     scored_dirs: dict[str, Path], mobench_dir: Path | None, folder: Path, pool: PoolSpec
-) -> StepResult:
+) -> StepResult[DecontaminationResult]:
     """The hashes, names and informal n-grams the pool must not contain."""
     files = {name: d / PROBLEMS_FILE for name, d in scored_dirs.items()}
     if mobench_dir is not None:
         files["mobench_unsupported"] = mobench_dir / UNSUPPORTED_FILE
-    inputs = {name: sha256_file(path) for name, path in files.items()}
     config = {"long_ngram": pool.informal_long_ngram, "short_ngram": pool.informal_short_ngram}
-    if (reused := _reuse(folder, inputs, config)) is not None:
+    step = Step(
+        folder, "decontamination_sets", DecontaminationResult, StepInputs.hash(files), config
+    )
+    if (reused := step.reused()) is not None:
         return reused
-    started = now_utc()
     scored: list[Problem] = []
     for directory in scored_dirs.values():
         scored.extend(read_records(directory / PROBLEMS_FILE, Problem))
@@ -147,28 +159,19 @@ def materialize_decontamination_sets(
         short_ngram=pool.informal_short_ngram,
     )
     publish_text(folder / SETS_FILE, json.dumps(sets.to_json()) + "\n")
-    counts = {
-        "scored_problems": len(scored),
-        "statement_shas": len(sets.statement_shas),
-        "alpha_shas": len(sets.alpha_shas),
-        "names": len(sets.names),
-        "mobench_informal_texts": len(mobench_informal),
-    }
-    return finish_output(
-        folder,
-        asset="decontamination_sets",
-        inputs=list(files.values()),
-        outputs=[folder / SETS_FILE],
-        config=config,
-        counts=counts,
-        started_at=started,
-        extra={"input_digests": inputs},
+    result = DecontaminationResult(
+        scored_problems=len(scored),
+        statement_shas=len(sets.statement_shas),
+        alpha_shas=len(sets.alpha_shas),
+        names=len(sets.names),
+        mobench_informal_texts=len(mobench_informal),
     )
+    return step.finish(result, [folder / SETS_FILE])
 
 
 def materialize_pool_candidates(
     spec: PoolSpec, sets_dir: Path, folder: Path, *, progress: Progress | None = None
-) -> StepResult:
+) -> StepResult[PoolCandidatesResult]:
     """train_pool_candidates.jsonl in rank order; every count in the manifest."""
     shards = [
         (resolve_path(shard.path, f"pool.shards[{i}].path"), shard.sha256)
@@ -182,26 +185,21 @@ def materialize_pool_candidates(
             )
     shard_digests = check_shards(shards)
     sets_file = sets_dir / SETS_FILE
-    inputs = {
-        **{f"shard:{Path(p).name}": d for p, d in shard_digests.items()},
-        "decontamination_sets": sha256_file(sets_file),
-    }
+    files = {f"shard:{Path(p).name}": Path(p) for p in shard_digests}
+    inputs = StepInputs.hash(
+        {**files, "decontamination_sets": sets_file},
+        known={name: shard_digests[str(path)] for name, path in files.items()},
+    )
     config = spec.model_dump(mode="json")
-    if (reused := _reuse(folder, inputs, config)) is not None:
+    step = Step(folder, "train_pool_candidates", PoolCandidatesResult, inputs, config)
+    if (reused := step.reused()) is not None:
         return reused
-    started = now_utc()
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
     build = build_pool_candidates([p for p, _ in shards], spec, sets, progress=progress)
     require_rows(len(build.candidates), "the pool's candidates", allow_empty=spec.allow_empty)
     publish_records(folder / CANDIDATES_FILE, build.candidates)
-    counts = build.counts.to_json()
-    return finish_output(
-        folder,
-        asset="train_pool_candidates",
-        inputs=[*(p for p, _ in shards), sets_file],
-        outputs=[folder / CANDIDATES_FILE],
-        config=config,
-        counts=counts,
-        started_at=started,
-        extra={"input_digests": inputs, "dataset": spec.dataset, "revision": spec.revision},
+    return step.finish(
+        build.counts.to_result(),
+        [folder / CANDIDATES_FILE],
+        extra={"dataset": spec.dataset, "revision": spec.revision},
     )

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from prover_assets.lean.statements import parse_statement
 from prover_assets.problems.eval_sets import goedel_prompt_statement
+from prover_assets.problems.pool import PoolCandidatesResult
+from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records import Problem, iter_records, read_records
 from prover_assets.records.validity import CheckOutcome
 
@@ -21,16 +22,16 @@ __all__ = [
 ]
 
 
-def check_counts_reconcile(counts: dict[str, Any]) -> CheckOutcome:
+def check_counts_reconcile(counts: EvalSetResult) -> CheckOutcome:
     """rows in = supported + unsupported, and written = supported - limited out."""
-    reconciles = counts["rows_in"] == counts["supported"] + counts["unsupported"] and (
-        counts["written"] == counts["supported"] - counts["limited_out"]
+    reconciles = counts.rows_in == counts.supported + counts.unsupported and (
+        counts.written == counts.supported - counts.limited_out
     )
     return CheckOutcome(
         reconciles,
-        f"{counts['rows_in']} in = {counts['supported']} supported + {counts['unsupported']} "
-        f"unsupported; {counts['written']} written",
-        {key: counts[key] for key in ("rows_in", "supported", "unsupported", "written")},
+        f"{counts.rows_in} in = {counts.supported} supported + {counts.unsupported} "
+        f"unsupported; {counts.written} written",
+        counts.model_dump(include={"rows_in", "supported", "unsupported", "written"}),
     )
 
 
@@ -72,20 +73,24 @@ def check_goedel_normalisation(source_file: Path, problems_file: Path) -> CheckO
     )
 
 
-def check_pool_counts(counts: dict[str, Any], candidates_file: Path) -> CheckOutcome:
-    """rows in = candidates + every drop, and the file holds exactly the candidates counted."""
+def check_pool_counts(counts: PoolCandidatesResult, candidates_file: Path) -> CheckOutcome:
+    """rows in = candidates + every drop (the drops summed here, not the recorded total), and
+    the file holds exactly the candidates counted."""
     lines = sum(1 for _ in candidates_file.open("rb"))
+    dropped = sum(counts.drops().values())
     passed = (
-        counts["rows_in"] == counts["written"] + counts["dropped"] and lines == counts["written"]
+        counts.rows_in == counts.written + dropped
+        and dropped == counts.dropped
+        and lines == counts.written
     )
     return CheckOutcome(
         passed,
-        f"{counts['rows_in']} rows = {counts['written']} candidates + {counts['dropped']} dropped; "
+        f"{counts.rows_in} rows = {counts.written} candidates + {dropped} dropped; "
         f"{lines} lines in the file",
         {
-            "rows_in": counts["rows_in"],
-            "written": counts["written"],
-            "dropped": counts["dropped"],
+            "rows_in": counts.rows_in,
+            "written": counts.written,
+            "dropped": dropped,
             "file_lines": lines,
         },
     )

@@ -8,16 +8,20 @@ the ones the caller would use now. A complete but stale output is never silently
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from prover_assets.records.hashing import sha256_file
 from prover_assets.records.manifest import (
     MANIFEST_NAME,
     build_manifest,
+    now_utc,
     read_manifest,
     write_manifest,
 )
@@ -27,28 +31,137 @@ __all__ = [
     "STREAM_FILE",
     "ChecksumError",
     "EmptyOutputError",
+    "StageResult",
     "StaleOutputError",
+    "Step",
+    "StepInputs",
     "StepResult",
     "begin_stream",
     "current_manifest",
-    "finish_output",
     "require_rows",
-    "reused_output",
     "supersede",
     "verified_outputs",
 ]
 
+log = logging.getLogger(__name__)
+
 STREAM_FILE = "stream.json"
 
 
+class StageResult(BaseModel):
+    """What a stage counted and measured, typed; each stage subclasses it. The manifest records
+    it under `counts`, and checks, the `eta` asset and the report read it back with `of`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Any], where: str | Path = "the manifest") -> Self:
+        """The result recorded in `manifest`; raises naming `where` if it is not this model."""
+        try:
+            return cls.model_validate(manifest["counts"])
+        except (KeyError, ValidationError) as exc:
+            raise ValueError(f"{where}: its counts are not a {cls.__name__}: {exc}") from exc
+
+    @classmethod
+    def read(cls, folder: Path) -> Self:
+        """The result in `folder`'s manifest."""
+        return cls.of(read_manifest(folder), folder / MANIFEST_NAME)
+
+
+R = TypeVar("R", bound=StageResult)
+
+
 @dataclass
-class StepResult:
+class StepResult(Generic[R]):
     """What a step produced: where, its manifest, whether an existing output was reused."""
 
     folder: Path
     manifest: dict[str, Any]
     reused: bool  # the output was already complete and current
-    counts: dict[str, Any] = field(default_factory=dict)
+    result: R
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """A step's input files by name and their sha256, each file hashed once."""
+
+    files: dict[str, Path]
+    digests: dict[str, str]
+
+    @classmethod
+    def hash(cls, files: Mapping[str, Path], known: Mapping[str, str] | None = None) -> StepInputs:
+        """Hash `files` (name -> path); `known` (name -> sha256) spares files already hashed."""
+        known = dict(known or {})
+        return cls(
+            dict(files), {name: known.get(name) or sha256_file(p) for name, p in files.items()}
+        )
+
+
+@dataclass(frozen=True)
+class Step(Generic[R]):
+    """The skeleton every whole-output step shares: its inputs (hashed once), the config that
+    with them decides whether an existing output is current, and the manifest it writes last."""
+
+    folder: Path
+    asset: str
+    result_type: type[R]
+    inputs: StepInputs
+    config: Mapping[str, Any]
+    started_at: str = field(default_factory=now_utc)
+
+    def reused(self) -> StepResult[R] | None:
+        """The step's complete and current output (see `current_manifest`); None if none."""
+        manifest = current_manifest(self.folder, inputs=self.inputs.digests, config=self.config)
+        if manifest is None:
+            return None
+        log.info("%s is complete and current; reusing it", self.folder)
+        result = self.result_type.of(manifest, self.folder / MANIFEST_NAME)
+        return StepResult(self.folder, manifest, reused=True, result=result)
+
+    def begin_stream(self) -> None:
+        """Pin the step's config as the identity of the resumable stream in its folder."""
+        begin_stream(self.folder, self.config)
+
+    def manifest(
+        self, result: R, outputs: Sequence[Path], extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The manifest of this step's output: files, config, result, code, pins."""
+        by_path = {str(self.inputs.files[n]): d for n, d in self.inputs.digests.items()}
+        return build_manifest(
+            asset=self.asset,
+            inputs=list(self.inputs.files.values()),
+            outputs=outputs,
+            config=self.config,
+            counts=result.model_dump(mode="json"),
+            started_at=self.started_at,
+            extra={"input_digests": self.inputs.digests, **(extra or {})},
+            input_sha256=by_path,
+        )
+
+    def finish(
+        self, result: R, outputs: Sequence[Path], extra: Mapping[str, Any] | None = None
+    ) -> StepResult[R]:
+        """Write the manifest last, in the step's folder: from then on the output is complete."""
+        manifest = self.manifest(result, outputs, extra)
+        write_manifest(self.folder, manifest)
+        return StepResult(self.folder, manifest, reused=False, result=result)
+
+    def publish(
+        self,
+        staging: Path,
+        result: R,
+        outputs: Sequence[Path],
+        extra: Mapping[str, Any] | None = None,
+    ) -> StepResult[R]:
+        """Write the manifest into `staging` (a `publish_folder`), its output paths already the
+        ones they will have in the step's folder once published."""
+        manifest = self.manifest(result, outputs, extra)
+        manifest["outputs"] = [
+            {**e, "path": str(self.folder / Path(e["path"]).relative_to(staging))}
+            for e in manifest["outputs"]
+        ]
+        write_manifest(staging, manifest)
+        return StepResult(self.folder, manifest, reused=False, result=result)
 
 
 class StaleOutputError(RuntimeError):
@@ -125,23 +238,6 @@ def current_manifest(
         except ChecksumError as exc:
             raise StaleOutputError(str(exc)) from exc
     return manifest
-
-
-def reused_output(
-    folder: Path, *, inputs: Mapping[str, str], config: Mapping[str, Any]
-) -> StepResult | None:
-    """The step's complete and current output, reused (see `current_manifest`); None if none."""
-    manifest = current_manifest(folder, inputs=inputs, config=config)
-    if manifest is None:
-        return None
-    return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
-
-
-def finish_output(folder: Path, **manifest_fields: Any) -> StepResult:
-    """Write the manifest (`build_manifest`'s fields) last: from then on the output is complete."""
-    manifest = build_manifest(**manifest_fields)
-    write_manifest(folder, manifest)
-    return StepResult(folder, manifest, reused=False, counts=manifest["counts"])
 
 
 def begin_stream(folder: Path, identity: Mapping[str, Any]) -> None:

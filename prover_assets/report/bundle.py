@@ -23,12 +23,22 @@ from prover_assets.records import (
     sha256_file,
     write_manifest,
 )
+from prover_assets.records.outputs import StageResult
 
-__all__ = ["BundleCheck", "bundle_name", "publish_bundle", "verify_bundle"]
+__all__ = ["BundleCheck", "ReportResult", "bundle_name", "publish_bundle", "verify_bundle"]
 
 REPORT_FILE = "report.md"
 SUMMARY_FILE = "summary.json"
 PLOTS_DIR = "plots"
+
+
+class ReportResult(StageResult):
+    """What a report bundle holds: its comparisons and plots, and whether any verdict in it
+    was simulated (then it is no evidence)."""
+
+    comparisons: int
+    plots: int
+    simulated: bool
 
 
 def bundle_name(inputs: Sequence[Path]) -> str:
@@ -68,7 +78,11 @@ def publish_bundle(
             inputs=inputs,
             outputs=artifacts,
             config=config,
-            counts={"comparisons": len(summary.get("comparisons", [])), "plots": len(plots)},
+            counts=ReportResult(
+                comparisons=len(summary.get("comparisons", [])),
+                plots=len(plots),
+                simulated=bool(summary.get("simulated")),
+            ).model_dump(mode="json"),
             started_at=started_at,
             extra={"package_version": __version__, "pins": summary.get("pins")},
         )

@@ -13,6 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult
+from prover_assets.sft.stages import SftShardsResult, TrainingResult
+from prover_assets.verify.runner import VerificationResult
+from prover_assets.verify.stages import TrainPoolResult
+
 __all__ = ["INPUTS", "PRIORS", "Range", "RoundPlan", "eta_table", "measured_inputs"]
 
 BOUNDS = ("low", "central", "high")
@@ -152,39 +157,39 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 
 
 def measured_inputs(
-    generations: Sequence[Mapping[str, Any]],
-    verdicts: Sequence[Mapping[str, Any]],
+    generations: Sequence[GenerationBatchResult],
+    verdicts: Sequence[VerificationResult],
     *,
-    correction_plan: Mapping[str, Any] | None = None,
-    train_pool: Mapping[str, Any] | None = None,
-    sft_shards: Mapping[str, Any] | None = None,
-    sft_checkpoint: Mapping[str, Any] | None = None,
+    correction_plan: CorrectionCounts | None = None,
+    train_pool: TrainPoolResult | None = None,
+    sft_shards: SftShardsResult | None = None,
+    sft_checkpoint: TrainingResult | None = None,
 ) -> dict[str, float]:
-    """The inputs that the metadata of materialized assets measures (plain metadata values).
+    """The inputs that the results of materialized steps measure.
 
     Only work done in a materialization counts (`generated_now`, `code_bearing_now`), so an
     asset that reused finished output measures nothing; rates are pooled as total work over
     total time.
     """
     measured: dict[str, float | None] = {}
-    made = [g for g in generations if g.get("generated_now") and g.get("tokens_per_s")]
-    tokens = [g["mean_completion_tokens"] * g["generated_now"] for g in made]
-    samples = sum(g["generated_now"] for g in made)
+    made = [g for g in generations if g.generated_now and g.tokens_per_s]
+    tokens = [(g.mean_completion_tokens or 0.0) * g.generated_now for g in made]
+    samples = sum(g.generated_now for g in made)
     measured["tokens_per_s"] = _ratio(
-        sum(tokens), sum(t / g["tokens_per_s"] for t, g in zip(tokens, made, strict=True))
+        sum(tokens), sum(t / g.tokens_per_s for t, g in zip(tokens, made, strict=True))
     )
     measured["mean_completion_tokens"] = _ratio(sum(tokens), samples)
-    measured["share_with_code"] = _ratio(samples - sum(g.get("no_code", 0) for g in made), samples)
-    checked = [v for v in verdicts if v.get("code_bearing_now")]
+    measured["share_with_code"] = _ratio(samples - sum(g.no_code for g in made), samples)
+    checked = [v for v in verdicts if v.code_bearing_now]
     measured["verify_s_per_code_sample"] = _ratio(
-        sum(v["wall_s"] for v in checked), sum(v["code_bearing_now"] for v in checked)
+        sum(v.wall_s for v in checked), sum(v.code_bearing_now for v in checked)
     )
     if correction_plan:
-        unsolved = correction_plan["unsolved_problems"]
-        measured["unsolved_share"] = _ratio(unsolved, unsolved + correction_plan["solved_problems"])
+        unsolved = correction_plan.unsolved_problems
+        measured["unsolved_share"] = _ratio(unsolved, unsolved + correction_plan.solved_problems)
     if sft_shards and train_pool:
-        measured["sft_rows_per_problem"] = _ratio(sft_shards["rows"], train_pool["pool"])
-        measured["sft_row_tokens"] = _ratio(sft_shards["tokens"], sft_shards["rows"])
-    if sft_checkpoint and sft_checkpoint.get("tokens_per_s"):
-        measured["sft_tokens_per_s"] = float(sft_checkpoint["tokens_per_s"])
+        measured["sft_rows_per_problem"] = _ratio(sft_shards.counts.written, train_pool.pool)
+        measured["sft_row_tokens"] = _ratio(sft_shards.counts.tokens, sft_shards.counts.written)
+    if sft_checkpoint and sft_checkpoint.tokens_per_s_this_run:
+        measured["sft_tokens_per_s"] = sft_checkpoint.tokens_per_s_this_run
     return {name: value for name, value in measured.items() if value is not None}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets import __version__
-from prover_assets.records import git_revision, now_utc
+from prover_assets.records import MANIFEST_NAME, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import (
@@ -19,7 +19,12 @@ from prover_assets.report.analysis import (
     power_table,
     summarize_run,
 )
-from prover_assets.report.bundle import bundle_name, publish_bundle, verify_bundle
+from prover_assets.report.bundle import (
+    ReportResult,
+    bundle_name,
+    publish_bundle,
+    verify_bundle,
+)
 from prover_assets.report.prereg import Prereg, read_prereg
 from prover_assets.report.render import render_markdown, render_plots
 
@@ -139,7 +144,7 @@ def materialize_report(
     config_files: Sequence[Path],
     settings: ReportSettings,
     config: Mapping[str, Any],
-) -> StepResult:
+) -> StepResult[ReportResult]:
     """The bundle for these inputs under `root`: reused when it exists and verifies, refused
     (never overwritten) when it exists and does not."""
     inputs = [
@@ -160,7 +165,8 @@ def materialize_report(
                 "overwritten, move it aside to rebuild"
             )
         manifest = read_manifest(folder)
-        return StepResult(folder, manifest, reused=True, counts=manifest["counts"])
+        result = ReportResult.of(manifest, folder / MANIFEST_NAME)
+        return StepResult(folder, manifest, reused=True, result=result)
     started = now_utc()
     summary, markdown, plots = build_report(pairs, pool_rounds, prereg_path, settings)
     manifest = publish_bundle(
@@ -172,6 +178,4 @@ def materialize_report(
         config={**dict(config), "report": asdict(settings)},
         started_at=started,
     )
-    return StepResult(
-        folder, manifest, reused=False, counts={**manifest["counts"], "summary": summary}
-    )
+    return StepResult(folder, manifest, reused=False, result=ReportResult.of(manifest))

@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from prover_assets.config import SftSpec
 from prover_assets.generation.groups import ProblemGroup, problem_groups
@@ -45,6 +45,7 @@ __all__ = [
     "DROP_REASONS",
     "BuiltRow",
     "SftBuild",
+    "SftCounts",
     "SftInputError",
     "build_sft",
     "displayed_shas",
@@ -132,12 +133,29 @@ class BuiltRow:
         )
 
 
+class SftCounts(BaseModel):
+    """Where every candidate sample went: written, or dropped by one rule (`DROP_REASONS`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    candidates: int
+    written: int
+    drops: dict[str, int]
+    problems_with_rows: int
+    tokens: int  # prompt + completion tokens of the written rows
+    kinds: dict[str, int]  # first-round and correction rows
+
+    def reconciles(self) -> bool:
+        """candidates = written + every drop."""
+        return self.candidates == self.written + sum(self.drops.values())
+
+
 @dataclass
 class SftBuild:
     """The SFT rows and where every candidate sample went."""
 
     rows: list[BuiltRow]
-    counts: dict[str, Any] = field(default_factory=dict)
+    counts: SftCounts
 
 
 def _refuse_eval_leaks(pool: Sequence[Problem], sets: DecontaminationSets) -> None:
@@ -204,7 +222,7 @@ def build_sft(
     for problem in pool:
         rows += _select(eligible.get(problem.problem_id, []), spec, drops)
     counts = _build_counts(rows, candidates, drops)
-    if not counts["reconciles"]:
+    if not counts.reconciles():
         raise CountsError(f"SFT counts do not reconcile: {counts}")
     return SftBuild(rows=rows, counts=counts)
 
@@ -222,21 +240,19 @@ def _built_row(generation: Generation, proof: str) -> BuiltRow:
     )
 
 
-def _build_counts(rows: list[BuiltRow], candidates: int, drops: dict[str, int]) -> dict[str, Any]:
+def _build_counts(rows: list[BuiltRow], candidates: int, drops: dict[str, int]) -> SftCounts:
     """Where the candidates went (written + each drop reason), and what was written."""
-    counts: dict[str, Any] = {
-        "candidates": candidates,
-        "written": len(rows),
-        **{f"drop_{k}": v for k, v in drops.items()},
-    }
-    counts["reconciles"] = candidates == len(rows) + sum(drops.values())
-    counts["problems_with_rows"] = len({row.problem_id for row in rows})
-    counts["tokens"] = int(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows))
-    counts["kinds"] = {
-        "first": sum(r.round == 0 for r in rows),
-        "correction": sum(r.round > 0 for r in rows),
-    }
-    return counts
+    return SftCounts(
+        candidates=candidates,
+        written=len(rows),
+        drops=drops,
+        problems_with_rows=len({row.problem_id for row in rows}),
+        tokens=int(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows)),
+        kinds={
+            "first": sum(r.round == 0 for r in rows),
+            "correction": sum(r.round > 0 for r in rows),
+        },
+    )
 
 
 def _drop_reason(

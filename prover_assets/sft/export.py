@@ -9,14 +9,28 @@ whole vocabulary is reported beside it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PARITY_TOLERANCE", "export_merged", "logprobs"]
+from prover_assets.records.outputs import StageResult
+
+__all__ = ["PARITY_TOLERANCE", "ExportResult", "export_merged", "logprobs"]
 
 PARITY_TOLERANCE = {"float32": 2e-5, "bfloat16": 4e-3}
+
+
+class ExportResult(StageResult):
+    """The merged model's revision and how closely it reproduces the adapter model."""
+
+    revision: str
+    parity_max_abs_diff: float
+    parity_max_abs_diff_full_vocabulary: float
+    parity_tolerance: float
+    parity_inputs: int
+    parity_tokens: int
+    parity_passed: bool
+    dtype: str
 
 
 def logprobs(model: Any, inputs: Sequence[Sequence[int]]) -> list[tuple[Any, Any]]:
@@ -49,7 +63,7 @@ def export_merged(
     *,
     parity_inputs: Sequence[Sequence[int]],
     dtype: str = "float32",
-) -> dict[str, Any]:
+) -> ExportResult:
     """Merge, save, reload, compare; returns the revision and the parity measurement."""
     import torch
     from peft import PeftModel
@@ -73,15 +87,15 @@ def export_merged(
     exported = logprobs(reloaded, parity_inputs)
     max_abs = _max_diff(reference, exported, 1)
     tolerance = PARITY_TOLERANCE[dtype]
-    result = {
-        "revision": revision,
-        "parity_max_abs_diff": max_abs,
-        "parity_max_abs_diff_full_vocabulary": _max_diff(reference, exported, 0),
-        "parity_tolerance": tolerance,
-        "parity_inputs": len(parity_inputs),
-        "parity_tokens": sum(len(ids) for ids in parity_inputs),
-        "parity_passed": max_abs <= tolerance,
-        "dtype": dtype,
-    }
-    (out_dir.parent / "parity.json").write_text(json.dumps(result, indent=1) + "\n")
+    result = ExportResult(
+        revision=revision,
+        parity_max_abs_diff=max_abs,
+        parity_max_abs_diff_full_vocabulary=_max_diff(reference, exported, 0),
+        parity_tolerance=tolerance,
+        parity_inputs=len(parity_inputs),
+        parity_tokens=sum(len(ids) for ids in parity_inputs),
+        parity_passed=max_abs <= tolerance,
+        dtype=dtype,
+    )
+    (out_dir.parent / "parity.json").write_text(result.model_dump_json(indent=1) + "\n")
     return result

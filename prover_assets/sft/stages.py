@@ -13,30 +13,27 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.config import SftSpec, TrainingSpec
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
+    MANIFEST_NAME,
     Problem,
-    build_manifest,
-    now_utc,
     publish_folder,
     read_manifest,
     read_records,
-    sha256_file,
-    write_manifest,
 )
 from prover_assets.records.outputs import (
+    StageResult,
+    Step,
+    StepInputs,
     StepResult,
-    begin_stream,
-    finish_output,
     require_rows,
-    reused_output,
     verified_outputs,
 )
-from prover_assets.sft.builder import build_sft, read_back
+from prover_assets.sft.builder import SftCounts, build_sft, read_back
+from prover_assets.sft.export import ExportResult
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
 from prover_assets.sft.trainer import (
     DATA_ORDER_FILE,
@@ -49,7 +46,9 @@ from prover_assets.sft.trainer import (
 
 __all__ = [
     "ReadBackError",
+    "SftShardsResult",
     "TrainingInterrupted",
+    "TrainingResult",
     "eos_token_ids",
     "materialize_checkpoint",
     "materialize_export",
@@ -67,6 +66,37 @@ class ReadBackError(RuntimeError):
 
 class TrainingInterrupted(RuntimeError):
     """Training saved and stopped (SIGTERM); running the step again resumes it."""
+
+
+class SftShardsResult(StageResult):
+    """The SFT data: where every candidate went, the read-back's verdict, the shard count."""
+
+    counts: SftCounts
+    read_back: str
+    shards: int
+
+
+class TrainingResult(StageResult):
+    """The trainer's summary of a finished run, and this attempt's wall time."""
+
+    status: str
+    global_step: int
+    max_steps: int
+    resumed_from_step: int
+    removed_partial_checkpoints: list[str]
+    trained_micro_steps_this_run: int
+    tokens_per_s_this_run: float | None
+    micro_steps: int
+    packing_efficiency: float
+    rows: int
+    epochs: int
+    bf16: bool
+    wall_s_this_run: float
+
+    def trained_micro_steps(self, gradient_accumulation: int) -> int:
+        """The micro-steps the optimizer steps covered (the schedule's last one may be cut by
+        `max_steps`)."""
+        return min(self.micro_steps, self.global_step * gradient_accumulation)
 
 
 def eos_token_ids(model_dir: Path) -> set[int]:
@@ -98,17 +128,16 @@ def materialize_shards(
     base_model_dir: Path,
     spec: SftSpec,
     n: int,
-) -> StepResult:
+) -> StepResult[SftShardsResult]:
     """Build and write the SFT shards (resumable, reused when current); every count in the
     manifest."""
-    inputs = [*generation_files, *verdict_files, pool_file, sets_file]
-    by_path = {str(p): sha256_file(p) for p in inputs}
-    digests = {f"{p.parent.name}/{p.name}": by_path[str(p)] for p in inputs}
+    files = [*generation_files, *verdict_files, pool_file, sets_file]
+    inputs = StepInputs.hash({f"{p.parent.name}/{p.name}": p for p in files})
     eos = sorted(eos_token_ids(base_model_dir))
     config = {**spec.model_dump(mode="json"), "n_samples": n, "eos_ids": eos}
-    if (reused := reused_output(folder, inputs=digests, config=config)) is not None:
+    step = Step(folder, str(folder), SftShardsResult, inputs, config)
+    if (reused := step.reused()) is not None:
         return reused
-    started = now_utc()
     pool = read_records(pool_file, Problem)
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
     build = build_sft(generation_files, verdict_files, pool, sets, spec=spec, n=n, eos_ids=set(eos))
@@ -121,28 +150,10 @@ def materialize_shards(
         outcome = read_back(staging, build.rows)
         if not outcome.passed:
             raise ReadBackError(f"SFT read-back failed: {outcome.description}")
-        counts = {
-            **build.counts,
-            "read_back": outcome.description,
-            "shards": len(writer.shard_paths()),
-        }
-        outputs = [*writer.shard_paths(), staging / ROWS_FILE]
-        manifest = build_manifest(
-            asset=str(folder),
-            inputs=inputs,
-            outputs=outputs,
-            config=config,
-            counts=counts,
-            started_at=started,
-            extra={"input_digests": digests},
-            input_sha256=by_path,
+        result = SftShardsResult(
+            counts=build.counts, read_back=outcome.description, shards=len(writer.shard_paths())
         )
-        manifest["outputs"] = [
-            {**entry, "path": str(folder / Path(entry["path"]).name)}
-            for entry in manifest["outputs"]
-        ]
-        write_manifest(staging, manifest)
-    return StepResult(folder, manifest, reused=False, counts=counts)
+        return step.publish(staging, result, [*writer.shard_paths(), staging / ROWS_FILE])
 
 
 def _run_trainer(run_file: Path, log_path: Path) -> int:
@@ -167,7 +178,7 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
             forget_child(child)
 
 
-def _train(folder: Path, run: TrainRun) -> dict[str, Any]:
+def _train(folder: Path, run: TrainRun) -> TrainingResult:
     """Run the trainer child to the end; its summary's counts, with this run's wall time.
     A trainer that saved and stopped raises `TrainingInterrupted`; one that failed, its log."""
     run_file = folder / "run.json"
@@ -185,9 +196,8 @@ def _train(folder: Path, run: TrainRun) -> dict[str, Any]:
     if code != 0:
         tail = (folder / "train.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"training failed with exit code {code}:\n{tail}")
-    counts = {k: v for k, v in summary.items() if k != "run"}
-    counts["wall_s_this_run"] = time.monotonic() - wall
-    return counts
+    summary.pop("run")
+    return TrainingResult(**summary, wall_s_this_run=time.monotonic() - wall)
 
 
 def materialize_checkpoint(
@@ -199,22 +209,21 @@ def materialize_checkpoint(
     training: TrainingSpec,
     device: str,
     on_progress: Callable[[str], None] | None = None,
-) -> StepResult:
+) -> StepResult[TrainingResult]:
     """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs. Every
     shard is re-hashed against the shards' manifest first: training never reads a changed file."""
     verified_outputs(shards_dir)
-    shards_sha = read_manifest(shards_dir)["outputs"]
     identity = {
-        "shards": shards_sha,
+        "shards": read_manifest(shards_dir)["outputs"],
         "base_model_rev": base_revision,
         "training": training.model_dump(mode="json"),
         "device": device,
     }
-    digests = {"shards_manifest": sha256_file(shards_dir / "manifest.json")}
-    if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+    inputs = StepInputs.hash({"shards_manifest": shards_dir / MANIFEST_NAME})
+    step = Step(folder, str(folder), TrainingResult, inputs, identity)
+    if (reused := step.reused()) is not None:
         return reused
-    begin_stream(folder, identity)
-    started = now_utc()
+    step.begin_stream()
     run = TrainRun(
         shards_dir=str(shards_dir),
         base_model_dir=str(base_model_dir),
@@ -222,23 +231,14 @@ def materialize_checkpoint(
         training=training.model_dump(mode="json"),
         device=device,
     )
-    counts = _train(folder, run)
+    result = _train(folder, run)
     adapter = folder / FINAL_ADAPTER
     outputs = [
         *sorted(p for p in adapter.iterdir() if p.is_file()),
         folder / METRICS_FILE,
         folder / DATA_ORDER_FILE,
     ]
-    return finish_output(
-        folder,
-        asset=str(folder),
-        inputs=[shards_dir / "manifest.json"],
-        outputs=outputs,
-        config=identity,
-        counts=counts,
-        started_at=started,
-        extra={"input_digests": digests},
-    )
+    return step.finish(result, outputs)
 
 
 def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[list[int]]:
@@ -251,7 +251,7 @@ def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[li
 
 def materialize_export(
     folder: Path, *, checkpoint_dir: Path, base_model_dir: Path, shards_dir: Path, dtype: str
-) -> StepResult:
+) -> StepResult[ExportResult]:
     """Merge the adapter into the base, save it, and check its log-probabilities against the
     adapter's."""
     from prover_assets.generation.revision import MODEL_DIR
@@ -259,34 +259,19 @@ def materialize_export(
 
     verified_outputs(checkpoint_dir)  # the adapter as trained, byte for byte
     adapter = checkpoint_dir / FINAL_ADAPTER
-    digests = {"checkpoint_manifest": sha256_file(checkpoint_dir / "manifest.json")}
-    config = {"dtype": dtype}
-    if (reused := reused_output(folder, inputs=digests, config=config)) is not None:
+    inputs = StepInputs.hash({"checkpoint_manifest": checkpoint_dir / MANIFEST_NAME})
+    step = Step(folder, str(folder), ExportResult, inputs, {"dtype": dtype})
+    if (reused := step.reused()) is not None:
         return reused
-    started = now_utc()
     with publish_folder(folder) as staging:
-        result: dict[str, Any] = export_merged(
+        result = export_merged(
             base_model_dir,
             adapter,
             staging / MODEL_DIR,
             parity_inputs=parity_inputs(shards_dir),
             dtype=dtype,
         )
-        if not result["parity_passed"]:
+        if not result.parity_passed:
             raise RuntimeError(f"the export does not reproduce the adapter model: {result}")
         outputs = sorted(p for p in (staging / MODEL_DIR).iterdir() if p.is_file())
-        manifest = build_manifest(
-            asset=str(folder),
-            inputs=[checkpoint_dir / "manifest.json"],
-            outputs=outputs,
-            config=config,
-            counts=result,
-            started_at=started,
-            extra={"input_digests": digests},
-        )
-        manifest["outputs"] = [
-            {**e, "path": str(folder / MODEL_DIR / Path(e["path"]).name)}
-            for e in manifest["outputs"]
-        ]
-        write_manifest(staging, manifest)
-    return StepResult(folder, manifest, reused=False, counts=result)
+        return step.publish(staging, result, outputs)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import Generation, Problem, iter_records, read_records
 from prover_assets.records.validity import CheckOutcome
+from prover_assets.sft.builder import SftCounts
 from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, pack
 
 __all__ = [
@@ -76,14 +76,14 @@ def check_no_eval_leak(
     )
 
 
-def check_shard_counts(counts: dict[str, Any], shards_dir: Path) -> CheckOutcome:
+def check_shard_counts(counts: SftCounts, shards_dir: Path) -> CheckOutcome:
     """candidates = written + every drop, and the index holds exactly `written` rows."""
-    drops = sum(v for k, v in counts.items() if k.startswith("drop_"))
+    drops = sum(counts.drops.values())
     rows = len(SftDataset(shards_dir))
-    passed = counts["candidates"] == counts["written"] + drops and rows == counts["written"]
+    passed = counts.reconciles() and rows == counts.written
     return CheckOutcome(
         passed,
-        f"{counts['candidates']} candidates = {counts['written']} written + {drops} "
+        f"{counts.candidates} candidates = {counts.written} written + {drops} "
         f"dropped; {rows} rows on disk",
         {"rows": rows, "dropped": drops},
     )

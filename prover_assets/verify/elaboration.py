@@ -26,6 +26,7 @@ from prover_assets.verify.worker import LeanJob, LeanResult
 
 __all__ = [
     "Elaboration",
+    "ElaborationCounts",
     "ElaborationStatus",
     "PoolElaboration",
     "elaborate_in_rank_order",
@@ -108,7 +109,20 @@ class PoolElaboration:
     """The train pool: the first N candidates that elaborate, and what happened to the others."""
 
     pool: list[Problem]  # the first N that elaborate, in rank order
-    counts: dict[str, int]
+    counts: ElaborationCounts
+
+
+class ElaborationCounts(BaseModel):
+    """The candidates' statements checked so far, by status, and those not checked (yet)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    elaborated: int
+    error: int
+    timeout: int
+    infrastructure: int
+    checked: int
+    unchecked: int
 
 
 def elaborate_in_rank_order(
@@ -118,7 +132,7 @@ def elaborate_in_rank_order(
     target: int,
     budget_s: float,
     results_path: Path,
-    progress: Callable[[dict[str, int]], None] | None = None,
+    progress: Callable[[ElaborationCounts], None] | None = None,
 ) -> PoolElaboration:
     """Check candidates in rank order until `target` elaborate (resumable by problem id)."""
     with Appender(results_path, Elaboration) as appender:
@@ -154,17 +168,16 @@ def elaborate_in_rank_order(
         if results.get(p.problem_id)
         and results[p.problem_id].status is ElaborationStatus.ELABORATED
     ]
-    counts = _counts(results, candidates)
-    counts["pool"] = min(len(pool), target)
-    return PoolElaboration(pool=pool[:target], counts=counts)
+    return PoolElaboration(pool=pool[:target], counts=_counts(results, candidates))
 
 
-def _counts(results: dict[str, Elaboration], candidates: Sequence[Problem]) -> dict[str, int]:
+def _counts(results: dict[str, Elaboration], candidates: Sequence[Problem]) -> ElaborationCounts:
     statuses = Counter(r.status.value for r in results.values())
-    counts = {status.value: statuses.get(status.value, 0) for status in ElaborationStatus}
-    counts["checked"] = len(results)
-    counts["unchecked"] = len(candidates) - len(results)
-    return counts
+    return ElaborationCounts(
+        **{status.value: statuses.get(status.value, 0) for status in ElaborationStatus},
+        checked=len(results),
+        unchecked=len(candidates) - len(results),
+    )
 
 
 def elaborate_references(

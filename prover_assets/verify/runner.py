@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,7 @@ from prover_assets.records import (
     publish_records,
     read_records,
 )
+from prover_assets.records.outputs import StageResult
 from prover_assets.records.staleness import StaleVerdictError, find_orphans_and_stale
 from prover_assets.verify.verifier import StrictVerifier
 
@@ -42,6 +43,7 @@ __all__ = [
     "ChunkInfrastructureError",
     "CommitChunk",
     "StaleVerdictError",
+    "VerificationResult",
     "VerifyStats",
     "chunk_died",
     "verify_generations",
@@ -127,21 +129,40 @@ class VerifyStats:
         pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]  # noqa: E731
         return {"median": pick(0.5), "p90": pick(0.9), "max": values[-1]}
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "already_verified": self.already_verified,
-            "verified_now": self.verified_now,
-            "accepted_now": self.accepted,
-            "code_bearing_now": self.code_bearing_now,
-            "wall_s": time.monotonic() - self.started,
-            "stale_reverified": self.stale_reverified,
-            "infrastructure_reverified": self.infrastructure_reverified,
-            "torn_dropped": self.torn_dropped,
-            "stages": dict(self.stages),
-            "reasons": dict(self.reasons),
-            "verify_s": self.percentiles(),
-        }
+    def to_result(self) -> VerificationResult:
+        """The step's result once every generation is judged."""
+        return VerificationResult(
+            total=self.total,
+            already_verified=self.already_verified,
+            verified_now=self.verified_now,
+            accepted_now=self.accepted,
+            code_bearing_now=self.code_bearing_now,
+            wall_s=time.monotonic() - self.started,
+            stale_reverified=self.stale_reverified,
+            infrastructure_reverified=self.infrastructure_reverified,
+            torn_dropped=self.torn_dropped,
+            stages=dict(self.stages),
+            reasons=dict(self.reasons),
+            verify_s=self.percentiles(),
+        )
+
+
+class VerificationResult(StageResult):
+    """A verification step's counts, stages, reasons and times. `total` and `already_verified`
+    count the stream; the rest (`stages`, `reasons` too) only the verdicts of this attempt."""
+
+    total: int
+    already_verified: int
+    verified_now: int
+    accepted_now: int
+    code_bearing_now: int  # verified now with Lean code: what the verifier's rate is sized by
+    wall_s: float
+    stale_reverified: int
+    infrastructure_reverified: int
+    torn_dropped: int
+    stages: dict[str, int]
+    reasons: dict[str, int]
+    verify_s: dict[str, float | None]  # median, p90, max of the verified-now proofs
 
 
 def _remove_verdicts(path: Path, keys: set[tuple]) -> list[Verification]:

@@ -18,19 +18,17 @@ from prover_assets.records import (
     Stage,
     Verification,
     iter_records,
-    now_utc,
     publish_records,
     read_records,
-    sha256_file,
 )
-from prover_assets.records.outputs import (
-    StepResult,
-    begin_stream,
-    finish_output,
-    reused_output,
+from prover_assets.records.outputs import StageResult, Step, StepInputs, StepResult
+from prover_assets.verify.elaboration import ElaborationCounts, elaborate_in_rank_order
+from prover_assets.verify.runner import (
+    CHUNKS_FILE,
+    VerificationResult,
+    VerifyStats,
+    verify_generations,
 )
-from prover_assets.verify.elaboration import elaborate_in_rank_order
-from prover_assets.verify.runner import CHUNKS_FILE, VerifyStats, verify_generations
 from prover_assets.verify.validity import verdict_identity
 from prover_assets.verify.verifier import StrictVerifier
 
@@ -38,6 +36,7 @@ __all__ = [
     "ELABORATION_FILE",
     "TRAIN_POOL_FILE",
     "VERDICTS_FILE",
+    "TrainPoolResult",
     "materialize_train_pool",
     "materialize_verdicts",
 ]
@@ -48,6 +47,15 @@ VERDICTS_FILE = "verdicts.jsonl"
 TRAIN_POOL_FILE = "train_pool.jsonl"
 ELABORATION_FILE = "elaboration.jsonl"
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
+
+
+class TrainPoolResult(StageResult):
+    """The train pool: `pool` statements that elaborate, out of the `checked` candidates."""
+
+    elaboration: ElaborationCounts
+    pool: int
+    candidates: int
+    target: int
 
 
 def _holds_infrastructure(verdicts: Path) -> bool:
@@ -64,20 +72,21 @@ def materialize_verdicts(
     commit_every: int,
     reverify_stale: bool = False,
     progress: Callable[[VerifyStats], None] | None = None,
-) -> StepResult:
+) -> StepResult[VerificationResult]:
     """Verify every generation of a batch (resumable, reused when current); every count in the
     manifest."""
-    digests = {"generations": sha256_file(generations_file), "problems": sha256_file(problems_file)}
+    inputs = StepInputs.hash({"generations": generations_file, "problems": problems_file})
     with open_verifier() as verifier:
-        identity = verdict_identity(verifier.info)
-        if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+        step = Step(
+            folder, str(folder), VerificationResult, inputs, verdict_identity(verifier.info)
+        )
+        if (reused := step.reused()) is not None:
             if not _holds_infrastructure(folder / VERDICTS_FILE):
                 return reused
             # Complete, but some verdicts are no judgement: resume the stream to verify them.
             (folder / MANIFEST_NAME).unlink()
-        begin_stream(folder, identity)
+        step.begin_stream()
         self_test(verifier)
-        started = now_utc()
         problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
         stats = verify_generations(
             problems,
@@ -89,20 +98,10 @@ def materialize_verdicts(
             progress=progress,
         )
         info = verifier.info
-    counts = stats.to_json()
-    return finish_output(
-        folder,
-        asset=str(folder),
-        inputs=[generations_file, problems_file],
-        outputs=[folder / VERDICTS_FILE, folder / CHUNKS_FILE],
-        config=identity,
-        counts=counts,
-        started_at=started,
-        extra={
-            "input_digests": digests,
-            "verifier": info.model_dump(mode="json"),
-            "reverify_stale": reverify_stale,
-        },
+    return step.finish(
+        stats.to_result(),
+        [folder / VERDICTS_FILE, folder / CHUNKS_FILE],
+        extra={"verifier": info.model_dump(mode="json"), "reverify_stale": reverify_stale},
     )
 
 
@@ -113,17 +112,17 @@ def materialize_train_pool(
     size: int,
     open_verifier: VerifierFactory,
     self_test: Callable[[StrictVerifier], None],
-    progress: Callable[[dict[str, int]], None] | None = None,
-) -> StepResult:
+    progress: Callable[[ElaborationCounts], None] | None = None,
+) -> StepResult[TrainPoolResult]:
     """The first `size` candidates, in rank order, whose statements elaborate."""
-    digests = {"candidates": sha256_file(candidates_file)}
+    inputs = StepInputs.hash({"candidates": candidates_file})
     with open_verifier() as verifier:
         identity = {**verdict_identity(verifier.info), "size": size}
-        if (reused := reused_output(folder, inputs=digests, config=identity)) is not None:
+        step = Step(folder, str(folder), TrainPoolResult, inputs, identity)
+        if (reused := step.reused()) is not None:
             return reused
-        begin_stream(folder, identity)
+        step.begin_stream()
         self_test(verifier)
-        started = now_utc()
         candidates = read_records(candidates_file, Problem)
         result = elaborate_in_rank_order(
             candidates,
@@ -134,14 +133,7 @@ def materialize_train_pool(
             progress=progress,
         )
     publish_records(folder / TRAIN_POOL_FILE, result.pool)
-    counts = {**result.counts, "candidates": len(candidates), "target": size}
-    return finish_output(
-        folder,
-        asset=str(folder),
-        inputs=[candidates_file],
-        outputs=[folder / TRAIN_POOL_FILE, folder / ELABORATION_FILE],
-        config=identity,
-        counts=counts,
-        started_at=started,
-        extra={"input_digests": digests},
+    counts = TrainPoolResult(
+        elaboration=result.counts, pool=len(result.pool), candidates=len(candidates), target=size
     )
+    return step.finish(counts, [folder / TRAIN_POOL_FILE, folder / ELABORATION_FILE])

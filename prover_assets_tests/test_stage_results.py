@@ -1,0 +1,94 @@
+"""Stages return typed results: recorded in the manifest, read back as the same model, shown in
+Dagster rounded, with short hashes and paths relative to the data root."""
+
+import json
+
+import dagster as dg
+import pytest
+
+from prover_assets.assets.metadata import result_metadata, step_metadata
+from prover_assets.records import MANIFEST_NAME
+from prover_assets.records.outputs import StageResult, Step, StepInputs
+
+FULL_SHA = "ab" * 32
+
+
+class Measured(StageResult):
+    rate: float
+    share: float
+    tiny: float
+    count: int
+    sha: str
+    where: str
+    missing: float | None
+    nested: dict[str, int]
+
+
+def measured(data_root) -> Measured:
+    return Measured(
+        rate=6779.4321,
+        share=0.771234,
+        tiny=1.23456e-6,
+        count=7,
+        sha=FULL_SHA,
+        where=str(data_root / "generations" / "x"),
+        missing=None,
+        nested={"a": 1},
+    )
+
+
+def test_a_result_is_recorded_in_the_manifest_and_read_back_as_the_same_model(tmp_path):
+    result = measured(tmp_path)
+    Step(tmp_path, "asset", Measured, StepInputs.hash({}), {}).finish(result, [])
+    assert Measured.read(tmp_path) == result
+    recorded = json.loads((tmp_path / MANIFEST_NAME).read_text())["counts"]
+    assert recorded["rate"] == 6779.4321  # the manifest keeps the full value
+
+
+def test_a_manifest_whose_counts_are_another_model_is_refused_naming_the_file(tmp_path):
+    Step(tmp_path, "asset", Measured, StepInputs.hash({}), {}).finish(measured(tmp_path), [])
+
+    class Other(StageResult):
+        rows: int
+
+    with pytest.raises(ValueError, match=rf"{MANIFEST_NAME}.*not a Other"):
+        Other.read(tmp_path)
+
+
+def test_metadata_rounds_shortens_hashes_and_relativises_paths(tmp_path):
+    shown = result_metadata(measured(tmp_path), tmp_path)
+    assert shown["rate"] == dg.MetadataValue.float(6779.4)
+    assert shown["share"] == dg.MetadataValue.float(0.771)
+    assert shown["tiny"] == dg.MetadataValue.float(1.23e-6)
+    assert shown["count"] == 7
+    assert shown["sha"] == FULL_SHA[:12]
+    assert shown["where"] == "generations/x"
+    assert shown["missing"] == dg.MetadataValue.null()
+    assert shown["nested"] == dg.MetadataValue.json({"a": 1})
+
+
+def test_the_files_table_shows_paths_under_the_data_root_relative(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "rows.jsonl").write_text("{}\n")
+    step = Step(tmp_path / "out", "asset", Measured, StepInputs.hash({}), {}).finish(
+        measured(tmp_path), [tmp_path / "out" / "rows.jsonl"]
+    )
+    table = step_metadata(step, tmp_path)["files"].value
+    assert "| output | out/rows.jsonl |" in table
+    assert str(tmp_path) not in table
+
+
+def test_inputs_are_hashed_once_and_the_manifest_records_their_digests(tmp_path, monkeypatch):
+    source = tmp_path / "source.jsonl"
+    source.write_text("{}\n")
+    inputs = StepInputs.hash({"source": source})
+    calls = []
+    monkeypatch.setattr(
+        "prover_assets.records.manifest.sha256_file", lambda path: calls.append(path) or ""
+    )
+    (tmp_path / "out").mkdir()
+    Step(tmp_path / "out", "asset", Measured, inputs, {}).finish(measured(tmp_path), [])
+    manifest = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())
+    assert calls == []  # the manifest took the digest the step computed
+    assert manifest["input_digests"] == {"source": inputs.digests["source"]}
+    assert manifest["inputs"][0]["sha256"] == inputs.digests["source"]
