@@ -70,7 +70,12 @@ def sample(
         completion_text=completion,
         parent=parent,
     )
-    verdict = make_verification(generation, accepted=accepted)
+    # The verifier's reading, by hand: the displayed theorem is the problem's iff it is SIGNATURE.
+    verdict = make_verification(
+        generation,
+        accepted=accepted,
+        diagnostics={"displayed_statement_faithful": signature == SIGNATURE},
+    )
     return generation, verdict
 
 
@@ -116,6 +121,22 @@ def test_truth_table_every_rule_counted(tmp_path):
     }
     assert (counts.candidates, counts.written) == (9, 2)
     assert [(r.problem_id, r.sample_idx) for r in result.rows] == [("p1", 0), ("p1", 1)]
+
+
+def test_faithfulness_is_the_verdicts_reading_not_a_second_one(tmp_path):
+    generation, verdict = sample("p1", 0)  # displays the problem's theorem
+    told_unfaithful = verdict.model_copy(
+        update={"diagnostics": {"displayed_statement_faithful": False}}
+    )
+    result = build(tmp_path, [(generation, told_unfaithful)])
+    assert result.counts.drops["statement_not_faithful"] == 1 and result.rows == []
+
+
+def test_an_accepted_verdict_without_the_faithfulness_reading_is_refused(tmp_path):
+    generation, verdict = sample("p1", 0)
+    unread = verdict.model_copy(update={"diagnostics": {}})
+    with pytest.raises(StaleVerdictError, match="displayed_statement_faithful"):
+        build(tmp_path, [(generation, unread)])
 
 
 def test_rows_are_prompt_plus_completion_exactly_as_sampled(tmp_path):

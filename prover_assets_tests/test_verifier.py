@@ -121,6 +121,25 @@ def test_displayed_other_statement_is_rejected_strictly_and_only_recorded_otherw
     assert lenient.diagnostics["displayed_statement_faithful"] is False
 
 
+def test_the_displayed_theorem_is_read_once_per_sample_and_the_gate_uses_that_reading(
+    tmp_path, monkeypatch
+):
+    from prover_assets.lean import extract
+    from prover_assets.verify import verifier as verifier_module
+
+    reads = []
+
+    def counted(code):
+        reads.append(code)
+        return extract.displayed_theorem(code)
+
+    monkeypatch.setattr(verifier_module, "displayed_theorem", counted)
+    monkeypatch.setattr("prover_assets.lean.gate.displayed_theorem", counted)
+    verdict = verify(tmp_path, "  omega")
+    assert verdict.accepted and verdict.diagnostics["displayed_statement_faithful"] is True
+    assert reads == [make_generation(completion_text=completion("  omega")).lean_code]
+
+
 def test_compile_error_carries_feedback_whose_positions_index_repl_code(tmp_path):
     rules = [
         {

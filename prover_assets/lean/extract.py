@@ -5,20 +5,33 @@
   after the displayed theorem's `:= by`. Failures raise `ReinsertionError` (Goedel returned an
   error string that was then compiled as if it were code).
 - `compile_view`: ONE function for what the REPL receives and what error positions index.
-- `displayed_statement_faithful`: whether the theorem the completion displays is the problem's.
+- `displayed_theorem`: the theorem the completion displays and its proof's sha, from one lexing
+  pass; `displayed_statement_faithful`: whether that theorem is the problem's. The verifier
+  computes it once per sample, hands it to the gate, and records it in the verdict, where the
+  SFT builder reads it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 
+from prover_assets.lean.lexer import LexError, code_tokens
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.statements import signature_sha, theorem_signature
+from prover_assets.lean.statements import (
+    Signature,
+    first_theorem_signature,
+    signature_sha,
+    theorem_signature,
+)
 
 __all__ = [
+    "DisplayedTheorem",
     "ReinsertionError",
     "compile_view",
     "displayed_statement_faithful",
+    "displayed_theorem",
     "extract_lean_code",
     "reinsert_statement",
     "remove_comments",
@@ -85,12 +98,43 @@ def compile_view(code: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class DisplayedTheorem:
+    """What a completion's code displays: its first theorem's signature (None when it has none
+    or does not lex) and the sha256 of its proof's tokens (everything after the theorem's `:=`),
+    so that comments and layout do not make two proofs distinct."""
+
+    signature: Signature | None
+    proof_sha: str
+
+    def faithful_to(self, statement: str) -> bool:
+        """Whether the displayed theorem has the signature tokens of the trusted `statement`'s
+        theorem (the theorem's name ignored)."""
+        trusted = theorem_signature(statement)
+        return (
+            self.signature is not None
+            and trusted is not None
+            and signature_sha(self.signature) == signature_sha(trusted)
+        )
+
+
+def displayed_theorem(code: str) -> DisplayedTheorem:
+    """The displayed theorem of `code`, from one lexing pass."""
+    # The protocol's fixed header carries no theorem: skip lexing it (a third of the text).
+    body = code.removeprefix(GOEDEL_HEADER)
+    try:
+        tokens = code_tokens(body)
+    except LexError:
+        return DisplayedTheorem(None, hashlib.sha256(code.encode("utf-8")).hexdigest())
+    signature = first_theorem_signature(tokens)
+    proof = [t.text for t in tokens if signature is None or t.start >= signature.assign_start]
+    return DisplayedTheorem(
+        signature, hashlib.sha256("\x1f".join(proof).encode("utf-8")).hexdigest()
+    )
+
+
 def displayed_statement_faithful(code: str, statement: str) -> bool:
-    """Whether the first theorem displayed in `code` has the problem's signature tokens (the
-    theorem's name ignored). A proof of a different displayed theorem is judged by Goedel's
-    protocol on the re-inserted original, so it is accepted but must not become training data."""
-    displayed = theorem_signature(code)
-    expected = theorem_signature(statement)
-    if displayed is None or expected is None:
-        return False
-    return signature_sha(displayed) == signature_sha(expected)
+    """Whether the first theorem displayed in `code` has the signature tokens of `statement`'s
+    theorem. A proof of a different displayed theorem is judged by Goedel's protocol on the
+    re-inserted original, so it is accepted but must not become training data."""
+    return displayed_theorem(code).faithful_to(statement)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from prover_assets.lean.extract import displayed_statement_faithful
+from prover_assets.lean.extract import DisplayedTheorem, displayed_theorem
 from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens
 from prover_assets.lean.statements import header_end, parse_statement, theorem_signature
 
@@ -183,11 +183,14 @@ def _header_imports(text: str) -> set[str]:
     }
 
 
-def static_check(code: str, *, statement: str | None = None) -> list[str]:
+def static_check(
+    code: str, *, statement: str | None = None, displayed: DisplayedTheorem | None = None
+) -> list[str]:
     """Reasons to reject `code` without running Lean; empty means it passes.
 
     With the problem's `statement`, also `header_mismatch` (an import the problem's header does
-    not have) and `statement_mismatch` (the displayed theorem's signature tokens differ).
+    not have) and `statement_mismatch` (the displayed theorem's signature tokens differ);
+    `displayed` is `code`'s displayed theorem when the caller has read it already.
     """
     try:
         tokens = code_tokens(code)
@@ -238,16 +241,23 @@ def static_check(code: str, *, statement: str | None = None) -> list[str]:
                 _add(reasons, reason)
     for reason in _scope_reasons(tokens, body_start, statement):
         _add(reasons, reason)
-    tail = ["no_theorem"] if not theorem_seen else _statement_reasons(code, statement)
+    if not theorem_seen:
+        tail = ["no_theorem"]
+    elif statement is None:
+        tail = []
+    else:
+        tail = _statement_reasons(displayed or displayed_theorem(code), statement)
     return reasons + [r for r in tail if r not in reasons]
 
 
-def _statement_reasons(code: str, statement: str | None) -> list[str]:
-    if statement is None:
-        return []
-    reasons = [] if displayed_statement_faithful(code, statement) else ["statement_mismatch"]
-    displayed, trusted = theorem_signature(code), theorem_signature(statement)
-    if displayed is not None and trusted is not None and displayed.name != trusted.name:
+def _statement_reasons(displayed: DisplayedTheorem, statement: str) -> list[str]:
+    reasons = [] if displayed.faithful_to(statement) else ["statement_mismatch"]
+    trusted = theorem_signature(statement)
+    if (
+        displayed.signature is not None
+        and trusted is not None
+        and displayed.signature.name != trusted.name
+    ):
         reasons.append("theorem_renamed")
     return reasons
 

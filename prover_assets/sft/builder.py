@@ -14,7 +14,6 @@ back through the trainer's own dataset and collate path after writing.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,9 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prover_assets.config import SftSpec
 from prover_assets.generation.groups import ProblemGroup, problem_groups
-from prover_assets.lean.lexer import LexError, code_tokens
-from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.statements import first_theorem_signature, signature_sha
+from prover_assets.lean.extract import displayed_theorem
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
     Generation,
@@ -48,7 +45,6 @@ __all__ = [
     "SftCounts",
     "SftInputError",
     "build_sft",
-    "displayed_shas",
     "proof_sha",
     "read_back",
 ]
@@ -69,26 +65,10 @@ class SftInputError(ValueError):
     """An input the builder refuses: it would make training data that must not exist."""
 
 
-def displayed_shas(code: str) -> tuple[str | None, str]:
-    """The displayed theorem's signature sha (None without one) and the proof's sha: sha256 of
-    the tokens after the theorem's `:=`, so comments and whitespace do not make proofs distinct.
-    One lexing pass serves both."""
-    # The protocol's fixed header carries no theorem: skip lexing it (a third of the text).
-    body = code.removeprefix(GOEDEL_HEADER)
-    try:
-        tokens = code_tokens(body)
-    except LexError:
-        return None, hashlib.sha256(code.encode("utf-8")).hexdigest()
-    signature = first_theorem_signature(tokens)
-    proof = [t.text for t in tokens if signature is None or t.start >= signature.assign_start]
-    displayed = signature_sha(signature) if signature is not None else None
-    return displayed, hashlib.sha256("\x1f".join(proof).encode("utf-8")).hexdigest()
-
-
 def proof_sha(code: str) -> str:
     """The sha256 of a proof's code as displayed, comments and layout aside (distinct proofs
     per problem are distinct by it)."""
-    return displayed_shas(code)[1]
+    return displayed_theorem(code).proof_sha
 
 
 @dataclass
@@ -208,9 +188,7 @@ def build_sft(
                     f"verdict {key} judged other code than the generation in {path}"
                 )
             candidates += 1
-            reason, proof = _drop_reason(
-                generation, verdict, problem, verdicts, outcomes, spec, eos_ids
-            )
+            reason, proof = _drop_reason(generation, verdict, verdicts, outcomes, spec, eos_ids)
             if reason is not None:
                 drops[reason] += 1
                 continue
@@ -255,10 +233,20 @@ def _build_counts(rows: list[BuiltRow], candidates: int, drops: dict[str, int]) 
     )
 
 
+def _displayed_faithful(verdict: Verification) -> bool:
+    """The verifier's reading of the displayed theorem, as its verdict records it."""
+    faithful = verdict.diagnostics.get("displayed_statement_faithful")
+    if not isinstance(faithful, bool):
+        raise StaleVerdictError(
+            f"accepted verdict {verdict.key} does not record whether its displayed theorem is the "
+            "problem's (displayed_statement_faithful): verify its batch again"
+        )
+    return faithful
+
+
 def _drop_reason(
     generation: Generation,
     verdict: Verification,
-    problem: Problem,
     verdicts: dict[tuple, Verification],
     outcomes: dict,
     spec: SftSpec,
@@ -276,8 +264,8 @@ def _drop_reason(
                 f"correction {generation.key} has an accepted parent; corrections exist "
                 "only for failed samples"
             )
-    displayed, proof = displayed_shas(generation.lean_code or "")
-    if displayed != problem.statement_sha:  # the displayed theorem's signature is the problem's
+    proof = proof_sha(generation.lean_code or "")
+    if not _displayed_faithful(verdict):
         return "statement_not_faithful", proof
     if not generation.completion_ids or generation.completion_ids[-1] not in eos_ids:
         return "no_eos", proof

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from prover_assets.lean.extract import (
     ReinsertionError,
     compile_view,
-    displayed_statement_faithful,
+    displayed_theorem,
     reinsert_statement,
 )
 from prover_assets.lean.gate import STATEMENT_REASONS, static_check
@@ -119,10 +119,13 @@ class StrictVerifier:
         code = generation.lean_code
         if code is None:
             return self._verdict(generation, Stage.NO_CODE, ["no_code"])
-        faithful = displayed_statement_faithful(code, problem.formal_statement)
-        diagnostics = {"displayed_statement_faithful": faithful, "code_chars": len(code)}
+        displayed = displayed_theorem(code)
+        diagnostics = {
+            "displayed_statement_faithful": displayed.faithful_to(problem.formal_statement),
+            "code_chars": len(code),
+        }
         if self.policy.gate:
-            reasons = static_check(code, statement=problem.formal_statement)
+            reasons = static_check(code, statement=problem.formal_statement, displayed=displayed)
             if self.policy.statement_check == "record":
                 reasons = [r for r in reasons if r not in STATEMENT_REASONS]
             if reasons:
@@ -147,17 +150,14 @@ class StrictVerifier:
             statement_check=statement_check_command(problem.formal_statement)
             if self.policy.recheck_statement
             else None,
+            diagnostics=diagnostics,
         )
 
     def judge(
         self, problem: Problem, generation: Generation, job: LeanJob, result: LeanResult
     ) -> Verification:
-        code = generation.lean_code or ""
         diagnostics: dict[str, Any] = {
-            "displayed_statement_faithful": displayed_statement_faithful(
-                code, problem.formal_statement
-            ),
-            "code_chars": len(code),
+            **job.diagnostics,
             "attempts": result.attempts,
             "worker": result.worker,
         }

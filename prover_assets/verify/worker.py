@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prover_assets.lean.repl import ReplFailure, ReplOutcome, ReplProcess, read_answer
@@ -41,6 +41,9 @@ class LeanJob:
     budget_s: float
     priority: float = 0.0  # larger first: a length proxy, so likely-long proofs start early
     statement_check: str | None = None  # a command that holds only for the trusted statement
+    # What the verifier read before Lean (the displayed theorem's faithfulness), carried to the
+    # verdict; Lean never sees it.
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
