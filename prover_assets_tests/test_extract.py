@@ -1,11 +1,14 @@
 """Code extraction, statement re-insertion, the compile view, and displayed-statement faithfulness."""
 
+import hashlib
+
 import pytest
 
 from prover_assets.lean.extract import (
     ReinsertionError,
     compile_view,
     displayed_statement_faithful,
+    displayed_theorem,
     extract_lean_code,
     reinsert_statement,
 )
@@ -164,3 +167,39 @@ def test_a_line_comment_is_cut_at_its_first_dashes():
 
 def test_code_without_a_displayed_theorem_is_not_faithful():
     assert not displayed_statement_faithful(GOEDEL_HEADER + "lemma x : True := trivial", STATEMENT)
+
+
+def sha_of_tokens(*tokens: str) -> str:
+    return hashlib.sha256("\x1f".join(tokens).encode("utf-8")).hexdigest()
+
+
+def test_the_proof_sha_covers_the_tokens_from_the_theorems_assignment_on():
+    code = GOEDEL_HEADER + "theorem t (x : ℕ) : x = x := by\n  -- a comment\n  rfl"
+    displayed = displayed_theorem(code)
+    assert displayed.proof_sha == sha_of_tokens(":=", "by", "rfl")
+    assert displayed.signature is not None and displayed.signature.name == "t"
+
+
+def test_without_a_theorem_the_proof_sha_covers_the_code_after_the_protocols_header():
+    code = GOEDEL_HEADER + "example : True := trivial"
+    displayed = displayed_theorem(code)
+    assert displayed.signature is None
+    assert displayed.proof_sha == sha_of_tokens("example", ":", "True", ":=", "trivial")
+
+
+def test_code_that_does_not_lex_has_the_sha_of_its_text_and_no_theorem():
+    code = 'theorem t : True := by\n  exact "unterminated'
+    displayed = displayed_theorem(code)
+    assert displayed.signature is None
+    assert displayed.proof_sha == hashlib.sha256(code.encode("utf-8")).hexdigest()
+    assert not displayed.faithful_to(STATEMENT)
+
+
+def test_faithfulness_ignores_the_theorems_name_but_not_its_signature():
+    same = GOEDEL_HEADER + "theorem renamed (x : ℝ) (h₀ : x = 2) : x + x = 4 := by linarith"
+    weaker = (
+        GOEDEL_HEADER + "theorem mathd_algebra_1 (x : ℝ) (h₀ : x = 2) : x + x ≤ 4 := by linarith"
+    )
+    assert displayed_theorem(same).faithful_to(STATEMENT)
+    assert not displayed_theorem(weaker).faithful_to(STATEMENT)
+    assert not displayed_theorem(same).faithful_to("example : True := by sorry")
