@@ -135,7 +135,10 @@ def test_faithfulness_is_the_verdicts_reading_not_a_second_one(tmp_path):
 def test_an_accepted_verdict_without_the_faithfulness_reading_is_refused(tmp_path):
     generation, verdict = sample("p1", 0)
     unread = verdict.model_copy(update={"diagnostics": {}})
-    with pytest.raises(StaleVerdictError, match="displayed_statement_faithful"):
+    with pytest.raises(
+        StaleVerdictError,
+        match=r"the problem's \(displayed_statement_faithful\): verify its batch again$",
+    ):
         build(tmp_path, [(generation, unread)])
 
 

@@ -412,7 +412,7 @@ def test_each_answer_of_the_backend_is_judged_by_the_truth_table(
             attempts=2,
             worker=3,
         )
-        verdict = verifier.judge(problem, generation, job, result)
+        verdict = verifier.judge(generation, job, result)
     assert (verdict.stage, verdict.reasons, verdict.verify_s) == (stage, reasons, 2.5)
     code = generation.lean_code
     expected = {"displayed_statement_faithful": True, "code_chars": len(code), "attempts": 2}

@@ -153,9 +153,9 @@ class StrictVerifier:
             diagnostics=diagnostics,
         )
 
-    def judge(
-        self, problem: Problem, generation: Generation, job: LeanJob, result: LeanResult
-    ) -> Verification:
+    def judge(self, generation: Generation, job: LeanJob, result: LeanResult) -> Verification:
+        """The verdict on Lean's `result` for `job`, the job `prepare` made of `generation`
+        (the displayed theorem's reading comes with the job)."""
         diagnostics: dict[str, Any] = {
             **job.diagnostics,
             "attempts": result.attempts,
@@ -261,17 +261,17 @@ class StrictVerifier:
     def verify_stream(self, pairs: Iterable[tuple[Problem, Generation]]) -> Iterator[Verification]:
         """Verdicts for every pair: those needing no Lean first, then Lean's as they finish."""
         jobs: list[LeanJob] = []
-        waiting: dict[tuple, tuple[Problem, Generation, LeanJob]] = {}
+        waiting: dict[tuple, tuple[Generation, LeanJob]] = {}
         for problem, generation in pairs:
             prepared = self.prepare(problem, generation)
             if isinstance(prepared, Verification):
                 yield prepared
             else:
                 jobs.append(prepared)
-                waiting[prepared.key] = (problem, generation, prepared)
+                waiting[prepared.key] = (generation, prepared)
         for result in self.backend.run(jobs):
-            problem, generation, job = waiting.pop(result.key)
-            yield self.judge(problem, generation, job, result)
+            generation, job = waiting.pop(result.key)
+            yield self.judge(generation, job, result)
 
     def verify(self, problem: Problem, generation: Generation) -> Verification:
         (verdict,) = self.verify_stream([(problem, generation)])
