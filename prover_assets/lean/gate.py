@@ -241,16 +241,16 @@ def static_check(
                 _add(reasons, reason)
     for reason in _scope_reasons(tokens, body_start, statement):
         _add(reasons, reason)
-    if not theorem_seen:
-        tail = ["no_theorem"]
-    elif statement is None:
-        tail = []
-    else:
-        tail = _statement_reasons(displayed or displayed_theorem(code), statement)
+    tail = ["no_theorem"] if not theorem_seen else _statement_reasons(code, statement, displayed)
     return reasons + [r for r in tail if r not in reasons]
 
 
-def _statement_reasons(displayed: DisplayedTheorem, statement: str) -> list[str]:
+def _statement_reasons(
+    code: str, statement: str | None, displayed: DisplayedTheorem | None
+) -> list[str]:
+    if statement is None:
+        return []
+    displayed = displayed or displayed_theorem(code)
     reasons = [] if displayed.faithful_to(statement) else ["statement_mismatch"]
     trusted = theorem_signature(statement)
     if (
