@@ -9,7 +9,7 @@ PORT ?= 3000
 PYTEST_ARGS ?=
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test test-fast demo ui lint benchmarks mutation clean-demo
+.PHONY: install test test-fast demo demo-null ui lint benchmarks mutation clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,15 @@ test-fast: install
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	PROVER_ASSETS_CONFIG=configs/demo.yaml $(BIN)/python -m prover_assets.demo
 
+# The null control: the same loop with acceptance independent of content, in an instance of its
+# own (its assets have the demo's keys); `make ui CONFIG=configs/demo-null.yaml
+# DAGSTER_HOME=$(CURDIR)/.dagster_home/null` shows it.
+demo-null: install
+	mkdir -p $(DAGSTER_HOME)/null
+	cp dagster.yaml $(DAGSTER_HOME)/null/dagster.yaml
+	DAGSTER_HOME=$(DAGSTER_HOME)/null PROVER_ASSETS_CONFIG=configs/demo-null.yaml \
+		$(BIN)/python -m prover_assets.demo
+
 ui: install $(DAGSTER_HOME)/dagster.yaml
 	PROVER_ASSETS_CONFIG=$(CONFIG) $(BIN)/dagster dev -h $(HOST) -p $(PORT) -w workspace.yaml
 
@@ -59,4 +68,4 @@ mutation: install
 	$(BIN)/python scripts/mutation.py
 
 clean-demo:
-	rm -rf .prover_data/demo
+	rm -rf .prover_data/demo .prover_data/demo-null

@@ -364,11 +364,25 @@ class RemoteLeanSettings(_LeanCommon):
 
 
 class SimulatedLeanSettings(_ReplPoolSettings):
-    """The demo's REPL simulator: every verdict labelled simulated; only a demo may use it."""
+    """The demo's REPL simulator: every verdict labelled simulated; only a demo may use it.
+
+    `rule` is the simulator's (prover_assets/verify/simulator.py): `planted_tactic` accepts a proof
+    by its last tactic, an effect a model can learn (the positive control); `seeded_share`
+    accepts a share `accept_share` of proofs at random (the null control)."""
 
     backend: Literal["simulated"] = "simulated"
-    accept_share: Probability
+    rule: Literal["planted_tactic", "seeded_share"]
+    accept_share: Probability | None = None
     seed: int
+
+    @model_validator(mode="after")
+    def _share_with_its_rule(self) -> SimulatedLeanSettings:
+        if (self.rule == "seeded_share") != (self.accept_share is not None):
+            raise ValueError(
+                "accept_share is required by rule seeded_share and meaningless for "
+                f"planted_tactic (rule {self.rule}, accept_share {self.accept_share})"
+            )
+        return self
 
 
 LeanSettings = Annotated[

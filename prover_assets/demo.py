@@ -14,6 +14,7 @@ import dagster as dg
 
 from prover_assets.assets.keys import REPORT_KEY
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
+from prover_assets.report.markdown import clock_time
 from prover_assets.sensors import sweep
 
 MAIN_JOB = "full_round"
@@ -41,7 +42,7 @@ def main() -> int:
     experiment = definitions.resources["experiment"]
     print()
     print(
-        f"{MAIN_JOB}: {'succeeded' if result.success else 'FAILED'} in {elapsed:.0f} s "
+        f"{MAIN_JOB}: {'succeeded' if result.success else 'FAILED'} in {clock_time(elapsed)} "
         f"(run {result.run_id}, config {os.environ.get(CONFIG_ENV) or config_path()})"
     )
     print(f"outputs: {experiment.data_root().resolve()}")
@@ -54,8 +55,9 @@ def main() -> int:
     for event in eta.get_asset_materialization_events():
         metadata = event.event_specific_data.materialization.metadata
         print(
-            f"ETA of a full round at this config: {metadata['total_hours_central'].value:.3f} h "
-            f"central ({metadata['inputs_measured'].value} inputs measured)"
+            f"ETA of a full round at this config: {metadata['total_central'].value} central "
+            f"({metadata['total_range'].value}; {metadata['inputs_measured'].value} inputs "
+            f"measured); this round took {clock_time(elapsed)}"
         )
     if result.success and report is not None and report.asset_materialization is not None:
         folder = report.asset_materialization.metadata["output_dir"].value

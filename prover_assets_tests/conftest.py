@@ -15,11 +15,24 @@ CONFIGS = ROOT / "configs"
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
+def full_demo_run_config(data_root: Path, name: str = "demo.yaml") -> dict:
+    """A demo config (the positive control, or `demo-null.yaml`) exactly as shipped, as a
+    run-config dict writing under `data_root`."""
+    raw = yaml.safe_load((CONFIGS / name).read_text())
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(data_root)
+    return raw
+
+
 def demo_run_config(data_root: Path, **spec_overrides) -> dict:
-    """The demo config as a run-config dict, writing under `data_root`."""
-    raw = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    """The demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills):
+    a quarter of its problems and pool, a shorter format tuning. Only the control tests run it
+    whole (`full_demo_run_config`): the size that detects the planted effect."""
+    raw = full_demo_run_config(data_root)
     spec = raw["resources"]["experiment"]["config"]["spec"]
-    spec["data_root"] = str(data_root)
+    spec["eval_sets"]["minif2f"]["limit"] = 6
+    spec["pool"].update(candidates=24, size=12)
+    spec["demo"]["finetune_steps"] = 200
+    spec["training"]["epochs"] = 2
     spec.update(spec_overrides)
     return raw
 

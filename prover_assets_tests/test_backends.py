@@ -129,7 +129,7 @@ def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_
 
 
 def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_path):
-    settings = SimulatedLeanSettings(workers=1, accept_share=0.5, seed=3)
+    settings = SimulatedLeanSettings(workers=1, rule="seeded_share", accept_share=0.5, seed=3)
     with backend_from_settings(settings) as backend:
         assert backend.pins.simulated
         assert backend.pins.lean_version == "SIMULATED"

@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pydantic import ValidationError
+
 from prover_assets.config import (
+    SimulatedLeanSettings,
     ConfigError,
     load_run_config,
     parse_experiment_spec,
@@ -116,7 +119,7 @@ def test_duplicate_yaml_key_is_an_error_with_its_line(tmp_path):
 def test_simulated_verifier_is_refused_outside_the_demo(tmp_path):
     def to_simulated(raw):
         raw["resources"]["lean"]["config"]["settings"] = {
-            "simulated": {"accept_share": 0.5, "seed": 1}
+            "simulated": {"rule": "seeded_share", "accept_share": 0.5, "seed": 1}
         }
 
     with pytest.raises(ConfigError, match="simulated Lean backend is for the demo only"):
@@ -151,3 +154,26 @@ def test_config_refuses_what_would_fail_later(path, value, message):
     target[path[-1]] = value
     with pytest.raises(ConfigError, match=message):
         parse_experiment_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"rule": "planted_tactic", "accept_share": 0.4, "seed": 1}, "meaningless for"),
+        ({"rule": "seeded_share", "seed": 1}, "required by rule seeded_share"),
+        ({"rule": "every_third", "seed": 1}, "rule"),
+    ],
+)
+def test_a_simulated_rule_takes_exactly_its_own_settings(settings, message):
+    with pytest.raises(ValidationError, match=message):
+        SimulatedLeanSettings(**settings)
+
+
+def test_the_demo_plants_an_effect_and_its_null_control_plants_none():
+    demo = load_run_config(CONFIGS / "demo.yaml")
+    null = load_run_config(CONFIGS / "demo-null.yaml")
+    assert demo.lean.rule == "planted_tactic"
+    assert (null.lean.rule, null.lean.accept_share) == ("seeded_share", 0.15)
+    # the same loop otherwise: only the verifier's rule differs
+    own = {"name", "data_root"}
+    assert null.experiment.model_dump(exclude=own) == demo.experiment.model_dump(exclude=own)

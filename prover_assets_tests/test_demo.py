@@ -1,13 +1,18 @@
-"""The smoke loop: the demo config end to end, job by job as a user launches them, with SFT
-training stopped (SIGTERM) half-way and resumed; then every seam checked on the real files,
-and each seam check shown to fail when its seam is broken on purpose."""
+"""The smoke loop: the demo config (the positive control) end to end, job by job as a user
+launches them, with SFT training stopped (SIGTERM) half-way and resumed; then every seam checked
+on the real files, each seam check shown to fail when its seam is broken on purpose, and the
+planted effect detected. Then the null control, run as `make demo-null` runs it: no effect
+detected, and the `eta` asset's total beside the round's measured time."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,12 +24,13 @@ import yaml
 
 from prover_assets.definitions import build_definitions
 from prover_assets_tests import seams
-from prover_assets_tests.conftest import dagster_home, demo_run_config
+from prover_assets_tests.conftest import dagster_home, full_demo_run_config
 
 pytestmark = pytest.mark.slow  # the whole demo loop
 
-# More epochs than the demo's two, so that the stop lands in the middle of training.
-EPOCHS = 30
+EPOCHS = full_demo_run_config(Path("unused"))["resources"]["experiment"]["config"]["spec"][
+    "training"
+]["epochs"]
 TOLERANCE = 1e-4  # fp32 logprobs of a merged LoRA vs the adapter applied on the fly
 
 
@@ -68,8 +74,7 @@ def stop_training_midway(data_root: Path, timeout: float = 300) -> None:
 def finished_round(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smoke")
     data_root = tmp / "data"
-    raw = demo_run_config(data_root)
-    raw["resources"]["experiment"]["config"]["spec"]["training"]["epochs"] = EPOCHS
+    raw = full_demo_run_config(data_root)
     config = tmp / "demo.yaml"
     config.write_text(yaml.safe_dump(raw))
     home = dagster_home(tmp / "dagster_home")
@@ -204,6 +209,18 @@ def test_the_candidate_was_sampled_from_the_export(finished_round):
 
 def test_the_report_is_secondary_and_simulated(finished_round):
     seams.check_report_is_secondary_and_simulated(report_dir(finished_round["root"]))
+
+
+def test_the_planted_effect_is_detected_by_the_registered_test(finished_round):
+    folder = report_dir(finished_round["root"])
+    (comparison,) = json.loads((folder / "summary.json").read_text())["comparisons"]
+    table = comparison["table"]
+    assert comparison["p_value"] < 0.05
+    assert table["candidate_only"] > table["baseline_only"]
+    assert comparison["decision"] == "success"
+    text = (folder / "report.md").read_text()
+    assert "planted by construction" in text
+    assert "**Decision (applied by code): success.**" in text
 
 
 # Each seam broken on purpose, on a copy of the real files.
@@ -375,3 +392,47 @@ def test_a_primary_comparison_in_a_simulated_report_breaks_the_report_seam(copy_
     (folder / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(seams.SeamBroken, match="PRIMARY"):
         seams.check_report_is_secondary_and_simulated(folder)
+
+
+@pytest.fixture(scope="module")
+def null_control(tmp_path_factory):
+    """`make demo-null`: the demo's loop in one `full_round` run, acceptance independent of
+    content, then the `eta` asset, as `python -m prover_assets.demo` runs them."""
+    tmp = tmp_path_factory.mktemp("null")
+    config = tmp / "demo-null.yaml"
+    config.write_text(yaml.safe_dump(full_demo_run_config(tmp / "data", "demo-null.yaml")))
+    home = dagster_home(tmp / "dagster_home")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    done = subprocess.run(
+        [sys.executable, "-m", "prover_assets.demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    return {"root": tmp / "data", "home": home, "done": done}
+
+
+def test_the_null_control_detects_no_improvement(null_control):
+    assert null_control["done"].returncode == 0, null_control["done"].stdout[-3000:]
+    folder = report_dir(null_control["root"])
+    (comparison,) = json.loads((folder / "summary.json").read_text())["comparisons"]
+    assert comparison["decision"] == "no detectable improvement"
+    text = (folder / "report.md").read_text()
+    assert "no effect is planted" in text
+
+
+def test_the_eta_of_the_demo_round_is_within_half_again_of_its_measured_time(null_control):
+    assert null_control["done"].returncode == 0, null_control["done"].stdout[-3000:]
+    with dg.DagsterInstance.from_config(str(null_control["home"])) as instance:
+        (run,) = instance.get_run_records(dg.RunsFilter(job_name="full_round"))
+        measured_s = run.end_time - run.start_time
+        eta = instance.get_latest_materialization_event(dg.AssetKey("eta"))
+        metadata = eta.asset_materialization.metadata
+    estimated_s = metadata["total_hours_central"].value * 3600
+    measured, of = metadata["inputs_measured"].value.split(" of ")
+    assert measured == of  # every input measured by the round itself, no prior left
+    assert 1 / 1.5 <= estimated_s / measured_s <= 1.5, (estimated_s, measured_s)
+    assert re.search(
+        r"ETA of a full round .* this round took \d+:\d\d:\d\d", null_control["done"].stdout
+    )

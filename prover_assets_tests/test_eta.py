@@ -4,11 +4,11 @@ import dagster as dg
 import pytest
 
 from prover_assets.assets.keys import generations_key
-from prover_assets.assets.metadata import OUTPUT_DIR
+from prover_assets.assets.metadata import OUTPUT_DIR, step_wall_s
 from prover_assets.definitions import build_definitions
 from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult, SamplePlan
 from prover_assets.records.outputs import Step, StepInputs
-from prover_assets.report.eta import INPUTS, RoundPlan, eta_table, measured_inputs
+from prover_assets.report.eta import INPUTS, RoundPlan, eta_table, fixed_steps, measured_inputs
 from prover_assets.sft.builder import SftCounts
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.elaboration import ElaborationCounts
@@ -35,35 +35,55 @@ ALL_MEASURED = {
     "sft_tokens_per_s": 100.0,
     "sft_rows_per_problem": 2.0,
     "sft_row_tokens": 300.0,
+    "generation startup s": 5.0,
+    "verification startup s": 3.0,
+    "eval sets s": 1.0,
+    "decontamination s": 2.0,
+    "pool candidates s": 3.0,
+    "train pool s": 4.0,
+    "SFT shards s": 5.0,
+    "export s": 6.0,
+    "report s": 7.0,
 }
 
 
 def test_all_inputs_measured_gives_the_hand_computed_hours():
     table = eta_table(PLAN, ALL_MEASURED)
     seconds = {step["step"]: step["central"] * 3600 for step in table["steps"]}
-    # 20 eval samples x 50 tokens / 10 tok/s; 20 x 0.5 with code x 2 s; the pool has 40
-    # samples, 20 children (half unsolved); SFT: 20 problems x 2 rows x 300 tokens / 100 tok/s.
+    # 20 eval samples x 50 tokens / 10 tok/s + 5 s start-up; 20 x 0.5 with code x 2 s + 3 s;
+    # the pool has 40 samples, 20 children (half unsolved); SFT: 20 problems x 2 rows x 300
+    # tokens / 100 tok/s; the fixed steps as measured (no demo tuning: not a demo).
     assert seconds == pytest.approx(
         {
-            "baseline minif2f c100: generate": 100,
-            "baseline minif2f c100: verify": 20,
-            "pool round 0: generate": 200,
-            "pool round 0: verify": 40,
-            "pool correction round 1: generate": 100,
-            "pool correction round 1: verify": 20,
+            "eval sets": 1,
+            "decontamination": 2,
+            "pool candidates": 3,
+            "train pool": 4,
+            "SFT shards": 5,
+            "export": 6,
+            "report": 7,
+            "baseline minif2f c100: generate": 105,
+            "baseline minif2f c100: verify": 23,
+            "pool round 0: generate": 205,
+            "pool round 0: verify": 43,
+            "pool correction round 1: generate": 105,
+            "pool correction round 1: verify": 23,
             "SFT training": 120,
-            "candidate minif2f c100: generate": 100,
-            "candidate minif2f c100: verify": 20,
+            "candidate minif2f c100: generate": 105,
+            "candidate minif2f c100: verify": 23,
         }
     )
-    assert table["total_hours"] == pytest.approx({"low": 0.2, "central": 0.2, "high": 0.2})
+    hours = (720 + 4 * 8 + 28) / 3600
+    assert table["total_hours"] == pytest.approx({"low": hours, "central": hours, "high": hours})
     assert {i["source"] for i in table["inputs"].values()} == {"measured"}
 
 
 def test_completion_tokens_are_clipped_at_the_cap():
     plan = RoundPlan(**{**PLAN.__dict__, "eval_caps": {"minif2f": (30,)}})
     steps = {s["step"]: s for s in eta_table(plan, ALL_MEASURED)["steps"]}
-    assert steps["baseline minif2f c30: generate"]["central"] * 3600 == pytest.approx(20 * 30 / 10)
+    assert steps["baseline minif2f c30: generate"]["central"] * 3600 == pytest.approx(
+        20 * 30 / 10 + 5
+    )
 
 
 def test_unmeasured_inputs_are_priors_with_low_below_high_at_every_step():
@@ -209,3 +229,46 @@ def test_eta_asset_reads_the_result_in_a_materialization_s_manifest(demo_defs, t
     assert second["inputs_measured"].value == f"3 of {len(INPUTS)}"
     table = second["table"].value
     assert table["inputs"]["share_with_code"]["central"] == pytest.approx(18 / 24)
+
+
+def test_a_step_s_start_up_is_its_wall_time_beyond_the_work_its_rates_account_for():
+    measured = measured_inputs(
+        [],
+        [],
+        # 10 samples x 100 tokens at 50 tokens/s: 20 s of work in a 30 s step
+        generation_walls=[(generation_result(10, 100.0, 50.0, 2), 30.0)],
+        # 10 s of verifying in a 14 s step; a step that checked no code measures nothing
+        verification_walls=[
+            (verification_result(5, 10.0), 14.0),
+            (verification_result(0, 0.0), 99.0),
+        ],
+        step_seconds={"export s": 7.0},
+    )
+    assert measured == pytest.approx(
+        {"generation startup s": 10.0, "verification startup s": 4.0, "export s": 7.0}
+    )
+
+
+def test_only_a_demo_round_counts_the_demo_s_format_tuning():
+    assert "demo format tuning s" not in fixed_steps(PLAN)
+    demo = RoundPlan(**{**PLAN.__dict__, "demo": True})
+    assert "demo format tuning s" in fixed_steps(demo)
+    steps = [s["step"] for s in eta_table(demo, {})["steps"]]
+    assert "demo format tuning" in steps and "export" in steps and "report" in steps
+
+
+def test_a_step_s_wall_time_is_measured_unless_it_reused_its_output():
+    @dg.asset
+    def worked():
+        return dg.MaterializeResult(metadata={"reused_complete_output": False})
+
+    @dg.asset
+    def reused():
+        return dg.MaterializeResult(metadata={"reused_complete_output": True})
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        dg.materialize([worked, reused], instance=instance)
+        wall = step_wall_s(instance, worked.key)
+        assert wall is not None and 0 < wall < 60
+        assert step_wall_s(instance, reused.key) is None
+        assert step_wall_s(instance, dg.AssetKey("never")) is None

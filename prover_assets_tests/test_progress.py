@@ -128,5 +128,34 @@ def test_the_eta_mid_run_is_the_remaining_samples_over_the_samples_rate(monkeypa
     monkeypatch.setattr(runner.time, "monotonic", lambda: 1060.0)
     context = RecordingContext()
     ProgressReporter(context, "samples")(stats.done, stats.total, stats.samples_per_s(), "samples")
-    assert context.log.lines == ["samples: 40/100 (0.50 samples/s, ETA 2m00s)"]
-    assert context.events[0].metadata["eta"].value == "2m00s"
+    assert context.log.lines == ["samples: 40/100 (0.50 samples/s, ETA 0:02:00)"]
+    assert context.events[0].metadata["eta"].value == "0:02:00"
+
+
+def test_the_reporter_logs_the_first_call_then_at_most_every_interval_and_always_the_last(
+    monkeypatch,
+):
+    from prover_assets.assets import progress
+
+    clock = iter([0.0, 3.0, 9.9, 10.0, 12.0, 12.5])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    context = RecordingContext()
+    reporter = progress.ProgressReporter(context, "steps", log_every_s=10.0, observe_every_s=60.0)
+    for done in (1, 2, 3, 4, 5, 6):
+        reporter(done, 6, None, "steps")
+    # t = 0 (first), 10.0 (10 s after the first), 12.5 (done == total)
+    assert context.log.lines == ["steps: 1/6", "steps: 4/6", "steps: 6/6"]
+    # observations: the first, and with the last
+    assert [e.metadata["done"].value for e in context.events] == [1, 6]
+
+
+def test_a_final_call_is_logged_even_before_the_total_is_reached(monkeypatch):
+    from prover_assets.assets import progress
+
+    monkeypatch.setattr(progress.time, "monotonic", lambda: 5.0)
+    context = RecordingContext()
+    reporter = progress.ProgressReporter(context, "phases", log_every_s=60.0)
+    reporter(0, 4, None, "phases")
+    reporter(1, 4, None, "phases")
+    reporter(2, 4, None, "phases", final=True)
+    assert context.log.lines == ["phases: 0/4", "phases: 2/4"]

@@ -1,6 +1,7 @@
 """The report against hand-built truth tables, the PRIMARY guard, refusals, and the bundle."""
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -456,6 +457,7 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
     folder = result.folder
     assert {p.name for p in folder.iterdir()} == {
         "report.md",
+        "report.html",
         "summary.json",
         "plots",
         "manifest.json",
@@ -545,6 +547,10 @@ def hand_built_run(tmp_path) -> RunFiles:
     ]
     publish_records(tmp_path / "gen.jsonl", [g for g, _ in rows])
     publish_records(tmp_path / "ver.jsonl", [make_verification(g, **v) for g, v in rows])
+    write_manifest(
+        tmp_path,
+        build_manifest(asset="run", inputs=[], outputs=[], config={}, counts={}, started_at="t0"),
+    )
     return RunFiles(
         "baseline",
         "minif2f",
@@ -569,6 +575,9 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
     assert (summary["pass1_cluster"]["seed"], summary["pass1_cluster"]["resamples"]) == (3, 50)
     summary.pop("pass1_cluster")
     summary.pop("solved_at_k")
+    summary.pop("pass_at_k_cluster")  # tested on its own
+    provenance = summary.pop("provenance")
+    assert provenance["generations"]["started_at"] == provenance["verdicts"]["started_at"] == "t0"
     pooled = summary.pop("pass1_pooled_wilson")
     assert (pooled["estimate"], pooled["note"]) == (
         0.25,
@@ -585,6 +594,8 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
         "pass_at_k": {1: 0.25, 2: 0.5},
         "nominal_cap": 64,
         "mean_effective_max_tokens": (64 + 64 + 32 + 64) / 4,
+        "mean_completion_tokens": (3 + 64 + 3 + 3) / 4,
+        "accepted_samples": 1,
         "hit_cap_share": 0.25,
         "context_clipped_share": 0.25,
         "stages": {"accepted": 1, "timeout": 1, "infrastructure": 1, "gate": 1},
@@ -679,14 +690,14 @@ def test_the_registered_design_has_no_reason_to_be_secondary(tmp_path):
         ),
         (
             {"baseline_revision": "c" * 40},
-            [f"baseline revision ['{'c' * 40}'], registered {REVISION}"],
+            [f"baseline revision {'c' * 40}, registered {REVISION}"],
         ),
         ({"candidate_revision": "d" * 40}, ["the candidate is not this project's SFT export"]),
         (
             {"temperature": 0.5},
             [
-                "baseline sampling [(0.5, 0.95, None)] is not the registered one",
-                "candidate sampling [(0.5, 0.95, None)] is not the registered one",
+                "baseline sampling temperature 0.5, top_p 0.95, top_k none is not the registered one",
+                "candidate sampling temperature 0.5, top_p 0.95, top_k none is not the registered one",
             ],
         ),
         (
@@ -774,7 +785,8 @@ def test_a_prompt_that_differs_on_one_sample_is_named_with_the_other_mismatch(tm
     with pytest.raises(ComparisonRefused) as refused:
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
     assert str(refused.value) == (
-        "sampling differs: baseline [(1.0, 0.95, None)], candidate [(0.5, 0.95, None)]; "
+        "sampling differs: baseline temperature 1.0, top_p 0.95, top_k none, candidate "
+        "temperature 0.5, top_p 0.95, top_k none; "
         f"round-0 prompts or sampling differ on {len(candidate.meta)} samples "
         f"(e.g. {min(candidate.meta)}) "
         "(pass allow_design_mismatch with a reason to compare anyway)"
@@ -839,3 +851,105 @@ def test_the_report_and_the_design_check_agree_on_a_prompt_tokenized_differently
             load_run(baseline_files, samples_required=4),
             load_run(candidate_files, samples_required=4),
         )
+
+
+def test_the_per_problem_table_holds_each_problem_s_counts_and_marks_the_discordant(runs):
+    baseline, candidate = runs
+    comparison = compare(baseline, candidate)
+    # by hand from BASELINE / CANDIDATE, solved@2 = one of the first two samples accepted
+    assert [
+        (r["problem_id"], r["baseline"]["c"], r["candidate"]["c"], r["cell"])
+        for r in comparison.per_problem
+    ] == [
+        ("p1", 1, 1, "both"),
+        ("p2", 1, 1, "candidate_only"),
+        ("p3", 0, 2, "neither"),
+        ("p4", 4, 0, "baseline_only"),
+    ]
+    # solved@2 per problem: baseline (1, 0, 0, 1), candidate (1, 1, 0, 0): difference 0
+    assert comparison.solved_difference["estimate"] == pytest.approx(0.0)
+
+
+def test_each_side_of_a_comparison_names_its_system_model_and_runs(runs):
+    baseline, candidate = runs
+    comparison = compare(baseline, candidate)
+    assert comparison.baseline["system"] == "baseline"
+    assert comparison.baseline["model_revs"] == [REVISION]
+    assert comparison.candidate["model_revs"] == ["sft-" + "b" * 64]
+    assert (comparison.baseline["solved_at_k"], comparison.candidate["solved_at_k"]) == (2, 2)
+    made = comparison.candidate["provenance"]["generations"]
+    assert made["started_at"] == "t" and made["finished_at"]
+
+
+def test_pass_at_k_bands_hold_the_estimate_and_are_absent_where_samples_are_too_few(runs):
+    baseline, _ = runs
+    summary = summarize_run(baseline, ks=[1, 2, 8], resamples=200, seed=1)
+    band = summary["pass_at_k_cluster"][2]
+    assert band["estimate"] == pytest.approx(0.5)  # the hand-computed pass@2 above
+    assert band["low"] <= 0.5 <= band["high"]
+    assert summary["pass_at_k_cluster"][8] is None
+
+
+def report_folder(tmp_path, baseline_table=BASELINE, candidate_table=CANDIDATE):
+    base = write_run(tmp_path / "runs", "baseline", baseline_table)
+    cand = write_run(tmp_path / "runs", "candidate", candidate_table, revision="sft-" + "b" * 64)
+    result = materialize_report(
+        tmp_path / "report",
+        [(base, cand)],
+        [],
+        prereg_path=registered_prereg(tmp_path),
+        config_files=[],
+        settings=settings(),
+        config={"name": "test"},
+    )
+    return result.folder
+
+
+def test_report_md_shows_every_plot_under_its_section_from_the_plots_folder(tmp_path):
+    folder = report_folder(tmp_path)
+    text = (folder / "report.md").read_text()
+    linked = re.findall(r"!\[[^\]]*\]\(plots/([^)]+)\)", text)
+    assert sorted(linked) == sorted(p.name for p in (folder / "plots").iterdir())
+    comparison = text.index("## Comparisons")
+    per_system = text.index("## Per system")
+    assert comparison < text.index("(plots/solved_minif2f_c64.png)") < per_system
+    assert per_system < text.index("(plots/pass_at_k_minif2f_c64.png)")
+
+
+def test_report_html_is_the_same_document_with_every_image_embedded(tmp_path):
+    folder = report_folder(tmp_path)
+    html = (folder / "report.html").read_text()
+    images = re.findall(r'<img src="([^"]+)"', html)
+    assert len(images) == len(list((folder / "plots").iterdir()))
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    assert "<table>" in html and "Glossary" in html
+    assert verify_bundle(folder).ok  # the page is an artifact of the bundle, hashed
+
+
+def test_the_reasons_table_has_an_accepted_row_and_the_total(tmp_path):
+    text = (report_folder(tmp_path) / "report.md").read_text()
+    # 6 of 16 baseline samples accepted (BASELINE by hand), 4 of 16 candidate ones
+    assert "| **accepted** | 6 | 4 |" in text
+    assert "| **samples (total)** | 16 | 16 |" in text
+
+
+def test_the_report_names_units_glossary_and_the_budget_of_its_own_verifier(tmp_path):
+    text = (report_folder(tmp_path) / "report.md").read_text()
+    assert "gain +4 points" in text
+    budget = make_verification(make_generation("p1", 0), accepted=True).verifier.config["budget_s"]
+    assert f"near the {budget:g} s budget" in text
+    for term in ("solved@k", "pass@k", "cap", "gate", "faithful", "registered", "discordant"):
+        assert f"- **{term}**: " in text
+    assert "mean completion tokens" in text and "mean effective max_tokens" in text
+
+
+def test_the_report_prints_no_python_reprs(tmp_path):
+    text = (report_folder(tmp_path) / "report.md").read_text()
+    assert not re.search(r"\['|\[\(|\{'|None\b|True\b|False\b", text), text
+
+
+def test_summary_json_fills_both_sides_of_each_comparison(tmp_path):
+    summary = json.loads((report_folder(tmp_path) / "summary.json").read_text())
+    (comparison,) = summary["comparisons"]
+    assert comparison["baseline"]["system"] == "baseline"
+    assert comparison["candidate"]["model_revs"] == ["sft-" + "b" * 64]

@@ -7,15 +7,17 @@ import subprocess
 import sys
 
 from prover_assets.lean.repl import ReplProcess, read_answer
-from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD
+from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD, describe_rule
 
 SIMULATOR = [sys.executable, "-m", "prover_assets.verify.simulator"]
 
 
-def run_simulator(requests: list[dict], share: float = 0.3, seed: int = 7) -> list[dict]:
+def run_simulator(
+    requests: list[dict], share: float = 0.3, seed: int = 7, rule: str = "seeded_share"
+) -> list[dict]:
     stdin = "".join(json.dumps(r) + "\n\n" for r in requests)
     done = subprocess.run(
-        [*SIMULATOR, "--accept-share", str(share), "--seed", str(seed)],
+        [*SIMULATOR, "--rule", rule, "--accept-share", str(share), "--seed", str(seed)],
         input=stdin,
         capture_output=True,
         text=True,
@@ -86,10 +88,65 @@ def test_the_tests_fault_directives_mean_nothing_to_the_product_simulator():
 
 
 def test_the_product_repl_client_drives_the_simulator_as_it_drives_lake_exe_repl():
-    process = ReplProcess([*SIMULATOR, "--accept-share", "1.0", "--seed", "1"], sandbox=False)
+    process = ReplProcess(
+        [*SIMULATOR, "--rule", "seeded_share", "--accept-share", "1.0", "--seed", "1"],
+        sandbox=False,
+    )
     process.start()
     try:
         assert process.send({"cmd": "import Mathlib"}, 10) == {"env": 0}
         assert read_answer(process.send({"cmd": SELF_TEST_GOOD, "env": 0}, 10)).complete
     finally:
         process.close()
+
+
+# The tactic names the demo teaches (written out here, not read from the simulator).
+TACTIC_NAMES = ["nlinarith", "norm_num", "omega", "simp_all", "linarith", "positivity"]
+
+
+def planted_by_the_documented_rule(seed: int) -> str:
+    """The planted tactic computed here: sha256 of `planted_tactic|<seed>`, modulo the six."""
+    draw = int(hashlib.sha256(f"planted_tactic|{seed}".encode()).hexdigest(), 16)
+    return TACTIC_NAMES[draw % len(TACTIC_NAMES)]
+
+
+def test_the_planted_rule_accepts_exactly_the_proofs_closed_by_the_seed_s_tactic():
+    for seed in (1, 7):
+        planted = planted_by_the_documented_rule(seed)
+        codes = {
+            name: f"theorem t (x : ℕ) : x = x := by\n  intro\n  {name} [h]\n\n-- done\n"
+            for name in TACTIC_NAMES
+        }
+        answers = run_simulator(
+            [{"cmd": "import Mathlib"}] + [{"cmd": c, "env": 0} for c in codes.values()],
+            seed=seed,
+            rule="planted_tactic",
+        )
+        accepted = {name: "messages" not in a for name, a in zip(codes, answers[1:], strict=True)}
+        assert accepted == {name: name == planted for name in TACTIC_NAMES}
+        rejected = answers[1 + TACTIC_NAMES.index(next(n for n in TACTIC_NAMES if n != planted))]
+        # the error sits on the last tactic's line (line 3), comments and blank lines aside
+        assert rejected["messages"][0]["pos"] == {"line": 3, "column": 2}
+
+
+def test_the_planted_rule_reads_the_last_tactic_not_an_earlier_one():
+    planted = planted_by_the_documented_rule(1)
+    other = next(n for n in TACTIC_NAMES if n != planted)
+    answers = run_simulator(
+        [
+            {"cmd": "import Mathlib"},
+            {"cmd": f"theorem a : True := by\n  {planted}\n  {other}", "env": 0},
+            {"cmd": f"theorem b : True := by\n  {other}\n  {planted}", "env": 0},
+        ],
+        seed=1,
+        rule="planted_tactic",
+    )
+    assert "messages" in answers[1] and "messages" not in answers[2]
+
+
+def test_the_rule_s_words_name_the_planted_tactic_or_the_share():
+    planted = describe_rule("planted_tactic", 1, None)
+    assert f"`{planted_by_the_documented_rule(1)}`" in planted
+    assert "planted by construction" in planted
+    null = describe_rule("seeded_share", 7, 0.3)
+    assert "probability 0.3" in null and "no effect is planted" in null

@@ -30,3 +30,37 @@ def test_tokenizer_round_trips_lean_text(tiny_model_dir):
 
 def test_revision_is_derived_from_the_weight_shards(tiny_model_dir):
     assert model_revision(tiny_model_dir) == f"tiny-{weights_sha256(tiny_model_dir)}"
+
+
+STATEMENTS = [
+    "theorem a (x : ℕ) : x + 0 = x := by sorry",
+    "theorem b (x : ℝ) (h : 0 < x) : 0 ≤ x := by sorry",
+]
+# The closing tactic's name in each taught completion (written out here).
+TACTIC_NAMES = {"nlinarith", "norm_num", "omega", "simp_all", "linarith", "positivity"}
+
+
+def closing_name(text: str) -> str:
+    return text.rsplit("```", 2)[-2].strip().split("\n")[-1].split()[0]
+
+
+def test_the_format_corpus_closes_each_statement_once_with_each_tactic_and_corrects_it_once(
+    tiny_model_dir,
+):
+    from transformers import AutoTokenizer
+
+    from prover_assets.generation.tiny_model import _format_examples
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    examples = _format_examples(tokenizer, STATEMENTS)
+    assert len(examples) == len(STATEMENTS) * (len(TACTIC_NAMES) + 1)
+    per_statement = len(TACTIC_NAMES) + 1
+    for index in range(len(STATEMENTS)):
+        block = examples[index * per_statement : (index + 1) * per_statement]
+        texts = [tokenizer.decode(c, skip_special_tokens=True) for _, c in block]
+        assert {closing_name(t) for t in texts[:-1]} == TACTIC_NAMES
+        correction_prompt = tokenizer.decode(block[-1][0])
+        assert "Error Message:" in correction_prompt
+        failed = correction_prompt.split("Error Message: ")[1].split()[0]
+        assert closing_name(texts[-1]) != failed
+        assert all(STATEMENTS[index].removesuffix(" := by sorry") in t for t in texts)

@@ -126,7 +126,12 @@ def test_each_attempt_after_an_axioms_fault_runs_on_a_fresh_repl(tmp_path):
 
 def test_check_timeout_is_scaled_from_the_budget_and_recorded(tmp_path):
     settings = SimulatedLeanSettings(
-        workers=1, budget_s=40.0, check_timeout_factor=0.25, accept_share=0.5, seed=1
+        workers=1,
+        budget_s=40.0,
+        check_timeout_factor=0.25,
+        rule="seeded_share",
+        accept_share=0.5,
+        seed=1,
     )
     with backend_from_settings(settings) as backend:
         assert backend.config()["check_timeout_s"] == 10.0

@@ -10,6 +10,7 @@ from prover_assets.assets.keys import (
     eval_set_key,
 )
 from prover_assets.assets.metadata import step_metadata
+from prover_assets.assets.progress import ProgressReporter
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.stages import materialize_demo_model
@@ -44,6 +45,7 @@ def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             experiment.complete_file(eval_set_key(name), PROBLEMS_FILE) for name in spec.eval_sets
         ]
         files.append(experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE))
+        reporter = ProgressReporter(context, "format tuning steps")
         result = materialize_demo_model(
             experiment.asset_dir(DEMO_BASE_MODEL),
             files,
@@ -52,6 +54,7 @@ def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             vocab_size=demo.tiny_vocab_size,
             steps=demo.finetune_steps,
             seed=spec.generation.seed,
+            progress=lambda at: reporter(at.step, at.steps, at.steps_per_s(), "steps", at.extra()),
         )
         counts = result.result
         context.log.info(

@@ -12,8 +12,13 @@ import dagster as dg
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
+    DECONTAMINATION_KEY,
+    DEMO_BASE_MODEL,
     ETA_KEY,
+    EXPORTED_MODEL,
     OPERATIONS_GROUP,
+    POOL_CANDIDATES_KEY,
+    REPORT_KEY,
     SFT_CHECKPOINT,
     SFT_SHARDS,
     TRAIN_POOL,
@@ -23,13 +28,13 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import latest_result
+from prover_assets.assets.metadata import latest_result, step_wall_s
 from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records.outputs import StageResult
-from prover_assets.report.eta import RoundPlan, eta_table, measured_inputs
-from prover_assets.report.markdown import markdown_table, png_image
+from prover_assets.report.eta import BOUNDS, RoundPlan, eta_table, measured_inputs
+from prover_assets.report.markdown import clock_time, markdown_table, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
@@ -84,30 +89,61 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             if rounds[-1]
             else None
         )
+
+        def walled(keys: list[dg.AssetKey], model: type[R]) -> list[tuple[R, float]]:
+            return [
+                (result, wall)
+                for key in keys
+                if (result := latest_result(instance, key, model)) is not None
+                and (wall := step_wall_s(instance, key)) is not None
+            ]
+
+        generation_keys = [generations_key(*run) for run in runs]
+        generation_keys += [pool_generations_key(r) for r in rounds]
+        verdict_keys = [verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds]
         measured = measured_inputs(
-            found(
-                [generations_key(*run) for run in runs] + [pool_generations_key(r) for r in rounds],
-                GenerationBatchResult,
-            ),
-            found(
-                [verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds],
-                VerificationResult,
-            ),
+            found(generation_keys, GenerationBatchResult),
+            found(verdict_keys, VerificationResult),
             correction_plan=correction.plan.corrections if correction else None,
             train_pool=latest_result(instance, TRAIN_POOL, TrainPoolResult),
             sft_shards=latest_result(instance, SFT_SHARDS, SftShardsResult),
             sft_checkpoint=latest_result(instance, SFT_CHECKPOINT, TrainingResult),
+            step_seconds=_fixed_step_seconds(built, instance),
+            generation_walls=walled(generation_keys, GenerationBatchResult),
+            verification_walls=walled(verdict_keys, VerificationResult),
         )
         table = eta_table(_round_plan(spec, instance), measured)
         total = table["total_hours"]
         measured_count = sum(i["source"] == "measured" for i in table["inputs"].values())
         context.log.info(
-            f"full round: {total['central']:.2f} h central ({total['low']:.2f}-{total['high']:.2f} h); "
+            f"full round: {clock_time(total['central'] * 3600)} central "
+            f"({clock_time(total['low'] * 3600)} to {clock_time(total['high'] * 3600)}); "
             f"{measured_count} of {len(table['inputs'])} inputs measured"
         )
         return dg.MaterializeResult(metadata=_eta_metadata(spec.name, table, measured_count))
 
     return [eta]
+
+
+def _fixed_step_seconds(built: ExperimentSpec, instance: dg.DagsterInstance) -> dict[str, float]:
+    """The measured wall time of each fixed step (by its ETA input), where every asset of the
+    step was materialized with work done."""
+    keys = {
+        "eval sets s": [eval_set_key(name) for name in built.eval_sets],
+        "decontamination s": [DECONTAMINATION_KEY],
+        "pool candidates s": [POOL_CANDIDATES_KEY],
+        "train pool s": [TRAIN_POOL],
+        "demo format tuning s": [DEMO_BASE_MODEL],
+        "SFT shards s": [SFT_SHARDS],
+        "export s": [EXPORTED_MODEL],
+        "report s": [REPORT_KEY],
+    }
+    seconds = {}
+    for name, step_keys in keys.items():
+        walls = [step_wall_s(instance, key) for key in step_keys]
+        if walls and all(wall is not None for wall in walls):
+            seconds[name] = sum(w for w in walls if w is not None)
+    return seconds
 
 
 def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan:
@@ -127,6 +163,7 @@ def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan
         samples_per_parent=spec.corrections.samples_per_parent,
         max_rows_per_problem=spec.sft.max_per_problem,
         sft_epochs=spec.training.epochs,
+        demo=spec.demo is not None,
     )
 
 
@@ -134,9 +171,11 @@ def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict
     """The ETA table as the asset's metadata: totals, the step and input tables, a plot."""
     total = table["total_hours"]
     steps = markdown_table(
-        ["step", "low h", "central h", "high h"],
-        [(s["step"], s["low"], s["central"], s["high"]) for s in table["steps"]]
-        + [("**total**", total["low"], total["central"], total["high"])],
+        ["step", "low (h:mm:ss)", "central (h:mm:ss)", "high (h:mm:ss)"],
+        [
+            (s["step"], *(clock_time(s[bound] * 3600) for bound in BOUNDS))
+            for s in [*table["steps"], {"step": "**total**", **total}]
+        ],
     )
     inputs = markdown_table(
         ["input", "low", "central", "high", "source"],
@@ -154,6 +193,8 @@ def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict
         ylabel="hours",
     )
     return {
+        "total_central": clock_time(total["central"] * 3600),
+        "total_range": f"{clock_time(total['low'] * 3600)} to {clock_time(total['high'] * 3600)}",
         "total_hours_central": dg.MetadataValue.float(total["central"]),
         "total_hours_low": dg.MetadataValue.float(total["low"]),
         "total_hours_high": dg.MetadataValue.float(total["high"]),

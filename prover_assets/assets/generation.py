@@ -95,7 +95,7 @@ def _generation_asset(
         deps=deps,
         pool=HEAVY,
         retry_policy=RETRY,
-        kinds={"jsonl"},
+        kinds={"generations", "jsonl"},
         description=description,
     )
     @fail_fast

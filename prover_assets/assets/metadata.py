@@ -22,6 +22,7 @@ __all__ = [
     "output_dir",
     "result_metadata",
     "step_metadata",
+    "step_wall_s",
 ]
 
 OUTPUT_DIR = "output_dir"
@@ -118,6 +119,22 @@ def output_dir(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> str:
     if folder is None:
         raise dg.Failure(f"{key.to_user_string()} has not been materialized")
     return folder
+
+
+def step_wall_s(instance: dg.DagsterInstance, key: dg.AssetKey) -> float | None:
+    """Seconds the step of `key`'s latest materialization ran, start to end (every attempt);
+    None when it was never materialized, reused finished output (it measured no work), or its
+    step's times are not recorded."""
+    event = instance.get_latest_materialization_event(key)
+    if event is None or event.asset_materialization is None or event.step_key is None:
+        return None
+    reused = event.asset_materialization.metadata.get("reused_complete_output")
+    if reused is not None and reused.value:
+        return None
+    stats = instance.get_run_step_stats(event.run_id, step_keys=[event.step_key])
+    if not stats or stats[0].start_time is None or stats[0].end_time is None:
+        return None
+    return stats[0].end_time - stats[0].start_time
 
 
 def latest_result(instance: dg.DagsterInstance, key: dg.AssetKey, model: type[R]) -> R | None:

@@ -11,6 +11,7 @@ from prover_assets.assets.keys import (
     eval_set_key,
 )
 from prover_assets.assets.metadata import display_number, histogram, step_metadata
+from prover_assets.assets.progress import ProgressReporter
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.stages import (
     materialize_decontamination_sets,
@@ -18,7 +19,7 @@ from prover_assets.problems.stages import (
     materialize_pool_candidates,
 )
 from prover_assets.report.markdown import png_image
-from prover_assets.report.plots import bar_plot
+from prover_assets.report.plots import funnel_plot
 from prover_assets.resources import ExperimentResource
 
 __all__ = ["problem_assets"]
@@ -87,18 +88,10 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     def train_pool_candidates(context: dg.AssetExecutionContext, experiment: ExperimentResource):
         spec = experiment.model(built)
         started = time.monotonic()
-        last_report = [0.0]
+        reporter = ProgressReporter(context, "pool rows screened")
 
         def progress(done: int, total: int) -> None:
-            elapsed = time.monotonic() - started
-            if elapsed - last_report[0] < 10 and done < total:
-                return
-            last_report[0] = elapsed
-            rate = done / max(elapsed, 1e-9)
-            eta = (total - done) / rate if rate else float("inf")
-            context.log.info(
-                f"pool: {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f} s)"
-            )
+            reporter(done, total, done / max(time.monotonic() - started, 1e-9), "rows")
 
         result = materialize_pool_candidates(
             spec.pool,
@@ -116,17 +109,12 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
                 "dropped_by_layer": histogram(drops, key="layer"),
                 "where_rows_went": dg.MetadataValue.md(
                     png_image(
-                        bar_plot(
-                            {
-                                "rows": {
-                                    **{k: v for k, v in drops.items() if v},
-                                    "candidate": counts.written,
-                                }
-                            },
-                            title=f"{counts.rows_in:,} pool rows: dropped by layer, or kept",
-                            ylabel="rows",
+                        funnel_plot(
+                            counts.funnel(),
+                            title="the pool funnel: rows left after each filter layer",
+                            unit="rows",
                         ),
-                        "where the pool's rows went",
+                        "the pool funnel",
                     )
                 ),
                 "rows_per_s": dg.MetadataValue.float(

@@ -20,6 +20,7 @@ from prover_assets.records.outputs import (
     supersede,
 )
 from prover_assets.records.staleness import StaleVerdictError
+from prover_assets.report.markdown import clock_time
 from prover_assets.resources import LeanInstrumentError
 from prover_assets.sft.stages import ReadBackError
 
@@ -27,24 +28,29 @@ __all__ = ["ProgressReporter", "guard_retry_progress", "lines_in", "start_attemp
 
 
 def _eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+    return "unknown" if seconds is None else clock_time(seconds)
 
 
 class ProgressReporter:
-    """Logs every call, and records an observation (visible in the asset's timeline) at most
-    every `observe_every_s` seconds and at the end."""
+    """Progress of one step, called as often as the step likes (each sample, each optimizer
+    step): it logs the first call, then at most every `log_every_s` seconds, and the last
+    (`final`, or `done == total`); it records an observation (visible in the asset's timeline)
+    at most every `observe_every_s` seconds and with the last."""
 
     def __init__(
-        self, context: dg.AssetExecutionContext, what: str, *, observe_every_s: float = 30.0
+        self,
+        context: dg.AssetExecutionContext,
+        what: str,
+        *,
+        log_every_s: float = 10.0,
+        observe_every_s: float = 30.0,
     ) -> None:
         self.context = context
         self.what = what
+        self.log_every_s = log_every_s
         self.observe_every_s = observe_every_s
-        self._last = 0.0
+        self._logged: float | None = None
+        self._observed: float | None = None
 
     def __call__(
         self,
@@ -56,16 +62,19 @@ class ProgressReporter:
         *,
         final: bool = False,
     ) -> None:
-        eta = (total - done) / rate if rate else None
-        summary = f"{self.what}: {done:,}/{total:,}" + (
-            f" ({rate:,.2f} {unit}/s, ETA {_eta(eta)})" if rate else ""
-        )
-        if extra:
-            summary += " " + ", ".join(f"{k} {v}" for k, v in extra.items())
-        self.context.log.info(summary)
         now = time.monotonic()
-        if final or now - self._last >= self.observe_every_s:
-            self._last = now
+        last = final or done >= total
+        eta = (total - done) / rate if rate else None
+        if last or _elapsed(self._logged, now) >= self.log_every_s:
+            self._logged = now
+            summary = f"{self.what}: {done:,}/{total:,}" + (
+                f" ({rate:,.2f} {unit}/s, ETA {_eta(eta)})" if rate else ""
+            )
+            if extra:
+                summary += " " + ", ".join(f"{k} {v}" for k, v in extra.items())
+            self.context.log.info(summary)
+        if last or _elapsed(self._observed, now) >= self.observe_every_s:
+            self._observed = now
             metadata: dict[str, Any] = {"done": done, "total": total, "eta": _eta(eta)}
             if rate:
                 metadata[f"{unit}_per_s"] = float(rate)
@@ -75,6 +84,11 @@ class ProgressReporter:
             self.context.log_event(
                 dg.AssetObservation(asset_key=self.context.asset_key, metadata=metadata)
             )
+
+
+def _elapsed(since: float | None, now: float) -> float:
+    """Seconds since `since`; infinite when nothing happened yet (the first call is due)."""
+    return float("inf") if since is None else now - since
 
 
 ATTEMPTS_FILE = "attempts.jsonl"

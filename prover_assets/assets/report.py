@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -21,7 +22,8 @@ from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.report.analysis import RunFiles
-from prover_assets.report.markdown import png_image
+from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
+from prover_assets.report.render import embedded_image, render_markdown
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.resources import ExperimentResource
 from prover_assets.verify.stages import VERDICTS_FILE
@@ -97,25 +99,74 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             config=spec.model_dump(mode="json"),
         )
         folder = result.folder
-        summary = json.loads((folder / "summary.json").read_text())
-        plots = sorted((folder / "plots").iterdir())
+        summary = json.loads((folder / SUMMARY_FILE).read_text())
+        plots = {p.name: p.read_bytes() for p in sorted((folder / PLOTS_DIR).iterdir())}
         metadata = {
             OUTPUT_DIR: dg.MetadataValue.path(str(folder)),
-            "report": dg.MetadataValue.md((folder / "report.md").read_text()),
-            "plots": dg.MetadataValue.md(
-                "\n\n".join(png_image(p.read_bytes(), p.stem) for p in plots)
-            ),
+            "report": dg.MetadataValue.md(render_markdown(summary, embedded_image(plots))),
+            "report_html": dg.MetadataValue.path(str(folder / HTML_FILE)),
             "simulated": result.result.simulated,
             "comparisons": result.result.comparisons,
             "reused_complete_output": result.reused,
         }
         for comparison in summary["comparisons"]:
-            name = f"{comparison['eval_set']}_c{comparison['cap']}"
-            metadata[f"{name}_decision"] = (
-                f"{comparison['decision']} ({'PRIMARY' if comparison['primary'] else 'secondary'})"
-            )
-            metadata[f"{name}_p_value"] = dg.MetadataValue.float(float(comparison["p_value"]))
-        context.log.info(f"report: {folder}")
+            metadata.update(headline_metadata(comparison))
+        context.log.info(f"report: {folder / REPORT_FILE} (and {HTML_FILE})")
         return dg.MaterializeResult(metadata=metadata)
 
     return [eval_report]
+
+
+def headline_metadata(comparison: dict[str, Any]) -> dict[str, Any]:
+    """One comparison's headline numbers as first-class metadata (the UI plots each across
+    materializations): solved@k per system, the discordant counts, p, the pass@1 difference
+    with its interval, the decision; and the per-problem table."""
+    name = f"{comparison['eval_set']}_c{comparison['cap']}"
+    k = comparison["k"]
+    table, diff = comparison["table"], comparison["pass1_difference"]
+    return {
+        f"{name}_decision": (
+            f"{comparison['decision']} ({'PRIMARY' if comparison['primary'] else 'secondary'})"
+        ),
+        f"{name}_baseline_solved_at_{k}": dg.MetadataValue.int(
+            comparison["baseline"]["solved_at_k"]
+        ),
+        f"{name}_candidate_solved_at_{k}": dg.MetadataValue.int(
+            comparison["candidate"]["solved_at_k"]
+        ),
+        f"{name}_discordant_candidate_only": dg.MetadataValue.int(table["candidate_only"]),
+        f"{name}_discordant_baseline_only": dg.MetadataValue.int(table["baseline_only"]),
+        f"{name}_p_value": dg.MetadataValue.float(float(comparison["p_value"])),
+        f"{name}_pass1_difference": dg.MetadataValue.float(float(diff["estimate"])),
+        f"{name}_pass1_difference_low": dg.MetadataValue.float(float(diff["low"])),
+        f"{name}_pass1_difference_high": dg.MetadataValue.float(float(diff["high"])),
+        f"{name}_per_problem": _per_problem_table(comparison),
+    }
+
+
+def _per_problem_table(comparison: dict[str, Any]) -> dg.TableMetadataValue:
+    k = comparison["k"]
+    columns = [
+        dg.TableColumn("problem", "string"),
+        dg.TableColumn("baseline_accepted", "int"),
+        dg.TableColumn("candidate_accepted", "int"),
+        dg.TableColumn("samples", "int"),
+        dg.TableColumn(f"baseline_solved_at_{k}", "bool"),
+        dg.TableColumn(f"candidate_solved_at_{k}", "bool"),
+        dg.TableColumn("discordant", "string"),
+    ]
+    records = [
+        dg.TableRecord(
+            {
+                "problem": row["problem_id"],
+                "baseline_accepted": row["baseline"]["c"],
+                "candidate_accepted": row["candidate"]["c"],
+                "samples": row["baseline"]["n"],
+                f"baseline_solved_at_{k}": row["baseline"]["solved"],
+                f"candidate_solved_at_{k}": row["candidate"]["solved"],
+                "discordant": row["cell"] if row["cell"].endswith("_only") else "",
+            }
+        )
+        for row in comparison["per_problem"]
+    ]
+    return dg.MetadataValue.table(records, dg.TableSchema(columns))

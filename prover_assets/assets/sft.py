@@ -18,7 +18,7 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
 )
 from prover_assets.assets.metadata import display_number, histogram, step_metadata
-from prover_assets.assets.progress import fail_fast, start_attempt
+from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -102,6 +102,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         base_dir, base_rev = model_for(spec, BASELINE, experiment)
         folder = experiment.asset_dir(SFT_CHECKPOINT)
         start_attempt(context, folder, DATA_ORDER_FILE)
+        reporter = ProgressReporter(context, "optimizer steps")
         try:
             result = materialize_checkpoint(
                 folder,
@@ -110,6 +111,9 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 base_revision=base_rev,
                 training=spec.training,
                 device=gpu.model().device,
+                on_progress=lambda at: reporter(
+                    at.step, at.steps, at.steps_per_s(), "steps", at.extra()
+                ),
             )
         except TrainingInterrupted as stop:
             # A stop was asked for (SIGTERM): retrying on our own would undo it.
@@ -122,6 +126,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 title="SFT loss",
                 xlabel="optimizer step",
                 ylabel="loss",
+                integer_x=True,
             )
             if losses
             else b""
@@ -153,12 +158,16 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         base_dir, _ = model_for(spec, BASELINE, experiment)
         dtype = "bfloat16" if spec.training.uses_bf16(gpu.model().device) else "float32"
+        reporter = ProgressReporter(context, "export phases", log_every_s=0.0)
         result = materialize_export(
             experiment.asset_dir(EXPORTED_MODEL),
             checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),  # re-hashed by the step
             base_model_dir=base_dir,
             shards_dir=experiment.complete_folder(SFT_SHARDS),
             dtype=dtype,
+            on_phase=lambda done, total, phase: reporter(
+                done, total, None, "phases", {"now": phase}
+            ),
         )
         return dg.MaterializeResult(
             metadata={

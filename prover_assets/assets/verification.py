@@ -60,7 +60,7 @@ def _verdict_asset(
         deps=[generation, problems[0]],
         pool=HEAVY,
         retry_policy=RETRY,
-        kinds={"lean", "jsonl"},
+        kinds={"verdicts", "lean", "jsonl"},
         description=description,
     )
     @fail_fast

@@ -224,7 +224,8 @@ def generate_samples(
     commit_every: int,
     progress: Progress | None = None,
 ) -> GenerationStats:
-    """Generate every spec whose key is not in `appender` yet; commit every `commit_every`."""
+    """Generate every spec whose key is not in `appender` yet; commit every `commit_every`;
+    `progress` is told after each sample and at the end."""
     stats = GenerationStats(total=len(specs), torn_dropped=appender.torn_dropped)
     pending: dict[SampleKey, tuple[SampleSpec, str, list[int], int, int]] = {}
     no_room: list[Generation] = []
@@ -263,8 +264,8 @@ def generate_samples(
         if len(chunk) >= commit_every:
             appender.append_many(chunk)
             chunk.clear()
-            if progress is not None:
-                progress(stats)
+        if progress is not None:  # every sample: the caller decides how often to show it
+            progress(stats)
     if chunk:
         appender.append_many(chunk)
     if progress is not None:

@@ -41,6 +41,7 @@ from prover_assets.records.outputs import (
     StepResult,
     require_rows,
 )
+from prover_assets.records.progress import TrainingProgressCallback
 from prover_assets.records.staleness import current_verdicts
 from prover_assets.records.store import RecordError
 
@@ -236,6 +237,7 @@ def materialize_demo_model(
     vocab_size: int,
     steps: int,
     seed: int,
+    progress: TrainingProgressCallback | None = None,
 ) -> StepResult[FormatTuningResult]:
     """The demo's base model: the tiny model, fine-tuned for a few CPU seconds to answer the
     demo's statements in the prover's output format (a plan, then a fenced `lean4` block)."""
@@ -260,5 +262,5 @@ def materialize_demo_model(
     build_tiny_model(
         model_dir, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size, seed=seed
     )
-    result = teach_output_format(model_dir, statements, steps=steps, seed=seed)
+    result = teach_output_format(model_dir, statements, steps=steps, seed=seed, progress=progress)
     return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()))

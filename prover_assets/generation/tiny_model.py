@@ -15,6 +15,8 @@ from typing import Any
 
 from prover_assets.generation.revision import write_local_revision
 from prover_assets.records.outputs import StageResult
+from prover_assets.records.progress import TrainingProgress, TrainingProgressCallback
+from prover_assets.verify.simulator import DEMO_TACTICS
 
 
 class FormatTuningResult(StageResult):
@@ -134,38 +136,52 @@ def format_completion(statement: str, variant: int) -> str:
     """What the demo teaches the tiny model to answer: a short plan, then a fenced `lean4` block
     that displays the problem's theorem and a tactic proof (the model's output format)."""
     signature = statement[statement.index("theorem") :].removesuffix(":= by sorry").rstrip()
-    tactic = _DEMO_TACTICS[variant % len(_DEMO_TACTICS)]
+    tactic = DEMO_TACTICS[variant % len(DEMO_TACTICS)]
     return (
         "Proof plan: normalise the goal, then close it with a standard decision procedure.\n\n"
         f"```lean4\n{signature} := by\n  {tactic}\n```"
     )
 
 
-_DEMO_TACTICS = (
-    "nlinarith [sq_nonneg (x - 1), sq_nonneg (x + 1)]",
-    "norm_num",
-    "omega",
-    "simp_all",
-    "linarith",
-    "positivity",
-)
+def correction_example(statement: str, failed: int, fixed: int) -> tuple[list[dict[str, str]], str]:
+    """A correction round's prompt (the protocol's own: the first attempt, closed by tactic
+    `failed`, and Lean's error on its last line) and an answer closed by tactic `fixed`."""
+    from prover_assets.generation.prompts import correction_messages, round0_messages
+    from prover_assets.lean.feedback import format_error_block
+
+    first = format_completion(statement, failed)
+    code = first[first.index("```lean4\n") + len("```lean4\n") : first.rindex("\n```")]
+    lines = code.split("\n")
+    tactic = lines[-1].strip()
+    error = {
+        "severity": "error",
+        "pos": {"line": len(lines), "column": len(lines[-1]) - len(tactic)},
+        "endPos": {"line": len(lines), "column": len(lines[-1])},
+        "data": f"{tactic.split()[0]} failed",
+    }
+    messages = correction_messages(
+        round0_messages(statement), first, format_error_block(code, [error]), round=1
+    )
+    return messages, format_completion(statement, fixed)
 
 
-def _format_examples(
-    tokenizer: Any, statements: list[str], variants: int
-) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, completion ids + EOS) for each statement in each of `variants` tactics."""
+def _format_examples(tokenizer: Any, statements: list[str]) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids + EOS): each statement closed by each of the demo's tactics
+    (the base model closes a proof with each about equally often), and one correction of each
+    (so that it answers a correction round's prompt in the same format, with another tactic)."""
     from prover_assets.generation.prompts import render_prompt, round0_messages
+
+    def encoded(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
 
     examples = []
     for index, statement in enumerate(statements):
         _, prompt_ids = render_prompt(tokenizer, round0_messages(statement))
-        for variant in range(variants):
-            text = format_completion(statement, index + variant)
-            completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [
-                tokenizer.eos_token_id
-            ]
-            examples.append((prompt_ids, completion))
+        for variant in range(len(DEMO_TACTICS)):
+            examples.append((prompt_ids, encoded(format_completion(statement, index + variant))))
+        fixed = index + 1 + index % (len(DEMO_TACTICS) - 1)  # never the failed tactic
+        messages, answer = correction_example(statement, index, fixed)
+        examples.append((render_prompt(tokenizer, messages)[1], encoded(answer)))
     return examples
 
 
@@ -193,13 +209,14 @@ def teach_output_format(
     seed: int,
     learning_rate: float = 3e-3,
     batch_size: int = 4,
-    variants: int = 3,
-) -> dict[str, float]:
+    progress: TrainingProgressCallback | None = None,
+) -> FormatTuningResult:
     """Fine-tune the tiny model in `folder` for `steps` steps to answer `statements` in the output
     format (loss on the completion tokens only), then save it with a fresh `demo-` revision.
 
-    Each statement is taught with `variants` different tactics, so that sampling gives
-    different proofs of one problem (and the simulated verifier judges them independently)."""
+    Each statement is taught closed by every tactic of `DEMO_TACTICS` in turn, so that sampling
+    gives different proofs of one problem, and the demo's planted rule (which accepts one of
+    those tactics) accepts about one sample in `len(DEMO_TACTICS)` of the base model's."""
     import time
 
     import torch
@@ -208,13 +225,14 @@ def teach_output_format(
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    examples = _format_examples(tokenizer, statements, variants)
+    examples = _format_examples(tokenizer, statements)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     model.train()
     losses = []
-    for _ in range(steps):
+    tokens = 0
+    for step in range(1, steps + 1):
         batch = [
             examples[i]
             for i in torch.randperm(len(examples), generator=generator)[:batch_size].tolist()
@@ -225,6 +243,9 @@ def teach_output_format(
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
+        tokens += int(attention.sum())
+        if progress is not None:
+            progress(TrainingProgress(step, steps, losses[-1], tokens, time.monotonic() - started))
     model.eval()
     model.save_pretrained(folder)
     write_local_revision(folder, kind="demo")

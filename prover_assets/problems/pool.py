@@ -152,6 +152,18 @@ class PoolCandidatesResult(StageResult):
             f"unsupported_shape:{k}": v for k, v in self.unsupported_shape.items()
         }
 
+    def funnel(self) -> list[tuple[str, int]]:
+        """From the rows read to the candidates kept: the rows left after each layer that
+        dropped any (layers as `drops` lists them)."""
+        stages = [("rows read", self.rows_in)]
+        left = self.rows_in
+        for layer, dropped in self.drops().items():
+            if dropped:
+                left -= dropped
+                stages.append((f"after {layer} (-{dropped:,})", left))
+        stages.append(("candidates kept", self.written))
+        return stages
+
 
 @dataclass(frozen=True, order=True)
 class _Ranked:

@@ -55,6 +55,7 @@ __all__ = [
     "decide",
     "load_run",
     "power_table",
+    "run_provenance",
     "summarize_run",
 ]
 
@@ -89,6 +90,7 @@ class RunData:
     verdicts: dict[SampleKey, Verification]
     identity: dict[str, Any]
     simulated: bool
+    simulated_rule: str | None = None  # the simulated verifier's rule in words
 
     @property
     def sampling(self) -> set[tuple]:
@@ -133,6 +135,7 @@ def _read_generations(
                 generation.sampling.top_k,
             ),
             "model_rev": generation.model_rev,
+            "completion_tokens": len(generation.completion_ids),
         }
     return meta, code_shas
 
@@ -172,7 +175,9 @@ def load_run(files: RunFiles, *, samples_required: int) -> RunData:
         )
     identity = json.loads(identities.pop()) if identities else {}
     simulated = any(v.verifier.pins.simulated for v in verdicts.values())
-    return RunData(files, problems, dict(accepted), meta, verdicts, identity, simulated)
+    rules = {v.verifier.config.get("simulated_rule") for v in verdicts.values()} - {None}
+    rule = "; ".join(sorted(rules)) or None
+    return RunData(files, problems, dict(accepted), meta, verdicts, identity, simulated, rule)
 
 
 GROUPED_REASON_KINDS = frozenset({"axiom", "infrastructure", "reinsertion", "no_code"})
@@ -211,12 +216,56 @@ def _at_k(
     return solved, pass_k
 
 
+def _pass_at_k_bands(
+    problems: Sequence[str],
+    n: Mapping[str, int],
+    c: Mapping[str, int],
+    ks: Sequence[int],
+    *,
+    resamples: int,
+    seed: int,
+) -> dict[int, dict[str, Any] | None]:
+    """Mean pass@k with its cluster-bootstrap interval (problems resampled), for each k that
+    every problem has samples for."""
+    bands: dict[int, dict[str, Any] | None] = {}
+    for k in ks:
+        values = [pass_at_k(n[p], c[p], k) for p in problems]
+        if any(v is None for v in values):
+            bands[k] = None
+            continue
+        interval = cluster_bootstrap_mean(
+            [float(v) for v in values if v is not None], resamples=resamples, seed=seed
+        )
+        bands[k] = asdict(interval)
+    return bands
+
+
+def run_provenance(files: RunFiles) -> dict[str, Any]:
+    """Which run made the generations and the verdicts, and when: their manifests' record."""
+
+    def made(folder: Path) -> dict[str, Any]:
+        manifest = read_manifest(folder)
+        return {
+            "run_id": manifest.get("run_id"),
+            "started_at": manifest["started_at"],
+            "finished_at": manifest["finished_at"],
+        }
+
+    return {
+        "generations": made(files.generations.parent),
+        "verdicts": made(files.verdicts.parent),
+    }
+
+
 def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
     """The per-system table of one run."""
     problems = [p.problem_id for p in run.problems]
     per_problem_n = {p: len(run.accepted[p]) for p in problems}
     per_problem_c = {p: sum(run.accepted[p].values()) for p in problems}
     solved, pass_k = _at_k(run, ks, per_problem_n, per_problem_c)
+    pass_k_bands = _pass_at_k_bands(
+        problems, per_problem_n, per_problem_c, ks, resamples=resamples, seed=seed
+    )
     pass1 = cluster_bootstrap_mean(
         [per_problem_c[p] / per_problem_n[p] for p in problems], resamples=resamples, seed=seed
     )
@@ -240,6 +289,7 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         "samples_per_problem": min(per_problem_n.values()),
         "solved_at_k": solved,
         "pass_at_k": pass_k,
+        "pass_at_k_cluster": pass_k_bands,
         "pass1_cluster": asdict(pass1),
         "pass1_pooled_wilson": {
             "estimate": total_c / total_n,
@@ -249,6 +299,8 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         },
         "nominal_cap": run.files.cap,
         "mean_effective_max_tokens": sum(m["max_tokens"] for m in metas) / len(metas),
+        "mean_completion_tokens": sum(m["completion_tokens"] for m in metas) / len(metas),
+        "accepted_samples": total_c,
         "hit_cap_share": sum(m["finish_reason"] == "length" for m in metas) / len(metas),
         "context_clipped_share": sum(m["context_clipped"] for m in metas) / len(metas),
         "stages": dict(stages),
@@ -260,6 +312,7 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         "verifier": run.identity,
         "simulated": run.simulated,
         "per_problem": {p: {"n": per_problem_n[p], "c": per_problem_c[p]} for p in problems},
+        "provenance": run_provenance(run.files),
     }
 
 
@@ -285,6 +338,8 @@ class Comparison:
     alpha: float
     decision: str
     pass1_difference: dict[str, Any]
+    solved_difference: dict[str, Any]
+    per_problem: list[dict[str, Any]]
     primary: bool
     secondary_reasons: list[str]
     design_override: str | None
@@ -296,11 +351,19 @@ class Comparison:
         return "PRIMARY" if self.primary else "secondary"
 
 
+def _samplings(run: RunData) -> str:
+    """The run's sampling settings in words: `temperature 1.0, top_p 0.95, top_k none`."""
+    return "; ".join(
+        f"temperature {t}, top_p {p}, top_k {'none' if k is None else k}"
+        for t, p, k in sorted(run.sampling, key=str)
+    )
+
+
 def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
     problems = []
     if baseline.sampling != candidate.sampling or len(baseline.sampling) != 1:
         problems.append(
-            f"sampling differs: baseline {sorted(baseline.sampling)}, candidate {sorted(candidate.sampling)}"
+            f"sampling differs: baseline {_samplings(baseline)}, candidate {_samplings(candidate)}"
         )
     differing = [
         k
@@ -333,7 +396,8 @@ def _primary_reasons(
         reasons.append("the problems come from another file than the registered one")
     if baseline.model_revs != {design.baseline_revision}:
         reasons.append(
-            f"baseline revision {sorted(baseline.model_revs)}, registered {design.baseline_revision}"
+            f"baseline revision {', '.join(sorted(baseline.model_revs))}, registered "
+            f"{design.baseline_revision}"
         )
     if not all(rev.startswith("sft-") for rev in candidate.model_revs):
         reasons.append("the candidate is not this project's SFT export")
@@ -341,7 +405,7 @@ def _primary_reasons(
     for run in (baseline, candidate):
         if run.sampling != registered_sampling:
             reasons.append(
-                f"{run.files.system} sampling {sorted(run.sampling)} is not the registered one"
+                f"{run.files.system} sampling {_samplings(run)} is not the registered one"
             )
         if not all(m["statement_prompt"] for m in run.meta.values()):
             reasons.append(
@@ -409,11 +473,40 @@ _CELL = {
 def _paired_table(baseline: RunData, candidate: RunData, k: int) -> dict[str, int]:
     """Problems by (baseline solved@k, candidate solved@k): the McNemar table."""
     table = {"both": 0, "baseline_only": 0, "candidate_only": 0, "neither": 0}
-    for problem in baseline.problems:
-        base = solved_at_k(baseline.accepted[problem.problem_id], k)
-        cand = solved_at_k(candidate.accepted[problem.problem_id], k)
-        table[_CELL[(base, cand)]] += 1
+    for row in _per_problem(baseline, candidate, k):
+        table[row["cell"]] += 1
     return table
+
+
+def _per_problem(baseline: RunData, candidate: RunData, k: int) -> list[dict[str, Any]]:
+    """Each problem: accepted c of n samples and solved@k per system, and its McNemar cell."""
+    rows = []
+    for problem in baseline.problems:
+        base = baseline.accepted[problem.problem_id]
+        cand = candidate.accepted[problem.problem_id]
+        solved = (solved_at_k(base, k), solved_at_k(cand, k))
+        rows.append(
+            {
+                "problem_id": problem.problem_id,
+                "baseline": {"c": sum(base.values()), "n": len(base), "solved": solved[0]},
+                "candidate": {"c": sum(cand.values()), "n": len(cand), "solved": solved[1]},
+                "cell": _CELL[solved],
+            }
+        )
+    return rows
+
+
+def _system_side(run: RunData, k: int) -> dict[str, Any]:
+    """One side of a comparison: which system, which model, solved@k, and which runs made it."""
+    solved = sum(solved_at_k(run.accepted[p.problem_id], k) for p in run.problems)
+    return {
+        "system": run.files.system,
+        "model_revs": sorted(run.model_revs),
+        "problems": len(run.problems),
+        "solved_at_k": solved,
+        "wilson": list(wilson_interval(solved, len(run.problems))),
+        "provenance": run_provenance(run.files),
+    }
 
 
 def compare_runs(
@@ -429,12 +522,19 @@ def compare_runs(
 ) -> Comparison:
     """The paired comparison of two runs on the same problems at the same cap."""
     _refuse_incomparable(baseline, candidate, allow_design_mismatch)
+    per_problem = _per_problem(baseline, candidate, k)
     table = _paired_table(baseline, candidate, k)
     p_value = mcnemar_exact(table["candidate_only"], table["baseline_only"])
     ids = [p.problem_id for p in baseline.problems]
     difference = paired_bootstrap_difference(
         [sum(baseline.accepted[p].values()) / len(baseline.accepted[p]) for p in ids],
         [sum(candidate.accepted[p].values()) / len(candidate.accepted[p]) for p in ids],
+        resamples=resamples,
+        seed=seed,
+    )
+    solved_difference = paired_bootstrap_difference(
+        [float(row["baseline"]["solved"]) for row in per_problem],
+        [float(row["candidate"]["solved"]) for row in per_problem],
         resamples=resamples,
         seed=seed,
     )
@@ -448,9 +548,13 @@ def compare_runs(
         alpha=alpha,
         decision=decide(table["candidate_only"], table["baseline_only"], p_value, alpha),
         pass1_difference=asdict(difference),
+        solved_difference=asdict(solved_difference),
+        per_problem=per_problem,
         primary=not reasons,
         secondary_reasons=reasons,
         design_override=allow_design_mismatch,
+        baseline=_system_side(baseline, k),
+        candidate=_system_side(candidate, k),
     )
 
 

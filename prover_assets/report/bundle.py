@@ -1,6 +1,7 @@
 """The evidence bundle: the report folder, published atomically, never overwritten, verifiable.
 
-`report.md`, `summary.json`, the plots, and `manifest.json` with the sha256 and size of every
+`report.md` (plots beside it under `plots/`), `report.html` (the same document, self-contained),
+`summary.json`, the plots, and `manifest.json` with the sha256 and size of every
 input (problems, generations, verdicts, configs, pre-registration) and every artifact, the
 pins, the config, the package version, the git commit and dirty flag.
 """
@@ -28,6 +29,7 @@ from prover_assets.records.outputs import StageResult
 __all__ = ["BundleCheck", "ReportResult", "bundle_name", "publish_bundle", "verify_bundle"]
 
 REPORT_FILE = "report.md"
+HTML_FILE = "report.html"  # the same document, self-contained (plots embedded)
 SUMMARY_FILE = "summary.json"
 PLOTS_DIR = "plots"
 
@@ -53,6 +55,7 @@ def publish_bundle(
     folder: Path,
     *,
     markdown: str,
+    html: str,
     summary: Mapping[str, Any],
     plots: Mapping[str, bytes],
     inputs: Sequence[Path],
@@ -62,6 +65,7 @@ def publish_bundle(
     """Write the bundle to `folder` atomically; refuses if `folder` exists."""
     with publish_folder(folder) as staging:
         (staging / REPORT_FILE).write_text(markdown, encoding="utf-8")
+        (staging / HTML_FILE).write_text(html, encoding="utf-8")
         (staging / SUMMARY_FILE).write_text(
             json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n"
         )
@@ -70,6 +74,7 @@ def publish_bundle(
             (staging / PLOTS_DIR / name).write_bytes(png)
         artifacts = [
             staging / REPORT_FILE,
+            staging / HTML_FILE,
             staging / SUMMARY_FILE,
             *sorted((staging / PLOTS_DIR).iterdir()),
         ]

@@ -18,7 +18,17 @@ from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
 from prover_assets.verify.stages import TrainPoolResult
 
-__all__ = ["INPUTS", "PRIORS", "Range", "RoundPlan", "eta_table", "measured_inputs"]
+__all__ = [
+    "BOUNDS",
+    "FIXED_PRIORS_S",
+    "INPUTS",
+    "PRIORS",
+    "Range",
+    "RoundPlan",
+    "eta_table",
+    "fixed_steps",
+    "measured_inputs",
+]
 
 BOUNDS = ("low", "central", "high")
 
@@ -34,7 +44,24 @@ PRIORS: dict[str, tuple[float, float, float]] = {
     "sft_rows_per_problem": (1.0, 2.0, 4.0),
     "sft_row_tokens": (3000.0, 6000.0, 10000.0),
 }
+# Seconds of each step that scales with no sample count (its wall time measured end to end),
+# and the fixed start-up of each generation and verification step (engine load, REPL start,
+# self-test): wall time beyond the work that rates account for.
+FIXED_PRIORS_S: dict[str, tuple[float, float, float]] = {
+    "eval sets s": (5.0, 30.0, 120.0),
+    "decontamination s": (5.0, 30.0, 120.0),
+    "pool candidates s": (60.0, 600.0, 1800.0),
+    "train pool s": (300.0, 1800.0, 3600.0),
+    "demo format tuning s": (10.0, 60.0, 300.0),
+    "SFT shards s": (30.0, 300.0, 900.0),
+    "export s": (60.0, 600.0, 1800.0),
+    "report s": (5.0, 60.0, 300.0),
+    "generation startup s": (30.0, 180.0, 600.0),
+    "verification startup s": (10.0, 120.0, 300.0),
+}
+PRIORS.update(FIXED_PRIORS_S)
 INPUTS = tuple(PRIORS)
+STARTUP_INPUTS = ("generation startup s", "verification startup s")
 
 
 @dataclass(frozen=True)
@@ -75,26 +102,55 @@ class RoundPlan:
     samples_per_parent: int
     max_rows_per_problem: int
     sft_epochs: int
+    demo: bool = False  # a demo round also tunes its tiny base model
+
+
+def fixed_steps(plan: RoundPlan) -> tuple[str, ...]:
+    """The round's steps that cost a time of their own, in the order they run (as inputs)."""
+    return tuple(
+        name
+        for name in FIXED_PRIORS_S
+        if name not in STARTUP_INPUTS and (plan.demo or name != "demo format tuning s")
+    )
 
 
 def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
     """Hours per step and in total (low / central / high), and each input with its source."""
-    inputs = {name: Range.of(name, measured) for name in INPUTS}
+    names = [n for n in INPUTS if n not in FIXED_PRIORS_S or n in STARTUP_INPUTS]
+    names += fixed_steps(plan)
+    inputs = {name: Range.of(name, measured) for name in names}
     rate, tokens = inputs["tokens_per_s"], inputs["mean_completion_tokens"]
     code, verify_s = inputs["share_with_code"], inputs["verify_s_per_code_sample"]
-    steps: list[dict[str, Any]] = []
+    generation_startup = inputs["generation startup s"]
+    verification_startup = inputs["verification startup s"]
+    steps: list[dict[str, Any]] = [
+        {"step": name.removesuffix(" s"), **_combine(lambda v: v / 3600, inputs[name])}
+        for name in fixed_steps(plan)
+    ]
 
     def sample_steps(label: str, samples: Range, cap: int) -> None:
         steps.append(
             {
                 "step": f"{label}: generate",
-                **_combine(lambda n, t, r: n * min(t, cap) / r / 3600, samples, tokens, rate),
+                **_combine(
+                    lambda n, t, r, w: (n * min(t, cap) / r + w) / 3600,
+                    samples,
+                    tokens,
+                    rate,
+                    generation_startup,
+                ),
             }
         )
         steps.append(
             {
                 "step": f"{label}: verify",
-                **_combine(lambda n, c, s: n * c * s / 3600, samples, code, verify_s),
+                **_combine(
+                    lambda n, c, s, w: (n * c * s + w) / 3600,
+                    samples,
+                    code,
+                    verify_s,
+                    verification_startup,
+                ),
             }
         )
 
@@ -152,6 +208,13 @@ def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
     }
 
 
+def _mean_startup(walls: Sequence[tuple[float, float]]) -> float | None:
+    """The mean of (step wall - its measured work) over steps, never below 0; None for none."""
+    if not walls:
+        return None
+    return sum(max(wall - work, 0.0) for wall, work in walls) / len(walls)
+
+
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
 
@@ -164,14 +227,29 @@ def measured_inputs(
     train_pool: TrainPoolResult | None = None,
     sft_shards: SftShardsResult | None = None,
     sft_checkpoint: TrainingResult | None = None,
+    step_seconds: Mapping[str, float] | None = None,
+    generation_walls: Sequence[tuple[GenerationBatchResult, float]] = (),
+    verification_walls: Sequence[tuple[VerificationResult, float]] = (),
 ) -> dict[str, float]:
     """The inputs that the results of materialized steps measure.
 
     Only work done in a materialization counts (`generated_now`, `code_bearing_now`), so an
     asset that reused finished output measures nothing; rates are pooled as total work over
-    total time.
+    total time. `step_seconds` are the measured wall times of fixed steps (by input name);
+    `generation_walls` / `verification_walls` pair a step's result with its wall time, whose
+    part beyond the measured work is that step's start-up.
     """
-    measured: dict[str, float | None] = {}
+    measured: dict[str, float | None] = dict(step_seconds or {})
+    measured["generation startup s"] = _mean_startup(
+        [
+            (wall, g.generated_now * (g.mean_completion_tokens or 0.0) / g.tokens_per_s)
+            for g, wall in generation_walls
+            if g.generated_now and g.tokens_per_s
+        ]
+    )
+    measured["verification startup s"] = _mean_startup(
+        [(wall, v.wall_s) for v, wall in verification_walls if v.code_bearing_now]
+    )
     made = [g for g in generations if g.generated_now and g.tokens_per_s]
     tokens = [(g.mean_completion_tokens or 0.0) * g.generated_now for g in made]
     samples = sum(g.generated_now for g in made)

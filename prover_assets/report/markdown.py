@@ -6,7 +6,14 @@ import base64
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["histogram_table", "markdown_table", "png_image"]
+__all__ = ["clock_time", "histogram_table", "markdown_table", "png_image"]
+
+
+def clock_time(seconds: float) -> str:
+    """A duration as h:mm:ss, rounded to the second (`0:02:05`, `13:20:00`)."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def _cell(value: Any) -> str:

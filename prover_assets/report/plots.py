@@ -1,29 +1,80 @@
-"""Plots as PNG bytes (matplotlib, headless), for the report and the UI's metadata."""
+"""Plots as PNG bytes (matplotlib, headless), for the report and the UI's metadata: one style for
+all of them (150 dpi, the same colours and markers per system, integer axes where the values are
+counts or steps, y from 0 where a bar or share is drawn)."""
 
 from __future__ import annotations
 
 import io
+import itertools
+import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["bar_plot", "interval_plot", "line_plot"]
+__all__ = [
+    "DPI",
+    "bar_plot",
+    "discordance_plot",
+    "funnel_plot",
+    "lift_plot",
+    "line_plot",
+    "pass_at_k_plot",
+    "reasons_plot",
+    "solved_plot",
+]
+
+DPI = 150
+# Per series, in order: colour, marker, line style (told apart in grey print and when equal).
+_STYLES = (
+    ("#1f5aa6", "o", "-"),
+    ("#d4661f", "s", "--"),
+    ("#3a8f3a", "^", ":"),
+    ("#8c4fa8", "D", "-."),
+)
+_ACCEPTED = "accepted"
 
 
-def _figure(width: float = 6.0, height: float = 3.2):
+def _style(index: int) -> tuple[str, str, str]:
+    return _STYLES[index % len(_STYLES)]
+
+
+def _figure(width: float = 6.4, height: float = 3.6, columns: int = 1, **grid: Any):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(width, height), dpi=100)
+    plt.rcParams.update(
+        {
+            "font.size": 9,
+            "axes.titlesize": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "legend.frameon": False,
+        }
+    )
+    figure, axes = plt.subplots(1, columns, figsize=(width, height), dpi=DPI, **grid)
     return plt, figure, axes
 
 
 def _png(plt, figure) -> bytes:
     buffer = io.BytesIO()
     figure.tight_layout()
-    figure.savefig(buffer, format="png")
+    figure.savefig(buffer, format="png", dpi=DPI)
     plt.close(figure)
     return buffer.getvalue()
+
+
+def _integer_axis(axis: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _doubling(values: Sequence[int]) -> bool:
+    """Whether values double from one to the next (1, 2, 4, 8): then a log2 axis spaces them."""
+    return len(values) > 2 and all(b == 2 * a for a, b in itertools.pairwise(values))
 
 
 def line_plot(
@@ -32,29 +83,42 @@ def line_plot(
     title: str,
     xlabel: str,
     ylabel: str,
-    logy: bool = False,
+    integer_x: bool = False,
 ) -> bytes:
-    """A PNG line plot of named (x, y) series (optionally on a log y axis)."""
+    """Named (x, y) series as lines (integer x ticks when `integer_x`)."""
     plt, figure, axes = _figure()
-    for label, (x, y) in series.items():
-        axes.plot(list(x), list(y), marker="o" if len(x) < 30 else None, label=label)
+    for index, (label, (x, y)) in enumerate(series.items()):
+        colour, marker, line = _style(index)
+        axes.plot(
+            list(x),
+            list(y),
+            color=colour,
+            linestyle=line,
+            marker=marker if len(x) < 30 else None,
+            label=label,
+        )
     axes.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    if logy:
-        axes.set_yscale("log")
+    if integer_x:
+        _integer_axis(axes.xaxis)
     if len(series) > 1:
         axes.legend()
-    axes.grid(alpha=0.3)
     return _png(plt, figure)
 
 
 def bar_plot(groups: Mapping[str, Mapping[str, float]], *, title: str, ylabel: str) -> bytes:
-    """Bars for each category, one colour per group (e.g. reason counts per system)."""
-    plt, figure, axes = _figure(7.0, 3.4)
-    categories = sorted({c for values in groups.values() for c in values})
+    """Vertical bars for each category, one colour per group, from 0."""
+    plt, figure, axes = _figure(7.0, 3.6)
+    categories = list(dict.fromkeys(c for values in groups.values() for c in values))
     width = 0.8 / max(len(groups), 1)
     for index, (label, values) in enumerate(groups.items()):
         positions = [i + index * width for i in range(len(categories))]
-        axes.bar(positions, [values.get(c, 0) for c in categories], width=width, label=label)
+        axes.bar(
+            positions,
+            [values.get(c, 0) for c in categories],
+            width=width,
+            label=label,
+            color=_style(index)[0],
+        )
     axes.set_xticks(
         [i + width * (len(groups) - 1) / 2 for i in range(len(categories))],
         categories,
@@ -63,23 +127,206 @@ def bar_plot(groups: Mapping[str, Mapping[str, float]], *, title: str, ylabel: s
         fontsize=8,
     )
     axes.set(title=title, ylabel=ylabel)
+    axes.set_ylim(bottom=0)
     if len(groups) > 1:
         axes.legend()
     return _png(plt, figure)
 
 
-def interval_plot(
-    points: Mapping[str, tuple[float, float, float]], *, title: str, ylabel: str
+def pass_at_k_plot(
+    series: Mapping[str, Sequence[tuple[int, float, float, float]]], *, title: str
 ) -> bytes:
-    """Estimates with their intervals: label -> (estimate, low, high)."""
-    plt, figure, axes = _figure(5.0, 3.2)
-    labels = list(points)
-    for index, label in enumerate(labels):
-        estimate, low, high = points[label]
-        axes.errorbar(
-            [index], [estimate], yerr=[[estimate - low], [high - estimate]], fmt="o", capsize=6
+    """pass@k per system: (k, estimate, low, high) points, a line through the estimates and
+    the cluster-bootstrap band; k ticks are the integers measured (log2 spaced when doubling),
+    y from 0 to 1."""
+    plt, figure, axes = _figure(5.6, 3.6)
+    ks = sorted({k for points in series.values() for k, *_ in points})
+    for index, (label, points) in enumerate(series.items()):
+        colour, marker, line = _style(index)
+        x = [k for k, *_ in points]
+        axes.plot(
+            x,
+            [e for _, e, _, _ in points],
+            color=colour,
+            marker=marker,
+            linestyle=line,
+            label=label,
         )
-    axes.set_xticks(range(len(labels)), labels)
-    axes.set(title=title, ylabel=ylabel)
-    axes.grid(alpha=0.3, axis="y")
+        axes.fill_between(
+            x, [lo for *_, lo, _ in points], [hi for *_, hi in points], color=colour, alpha=0.15
+        )
+    if _doubling(ks):
+        axes.set_xscale("log", base=2)
+    axes.set_xticks(ks, [str(k) for k in ks])
+    axes.minorticks_off()
+    axes.set_ylim(0, 1)
+    axes.set(title=title, xlabel="k (samples)", ylabel="pass@k (mean over problems)")
+    axes.legend(title="band: cluster bootstrap 95%")
+    return _png(plt, figure)
+
+
+def solved_plot(
+    systems: Mapping[str, tuple[int, int, float, float]],
+    difference: tuple[float, float, float] | None,
+    *,
+    k: int,
+    title: str,
+) -> bytes:
+    """solved@k per system as bars with Wilson 95% intervals and "solved/n" labels: `systems`
+    maps a label to (solved, problems, low, high); beside them, the paired difference
+    (candidate - baseline, in points) with its interval."""
+    plt, figure, (left, right) = _figure(
+        7.2, 3.6, columns=2, gridspec_kw={"width_ratios": [2.2, 1]}
+    )
+    for index, (solved, problems, low, high) in enumerate(systems.values()):
+        share = solved / problems
+        left.bar(index, share, color=_style(index)[0], width=0.6)
+        left.errorbar(
+            index, share, yerr=[[share - low], [high - share]], color="black", capsize=6, lw=1
+        )
+        left.annotate(
+            f"{solved}/{problems}",
+            (index, high),
+            ha="center",
+            va="bottom",
+            xytext=(0, 3),
+            textcoords="offset points",
+        )
+    left.set_xticks(range(len(systems)), list(systems))
+    left.set_ylim(0, 1.1)
+    left.set(title=f"solved@{k} (Wilson 95%)", ylabel="share of problems solved")
+    if difference is not None:
+        estimate, low, high = (100 * v for v in difference)
+        right.errorbar(
+            0,
+            estimate,
+            yerr=[[estimate - low], [high - estimate]],
+            fmt="o",
+            color="black",
+            capsize=8,
+        )
+        right.axhline(0, color="grey", lw=1)
+        right.annotate(
+            f"{estimate:+.1f}",
+            (0, high),
+            ha="center",
+            va="bottom",
+            xytext=(0, 3),
+            textcoords="offset points",
+        )
+        span = max(abs(low), abs(high), 5.0) * 1.25
+        right.set_ylim(-span, span)
+    right.set_xticks([0], ["candidate -\nbaseline"])
+    right.set_xlim(-1, 1)
+    right.set(title="paired difference\n(bootstrap 95%)", ylabel="points")
+    figure.suptitle(title)
+    return _png(plt, figure)
+
+
+def discordance_plot(table: Mapping[str, int], *, title: str) -> bytes:
+    """The McNemar 2x2 table drawn as a table: counts in labelled cells, the discordant ones
+    (which the test uses) shaded; with none discordant, the title says so."""
+    plt, figure, axes = _figure(4.8, 3.4)
+    cells = [
+        [table["both"], table["baseline_only"]],
+        [table["candidate_only"], table["neither"]],
+    ]
+    discordant = table["baseline_only"] + table["candidate_only"]
+    for row in range(2):
+        for column in range(2):
+            shaded = row != column
+            axes.add_patch(_rectangle(column, 1 - row, "#f3d9b1" if shaded else "#eeeeee"))
+            axes.text(
+                column + 0.5,
+                1.5 - row,
+                str(cells[row][column]),
+                ha="center",
+                va="center",
+                fontsize=16,
+                weight="bold" if shaded else "normal",
+            )
+    axes.set_xlim(0, 2)
+    axes.set_ylim(0, 2)
+    axes.set_xticks([0.5, 1.5], ["candidate solved", "candidate not solved"])
+    axes.set_yticks([1.5, 0.5], ["baseline\nsolved", "baseline\nnot solved"])
+    axes.tick_params(length=0)
+    axes.grid(False)
+    for side in ("left", "bottom"):
+        axes.spines[side].set_visible(False)
+    note = "no discordant problems" if discordant == 0 else f"{discordant} discordant (shaded)"
+    axes.set_title(f"{title}\n{note}")
+    return _png(plt, figure)
+
+
+def _rectangle(x: float, y: float, colour: str):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x, y), 1, 1, facecolor=colour, edgecolor="white", lw=3)
+
+
+def reasons_plot(groups: Mapping[str, Mapping[str, int]], *, title: str) -> bytes:
+    """Samples by outcome, accepted first then each rejection reason by count, side by side per
+    system, as horizontal bars from 0 with their counts."""
+    totals: dict[str, int] = {}
+    for values in groups.values():
+        for reason, count in values.items():
+            totals[reason] = totals.get(reason, 0) + count
+    reasons = sorted(totals, key=lambda r: (r != _ACCEPTED, -totals[r], r))
+    plt, figure, axes = _figure(7.0, 1.2 + 0.32 * len(reasons) * max(len(groups), 1))
+    height = 0.8 / max(len(groups), 1)
+    for index, (label, values) in enumerate(groups.items()):
+        positions = [i + index * height for i in range(len(reasons))]
+        counts = [values.get(r, 0) for r in reasons]
+        bars = axes.barh(positions, counts, height=height, label=label, color=_style(index)[0])
+        axes.bar_label(bars, padding=2, fontsize=7)
+    axes.set_yticks(
+        [i + height * (len(groups) - 1) / 2 for i in range(len(reasons))], reasons, fontsize=8
+    )
+    axes.invert_yaxis()
+    axes.set_xlim(left=0)
+    _integer_axis(axes.xaxis)
+    axes.set(title=title, xlabel="samples")
+    axes.legend()
+    return _png(plt, figure)
+
+
+def lift_plot(rows: Sequence[Mapping[str, int]], *, title: str) -> bytes:
+    """Per correction round: problems converted (bars) and solved so far (line), y from 0."""
+    plt, figure, axes = _figure(5.6, 3.4)
+    rounds = [r["round"] for r in rows]
+    bars = axes.bar(
+        rounds,
+        [r["converted"] for r in rows],
+        color=_style(0)[0],
+        width=0.5,
+        label="converted in the round",
+    )
+    axes.bar_label(bars, padding=2, fontsize=8)
+    axes.plot(
+        rounds,
+        [r["solved_cumulative"] for r in rows],
+        color=_style(1)[0],
+        marker=_style(1)[1],
+        label="solved so far (cumulative)",
+    )
+    axes.set_xticks(rounds, [str(r) for r in rounds])
+    top = max([r["solved_cumulative"] for r in rows] + [1])
+    axes.set_ylim(0, math.ceil(top * 1.2))
+    _integer_axis(axes.yaxis)
+    axes.set(title=title, xlabel="round (0: first samples; then corrections)", ylabel="problems")
+    axes.legend(loc="upper left")
+    return _png(plt, figure)
+
+
+def funnel_plot(stages: Sequence[tuple[str, int]], *, title: str, unit: str) -> bytes:
+    """A funnel: each stage's count as a labelled horizontal bar, first stage on top."""
+    plt, figure, axes = _figure(6.4, 1.0 + 0.4 * len(stages))
+    labels = [label for label, _ in stages]
+    bars = axes.barh(range(len(stages)), [count for _, count in stages], color=_style(0)[0])
+    axes.bar_label(bars, labels=[f"{count:,}" for _, count in stages], padding=3, fontsize=8)
+    axes.set_yticks(range(len(stages)), labels, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(left=0)
+    _integer_axis(axes.xaxis)
+    axes.set(title=title, xlabel=unit)
     return _png(plt, figure)

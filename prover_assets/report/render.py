@@ -1,42 +1,128 @@
-"""The report as markdown and plots, from the computed summary (nothing is computed here)."""
+"""The report as a document and its plots, from the computed summary (nothing is computed here).
+
+`render_markdown(summary, image)` writes the document; `image(name, alt)` says how a plot is
+shown: `plots/<name>` beside `report.md`, embedded for `report.html` and the UI, so the three
+are one document. `render_plots(summary)` draws every plot the document names.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prover_assets.report.markdown import markdown_table
-from prover_assets.report.plots import bar_plot, interval_plot, line_plot
-
-__all__ = ["LIMITATIONS", "render_markdown", "render_plots"]
-
-SIMULATED_BANNER = "# SIMULATED - NOT EVIDENCE\n\nEvery verdict below comes from the demo's simulated verifier (a scripted REPL double). Nothing in this report says anything about any model.\n"
-LIMITATIONS = (
-    "Training variance is outside the p-value: one SFT run is compared; another seed could move the "
-    "candidate by more than the difference measured here.",
-    "Power: the registered design detects only gains of several points with useful probability (see the "
-    "power table); 'no detectable improvement' is not evidence of no improvement.",
-    "The verifier's policy: the strict gate and the displayed-statement check reject some proofs that Lean "
-    "alone would accept; both systems are judged by the same policy.",
-    "Timeouts depend on host load: a proof near the 180 s budget can pass on an idle machine and fail on a "
-    "busy one; the timeout counts are shown per system.",
+from prover_assets.report.plots import (
+    discordance_plot,
+    lift_plot,
+    pass_at_k_plot,
+    reasons_plot,
+    solved_plot,
 )
+
+__all__ = [
+    "GLOSSARY",
+    "ImageLink",
+    "embedded_image",
+    "file_image",
+    "limitations",
+    "plot_name",
+    "render_html",
+    "render_markdown",
+    "render_plots",
+]
+
+ImageLink = Callable[[str, str], str]  # (plot file name, alt text) -> markdown image
+PLOTS_DIR = "plots"
+SIMULATED_BANNER = (
+    "# SIMULATED - NOT EVIDENCE\n\nEvery verdict below comes from the demo's simulated verifier "
+    "(a scripted REPL double, not Lean). Nothing in this report says anything about any model's "
+    "ability to prove theorems.\n"
+)
+GLOSSARY = (
+    (
+        "solved@k",
+        "a problem is solved@k when at least one of its first k samples is accepted; "
+        "the share of problems solved@k is the registered measure",
+    ),
+    (
+        "pass@k",
+        "the unbiased estimate, from n samples of which c are accepted, of the chance "
+        "that k samples drawn without replacement include an accepted one, averaged over problems",
+    ),
+    (
+        "cap",
+        "the most completion tokens a sample may have (`max_tokens`); runs at different "
+        "caps are never pooled",
+    ),
+    (
+        "gate",
+        "the static checks on a proof's text before Lean sees it (banned declarations, "
+        "the header, the displayed statement)",
+    ),
+    (
+        "faithful",
+        "a sample's displayed theorem repeats the trusted statement token for token; "
+        "Lean always checks the proof against the trusted statement",
+    ),
+    (
+        "registered",
+        "fixed in the pre-registration before any candidate ran: the problem set, "
+        "k, the cap, the sampling, the verifier and the decision rule",
+    ),
+    (
+        "discordant",
+        "a problem that exactly one of the two systems solved; exact McNemar uses only these",
+    ),
+    (
+        "PRIMARY",
+        "the one comparison that matches the registered design in every respect; any "
+        "other is secondary and answers nothing registered",
+    ),
+)
+
+
+def file_image(name: str, alt: str) -> str:
+    """A plot as the file beside the report (`plots/<name>`)."""
+    return f"![{alt}]({PLOTS_DIR}/{name})"
+
+
+def embedded_image(plots: Mapping[str, bytes]) -> ImageLink:
+    """Plots embedded as data URIs: the document stands alone (HTML, the UI's markdown)."""
+
+    def image(name: str, alt: str) -> str:
+        data = base64.b64encode(plots[name]).decode("ascii")
+        return f"![{alt}](data:image/png;base64,{data})"
+
+    return image
 
 
 def _pct(value: float | None) -> str:
     return "null" if value is None else f"{100 * value:.1f}%"
 
 
-def _system_table(summaries: list[dict[str, Any]], ks: list[int]) -> str:
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def plot_name(kind: str, eval_set: str, cap: int) -> str:
+    """The file name of one plot of one eval set and cap (e.g. `pass_at_k_minif2f_c256.png`)."""
+    return f"{kind}_{eval_set}_c{cap}.png"
+
+
+LIFT_PLOT = "correction_lift.png"
+
+
+def _system_table(summaries: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
     headers = [
         "system",
-        "cap",
         "problems",
         "samples",
         *[f"solved@{k} [Wilson 95%]" for k in ks],
         *[f"pass@{k}" for k in ks],
-        "pass@1 [cluster bootstrap]",
-        "mean max_tokens",
+        "pass@1 [cluster bootstrap 95%]",
+        "mean completion tokens",
+        "mean effective max_tokens (of cap)",
         "hit cap",
         "timeouts",
         "infrastructure (not verdicts)",
@@ -50,18 +136,19 @@ def _system_table(summaries: list[dict[str, Any]], ks: list[int]) -> str:
             solved.append(
                 "null"
                 if cell is None
-                else f"{cell['solved']} ({_pct(cell['share'])}) [{_pct(cell['wilson_low'])}, {_pct(cell['wilson_high'])}]"
+                else f"{cell['solved']}/{s['problems']} ({_pct(cell['share'])}) "
+                f"[{_pct(cell['wilson_low'])}, {_pct(cell['wilson_high'])}]"
             )
         pass1 = s["pass1_cluster"]
         rows.append(
             [
                 s["system"],
-                s["cap"],
                 s["problems"],
                 s["samples"],
                 *solved,
                 *[_pct(s["pass_at_k"].get(k)) for k in ks],
                 f"{_pct(pass1['estimate'])} [{_pct(pass1['low'])}, {_pct(pass1['high'])}]",
+                f"{s['mean_completion_tokens']:.0f}",
                 f"{s['mean_effective_max_tokens']:.0f} of {s['nominal_cap']}",
                 _pct(s["hit_cap_share"]),
                 s["timeouts"],
@@ -72,20 +159,82 @@ def _system_table(summaries: list[dict[str, Any]], ks: list[int]) -> str:
     return markdown_table(headers, rows)
 
 
-def _comparison_section(comparison: Mapping[str, Any]) -> str:
+def _reasons_table(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """Samples by outcome per system: accepted, then every rejection reason, then the total
+    (a sample may carry several reasons, so the reasons can add up to more than the rejected)."""
+    reasons = sorted(
+        {r for s in summaries for r in s["reasons"]},
+        key=lambda r: (-sum(s["reasons"].get(r, 0) for s in summaries), r),
+    )
+    rows = [["**accepted**", *[s["accepted_samples"] for s in summaries]]]
+    rows += [[r, *[s["reasons"].get(r, 0) for s in summaries]] for r in reasons]
+    rows.append(["**samples (total)**", *[s["samples"] for s in summaries]])
+    return markdown_table(["outcome", *[s["system"] for s in summaries]], rows)
+
+
+def _when(made: Mapping[str, Any]) -> str:
+    run = made.get("run_id")
+    span = f"{made['started_at']} to {made['finished_at']}"
+    return f"run `{run}`, {span}" if run else span
+
+
+def _systems_part(comparison: Mapping[str, Any]) -> str:
+    rows = []
+    for side in ("baseline", "candidate"):
+        system = comparison[side]
+        provenance = system["provenance"]
+        rows.append(
+            [
+                system["system"],
+                ", ".join(f"`{rev}`" for rev in system["model_revs"]),
+                _when(provenance["generations"]),
+                _when(provenance["verdicts"]),
+            ]
+        )
+    return markdown_table(["system", "model revision", "generated", "verified"], rows)
+
+
+def _per_problem_table(comparison: Mapping[str, Any]) -> str:
+    marks = {"candidate_only": "**candidate only**", "baseline_only": "**baseline only**"}
+    rows = [
+        [
+            f"`{row['problem_id']}`",
+            f"{row['baseline']['c']}/{row['baseline']['n']}",
+            "yes" if row["baseline"]["solved"] else "no",
+            f"{row['candidate']['c']}/{row['candidate']['n']}",
+            "yes" if row["candidate"]["solved"] else "no",
+            marks.get(row["cell"], ""),
+        ]
+        for row in comparison["per_problem"]
+    ]
+    k = comparison["k"]
+    return markdown_table(
+        [
+            "problem",
+            "baseline accepted c/n",
+            f"baseline solved@{k}",
+            "candidate accepted c/n",
+            f"candidate solved@{k}",
+            "discordant",
+        ],
+        rows,
+    )
+
+
+def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
     table = comparison["table"]
+    eval_set, cap, k = comparison["eval_set"], comparison["cap"], comparison["k"]
+    discordant = table["candidate_only"] + table["baseline_only"]
     lines = [
-        f"### {comparison['eval_set']}, cap {comparison['cap']}: solved@{comparison['k']} — "
+        f"### {eval_set}, cap {cap}: solved@{k} — "
         f"**{'PRIMARY' if comparison['primary'] else 'secondary'}**",
         "",
     ]
     if not comparison["primary"]:
-        lines += [
-            "Secondary because:",
-            *[f"- {reason}" for reason in comparison["secondary_reasons"]],
-            "",
-        ]
+        lines += ["Secondary because:", *[f"- {r}" for r in comparison["secondary_reasons"]], ""]
     lines += [
+        _systems_part(comparison),
+        "",
         markdown_table(
             ["", "candidate solved", "candidate not solved"],
             [
@@ -94,21 +243,32 @@ def _comparison_section(comparison: Mapping[str, Any]) -> str:
             ],
         ),
         "",
-        f"Discordant problems: {table['candidate_only'] + table['baseline_only']} "
-        f"(candidate only {table['candidate_only']}, baseline only {table['baseline_only']}). "
-        f"Exact two-sided McNemar p = {comparison['p_value']:.4g} (alpha {comparison['alpha']}).",
+        f"Discordant problems: {discordant} (candidate only {table['candidate_only']}, baseline "
+        f"only {table['baseline_only']}). Exact two-sided McNemar p = "
+        f"{comparison['p_value']:.4g} (alpha {comparison['alpha']}).",
         "",
         f"**Decision (applied by code): {comparison['decision']}.**",
         "",
     ]
-    diff = comparison["pass1_difference"]
-    lines.append(
-        f"pass@1 difference (candidate - baseline): {_pct(diff['estimate'])} "
-        f"[{_pct(diff['low'])}, {_pct(diff['high'])}] ({diff['method']}, {diff['resamples']} "
-        f"resamples, seed {diff['seed']})"
-    )
+    for label, key in (("pass@1", "pass1_difference"), (f"solved@{k}", "solved_difference")):
+        diff = comparison[key]
+        lines.append(
+            f"- {label} difference (candidate - baseline): {_points(diff['estimate'])} points "
+            f"[{_points(diff['low'])}, {_points(diff['high'])}] ({diff['method']}, "
+            f"{diff['resamples']} resamples, seed {diff['seed']})"
+        )
     if comparison["design_override"]:
         lines += ["", f"Design mismatch overridden: {comparison['design_override']}"]
+    lines += [
+        "",
+        image(plot_name("solved", eval_set, cap), f"solved@{k}, {eval_set} cap {cap}"),
+        "",
+        image(plot_name("discordance", eval_set, cap), f"discordance, {eval_set} cap {cap}"),
+        "",
+        f"Per problem ({len(comparison['per_problem'])} problems):",
+        "",
+        _per_problem_table(comparison),
+    ]
     return "\n".join(lines)
 
 
@@ -116,34 +276,36 @@ def _prereg_part(prereg: Mapping[str, Any] | None) -> str:
     if prereg is None:
         return "Pre-registration: none given.\n"
     if prereg["hash_matches"]:
-        return f"Pre-registration `{prereg['path']}`: block sha256 `{prereg['sha256']}` matches the recorded hash.\n"
+        return (
+            f"Pre-registration `{prereg['path']}`: block sha256 `{prereg['sha256']}` matches the "
+            "recorded hash.\n"
+        )
     return (
         f'<span style="color:red">**Pre-registration MISMATCH**: block sha256 `{prereg["sha256"]}` '
         f"does not match the recorded `{prereg['recorded_sha256']}`.</span>\n"
     )
 
 
-def _systems_parts(systems: Mapping[str, Any], ks: list[int]) -> list[str]:
+def _systems_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
     parts = ["## Per system\n"]
-    for key, group in systems.items():
-        parts.append(f"### {key}\n\n{_system_table(group, ks)}\n")
+    ks = summary["ks"]
+    for key, group in summary["systems"].items():
+        eval_set, cap = group[0]["eval_set"], group[0]["cap"]
         pooled = [
-            f"{s['system']}: {_pct(s['pass1_pooled_wilson']['estimate'])} [{_pct(s['pass1_pooled_wilson']['low'])}, "
-            f"{_pct(s['pass1_pooled_wilson']['high'])}]"
+            f"{s['system']} {_pct(s['pass1_pooled_wilson']['estimate'])} "
+            f"[{_pct(s['pass1_pooled_wilson']['low'])}, {_pct(s['pass1_pooled_wilson']['high'])}]"
             for s in group
         ]
-        parts.append(
-            "pass@1 pooled over samples with a Wilson interval (ANTI-CONSERVATIVE: samples of a problem "
-            "are not independent): " + "; ".join(pooled) + "\n"
-        )
-        reasons = sorted({r for s in group for r in s["reasons"]})
-        parts.append(
-            markdown_table(
-                ["reason", *[s["system"] for s in group]],
-                [[r, *[s["reasons"].get(r, 0) for s in group]] for r in reasons],
-            )
-            + "\n"
-        )
+        parts += [
+            f"### {key}\n",
+            _system_table(group, ks) + "\n",
+            image(plot_name("pass_at_k", eval_set, cap), f"pass@k, {key}") + "\n",
+            "pass@1 pooled over samples with a Wilson interval (ANTI-CONSERVATIVE: the samples of "
+            "a problem are not independent): " + "; ".join(pooled) + ".\n",
+            "Samples by outcome:\n",
+            _reasons_table(group) + "\n",
+            image(plot_name("outcomes", eval_set, cap), f"samples by outcome, {key}") + "\n",
+        ]
     return parts
 
 
@@ -151,9 +313,12 @@ def _power_parts(summary: Mapping[str, Any]) -> list[str]:
     power = summary["power"]
     gains = list(next(iter(power.values())))
     return [
-        f"## Power of the registered design ({summary['power_problems']} problems, alpha {summary['alpha']})\n",
+        f"## Power of the registered design ({summary['power_problems']} problems, exact McNemar, "
+        f"alpha {summary['alpha']})\n",
+        "The chance that the registered test detects a true gain of the size in each column, for "
+        "each share of discordant problems.\n",
         markdown_table(
-            ["discordant share", *gains],
+            ["discordant share", *[f"gain {g} points" for g in gains]],
             [[f, *[f"{v:.3f}" for v in row.values()]] for f, row in power.items()],
         )
         + "\n",
@@ -170,113 +335,155 @@ _LIFT_COLUMNS = (
 )
 
 
-def _lift_parts(lift: list[Mapping[str, Any]]) -> list[str]:
+def _lift_parts(lift: Sequence[Mapping[str, Any]], image: ImageLink) -> list[str]:
     if not lift:
         return []
     table = markdown_table(
         [title for title, _ in _LIFT_COLUMNS],
-        [[row[field] for _, field in _LIFT_COLUMNS] for row in lift],
+        [[row[name] for _, name in _LIFT_COLUMNS] for row in lift],
     )
-    return ["## Correction-round lift (train pool)\n", table + "\n"]
+    return [
+        "## Correction-round lift (train pool)\n",
+        table + "\n",
+        image(LIFT_PLOT, "correction-round lift") + "\n",
+    ]
 
 
-def render_markdown(summary: Mapping[str, Any]) -> str:
-    """The report as Markdown: the banner of a simulated run, the pre-registration's hash, each
-    comparison, each system's table, the design's power, the correction lift, the limits and
-    the provenance."""
-    parts = [SIMULATED_BANNER] if summary["simulated"] else []
+def limitations(summary: Mapping[str, Any]) -> list[str]:
+    """The report's limitations, written from this run's configuration."""
+    budgets = sorted(
+        {
+            s["verifier"].get("config", {}).get("budget_s")
+            for group in summary["systems"].values()
+            for s in group
+        }
+        - {None}
+    )
+    budget = " and ".join(f"{b:g} s" for b in budgets) if budgets else "the configured"
+    problems = summary["power_problems"]
+    return [
+        "Training variance is outside the p-value: one SFT run is compared; another training "
+        "seed could move the candidate by more than the difference measured here.",
+        f"Power: with {problems} problems the registered design detects only gains of several "
+        "points with useful probability (see the power table); 'no detectable improvement' is "
+        "not evidence of no improvement.",
+        "The verifier's policy: the strict gate and the displayed-statement check reject some "
+        "proofs that Lean alone would accept; both systems are judged by the same policy.",
+        f"Timeouts depend on host load: a proof near the {budget} budget can pass on an idle "
+        "machine and fail on a busy one; the timeout counts are shown per system.",
+    ]
+
+
+def _simulated_parts(summary: Mapping[str, Any]) -> list[str]:
+    if not summary["simulated"]:
+        return []
+    rule = summary.get("simulated_rule")
+    parts = [SIMULATED_BANNER]
+    if rule:
+        parts.append(f"The simulated verifier's rule: {rule}.\n")
+    return parts
+
+
+def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -> str:
+    """The report as one Markdown document: the banner of a simulated run and its rule, the
+    pre-registration's hash, each comparison with its systems, plots and per-problem table,
+    each system's tables, the correction lift, the design's power, the limitations, a
+    glossary and the provenance."""
+    parts = _simulated_parts(summary)
     parts.append(f"# Evaluation report: {summary['experiment']}\n")
     parts.append(_prereg_part(summary["prereg"]))
     parts.append("## Comparisons\n")
-    parts += [_comparison_section(c) + "\n" for c in summary["comparisons"]]
-    parts += _systems_parts(summary["systems"], summary["ks"])
+    parts += [_comparison_part(c, image) + "\n" for c in summary["comparisons"]]
+    parts += _systems_parts(summary, image)
+    parts += _lift_parts(summary["correction_lift"], image)
     parts += _power_parts(summary)
-    parts += _lift_parts(summary["correction_lift"])
     parts.append("## Limitations\n")
-    parts += [f"- {item}" for item in LIMITATIONS]
-    parts.append("")
-    parts.append("## Provenance\n")
+    parts += [f"- {item}" for item in limitations(summary)]
+    parts += ["", "## Glossary\n"]
+    parts += [f"- **{term}**: {meaning}." for term, meaning in GLOSSARY]
+    parts += ["", "## Provenance\n"]
+    code = summary["code"]
     parts.append(
-        f"Code: commit `{summary['code']['commit']}` (dirty: {summary['code']['dirty']}); "
-        f"package {summary['package_version']}. Every input and artifact, with its sha256, is listed "
-        "in `manifest.json`; `verify_bundle` re-checks them.\n"
+        f"Code: commit `{code['commit'] or 'unknown: ' + str(code['reason'])}` "
+        f"(uncommitted changes: {'yes' if code['dirty'] else 'no'}); package "
+        f"{summary['package_version']}. Every input and artifact, with its sha256, is listed in "
+        "`manifest.json`; `verify_bundle` re-checks them.\n"
     )
     return "\n".join(parts)
 
 
-def _system_plots(
-    key: str, group: list[Mapping[str, Any]], ks: list[int], k: int
-) -> dict[str, bytes]:
-    """pass@k lines, solved@k with its interval, rejection reasons: one eval set and cap."""
-    name = key.replace("/", "_").replace(" ", "_")
-    plots = {
-        f"pass_at_k_{name}.png": line_plot(
-            {
-                s["system"]: (
-                    [i for i in ks if s["pass_at_k"].get(i) is not None],
-                    [s["pass_at_k"][i] for i in ks if s["pass_at_k"].get(i) is not None],
-                )
-                for s in group
-            },
-            title=f"pass@k, {key}",
-            xlabel="k",
-            ylabel="pass@k",
-        )
-    }
-    points = {
-        s["system"]: (
-            s["solved_at_k"][k]["share"],
-            s["solved_at_k"][k]["wilson_low"],
-            s["solved_at_k"][k]["wilson_high"],
-        )
+_HTML_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
+       line-height: 1.45; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.8rem 0; font-size: 0.85rem; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; }}
+th {{ background: #f4f4f4; }}
+img {{ max-width: 100%; }}
+code {{ font-size: 0.85em; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def render_html(markdown: str, title: str) -> str:
+    """The Markdown document as one self-contained HTML page (its images already embedded)."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    return _HTML_PAGE.format(title=title, body=body)
+
+
+def _system_plots(key: str, group: Sequence[Mapping[str, Any]], k: int) -> dict[str, bytes]:
+    """pass@k with its bands, samples by outcome: one eval set and cap."""
+    eval_set, cap = group[0]["eval_set"], group[0]["cap"]
+    bands = {
+        s["system"]: [
+            (int(i), band["estimate"], band["low"], band["high"])
+            for i, band in sorted(s["pass_at_k_cluster"].items(), key=lambda item: int(item[0]))
+            if band is not None
+        ]
         for s in group
-        if s["solved_at_k"].get(k)
     }
-    if points:
-        plots[f"solved_at_{k}_{name}.png"] = interval_plot(
-            points, title=f"solved@{k} (Wilson 95%), {key}", ylabel="share solved"
-        )
-    plots[f"reasons_{name}.png"] = bar_plot(
-        {s["system"]: s["reasons"] for s in group},
-        title=f"rejection reasons, {key}",
-        ylabel="samples",
-    )
-    return plots
+    outcomes = {s["system"]: {"accepted": s["accepted_samples"], **s["reasons"]} for s in group}
+    return {
+        plot_name("pass_at_k", eval_set, cap): pass_at_k_plot(bands, title=f"pass@k, {key}"),
+        plot_name("outcomes", eval_set, cap): reasons_plot(
+            outcomes, title=f"samples by outcome, {key}"
+        ),
+    }
 
 
-def _discordance_plot(comparison: Mapping[str, Any]) -> bytes:
-    table = comparison["table"]
-    return bar_plot(
-        {
-            "problems": {
-                "candidate only": table["candidate_only"],
-                "baseline only": table["baseline_only"],
-            }
-        },
-        title=f"discordant problems, {comparison['eval_set']} cap {comparison['cap']}",
-        ylabel="problems",
-    )
+def _comparison_plots(comparison: Mapping[str, Any]) -> dict[str, bytes]:
+    """solved@k with the paired difference, and the 2x2 table: one comparison."""
+    eval_set, cap, k = comparison["eval_set"], comparison["cap"], comparison["k"]
+    rows = comparison["per_problem"]
+    systems = {}
+    for side in ("baseline", "candidate"):
+        solved = comparison[side]["solved_at_k"]
+        low, high = comparison[side]["wilson"]
+        systems[comparison[side]["system"]] = (solved, len(rows), low, high)
+    diff = comparison["solved_difference"]
+    label = f"{eval_set} cap {cap}"
+    return {
+        plot_name("solved", eval_set, cap): solved_plot(
+            systems, (diff["estimate"], diff["low"], diff["high"]), k=k, title=label
+        ),
+        plot_name("discordance", eval_set, cap): discordance_plot(
+            comparison["table"], title=f"solved@{k}, {label}"
+        ),
+    }
 
 
 def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
-    """Every plot of the report, as PNG bytes by file name."""
+    """Every plot the document shows, as PNG bytes by file name."""
     plots: dict[str, bytes] = {}
     for key, group in summary["systems"].items():
-        plots.update(_system_plots(key, group, summary["ks"], summary["k"]))
+        plots.update(_system_plots(key, group, summary["k"]))
     for comparison in summary["comparisons"]:
-        name = f"discordant_{comparison['eval_set']}_c{comparison['cap']}.png"
-        plots[name] = _discordance_plot(comparison)
+        plots.update(_comparison_plots(comparison))
     if summary["correction_lift"]:
-        rows = summary["correction_lift"]
-        plots["correction_lift.png"] = line_plot(
-            {
-                "solved (cumulative)": (
-                    [r["round"] for r in rows],
-                    [r["solved_cumulative"] for r in rows],
-                )
-            },
-            title="correction-round lift",
-            xlabel="round",
-            ylabel="problems",
-        )
+        plots[LIFT_PLOT] = lift_plot(summary["correction_lift"], title="correction-round lift")
     return plots

@@ -26,7 +26,12 @@ from prover_assets.report.bundle import (
     verify_bundle,
 )
 from prover_assets.report.prereg import Prereg, read_prereg
-from prover_assets.report.render import render_markdown, render_plots
+from prover_assets.report.render import (
+    embedded_image,
+    render_html,
+    render_markdown,
+    render_plots,
+)
 
 __all__ = ["ReportSettings", "build_report", "materialize_report"]
 
@@ -56,6 +61,7 @@ class _Measured:
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     simulated: bool = False
     pins: Any = None
+    simulated_rule: str | None = None
 
 
 def _measure(
@@ -67,6 +73,7 @@ def _measure(
         candidate = load_run(candidate_files, samples_required=settings.samples_required)
         measured.simulated |= baseline.simulated or candidate.simulated
         measured.pins = measured.pins or baseline.identity.get("pins")
+        measured.simulated_rule = measured.simulated_rule or baseline.simulated_rule
         key = f"{baseline_files.eval_set} cap {baseline_files.cap}"
         measured.systems[key] = [
             summarize_run(run, ks=settings.ks, resamples=settings.resamples, seed=settings.seed)
@@ -129,10 +136,17 @@ def build_report(
         "power_problems": power_problems,
         "correction_lift": correction_lift(pool_rounds) if pool_rounds else [],
         "pins": measured.pins,
+        "simulated_rule": measured.simulated_rule,
         "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
         "package_version": __version__,
     }
     return summary, render_markdown(summary), render_plots(summary)
+
+
+def render_document(summary: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
+    """The report as one self-contained HTML page: the Markdown document, plots embedded."""
+    title = f"Evaluation report: {summary['experiment']}"
+    return render_html(render_markdown(summary, embedded_image(plots)), title)
 
 
 def materialize_report(
@@ -172,6 +186,7 @@ def materialize_report(
     manifest = publish_bundle(
         folder,
         markdown=markdown,
+        html=render_document(summary, plots),
         summary=summary,
         plots=plots,
         inputs=inputs,

@@ -9,7 +9,7 @@ whole vocabulary is reported beside it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,14 @@ def _max_diff(
     )
 
 
+EXPORT_PHASES = (
+    "loading the base model and the adapter",
+    "the adapter model's reference log-probabilities",
+    "merging and saving",
+    "reloading the merged model and checking parity",
+)
+
+
 def export_merged(
     base_dir: Path,
     adapter_dir: Path,
@@ -63,8 +71,10 @@ def export_merged(
     *,
     parity_inputs: Sequence[Sequence[int]],
     dtype: str = "float32",
+    on_phase: Callable[[int, int, str], None] = lambda done, total, phase: None,
 ) -> ExportResult:
-    """Merge, save, reload, compare; returns the revision and the parity measurement."""
+    """Merge, save, reload, compare; returns the revision and the parity measurement.
+    `on_phase(done, total, phase)` is told as each of `EXPORT_PHASES` begins, and at the end."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -73,18 +83,29 @@ def export_merged(
     from prover_assets.generation.revision import write_local_revision
 
     hf_logging.disable_progress_bar()
+    phases = iter(enumerate(EXPORT_PHASES))
+
+    def next_phase() -> None:
+        done, phase = next(phases)
+        on_phase(done, len(EXPORT_PHASES), phase)
+
     torch_dtype = getattr(torch, dtype)
+    next_phase()
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch_dtype)
     adapted = PeftModel.from_pretrained(base, adapter_dir).eval()
+    next_phase()
     reference = logprobs(adapted, parity_inputs)
+    next_phase()
     merged = adapted.merge_and_unload()
     out_dir.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(out_dir)
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     tokenizer.save_pretrained(out_dir)
     revision = write_local_revision(out_dir, kind="sft")
+    next_phase()
     reloaded = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch_dtype).eval()
     exported = logprobs(reloaded, parity_inputs)
+    on_phase(len(EXPORT_PHASES), len(EXPORT_PHASES), "done")
     max_abs = _max_diff(reference, exported, 1)
     tolerance = PARITY_TOLERANCE[dtype]
     result = ExportResult(

@@ -32,6 +32,7 @@ from prover_assets.records.outputs import (
     require_rows,
     verified_outputs,
 )
+from prover_assets.records.progress import LineTail, TrainingProgress, TrainingProgressCallback
 from prover_assets.sft.builder import SftCounts, build_sft, read_back
 from prover_assets.sft.export import ExportResult
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
@@ -39,6 +40,7 @@ from prover_assets.sft.trainer import (
     DATA_ORDER_FILE,
     FINAL_ADAPTER,
     METRICS_FILE,
+    PROGRESS_FILE,
     STOPPED_EXIT_CODE,
     SUMMARY_FILE,
     TrainRun,
@@ -56,6 +58,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+PROGRESS_POLL_S = 2.0  # how often the trainer's progress lines are read while it runs
 
 
 class ReadBackError(RuntimeError):
@@ -156,10 +159,15 @@ def materialize_shards(
         return step.publish(staging, result, [*writer.shard_paths(), staging / ROWS_FILE])
 
 
-def _run_trainer(run_file: Path, log_path: Path) -> int:
+def _run_trainer(
+    run_file: Path, log_path: Path, progress_file: Path, on_progress: TrainingProgressCallback
+) -> int:
     """The trainer in a child process with its own session, killed if this process dies; a
     termination of this process (Dagster stopping the run) is passed on as SIGTERM, so the
-    child saves before it exits."""
+    child saves before it exits. While it trains, each progress line it writes is passed to
+    `on_progress`."""
+    progress_file.unlink(missing_ok=True)  # the lines of this run only
+    tail = LineTail(progress_file)
     with open(log_path, "ab") as log_file:
         child = spawn_tied(
             [sys.executable, "-m", "prover_assets.sft.trainer", str(run_file)],
@@ -167,7 +175,12 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
             stderr=subprocess.STDOUT,
         )
         try:
-            return child.wait()
+            while True:
+                code = _wait(child, PROGRESS_POLL_S)
+                for line in tail.new_lines():
+                    on_progress(TrainingProgress(**json.loads(line)))
+                if code is not None:
+                    return code
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGTERM)
@@ -178,13 +191,21 @@ def _run_trainer(run_file: Path, log_path: Path) -> int:
             forget_child(child)
 
 
-def _train(folder: Path, run: TrainRun) -> TrainingResult:
+def _wait(child: subprocess.Popen, timeout_s: float) -> int | None:
+    """The child's exit code, or None if it is still running after `timeout_s`."""
+    try:
+        return child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _train(folder: Path, run: TrainRun, on_progress: TrainingProgressCallback) -> TrainingResult:
     """Run the trainer child to the end; its summary's counts, with this run's wall time.
     A trainer that saved and stopped raises `TrainingInterrupted`; one that failed, its log."""
     run_file = folder / "run.json"
     run_file.write_text(json.dumps(asdict(run), indent=1))
     wall = time.monotonic()
-    code = _run_trainer(run_file, folder / "train.log")
+    code = _run_trainer(run_file, folder / "train.log", folder / PROGRESS_FILE, on_progress)
     summary = (
         json.loads((folder / SUMMARY_FILE).read_text()) if (folder / SUMMARY_FILE).exists() else {}
     )
@@ -208,10 +229,11 @@ def materialize_checkpoint(
     base_revision: str,
     training: TrainingSpec,
     device: str,
-    on_progress: Callable[[str], None] | None = None,
+    on_progress: TrainingProgressCallback = lambda progress: None,
 ) -> StepResult[TrainingResult]:
     """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs. Every
-    shard is re-hashed against the shards' manifest first: training never reads a changed file."""
+    shard is re-hashed against the shards' manifest first: training never reads a changed file.
+    `on_progress` is told each logged optimizer step as the trainer reports it."""
     verified_outputs(shards_dir)
     identity = {
         "shards": read_manifest(shards_dir)["outputs"],
@@ -231,7 +253,7 @@ def materialize_checkpoint(
         training=training.model_dump(mode="json"),
         device=device,
     )
-    result = _train(folder, run)
+    result = _train(folder, run, on_progress)
     adapter = folder / FINAL_ADAPTER
     outputs = [
         *sorted(p for p in adapter.iterdir() if p.is_file()),
@@ -250,10 +272,16 @@ def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[li
 
 
 def materialize_export(
-    folder: Path, *, checkpoint_dir: Path, base_model_dir: Path, shards_dir: Path, dtype: str
+    folder: Path,
+    *,
+    checkpoint_dir: Path,
+    base_model_dir: Path,
+    shards_dir: Path,
+    dtype: str,
+    on_phase: Callable[[int, int, str], None] = lambda done, total, phase: None,
 ) -> StepResult[ExportResult]:
     """Merge the adapter into the base, save it, and check its log-probabilities against the
-    adapter's."""
+    adapter's; `on_phase` is told as each phase of the export begins."""
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.sft.export import export_merged
 
@@ -270,6 +298,7 @@ def materialize_export(
             staging / MODEL_DIR,
             parity_inputs=parity_inputs(shards_dir),
             dtype=dtype,
+            on_phase=on_phase,
         )
         if not result.parity_passed:
             raise RuntimeError(f"the export does not reproduce the adapter model: {result}")

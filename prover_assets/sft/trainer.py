@@ -27,6 +27,7 @@ from typing import Any
 
 from prover_assets.children import FolderBusyError, hold_folder
 from prover_assets.config import TrainingSpec
+from prover_assets.records.progress import TrainingProgress
 from prover_assets.sft.packing import Schedule, training_schedule
 from prover_assets.sft.shards import SftDataset, pack
 
@@ -36,6 +37,7 @@ __all__ = [
     "DATA_ORDER_FILE",
     "FINAL_ADAPTER",
     "METRICS_FILE",
+    "PROGRESS_FILE",
     "STOPPED_EXIT_CODE",
     "PackedDataset",
     "TrainRun",
@@ -53,6 +55,7 @@ DATA_ORDER_FILE = "data_order.jsonl"
 METRICS_FILE = "metrics.jsonl"
 FINAL_ADAPTER = "adapter"
 SUMMARY_FILE = "summary.json"
+PROGRESS_FILE = "progress.jsonl"  # this run's progress, one `TrainingProgress` per logged step
 
 
 @dataclass(frozen=True)
@@ -201,10 +204,16 @@ def _training_arguments(
     )
 
 
-def _stop_and_mark(output: Path, stop_requested: dict[str, bool]) -> Any:
+def _stop_and_mark(
+    output: Path, stop_requested: dict[str, bool], tokens: list[int], first_step: int
+) -> Any:
     """The callback that saves and stops at the next step end once SIGTERM came, marks each
-    saved checkpoint complete, and appends every log line to the metrics file."""
+    saved checkpoint complete, appends every log line to the metrics file, and a
+    `TrainingProgress` line per logged step (tokens trained by this run: `tokens[0]`) to the
+    progress file, which the parent reads as it goes."""
     from transformers import TrainerCallback
+
+    started = time.monotonic()
 
     checkpoints = output / CHECKPOINTS
 
@@ -223,13 +232,24 @@ def _stop_and_mark(output: Path, stop_requested: dict[str, bool]) -> Any:
         def on_log(self, args, state, control, logs=None, **kwargs):
             with open(output / METRICS_FILE, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
+            progress = TrainingProgress(
+                step=state.global_step,
+                steps=state.max_steps,
+                loss=(logs or {}).get("loss"),
+                tokens=tokens[0],
+                elapsed_s=time.monotonic() - started,
+                first_step=first_step,
+            )
+            with open(output / PROGRESS_FILE, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(asdict(progress)) + "\n")
             return control
 
     return StopAndMark()
 
 
-def _packed_trainer(order_log: Path, schedule: Schedule) -> type:
-    """A Trainer that reads the packed micro-batches in order and logs each one it trains on."""
+def _packed_trainer(order_log: Path, schedule: Schedule, lengths: Any, tokens: list[int]) -> type:
+    """A Trainer that reads the packed micro-batches in order, logs each one it trains on, and
+    adds its tokens (rows' `lengths`) to `tokens[0]`."""
     from torch.utils.data import SequentialSampler
     from transformers import Trainer
 
@@ -239,6 +259,7 @@ def _packed_trainer(order_log: Path, schedule: Schedule) -> type:
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             micro_step = int(inputs.pop("micro_step"))
+            tokens[0] += int(sum(lengths[r] for r in schedule.micro_batches[micro_step]))
             with open(order_log, "a", encoding="utf-8") as handle:
                 handle.write(
                     json.dumps(
@@ -313,12 +334,13 @@ def train(run: TrainRun) -> dict[str, Any]:
     def request_stop(signum: int, frame: Any) -> None:
         stop_requested["flag"] = True
 
-    trainer = _packed_trainer(order_log, schedule)(
+    tokens = [0]
+    trainer = _packed_trainer(order_log, schedule, dataset.lengths(), tokens)(
         model=model,
         args=_training_arguments(spec, checkpoints, steps, bf16=bf16, device=run.device),
         train_dataset=PackedDataset(dataset, schedule),
         data_collator=collate,
-        callbacks=[_stop_and_mark(output, stop_requested)],
+        callbacks=[_stop_and_mark(output, stop_requested, tokens, resumed_step)],
     )
     previous = signal.signal(signal.SIGTERM, request_stop)
     started = time.monotonic()

@@ -36,7 +36,7 @@ from prover_assets.records import Pins
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
 from prover_assets.verify.pool import WorkStealingPool
-from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD
+from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD, describe_rule
 from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, parse_axioms
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,10 @@ class LocalReplBackend(LeanBackend):
         check_timeout_s: float,
         retries: int = 2,
         sandbox: bool = True,
+        simulated_rule: str | None = None,
     ) -> None:
         self.command = list(command)
+        self.simulated_rule = simulated_rule  # the simulator's rule in words, for the report
         self.pins = pins
         self.workers = workers
         self.cwd = cwd
@@ -141,6 +143,7 @@ class LocalReplBackend(LeanBackend):
             "header_timeout_s": self.header_timeout_s,
             "check_timeout_s": self.check_timeout_s,
             "sandbox": {"network": network, "tmpdir": "private per REPL process"},
+            **({"simulated_rule": self.simulated_rule} if self.simulated_rule else {}),
         }
 
     def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
@@ -345,16 +348,13 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
         "sandbox": settings.sandbox,
     }
     if isinstance(settings, SimulatedLeanSettings):
-        command = [
-            sys.executable,
-            "-m",
-            SIMULATOR_MODULE,
-            "--accept-share",
-            str(settings.accept_share),
-            "--seed",
-            str(settings.seed),
-        ]
-        return LocalReplBackend(command, pins=simulated_pins(SIMULATOR_MODULE), **common)
+        command = [sys.executable, "-m", SIMULATOR_MODULE, "--rule", settings.rule]
+        command += ["--seed", str(settings.seed)]
+        if settings.accept_share is not None:
+            command += ["--accept-share", str(settings.accept_share)]
+        pins = simulated_pins(f"{SIMULATOR_MODULE}, rule {settings.rule}, seed {settings.seed}")
+        rule = describe_rule(settings.rule, settings.seed, settings.accept_share)
+        return LocalReplBackend(command, pins=pins, simulated_rule=rule, **common)
     workspace = Path(
         require_filled(settings.workspace, "resources.lean.config.settings.local.workspace")
     )

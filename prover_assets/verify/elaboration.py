@@ -137,7 +137,6 @@ def elaborate_in_rank_order(
     """Check candidates in rank order until `target` elaborate (resumable by problem id)."""
     with Appender(results_path, Elaboration) as appender:
         results = {r.problem_id: r for r in iter_records(results_path, Elaboration)}
-        position = 0
         while True:
             elaborated = sum(
                 1
@@ -159,8 +158,7 @@ def elaborate_in_rank_order(
                 record = _record(result)
                 appender.append(record)
                 results[record.problem_id] = record
-                position += 1
-                if progress is not None and position % max(backend.workers, 8) == 0:
+                if progress is not None:  # the caller decides how often to show it
                     progress(_counts(results, candidates))
     pool = [
         p

@@ -302,8 +302,8 @@ def verify_generations(
                 stats.verify_seconds.append(verdict.verify_s)
             if len(chunk) >= commit_every:
                 commit()
-                if progress is not None:
-                    progress(stats)
+            if progress is not None:  # every verdict: the caller decides how often to show it
+                progress(stats)
         if chunk:
             commit()
     if progress is not None:

@@ -1,8 +1,8 @@
 """The demo's SIMULATED Lean: a separate process that speaks the Lean REPL's JSON protocol and
-decides nothing about mathematics. `python -m prover_assets.verify.simulator --accept-share P
---seed S` is started by the `simulated` backend exactly as `lake exe repl` is started by the
-local one, so the demo runs the product's REPL client, worker pool and verifier unchanged; every
-verdict it leads to is labelled simulated.
+decides nothing about mathematics. `python -m prover_assets.verify.simulator --rule R --seed S
+[--accept-share P]` is started by the `simulated` backend exactly as `lake exe repl` is started by
+the local one, so the demo runs the product's REPL client, worker pool and verifier unchanged;
+every verdict it leads to is labelled simulated.
 
 Protocol (as leanprover-community/repl): a query is the lines read up to a whitespace-only line;
 EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; malformed JSON prints
@@ -11,10 +11,18 @@ EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; malforme
 `{"message": "Unknown environment."}`; every other command allocates a new env id.
 
 Answers, first match wins: the self-test's known-good proof compiles and its known-bad one gets
-an error; a literal `sorry` gives a `sorries` entry and the sorry warning; a theorem is accepted
-with the seeded probability `accept_share` (a hash of seed and command), else it gets a
-Lean-shaped error on its first tactic line; anything else compiles. `#print axioms X` answers
-the standard axioms for a theorem the env declared.
+an error; a literal `sorry` gives a `sorries` entry and the sorry warning; a theorem is judged by
+the rule, and a rejected one gets a Lean-shaped error; anything else compiles. `#print axioms X`
+answers the standard axioms for a theorem the env declared. The rules (`describe_rule` words them
+for the report):
+
+- `planted_tactic`, the demo's positive control: a theorem is accepted exactly when its proof's
+  last tactic is the one a hash of the seed picks from `DEMO_TACTICS` (the tactics the demo's
+  base model is taught in equal shares), so a model that learns from its accepted proofs gets
+  better by construction; the error is on that last tactic line.
+- `seeded_share`, the null control: a theorem is accepted with probability `accept_share`, drawn
+  from a hash of the seed and the command, which nothing a model learns can move; the error is
+  on the first line after `:= by`.
 """
 
 from __future__ import annotations
@@ -31,15 +39,20 @@ from typing import Any, TextIO
 
 __all__ = [
     "DECLARED_AXIOMS",
+    "DEMO_TACTICS",
     "RAW",
+    "RULES",
     "SELF_TEST_BAD",
     "SELF_TEST_GOOD",
     "SORRY_WARNING",
     "STANDARD_AXIOMS",
     "Env",
     "ReplSimulator",
+    "closing_tactic",
+    "describe_rule",
     "line_col",
     "main",
+    "planted_tactic",
     "read_query",
     "serve",
 ]
@@ -58,6 +71,17 @@ _SELF_TEST_BAD_ERROR = {
     "endPos": {"line": 2, "column": 10},
     "data": "unsolved goals\n⊢ False",
 }
+# The tactics the demo's base model is taught to close proofs with, in equal shares; the
+# planted rule accepts one of them.
+DEMO_TACTICS = (
+    "nlinarith [sq_nonneg (x - 1), sq_nonneg (x + 1)]",
+    "norm_num",
+    "omega",
+    "simp_all",
+    "linarith",
+    "positivity",
+)
+RULES = ("planted_tactic", "seeded_share")
 _DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
 _SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
 _PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
@@ -84,6 +108,45 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1)
 
 
+def planted_tactic(seed: int) -> str:
+    """The name of the tactic the `planted_tactic` rule accepts: one of `DEMO_TACTICS`, picked by
+    a hash of the seed."""
+    draw = int(hashlib.sha256(f"planted_tactic|{seed}".encode()).hexdigest(), 16)
+    return DEMO_TACTICS[draw % len(DEMO_TACTICS)].split()[0]
+
+
+def closing_tactic(command: str) -> tuple[int, str]:
+    """The 0-based index of the command's last line that is neither blank nor a `--` comment,
+    and the name of the tactic it starts with (its first word)."""
+    lines = command.split("\n")
+    index = next(
+        (
+            i
+            for i in reversed(range(len(lines)))
+            if lines[i].strip() and not lines[i].lstrip().startswith("--")
+        ),
+        0,
+    )
+    words = lines[index].split()
+    return index, words[0] if words else ""
+
+
+def describe_rule(rule: str, seed: int, accept_share: float | None) -> str:
+    """The rule in words, as the report prints it."""
+    if rule == "planted_tactic":
+        return (
+            f"planted_tactic: a proof is accepted exactly when its last tactic is "
+            f"`{planted_tactic(seed)}`, picked by seed {seed} from the {len(DEMO_TACTICS)} tactics "
+            "the demo's base model is taught in equal shares; an effect planted by construction, "
+            "which a loop that learns from its accepted proofs must detect"
+        )
+    return (
+        f"seeded_share: a proof is accepted with probability {accept_share}, drawn from a hash of "
+        f"seed {seed} and its code, independent of anything a model can learn; no effect is "
+        "planted, so the loop should detect none"
+    )
+
+
 def has_sorry(command: str) -> bool:
     """Whether `command` holds a literal `sorry` (not part of a longer name)."""
     return _SORRY.search(command) is not None
@@ -93,7 +156,8 @@ def has_sorry(command: str) -> bool:
 class ReplSimulator:
     """One simulated REPL's state and answers (see the module docstring)."""
 
-    accept_share: float | None = None  # None: every theorem without `sorry` compiles
+    rule: str | None = None  # None: every theorem without `sorry` compiles
+    accept_share: float = 0.0
     seed: int = 0
     warning_style: str = "v4.9"
     import_delay_s: float = 0.0
@@ -147,7 +211,9 @@ class ReplSimulator:
         """The answer by the command's content: its sorry, else the seeded draw."""
         if has_sorry(command):
             return self.sorry_answer(command)
-        if self.accept_share is not None and "theorem" in command:
+        if self.rule == "planted_tactic" and "theorem" in command:
+            return self.planted_answer(command)
+        if self.rule == "seeded_share" and "theorem" in command:
             return self.seeded_answer(command, self.accept_share)
         return {}
 
@@ -178,19 +244,25 @@ class ReplSimulator:
     def seeded_answer(self, command: str, accept_share: float) -> dict[str, Any]:
         """Accepted with probability `accept_share`, drawn from a hash of seed and command;
         otherwise a Lean-shaped error on the first line after the theorem's `:= by`."""
-        digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
-        draw = int(hashlib.sha256(f"{self.seed}|{digest}".encode()).hexdigest(), 16)
+        draw = self.draw(command)
         if (draw % 10**6) / 10**6 < accept_share:
             return {}
         lines = command.split("\n")
         by_line = next((i for i, text in enumerate(lines) if ":= by" in text), 0)
-        target = min(by_line + 1, len(lines) - 1)
-        text = lines[target]
-        column = len(text) - len(text.lstrip())
-        error = _SIMULATED_ERRORS[draw % len(_SIMULATED_ERRORS)]
-        position = {"line": target + 1, "column": column}
-        end = {"line": target + 1, "column": len(text)}
-        return {"messages": [{"severity": "error", "pos": position, "endPos": end, "data": error}]}
+        return simulated_error(lines, min(by_line + 1, len(lines) - 1), draw)
+
+    def planted_answer(self, command: str) -> dict[str, Any]:
+        """Accepted exactly when the proof's last tactic is the planted one; otherwise a
+        Lean-shaped error on that last tactic's line."""
+        index, tactic = closing_tactic(command)
+        if tactic == planted_tactic(self.seed):
+            return {}
+        return simulated_error(command.split("\n"), index, self.draw(command))
+
+    def draw(self, command: str) -> int:
+        """A number drawn from a hash of the seed and the command."""
+        digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
+        return int(hashlib.sha256(f"{self.seed}|{digest}".encode()).hexdigest(), 16)
 
     def sorry_answer(self, command: str, *, force: bool = False) -> dict[str, Any]:
         """A `sorries` entry at the first `sorry` (or the start, if `force`) and the sorry
@@ -225,6 +297,16 @@ class ReplSimulator:
                 }
             ],
         }
+
+
+def simulated_error(lines: list[str], target: int, draw: int) -> dict[str, Any]:
+    """A Lean-shaped error on line `target` (0-based) of the command, its text picked by `draw`."""
+    text = lines[target]
+    column = len(text) - len(text.lstrip())
+    error = _SIMULATED_ERRORS[draw % len(_SIMULATED_ERRORS)]
+    position = {"line": target + 1, "column": column}
+    end = {"line": target + 1, "column": len(text)}
+    return {"messages": [{"severity": "error", "pos": position, "endPos": end, "data": error}]}
 
 
 def read_query(stdin: TextIO) -> str | None:
@@ -273,10 +355,11 @@ def serve(simulator: ReplSimulator, write: Callable[[str], None] = _write_stdout
 def main(argv: list[str] | None = None) -> int:
     """Serve the simulated REPL on stdin/stdout."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--accept-share", type=float, required=True)
+    parser.add_argument("--rule", choices=RULES, required=True)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--accept-share", type=float, default=0.0)
     args = parser.parse_args(argv)
-    return serve(ReplSimulator(accept_share=args.accept_share, seed=args.seed))
+    return serve(ReplSimulator(rule=args.rule, accept_share=args.accept_share, seed=args.seed))
 
 
 if __name__ == "__main__":
