@@ -4,12 +4,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from pydantic import ValidationError
 
 from prover_assets.config import (
-    SimulatedLeanSettings,
     ConfigError,
+    SimulatedLeanSettings,
     load_run_config,
     parse_experiment_spec,
     require_filled,

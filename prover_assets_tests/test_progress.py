@@ -159,3 +159,14 @@ def test_a_final_call_is_logged_even_before_the_total_is_reached(monkeypatch):
     reporter(1, 4, None, "phases")
     reporter(2, 4, None, "phases", final=True)
     assert context.log.lines == ["phases: 0/4", "phases: 2/4"]
+
+
+def test_calls_past_the_total_are_not_logged_again(monkeypatch):
+    from prover_assets.assets import progress
+
+    monkeypatch.setattr(progress.time, "monotonic", lambda: 5.0)
+    context = RecordingContext()
+    reporter = progress.ProgressReporter(context, "samples", log_every_s=60.0)
+    for done in (1, 2, 2, 2):
+        reporter(done, 2, None, "samples")
+    assert context.log.lines == ["samples: 1/2", "samples: 2/2"]

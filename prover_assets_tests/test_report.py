@@ -953,3 +953,24 @@ def test_summary_json_fills_both_sides_of_each_comparison(tmp_path):
     (comparison,) = summary["comparisons"]
     assert comparison["baseline"]["system"] == "baseline"
     assert comparison["candidate"]["model_revs"] == ["sft-" + "b" * 64]
+
+
+def test_the_report_names_the_run_that_made_each_system_s_samples(tmp_path):
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    manifest = json.loads((tmp_path / "runs" / "manifest.json").read_text())
+    write_manifest(tmp_path / "runs", {**manifest, "run_id": "run-1234"})
+    folder = materialize_report(
+        tmp_path / "report",
+        [(base, cand)],
+        [],
+        prereg_path=registered_prereg(tmp_path),
+        config_files=[],
+        settings=settings(),
+        config={"name": "test"},
+    ).folder
+    text = (folder / "report.md").read_text()
+    rows = [
+        line for line in text.splitlines() if line.startswith(("| baseline | `", "| candidate | `"))
+    ]
+    assert len(rows) == 2 and all("run `run-1234`, t to " in row for row in rows)

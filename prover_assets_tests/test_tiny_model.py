@@ -35,6 +35,9 @@ def test_revision_is_derived_from_the_weight_shards(tiny_model_dir):
 STATEMENTS = [
     "theorem a (x : ℕ) : x + 0 = x := by sorry",
     "theorem b (x : ℝ) (h : 0 < x) : 0 ≤ x := by sorry",
+    "theorem c : (2 : ℕ) + 2 = 4 := by sorry",
+    "theorem d (n : ℤ) : n - n = 0 := by sorry",
+    "theorem e (y : ℚ) : y * 1 = y := by sorry",
 ]
 # The closing tactic's name in each taught completion (written out here).
 TACTIC_NAMES = {"nlinarith", "norm_num", "omega", "simp_all", "linarith", "positivity"}
@@ -53,8 +56,9 @@ def test_the_format_corpus_closes_each_statement_once_with_each_tactic_and_corre
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     examples = _format_examples(tokenizer, STATEMENTS)
-    assert len(examples) == len(STATEMENTS) * (len(TACTIC_NAMES) + 1)
     per_statement = len(TACTIC_NAMES) + 1
+    assert len(examples) == len(STATEMENTS) * per_statement
+    fixes = []
     for index in range(len(STATEMENTS)):
         block = examples[index * per_statement : (index + 1) * per_statement]
         texts = [tokenizer.decode(c, skip_special_tokens=True) for _, c in block]
@@ -63,4 +67,16 @@ def test_the_format_corpus_closes_each_statement_once_with_each_tactic_and_corre
         assert "Error Message:" in correction_prompt
         failed = correction_prompt.split("Error Message: ")[1].split()[0]
         assert closing_name(texts[-1]) != failed
+        fixes.append(closing_name(texts[-1]))
         assert all(STATEMENTS[index].removesuffix(" := by sorry") in t for t in texts)
+    assert len(set(fixes)) > 1  # the answers to corrections vary from statement to statement
+
+
+def test_format_tuning_visits_every_example_equally_often():
+    import torch
+
+    from prover_assets.generation.tiny_model import _epochs
+
+    order = _epochs(7, 7 * 3 + 2, torch.Generator().manual_seed(1))
+    counts = [order.count(i) for i in range(7)]
+    assert len(order) == 23 and sorted(counts) == [3, 3, 3, 3, 3, 4, 4]

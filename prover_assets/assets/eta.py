@@ -34,7 +34,7 @@ from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records.outputs import StageResult
 from prover_assets.report.eta import BOUNDS, RoundPlan, eta_table, measured_inputs
-from prover_assets.report.markdown import clock_time, markdown_table, png_image
+from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
@@ -170,19 +170,28 @@ def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan
 def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict[str, Any]:
     """The ETA table as the asset's metadata: totals, the step and input tables, a plot."""
     total = table["total_hours"]
-    steps = markdown_table(
-        ["step", "low (h:mm:ss)", "central (h:mm:ss)", "high (h:mm:ss)"],
+    steps = dg.MetadataValue.table(
         [
-            (s["step"], *(clock_time(s[bound] * 3600) for bound in BOUNDS))
-            for s in [*table["steps"], {"step": "**total**", **total}]
+            dg.TableRecord({"step": s["step"], **{b: clock_time(s[b] * 3600) for b in BOUNDS}})
+            for s in [*table["steps"], {"step": "total", **total}]
         ],
+        dg.TableSchema(
+            [dg.TableColumn("step", "string")]
+            + [dg.TableColumn(b, "string", description="h:mm:ss") for b in BOUNDS]
+        ),
     )
-    inputs = markdown_table(
-        ["input", "low", "central", "high", "source"],
+    inputs = dg.MetadataValue.table(
         [
-            (input_name, i["low"], i["central"], i["high"], i["source"])
-            for input_name, i in table["inputs"].items()
+            dg.TableRecord(
+                {"input": name, **{b: float(i[b]) for b in BOUNDS}, "source": i["source"]}
+            )
+            for name, i in table["inputs"].items()
         ],
+        dg.TableSchema(
+            [dg.TableColumn("input", "string")]
+            + [dg.TableColumn(b, "float") for b in BOUNDS]
+            + [dg.TableColumn("source", "string", description="measured or prior")]
+        ),
     )
     plot = bar_plot(
         {
@@ -199,8 +208,8 @@ def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict
         "total_hours_low": dg.MetadataValue.float(total["low"]),
         "total_hours_high": dg.MetadataValue.float(total["high"]),
         "inputs_measured": f"{measured_count} of {len(table['inputs'])}",
-        "steps": dg.MetadataValue.md(steps),
-        "inputs": dg.MetadataValue.md(inputs),
+        "steps": steps,
+        "inputs": inputs,
         "plot": dg.MetadataValue.md(png_image(plot, "hours per step")),
         "table": dg.MetadataValue.json(table),
     }

@@ -146,6 +146,7 @@ def _generation_asset(
             ),
             load_tokenizer=_load_tokenizer,
             progress=progress,
+            run_id=context.run.run_id,
         )
         return dg.MaterializeResult(
             metadata={

@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.outputs import StageResult, StepResult
-from prover_assets.report.markdown import histogram_table, markdown_table
 
 __all__ = [
     "display_number",
@@ -67,22 +66,49 @@ def result_metadata(result: StageResult, data_root: Path) -> dict[str, Any]:
     return {name: _display(value, data_root) for name, value in result}
 
 
-def files_table(manifest: Mapping[str, Any], data_root: Path) -> dg.MetadataValue:
-    """A Markdown table of a manifest's input and output files (path relative to the data root,
-    short sha256, bytes)."""
-    rows = [
-        (role, _relative(e["path"], data_root), e["sha256"][:SHORT_HASH], e["bytes"])
+def files_table(manifest: Mapping[str, Any], data_root: Path) -> dg.TableMetadataValue:
+    """A table of a manifest's input and output files (path relative to the data root, short
+    sha256, bytes)."""
+    schema = dg.TableSchema(
+        [
+            dg.TableColumn("role", "string"),
+            dg.TableColumn("path", "string"),
+            dg.TableColumn("sha256", "string", description=f"the first {SHORT_HASH} hex digits"),
+            dg.TableColumn("bytes", "int"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "role": role,
+                "path": _relative(e["path"], data_root),
+                "sha256": e["sha256"][:SHORT_HASH],
+                "bytes": e["bytes"],
+            }
+        )
         for role, entries in (("input", manifest["inputs"]), ("output", manifest["outputs"]))
         for e in entries
     ]
-    return dg.MetadataValue.md(
-        markdown_table(["role", "path", f"sha256 ({SHORT_HASH})", "bytes"], rows)
+    return dg.MetadataValue.table(records, schema)
+
+
+def histogram(counts: Mapping[str, int], key: str = "reason") -> dg.TableMetadataValue:
+    """A table of counts with their shares, largest first."""
+    total = sum(counts.values())
+    schema = dg.TableSchema(
+        [
+            dg.TableColumn(key, "string"),
+            dg.TableColumn("count", "int"),
+            dg.TableColumn("share", "float"),
+        ]
     )
-
-
-def histogram(counts: Mapping[str, int], key: str = "reason") -> dg.MetadataValue:
-    """A Markdown table of counts, largest first."""
-    return dg.MetadataValue.md(histogram_table(counts, key=key))
+    records = [
+        dg.TableRecord(
+            {key: name, "count": count, "share": round(count / total, 4) if total else 0.0}
+        )
+        for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return dg.MetadataValue.table(records, schema)
 
 
 def step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def _eta(seconds: float | None) -> str:
 class ProgressReporter:
     """Progress of one step, called as often as the step likes (each sample, each optimizer
     step): it logs the first call, then at most every `log_every_s` seconds, and the last
-    (`final`, or `done == total`); it records an observation (visible in the asset's timeline)
+    (`final`, or the first to reach `total`); it records an observation (visible in the asset's timeline)
     at most every `observe_every_s` seconds and with the last."""
 
     def __init__(
@@ -51,6 +51,7 @@ class ProgressReporter:
         self.observe_every_s = observe_every_s
         self._logged: float | None = None
         self._observed: float | None = None
+        self._reached = False
 
     def __call__(
         self,
@@ -63,7 +64,9 @@ class ProgressReporter:
         final: bool = False,
     ) -> None:
         now = time.monotonic()
-        last = final or done >= total
+        # The last report: asked for, or the first to reach the total (later ones add nothing).
+        last = final or (done >= total and not self._reached)
+        self._reached |= done >= total
         eta = (total - done) / rate if rate else None
         if last or _elapsed(self._logged, now) >= self.log_every_s:
             self._logged = now

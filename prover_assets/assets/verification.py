@@ -97,6 +97,7 @@ def _verdict_asset(
             commit_every=lean.model().commit_every,
             reverify_stale=config.reverify_stale,
             progress=progress,
+            run_id=context.run.run_id,
         )
         counts = result.result
         verifier = result.manifest.get("verifier", {})
@@ -140,7 +141,11 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
             open_verifier=lambda: lean.open_verifier(spec, feedback=False),
             self_test=lean.require_self_test,
             progress=lambda counts: reporter(
-                counts.elaborated, spec.pool.size, None, "statements", counts.model_dump()
+                min(counts.elaborated, spec.pool.size),
+                spec.pool.size,
+                None,
+                "statements",
+                counts.model_dump(),
             ),
         )
         elaboration = result.result.elaboration

@@ -227,6 +227,7 @@ def generate_samples(
     """Generate every spec whose key is not in `appender` yet; commit every `commit_every`;
     `progress` is told after each sample and at the end."""
     stats = GenerationStats(total=len(specs), torn_dropped=appender.torn_dropped)
+    notify = progress or (lambda done: None)
     pending: dict[SampleKey, tuple[SampleSpec, str, list[int], int, int]] = {}
     no_room: list[Generation] = []
     for spec in specs:
@@ -264,12 +265,10 @@ def generate_samples(
         if len(chunk) >= commit_every:
             appender.append_many(chunk)
             chunk.clear()
-        if progress is not None:  # every sample: the caller decides how often to show it
-            progress(stats)
+        notify(stats)  # every sample: the caller decides how often to show it
     if chunk:
         appender.append_many(chunk)
-    if progress is not None:
-        progress(stats)
+    notify(stats)
     return stats
 
 

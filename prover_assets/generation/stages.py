@@ -139,8 +139,10 @@ def materialize_generations(
     open_engine: EngineFactory,
     load_tokenizer: Callable[[Path], Any],
     progress: Callable[[GenerationStats], None] | None = None,
+    run_id: str | None = None,
 ) -> StepResult[GenerationBatchResult]:
-    """Generate every missing sample; reuse a complete, current output; refuse a foreign one."""
+    """Generate every missing sample; reuse a complete, current output; refuse a foreign one.
+    `run_id`: the orchestrator's run that completes the output, recorded in its manifest."""
     require_rows(
         len(samples.specs), f"the generation batch {folder}", allow_empty=samples.allow_empty
     )
@@ -177,7 +179,7 @@ def materialize_generations(
     return step.finish(
         stats.to_result(rows=rows, plan=samples.plan),
         [path],
-        extra={"engine": engine_description, "model_path": str(model_path)},
+        extra={"engine": engine_description, "model_path": str(model_path), "run_id": run_id},
     )
 
 

@@ -201,6 +201,17 @@ def _padded(batch: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any,
     return input_ids, attention, labels
 
 
+def _epochs(count: int, length: int, generator: Any) -> list[int]:
+    """`length` example indices: shuffled epochs of all `count` examples, one after another, so
+    that every example (every tactic of every statement) is seen equally often."""
+    import torch
+
+    order: list[int] = []
+    while len(order) < length:
+        order += torch.randperm(count, generator=generator).tolist()
+    return order[:length]
+
+
 def teach_output_format(
     folder: Path,
     statements: list[str],
@@ -229,18 +240,19 @@ def teach_output_format(
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    # Linear decay to 0: the last batches do not tilt which tactic the model prefers.
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1 - done / steps)
     model.train()
     losses = []
     tokens = 0
+    order = _epochs(len(examples), steps * batch_size, generator)
     for step in range(1, steps + 1):
-        batch = [
-            examples[i]
-            for i in torch.randperm(len(examples), generator=generator)[:batch_size].tolist()
-        ]
+        batch = [examples[i] for i in order[(step - 1) * batch_size : step * batch_size]]
         input_ids, attention, labels = _padded(batch, tokenizer.pad_token_id)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         optimizer.step()
+        schedule.step()
         optimizer.zero_grad()
         losses.append(loss.item())
         tokens += int(attention.sum())

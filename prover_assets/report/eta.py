@@ -114,86 +114,71 @@ def fixed_steps(plan: RoundPlan) -> tuple[str, ...]:
     )
 
 
+def _sample_steps(
+    label: str, samples: Range, cap: int, inputs: Mapping[str, Range]
+) -> list[dict[str, Any]]:
+    """Generating and verifying `samples` at `cap`: the work at the measured rates, and each
+    step's start-up."""
+    generate = _combine(
+        lambda n, t, r, w: (n * min(t, cap) / r + w) / 3600,
+        samples,
+        inputs["mean_completion_tokens"],
+        inputs["tokens_per_s"],
+        inputs["generation startup s"],
+    )
+    verify = _combine(
+        lambda n, c, s, w: (n * c * s + w) / 3600,
+        samples,
+        inputs["share_with_code"],
+        inputs["verify_s_per_code_sample"],
+        inputs["verification startup s"],
+    )
+    return [{"step": f"{label}: generate", **generate}, {"step": f"{label}: verify", **verify}]
+
+
+def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, Any]]:
+    """Round 0 on the train pool, the correction rounds and SFT training."""
+    pool_samples = plan.pool_problems * plan.n_samples
+    steps = _sample_steps("pool round 0", _fixed(pool_samples), plan.pool_cap, inputs)
+    # Children come from the failed samples of unsolved problems; later rounds are bounded by
+    # the first round's unsolved share (an over-estimate).
+    children = Range(
+        *(pool_samples * u * plan.samples_per_parent for u in inputs["unsolved_share"].values()),
+        False,
+    )
+    for round in range(1, plan.correction_rounds + 1):
+        steps += _sample_steps(f"pool correction round {round}", children, plan.pool_cap, inputs)
+    training = _combine(
+        lambda r, t, s: (
+            plan.pool_problems * min(r, plan.max_rows_per_problem) * t * plan.sft_epochs / s / 3600
+        ),
+        inputs["sft_rows_per_problem"],
+        inputs["sft_row_tokens"],
+        inputs["sft_tokens_per_s"],
+    )
+    return [*steps, {"step": "SFT training", **training}]
+
+
+def _fixed(count: float) -> Range:
+    return Range(count, count, count, True)
+
+
 def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
     """Hours per step and in total (low / central / high), and each input with its source."""
     names = [n for n in INPUTS if n not in FIXED_PRIORS_S or n in STARTUP_INPUTS]
     names += fixed_steps(plan)
     inputs = {name: Range.of(name, measured) for name in names}
-    rate, tokens = inputs["tokens_per_s"], inputs["mean_completion_tokens"]
-    code, verify_s = inputs["share_with_code"], inputs["verify_s_per_code_sample"]
-    generation_startup = inputs["generation startup s"]
-    verification_startup = inputs["verification startup s"]
     steps: list[dict[str, Any]] = [
         {"step": name.removesuffix(" s"), **_combine(lambda v: v / 3600, inputs[name])}
         for name in fixed_steps(plan)
     ]
-
-    def sample_steps(label: str, samples: Range, cap: int) -> None:
-        steps.append(
-            {
-                "step": f"{label}: generate",
-                **_combine(
-                    lambda n, t, r, w: (n * min(t, cap) / r + w) / 3600,
-                    samples,
-                    tokens,
-                    rate,
-                    generation_startup,
-                ),
-            }
-        )
-        steps.append(
-            {
-                "step": f"{label}: verify",
-                **_combine(
-                    lambda n, c, s, w: (n * c * s + w) / 3600,
-                    samples,
-                    code,
-                    verify_s,
-                    verification_startup,
-                ),
-            }
-        )
-
-    def fixed(count: float) -> Range:
-        return Range(count, count, count, True)
-
     for system in ("baseline", "candidate"):
         for eval_set, problems in plan.eval_problems.items():
             for cap in plan.eval_caps[eval_set]:
-                sample_steps(f"{system} {eval_set} c{cap}", fixed(problems * plan.n_samples), cap)
+                samples = _fixed(problems * plan.n_samples)
+                steps += _sample_steps(f"{system} {eval_set} c{cap}", samples, cap, inputs)
         if system == "baseline":
-            pool_samples = plan.pool_problems * plan.n_samples
-            sample_steps("pool round 0", fixed(pool_samples), plan.pool_cap)
-            # Children come from the failed samples of unsolved problems; later rounds are
-            # bounded by the first round's unsolved share (an over-estimate).
-            children = Range(
-                *(
-                    pool_samples * u * plan.samples_per_parent
-                    for u in inputs["unsolved_share"].values()
-                ),
-                False,
-            )
-            for round in range(1, plan.correction_rounds + 1):
-                sample_steps(f"pool correction round {round}", children, plan.pool_cap)
-            rows = inputs["sft_rows_per_problem"]
-            steps.append(
-                {
-                    "step": "SFT training",
-                    **_combine(
-                        lambda r, t, s: (
-                            plan.pool_problems
-                            * min(r, plan.max_rows_per_problem)
-                            * t
-                            * plan.sft_epochs
-                            / s
-                            / 3600
-                        ),
-                        rows,
-                        inputs["sft_row_tokens"],
-                        inputs["sft_tokens_per_s"],
-                    ),
-                }
-            )
+            steps += _pool_steps(plan, inputs)
     total = {bound: sum(step[bound] for step in steps) for bound in BOUNDS}
     return {
         "steps": steps,

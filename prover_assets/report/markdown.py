@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["clock_time", "histogram_table", "markdown_table", "png_image"]
+__all__ = ["clock_time", "markdown_table", "png_image"]
 
 
 def clock_time(seconds: float) -> str:
@@ -29,16 +29,6 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def histogram_table(counts: Mapping[str, int], *, key: str = "reason") -> str:
-    """A Markdown table of counts, largest first."""
-    total = sum(counts.values())
-    rows = [
-        (name, count, f"{100 * count / total:.1f}%" if total else "-")
-        for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    ]
-    return markdown_table([key, "count", "share"], rows)
 
 
 def png_image(png: bytes, alt: str) -> str:

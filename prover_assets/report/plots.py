@@ -292,29 +292,49 @@ def reasons_plot(groups: Mapping[str, Mapping[str, int]], *, title: str) -> byte
 
 def lift_plot(rows: Sequence[Mapping[str, int]], *, title: str) -> bytes:
     """Per correction round: problems converted (bars) and solved so far (line), y from 0."""
-    plt, figure, axes = _figure(5.6, 3.4)
+    plt, figure, axes = _figure(5.6, 3.8)
     rounds = [r["round"] for r in rows]
     bars = axes.bar(
         rounds,
         [r["converted"] for r in rows],
         color=_style(0)[0],
         width=0.5,
-        label="converted in the round",
+        label="converted in the round (count on the bar)",
     )
-    axes.bar_label(bars, padding=2, fontsize=8)
-    axes.plot(
+    converted = [r["converted"] for r in rows]
+    axes.bar_label(
+        bars,
+        labels=[str(c) if c else "" for c in converted],
+        label_type="center",
+        color="white",
+        fontsize=9,
+        weight="bold",
+    )
+    for x, count in zip(rounds, converted, strict=True):
+        if not count:  # no bar to write on
+            axes.annotate("0", (x, 0), xytext=(0, 3), textcoords="offset points", ha="center")
+    cumulative = axes.plot(
         rounds,
         [r["solved_cumulative"] for r in rows],
         color=_style(1)[0],
         marker=_style(1)[1],
         label="solved so far (cumulative)",
     )
+    for x, row in zip(rounds, rows, strict=True):
+        axes.annotate(
+            str(row["solved_cumulative"]),
+            (x, row["solved_cumulative"]),
+            xytext=(0, 6),
+            textcoords="offset points",
+            ha="center",
+            color=cumulative[0].get_color(),
+        )
     axes.set_xticks(rounds, [str(r) for r in rounds])
     top = max([r["solved_cumulative"] for r in rows] + [1])
-    axes.set_ylim(0, math.ceil(top * 1.2))
+    axes.set_ylim(0, math.ceil(top * 1.25) + 1)
     _integer_axis(axes.yaxis)
     axes.set(title=title, xlabel="round (0: first samples; then corrections)", ylabel="problems")
-    axes.legend(loc="upper left")
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
     return _png(plt, figure)
 
 

@@ -72,9 +72,10 @@ def materialize_verdicts(
     commit_every: int,
     reverify_stale: bool = False,
     progress: Callable[[VerifyStats], None] | None = None,
+    run_id: str | None = None,
 ) -> StepResult[VerificationResult]:
     """Verify every generation of a batch (resumable, reused when current); every count in the
-    manifest."""
+    manifest, with `run_id`, the orchestrator's run that completes it."""
     inputs = StepInputs.hash({"generations": generations_file, "problems": problems_file})
     with open_verifier() as verifier:
         step = Step(
@@ -101,7 +102,11 @@ def materialize_verdicts(
     return step.finish(
         stats.to_result(),
         [folder / VERDICTS_FILE, folder / CHUNKS_FILE],
-        extra={"verifier": info.model_dump(mode="json"), "reverify_stale": reverify_stale},
+        extra={
+            "verifier": info.model_dump(mode="json"),
+            "reverify_stale": reverify_stale,
+            "run_id": run_id,
+        },
     )
 
 
