@@ -367,20 +367,22 @@ class SimulatedLeanSettings(_ReplPoolSettings):
     """The demo's REPL simulator: every verdict labelled simulated; only a demo may use it.
 
     `rule` is the simulator's (prover_assets/verify/simulator.py): `planted_tactic` accepts a proof
-    by its last tactic, an effect a model can learn (the positive control); `seeded_share`
-    accepts a share `accept_share` of proofs at random (the null control)."""
+    by its last tactic, an effect a model can learn (the positive control); `seeded_theorems`
+    accepts a share `accept_share` of the theorems whatever their proofs (the null control);
+    `seeded_share` accepts that share of proofs by a hash of their code."""
 
     backend: Literal["simulated"] = "simulated"
-    rule: Literal["planted_tactic", "seeded_share"]
+    rule: Literal["planted_tactic", "seeded_theorems", "seeded_share"]
     accept_share: Probability | None = None
     seed: int
 
     @model_validator(mode="after")
     def _share_with_its_rule(self) -> SimulatedLeanSettings:
-        if (self.rule == "seeded_share") != (self.accept_share is not None):
+        if (self.rule != "planted_tactic") != (self.accept_share is not None):
             raise ValueError(
-                "accept_share is required by rule seeded_share and meaningless for "
-                f"planted_tactic (rule {self.rule}, accept_share {self.accept_share})"
+                "accept_share is required by rules seeded_theorems and seeded_share and "
+                f"meaningless for planted_tactic (rule {self.rule}, accept_share "
+                f"{self.accept_share})"
             )
         return self
 

@@ -60,8 +60,17 @@ def main() -> int:
             f"measured); this round took {clock_time(elapsed)}"
         )
     if result.success and report is not None and report.asset_materialization is not None:
-        folder = report.asset_materialization.metadata["output_dir"].value
-        print(f"report: {folder}/report.md")
+        metadata = report.asset_materialization.metadata
+        for name, value in metadata.items():
+            if name.endswith("_decision"):
+                comparison = name.removesuffix("_decision")
+                p_value = metadata[f"{comparison}_p_value"].value
+                simulated = " [SIMULATED - NOT EVIDENCE]" if metadata["simulated"].value else ""
+                print(
+                    f"decision on {comparison}: {value.value}, exact McNemar p = {p_value:.3g}"
+                    f"{simulated}"
+                )
+        print(f"report: {metadata['output_dir'].value}/report.md (and report.html)")
     print("open the UI: make ui, then http://127.0.0.1:3000 (Assets > eval_report, Runs)")
     return 0 if result.success and eta.success else 1
 

@@ -159,7 +159,8 @@ def test_config_refuses_what_would_fail_later(path, value, message):
     ("settings", "message"),
     [
         ({"rule": "planted_tactic", "accept_share": 0.4, "seed": 1}, "meaningless for"),
-        ({"rule": "seeded_share", "seed": 1}, "required by rule seeded_share"),
+        ({"rule": "seeded_share", "seed": 1}, "required by rules seeded_theorems and seeded_share"),
+        ({"rule": "seeded_theorems", "seed": 1}, "required by rules"),
         ({"rule": "every_third", "seed": 1}, "rule"),
     ],
 )
@@ -172,7 +173,8 @@ def test_the_demo_plants_an_effect_and_its_null_control_plants_none():
     demo = load_run_config(CONFIGS / "demo.yaml")
     null = load_run_config(CONFIGS / "demo-null.yaml")
     assert demo.lean.rule == "planted_tactic"
-    assert (null.lean.rule, null.lean.accept_share) == ("seeded_share", 0.15)
+    assert (null.lean.rule, null.lean.accept_share) == ("seeded_theorems", 0.3)
     # the same loop otherwise: only the verifier's rule differs
-    own = {"name", "data_root"}
+    own = {"name": True, "data_root": True, "sft": {"exclude_solved_all"}}
     assert null.experiment.model_dump(exclude=own) == demo.experiment.model_dump(exclude=own)
+    assert not null.experiment.sft.exclude_solved_all

@@ -150,3 +150,19 @@ def test_the_rule_s_words_name_the_planted_tactic_or_the_share():
     assert "planted by construction" in planted
     null = describe_rule("seeded_share", 7, 0.3)
     assert "probability 0.3" in null and "no effect is planted" in null
+
+
+def test_the_theorem_rule_judges_the_theorem_whatever_its_proof_says():
+    names = [f"t{i}" for i in range(60)]
+    proofs = ("omega", "norm_num", "simp_all")
+    requests = [{"cmd": "import Mathlib"}] + [
+        {"cmd": f"theorem {name} (x : ℕ) : x = x := by\n  {proof}", "env": 0}
+        for name in names
+        for proof in proofs
+    ]
+    answers = run_simulator(requests, share=0.3, seed=7, rule="seeded_theorems")
+    accepted = ["messages" not in a for a in answers[1:]]
+    by_theorem = [accepted[i * len(proofs) : (i + 1) * len(proofs)] for i in range(len(names))]
+    # every proof of a theorem gets its theorem's verdict: the documented draw on its name
+    assert by_theorem == [[accepted_by_the_rule(n, 0.3, 7)] * len(proofs) for n in names]
+    assert 8 <= sum(row[0] for row in by_theorem) <= 30

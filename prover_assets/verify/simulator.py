@@ -20,9 +20,13 @@ for the report):
   last tactic is the one a hash of the seed picks from `DEMO_TACTICS` (the tactics the demo's
   base model is taught in equal shares), so a model that learns from its accepted proofs gets
   better by construction; the error is on that last tactic line.
-- `seeded_share`, the null control: a theorem is accepted with probability `accept_share`, drawn
-  from a hash of the seed and the command, which nothing a model learns can move; the error is
-  on the first line after `:= by`.
+- `seeded_theorems`, the null control: a theorem is accepted exactly when a hash of the seed and
+  its name falls below `accept_share`: which problems can be solved is fixed before any model
+  runs, whatever the proof says, so nothing a model learns can move it (a draw per code would
+  not do: a model that repeats itself gets fewer draws); the error is on the first line after
+  `:= by`.
+- `seeded_share`: a theorem is accepted with probability `accept_share`, drawn from a hash of
+  the seed and the command (the tests' mix of accepted and rejected proofs).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ DEMO_TACTICS = (
     "linarith",
     "positivity",
 )
-RULES = ("planted_tactic", "seeded_share")
+RULES = ("planted_tactic", "seeded_theorems", "seeded_share")
 _DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
 _SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
 _PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
@@ -133,6 +137,13 @@ def closing_tactic(command: str) -> tuple[int, str]:
 
 def describe_rule(rule: str, seed: int, accept_share: float | None) -> str:
     """The rule in words, as the report prints it."""
+    if rule == "seeded_theorems":
+        return (
+            f"seeded_theorems: a theorem is accepted exactly when a hash of seed {seed} and its "
+            f"name falls below {accept_share}, whatever the proof says: which problems can be "
+            "solved is fixed before any model runs; no effect is planted, so the loop should "
+            "detect none"
+        )
     if rule == "planted_tactic":
         return (
             f"planted_tactic: a proof is accepted exactly when its last tactic is "
@@ -215,6 +226,8 @@ class ReplSimulator:
             return self.planted_answer(command)
         if self.rule == "seeded_share" and "theorem" in command:
             return self.seeded_answer(command, self.accept_share)
+        if self.rule == "seeded_theorems" and (declared := _DECLARATION.search(command)):
+            return self.seeded_answer(command, self.accept_share, declared.group(2))
         return {}
 
     def print_axioms(self, name: str, base: int) -> dict[str, Any]:
@@ -241,10 +254,13 @@ class ReplSimulator:
         }
         return {"messages": [message], "env": len(self.envs) - 1}
 
-    def seeded_answer(self, command: str, accept_share: float) -> dict[str, Any]:
-        """Accepted with probability `accept_share`, drawn from a hash of seed and command;
-        otherwise a Lean-shaped error on the first line after the theorem's `:= by`."""
-        draw = self.draw(command)
+    def seeded_answer(
+        self, command: str, accept_share: float, drawn_on: str | None = None
+    ) -> dict[str, Any]:
+        """Accepted with probability `accept_share`, drawn from a hash of the seed and
+        `drawn_on` (the command when None); otherwise a Lean-shaped error on the first line after
+        the theorem's `:= by`."""
+        draw = self.draw(command if drawn_on is None else drawn_on)
         if (draw % 10**6) / 10**6 < accept_share:
             return {}
         lines = command.split("\n")
