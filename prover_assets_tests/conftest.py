@@ -25,9 +25,14 @@ def full_demo_run_config(data_root: Path, name: str = "demo.yaml") -> dict:
 
 def demo_run_config(data_root: Path, **spec_overrides) -> dict:
     """The demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills):
-    a quarter of its problems and pool, a shorter format tuning. Only the control tests run it
-    whole (`full_demo_run_config`): the size that detects the planted effect."""
+    a quarter of its problems and pool, a shorter format tuning, and a simulated verifier that
+    accepts a share of proofs by their code (so that a short-tuned model still finds proofs to
+    train on). Only the control tests run it whole (`full_demo_run_config`): the size that
+    detects the planted effect."""
     raw = full_demo_run_config(data_root)
+    raw["resources"]["lean"]["config"]["settings"]["simulated"].update(
+        rule="seeded_share", accept_share=0.5, seed=7
+    )
     spec = raw["resources"]["experiment"]["config"]["spec"]
     spec["eval_sets"]["minif2f"]["limit"] = 6
     spec["pool"].update(candidates=24, size=12)

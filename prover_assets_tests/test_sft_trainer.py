@@ -24,6 +24,7 @@ from prover_assets.sft.trainer import (
     DATA_ORDER_FILE,
     FINAL_ADAPTER,
     METRICS_FILE,
+    PROGRESS_FILE,
     STOPPED_EXIT_CODE,
     PackedDataset,
     TrainRun,
@@ -290,7 +291,7 @@ def pid_alive(pid: int) -> bool:
 
 RUN_STEP = (
     "import sys; from pathlib import Path; from prover_assets.sft.stages import _run_trainer; "
-    "_run_trainer(Path(sys.argv[1]), Path(sys.argv[2]))"
+    "_run_trainer(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), lambda at: None)"
 )
 
 
@@ -304,7 +305,14 @@ def test_kill_9_of_the_runs_process_group_leaves_no_trainer_and_resume_repeats_n
     out = tmp_path / "out"
     monkeypatch.setenv("PROVER_ASSETS_CHILDREN_DIR", str(tmp_path / "children"))
     step = subprocess.Popen(
-        [sys.executable, "-c", RUN_STEP, str(path), str(tmp_path / "train.log")],
+        [
+            sys.executable,
+            "-c",
+            RUN_STEP,
+            str(path),
+            str(tmp_path / "train.log"),
+            str(tmp_path / "progress.jsonl"),
+        ],
         start_new_session=True,
     )
     wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
@@ -342,3 +350,21 @@ def test_a_second_trainer_on_the_same_folder_refuses_naming_the_holder(
     first.wait()
     assert second.returncode == BUSY_EXIT_CODE
     assert f"pid {first.pid}" in second.stdout
+
+
+def test_the_step_is_told_the_trainers_progress_as_it_trains(tmp_path, tiny_model_dir, shards):
+    from prover_assets.sft.stages import _run_trainer
+
+    path = run_file(tmp_path, "out", tiny_model_dir, shards)
+    received = []
+    code = _run_trainer(
+        path, tmp_path / "train.log", tmp_path / "out" / PROGRESS_FILE, received.append
+    )
+    assert code == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    steps = [at.step for at in received]
+    # one line per logged optimizer step (the last twice: the step's log and the run's summary)
+    assert sorted(set(steps)) == list(range(1, summary["max_steps"] + 1))
+    assert all(at.steps == summary["max_steps"] and at.first_step == 0 for at in received)
+    assert [at.tokens for at in received] == sorted(at.tokens for at in received)
+    assert received[-1].tokens > 0 and received[0].loss is not None

@@ -75,9 +75,9 @@ GLOSSARY = (
         "a problem that exactly one of the two systems solved; exact McNemar uses only these",
     ),
     (
-        "PRIMARY",
-        "the one comparison that matches the registered design in every respect; any "
-        "other is secondary and answers nothing registered",
+        "primary",
+        "the one comparison that matches the registered design in every respect, the only one "
+        "whose decision answers the registered question; any other is secondary",
     ),
 )
 
