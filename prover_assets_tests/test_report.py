@@ -890,9 +890,13 @@ def test_pass_at_k_bands_hold_the_estimate_and_are_absent_where_samples_are_too_
     assert summary["pass_at_k_cluster"][8] is None
 
 
-def report_folder(tmp_path, baseline_table=BASELINE, candidate_table=CANDIDATE):
-    base = write_run(tmp_path / "runs", "baseline", baseline_table)
-    cand = write_run(tmp_path / "runs", "candidate", candidate_table, revision="sft-" + "b" * 64)
+def report_folder(tmp_path, *, run_id=None):
+    """The bundle of the BASELINE / CANDIDATE runs; `run_id` recorded as the runs' maker."""
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    if run_id is not None:
+        manifest = json.loads((tmp_path / "runs" / "manifest.json").read_text())
+        write_manifest(tmp_path / "runs", {**manifest, "run_id": run_id})
     result = materialize_report(
         tmp_path / "report",
         [(base, cand)],
@@ -956,19 +960,7 @@ def test_summary_json_fills_both_sides_of_each_comparison(tmp_path):
 
 
 def test_the_report_names_the_run_that_made_each_system_s_samples(tmp_path):
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    manifest = json.loads((tmp_path / "runs" / "manifest.json").read_text())
-    write_manifest(tmp_path / "runs", {**manifest, "run_id": "run-1234"})
-    folder = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=registered_prereg(tmp_path),
-        config_files=[],
-        settings=settings(),
-        config={"name": "test"},
-    ).folder
+    folder = report_folder(tmp_path, run_id="run-1234")
     text = (folder / "report.md").read_text()
     rows = [
         line for line in text.splitlines() if line.startswith(("| baseline | `", "| candidate | `"))
