@@ -15,6 +15,7 @@ from prover_assets.records import (
     Problem,
     Sampling,
     Stage,
+    Verification,
     build_manifest,
     publish_records,
     read_records,
@@ -966,3 +967,62 @@ def test_the_report_names_the_run_that_made_each_system_s_samples(tmp_path):
         line for line in text.splitlines() if line.startswith(("| baseline | `", "| candidate | `"))
     ]
     assert len(rows) == 2 and all("run `run-1234`, t to " in row for row in rows)
+
+
+def test_a_run_carries_the_simulated_rules_its_verdicts_name(tmp_path):
+    folder = tmp_path / "runs"
+    files = write_run(folder, "baseline", BASELINE)
+    verdicts = read_records(files.verdicts, Verification)
+    for index, verdict in enumerate(verdicts):
+        rule = "rule b" if index % 2 else "rule a"
+        config = {**verdict.verifier.config, "simulated_rule": rule}
+        verdicts[index] = verdict.model_copy(
+            update={"verifier": verdict.verifier.model_copy(update={"config": config})}
+        )
+    files.verdicts.unlink()
+    publish_records(files.verdicts, verdicts)
+    assert load_run(files, samples_required=4).simulated_rule == "rule a; rule b"
+    assert (
+        load_run(
+            write_run(tmp_path / "plain", "baseline", BASELINE), samples_required=4
+        ).simulated_rule
+        is None
+    )
+
+
+def test_pass_at_k_bands_skip_only_the_k_too_large_and_use_the_given_seed(runs):
+    from prover_assets.stats import cluster_bootstrap_mean
+
+    baseline, _ = runs
+    bands = summarize_run(baseline, ks=[8, 2], resamples=200, seed=5)["pass_at_k_cluster"]
+    assert bands[8] is None
+    # pass@2 per problem, by hand above: 0.5, 0.5, 0, 1
+    expected = cluster_bootstrap_mean([0.5, 0.5, 0.0, 1.0], resamples=200, seed=5)
+    assert (bands[2]["low"], bands[2]["high"]) == (expected.low, expected.high)
+
+
+def test_samplings_are_written_out_in_words_even_when_top_k_differs():
+    from types import SimpleNamespace
+
+    from prover_assets.report.analysis import _samplings
+
+    run = SimpleNamespace(sampling={(1.0, 0.95, None), (1.0, 0.95, 40)})
+    assert _samplings(run) == (
+        "temperature 1.0, top_p 0.95, top_k 40; temperature 1.0, top_p 0.95, top_k none"
+    )
+
+
+def test_two_baseline_revisions_are_both_named(tmp_path):
+    def two_revisions(baseline, _):
+        next(iter(baseline.meta.values()))["model_rev"] = "d" * 40
+
+    reasons = secondary_reasons(tmp_path, edit=two_revisions)
+    assert f"baseline revision {'a' * 40}, {'d' * 40}, registered {REVISION}" in reasons
+
+
+def test_per_problem_rows_and_sides_hold_each_system_s_own_counts(runs):
+    baseline, candidate = runs
+    comparison = compare(baseline, candidate)
+    solved = [(r["baseline"]["solved"], r["candidate"]["solved"]) for r in comparison.per_problem]
+    assert solved == [(True, True), (False, True), (False, False), (True, False)]
+    assert comparison.baseline["problems"] == comparison.candidate["problems"] == 4
