@@ -999,6 +999,7 @@ def test_pass_at_k_bands_skip_only_the_k_too_large_and_use_the_given_seed(runs):
     # pass@2 per problem, by hand above: 0.5, 0.5, 0, 1
     expected = cluster_bootstrap_mean([0.5, 0.5, 0.0, 1.0], resamples=200, seed=5)
     assert (bands[2]["low"], bands[2]["high"]) == (expected.low, expected.high)
+    assert (bands[2]["seed"], bands[2]["resamples"]) == (5, 200)
 
 
 def test_samplings_are_written_out_in_words_even_when_top_k_differs():
