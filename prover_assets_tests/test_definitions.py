@@ -26,6 +26,16 @@ def test_registered_graph_has_one_asset_per_eval_set():
     } <= keys
 
 
+@pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])
+def test_every_node_shows_its_whole_key_on_the_graph(config):
+    """The graph labels a node with its key's last part and shows its kinds beside it: the
+    two together tell every asset of the graph apart (`c256` is baseline or candidate)."""
+    specs = list(build_definitions(CONFIGS / config).resolve_all_asset_specs())
+    shown = {(spec.key.path[-1], frozenset(spec.kinds)) for spec in specs}
+    assert len(shown) == len(specs)
+    assert all(set(spec.key.path[:-1]) <= spec.kinds for spec in specs)
+
+
 def test_workspace_validates_with_the_dagster_cli():
     env = {**os.environ, "PROVER_ASSETS_CONFIG": str(CONFIGS / "demo.yaml")}
     result = subprocess.run(

@@ -15,6 +15,7 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     eval_set_key,
     generations_key,
+    node_kinds,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
@@ -95,7 +96,7 @@ def _generation_asset(
         deps=deps,
         pool=HEAVY,
         retry_policy=RETRY,
-        kinds={"generations", "jsonl"},
+        kinds=node_kinds(key, "jsonl"),
         description=description,
     )
     @fail_fast

@@ -23,6 +23,7 @@ __all__ = [
     "TRAIN_POOL",
     "eval_set_key",
     "generations_key",
+    "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
     "verdicts_key",
@@ -75,3 +76,10 @@ def pool_generations_key(round: int) -> dg.AssetKey:
 def pool_verdicts_key(round: int) -> dg.AssetKey:
     """The key of the train pool's verdicts of correction round `round`."""
     return dg.AssetKey(["verdicts", "pool", f"r{round}"])
+
+
+def node_kinds(key: dg.AssetKey, *formats: str) -> set[str]:
+    """The kinds a node of `key` shows: every part of its key but the last, then `formats`.
+    The UI labels a node with the key's last part only (`c256` for baseline and candidate
+    alike), and shows kinds on the node, so the whole key reads without hovering."""
+    return {*key.path[:-1], *formats}

@@ -9,6 +9,7 @@ from prover_assets.assets.keys import (
     POOL_CANDIDATES_KEY,
     PROBLEMS_GROUP,
     eval_set_key,
+    node_kinds,
 )
 from prover_assets.assets.metadata import display_number, histogram, step_metadata
 from prover_assets.assets.progress import ProgressReporter
@@ -29,7 +30,7 @@ def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=eval_set_key(name),
         group_name=PROBLEMS_GROUP,
-        kinds={"jsonl"},
+        kinds=node_kinds(eval_set_key(name), "jsonl"),
         description=f"The {name} evaluation problems, normalised by Goedel's rule made safe.",
     )
     def eval_problems(context: dg.AssetExecutionContext, experiment: ExperimentResource):

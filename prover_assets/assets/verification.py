@@ -13,6 +13,7 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     eval_set_key,
     generations_key,
+    node_kinds,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
@@ -60,7 +61,7 @@ def _verdict_asset(
         deps=[generation, problems[0]],
         pool=HEAVY,
         retry_policy=RETRY,
-        kinds={"verdicts", "lean", "jsonl"},
+        kinds=node_kinds(key, "lean", "jsonl"),
         description=description,
     )
     @fail_fast
