@@ -116,6 +116,24 @@ class EvalSetSpec(_Spec):
     # The completion caps this set is evaluated at; None: every cap of `generation.caps`.
     caps: list[PositiveInt] | None = None
     allow_empty: bool = False  # an eval set with 0 problems is an error unless this says so
+    # MOBench only, and required there: whether problems stated in a preamble of declarations
+    # enter (359 of 360) or only those whose theorem stands alone (the seed's 135, the
+    # registered S2). Which set a name means is said, never defaulted.
+    preambles: bool | None = None
+    # What this set's comparison is, printed in the report beside it ("S2, registered
+    # secondary"); a comparison is PRIMARY only by the pre-registration, whatever this says.
+    endpoint: str | None = None
+
+    @model_validator(mode="after")
+    def _preambles_said_for_mobench(self) -> EvalSetSpec:
+        if self.format == "mobench" and self.preambles is None:
+            raise ValueError(
+                "a mobench eval set needs `preambles: false` (the 135 problems without a "
+                "preamble, the registered S2) or `preambles: true` (359 of 360)"
+            )
+        if self.format == "minif2f" and self.preambles is not None:
+            raise ValueError("`preambles` applies to mobench only (miniF2F has none)")
+        return self
 
 
 class PoolColumns(_Spec):
@@ -144,6 +162,9 @@ class PoolSpec(_Spec):
     workers: PositiveInt = 2  # processes streaming row groups
     batch_rows: PositiveInt = 8192
     allow_empty: bool = False  # 0 candidates is an error unless this says so
+    # A statement with a decimal literal that would elaborate as Float (`float_numerals`):
+    # dropped (counted in the funnel), or kept and counted as flagged.
+    float_numerals: Literal["drop", "keep"] = "drop"
 
     @model_validator(mode="after")
     def _size_within_candidates(self) -> PoolSpec:

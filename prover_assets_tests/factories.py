@@ -34,6 +34,26 @@ VERIFIER_CONFIG = {
 
 STATEMENT = GOEDEL_HEADER + "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by sorry"
 
+# A MOBench-shaped problem: a trusted preamble (an answer, a definition, an instance proved by a
+# tactic, a namespace left open), then the theorem, which stands in that namespace.
+PREAMBLE = (
+    "/-- The answer. -/\n"
+    "noncomputable abbrev solution : ℝ := 9 * Real.sqrt 2 / 32\n\n"
+    "def f (x : ℝ) : ℝ := x ^ 2 + 1\n\n"
+    "instance : Fact (1 < 2) := ⟨by norm_num⟩\n\n"
+    "namespace Geo\n\n"
+)
+PREAMBLE_SIGNATURE = "theorem p (x : ℝ) (hx : f x = solution) : 0 < f x := by"
+PREAMBLE_STATEMENT = GOEDEL_HEADER + PREAMBLE + PREAMBLE_SIGNATURE + " sorry"
+
+
+def preamble_code(
+    proof: str = "  positivity", *, preamble: str = PREAMBLE, before_theorem: str = ""
+) -> str:
+    """A candidate for the preamble problem as the model writes it: header, its copy of the
+    preamble, what it adds before the theorem, the theorem, the proof."""
+    return GOEDEL_HEADER + preamble + before_theorem + PREAMBLE_SIGNATURE + "\n" + proof
+
 
 def make_problem(problem_id: str = "p1", statement: str = STATEMENT, **overrides: Any) -> Problem:
     fields: dict[str, Any] = {

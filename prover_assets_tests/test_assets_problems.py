@@ -1,6 +1,7 @@
 """The problem assets materialized in-process on the demo config, with their checks."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -114,17 +115,51 @@ def test_duplicate_problem_id_in_eval_file_fails(tmp_path):
         load_minif2f(path)
 
 
-def test_mobench_counts_reconcile_with_a_reason_per_exclusion(tmp_path):
+def _mobench_rows() -> list[dict]:
+    from prover_assets_tests.conftest import ROOT
+
+    path = ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _stands_alone(lean4_code: str) -> bool:
+    """By hand: comments dropped, every line before the theorem is a header line."""
+    text = re.sub(r"/-.*?-/", "", lean4_code, flags=re.DOTALL)
+    before = text[: re.search(r"^theorem\s", text, flags=re.MULTILINE).start()]
+    lines = [line.split("--")[0].strip() for line in before.splitlines()]
+    return all(not line or line.startswith(("import ", "set_option ", "open ")) for line in lines)
+
+
+def test_mobench_whole_holds_all_but_the_problem_whose_preamble_asserts_an_axiom():
     from prover_assets.problems.eval_sets import load_mobench
     from prover_assets_tests.conftest import ROOT
 
+    rows = _mobench_rows()
     supported, unsupported = load_mobench(
         ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
     )
+    with_axiom = {r["problem_id"] for r in rows if re.search(r"^axiom\s", r["lean4_code"], re.M)}
+    assert len(supported) + len(unsupported) == len(rows) == 360
+    assert {(u.problem_id, u.reason) for u in unsupported} == {
+        (i, "preamble:axiom") for i in with_axiom
+    }
+    assert len(with_axiom) == 1
+    assert len({p.problem_id for p in supported}) == len(supported) == 359
+
+
+def test_mobench_without_preambles_is_exactly_the_registered_subset_of_theorems_that_stand_alone():
+    from prover_assets.problems.eval_sets import load_mobench
+    from prover_assets_tests.conftest import ROOT
+
+    rows = _mobench_rows()
+    supported, unsupported = load_mobench(
+        ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl", preambles=False
+    )
+    alone = [r["problem_id"] for r in rows if _stands_alone(r["lean4_code"])]
+    assert [p.problem_id for p in supported] == alone
+    assert len(alone) == 135
     assert len(supported) + len(unsupported) == 360
-    assert len(supported) == 135
-    assert all(item.reason for item in unsupported)
-    assert len({p.problem_id for p in supported}) == len(supported)
+    assert all(u.reason.startswith(("preamble_excluded:", "preamble:")) for u in unsupported)
 
 
 def test_an_empty_eval_set_is_refused_unless_the_config_expects_it(tmp_path):
@@ -155,3 +190,23 @@ def test_an_empty_problem_id_names_the_file_and_line(tmp_path):
     path.write_bytes(b"\n".join([source[0], json.dumps(row).encode()]) + b"\n")
     with pytest.raises(RecordError, match=r"minif2f\.jsonl:2:"):
         load_minif2f(path)
+
+
+def test_goedel_normalisation_check_holds_where_the_rule_applies_and_names_the_others(tmp_path):
+    from prover_assets.problems.eval_sets import load_mobench
+    from prover_assets.problems.validity import check_goedel_normalisation
+    from prover_assets.records import publish_records
+    from prover_assets_tests.conftest import ROOT
+
+    source = ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
+    problems, _ = load_mobench(source)
+    publish_records(tmp_path / "problems.jsonl", problems)
+    outcome = check_goedel_normalisation(source, tmp_path / "problems.jsonl")
+    by_hand = [r["problem_id"] for r in _mobench_rows() if r["lean4_code"].count(":= by") != 1]
+    assert outcome.passed
+    assert outcome.description == (
+        f"{359 - len(by_hand)} of {359 - len(by_hand)} byte-identical to Goedel's rule; "
+        f"{len(by_hand)} where it does not apply"
+    )
+    assert outcome.metadata["goedel_rule_not_applicable"] == by_hand[:20]
+    assert len(by_hand) == 7

@@ -128,6 +128,28 @@ def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_
     assert "known-bad NOT rejected" in outcome.description
 
 
+def test_self_test_fails_when_the_preamble_statement_check_passes_a_changed_statement(tmp_path):
+    bad = {
+        "match": {"substring": "selftest_bad"},
+        "reply": {
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 1, "column": 0},
+                    "endPos": None,
+                    "data": "unsolved goals",
+                }
+            ]
+        },
+    }
+    # A REPL whose statement check answers without looking (every check elaborates).
+    blind = {"match": {"substring": "axiom prover_assets_trusted_statement"}, "reply": {}}
+    with double_backend(tmp_path, [bad, blind]) as backend:
+        outcome = self_test(backend, 5.0)
+    assert not outcome.passed
+    assert outcome.description.endswith("preamble proof accepted, changed statement NOT rejected")
+
+
 def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_path):
     settings = SimulatedLeanSettings(workers=1, rule="seeded_share", accept_share=0.5, seed=3)
     with backend_from_settings(settings) as backend:
@@ -299,3 +321,58 @@ def test_real_lean_statement_check_rejects_each_scope_attack(real_backend, attac
     assert result.failure is None, result.failure
     # The root `t` does not exist, or is not the trusted statement: either way the check fails.
     assert not result.outcome.complete or result.statement_errors, result
+
+
+# Preamble problems (MOBench whole) against real Lean: the honest proof in the preamble's
+# namespace passes the statement check elaborated from the trusted signature (its section
+# variable included as Lean includes it), and a theorem of another statement under the same
+# name in the same preamble fails it.
+REAL_PREAMBLE = (
+    "noncomputable abbrev solution : ℝ := 2\n\n"
+    "def f (x : ℝ) : ℝ := x ^ 2 + 1\n\n"
+    "variable (y : ℝ)\n\n"
+    "namespace Geo\n\n"
+)
+REAL_PREAMBLE_SIGNATURE = "theorem p (x : ℝ) : 0 < f x + solution + y ^ 2 := by"
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_lean_accepts_an_honest_preamble_proof_through_the_whole_verifier(real_backend):
+    from prover_assets.lean.protocol import GOEDEL_HEADER
+
+    statement = GOEDEL_HEADER + REAL_PREAMBLE + REAL_PREAMBLE_SIGNATURE + " sorry"
+    code = (
+        GOEDEL_HEADER
+        + REAL_PREAMBLE
+        + REAL_PREAMBLE_SIGNATURE
+        + "\n  unfold f solution\n  positivity"
+    )
+    verifier = StrictVerifier(real_backend, VerifierPolicy(budget_s=120.0, feedback=True))
+    problem = make_problem(statement=statement)
+    verdict = verifier.verify(problem, make_generation(completion_text="", lean_code=code))
+    assert verdict.accepted, (verdict.reasons, verdict.repl_errors, verdict.diagnostics)
+
+
+@pytest.mark.lean
+@real_lean
+def test_real_lean_statement_check_rejects_another_statement_under_a_preamble_problems_name(
+    real_backend,
+):
+    from prover_assets.lean.protocol import GOEDEL_HEADER
+    from prover_assets.lean.statements import statement_check_command
+    from prover_assets.verify.worker import LeanJob
+
+    statement = GOEDEL_HEADER + REAL_PREAMBLE + REAL_PREAMBLE_SIGNATURE + " sorry"
+    other = REAL_PREAMBLE + "theorem p (x : ℝ) : 0 < f x := by\n  unfold f\n  positivity"
+    job = LeanJob(
+        ("preamble", "other"),
+        GOEDEL_HEADER.strip(),
+        other,
+        "Geo.p",
+        120.0,
+        statement_check=statement_check_command(statement),
+    )
+    (result,) = list(real_backend.run([job]))
+    assert result.failure is None, result.failure
+    assert result.outcome.complete and result.statement_errors, result

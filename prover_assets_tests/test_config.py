@@ -155,6 +155,27 @@ def test_config_refuses_what_would_fail_later(path, value, message):
         parse_experiment_spec(spec)
 
 
+def test_a_mobench_eval_set_must_say_whether_preambles_enter_and_minif2f_cannot():
+    from prover_assets.config import EvalSetSpec
+
+    file = {"path": "x.jsonl", "sha256": "0" * 64}
+    with pytest.raises(ValidationError, match="needs `preambles: false`"):
+        EvalSetSpec(format="mobench", file=file)
+    with pytest.raises(ValidationError, match="applies to mobench only"):
+        EvalSetSpec(format="minif2f", file=file, preambles=True)
+    assert EvalSetSpec(format="mobench", file=file, preambles=False).preambles is False
+
+
+def test_the_registered_config_keeps_s2_at_135_and_adds_mobench_whole_as_a_further_secondary():
+    spec = load_run_config(CONFIGS / "p2.yaml").experiment
+    assert (spec.eval_sets["mobench"].preambles, spec.eval_sets["mobench_full"].preambles) == (
+        False,
+        True,
+    )
+    assert spec.eval_sets["mobench"].endpoint.startswith("S2, registered secondary")
+    assert spec.eval_sets["mobench_full"].endpoint.startswith("further secondary, not registered")
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

@@ -4,6 +4,7 @@ import pytest
 
 from prover_assets.lean.gate import static_check
 from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets_tests.factories import PREAMBLE, PREAMBLE_STATEMENT, preamble_code
 
 STATEMENT = GOEDEL_HEADER + "theorem t (x : ℝ) (h₀ : 0 < x) : 0 < x ^ 2 := by sorry"
 SIGNATURE = "theorem t (x : ℝ) (h₀ : 0 < x) : 0 < x ^ 2 := by"
@@ -258,3 +259,98 @@ def test_a_root_name_beyond_the_statements_own_is_a_scope_change():
     assert static_check(candidate, statement=statement) == []
     extra = candidate.replace("theorem t", "def _root_.Foo : ℕ := 1\ntheorem t")
     assert static_check(extra, statement=statement) == ["banned:scope:_root_"]
+
+
+# The trusted preamble (issue: MOBench whole): a candidate must repeat it token for token.
+TAMPERED = [
+    ("9 * Real.sqrt 2 / 32", "9 * Real.sqrt 2 / 31", "expected `32`, found `31` at line 9"),
+    ("x ^ 2 + 1", "x ^ 2 + 2", "expected `1`, found `2` at line 11"),
+    ("def f (x : ℝ) : ℝ := x ^ 2 + 1\n\n", "", "expected `def`, found `instance` at line 11"),
+    ("solution : ℝ", "answer : ℝ", "expected `solution`, found `answer` at line 9"),
+    (
+        "noncomputable abbrev",
+        "@[simp] noncomputable abbrev",
+        "expected `noncomputable`, found `@[`",
+    ),
+    ("namespace Geo\n\n", "", "expected `namespace`, found `theorem`"),
+]
+
+
+@pytest.mark.parametrize(
+    ("trusted", "changed", "where"),
+    TAMPERED,
+    ids=[
+        "numeral",
+        "definition_body",
+        "dropped",
+        "renamed",
+        "attribute_added",
+        "namespace_dropped",
+    ],
+)
+def test_a_tampered_preamble_is_a_preamble_mismatch_naming_the_first_differing_token(
+    trusted, changed, where
+):
+    tampered = PREAMBLE.replace(trusted, changed, 1)
+    assert tampered != PREAMBLE
+    reasons = static_check(preamble_code(preamble=tampered), statement=PREAMBLE_STATEMENT)
+    assert reasons[0].startswith(f"preamble_mismatch:{where}")
+    assert [r for r in reasons if r.startswith("preamble_mismatch")] == reasons[:1]
+
+
+def test_reordered_preamble_declarations_are_a_mismatch():
+    definition = "def f (x : ℝ) : ℝ := x ^ 2 + 1\n\n"
+    answer = "noncomputable abbrev solution : ℝ := 9 * Real.sqrt 2 / 32\n\n"
+    reordered = PREAMBLE.replace(answer, "").replace(definition, definition + answer)
+    reasons = static_check(preamble_code(preamble=reordered), statement=PREAMBLE_STATEMENT)
+    assert reasons[0].startswith("preamble_mismatch:expected `noncomputable`, found `def`")
+
+
+def test_the_honest_candidate_repeating_the_preamble_passes_its_instance_and_namespace_included():
+    assert static_check(preamble_code(), statement=PREAMBLE_STATEMENT) == []
+
+
+def test_comments_and_layout_in_the_preamble_do_not_count():
+    relaid = PREAMBLE.replace("/-- The answer. -/", "/-- The answer, in closed form. -/").replace(
+        "x ^ 2 + 1", "x ^ 2 +  -- plus one\n    1"
+    )
+    assert static_check(preamble_code(preamble=relaid), statement=PREAMBLE_STATEMENT) == []
+
+
+@pytest.mark.parametrize(
+    ("added", "reason"),
+    [
+        ("instance : Inhabited ℝ := ⟨solution⟩\n", "banned:instance"),
+        ('notation "𝕊" => solution\n', "banned:notation"),
+        ("end Geo\n", "banned:scope:end"),
+        ("variable (hF : False)\n", "banned:scope:variable"),
+        ("attribute [simp] f\n", "banned:scope:attribute"),
+        (
+            "noncomputable def Real.sqrt (x : ℝ) : ℝ := 4\nnamespace Evil\n",
+            "banned:scope:namespace",
+        ),
+    ],
+    ids=[
+        "instance",
+        "notation",
+        "namespace_closed_early",
+        "variable",
+        "attribute",
+        "evil_namespace",
+    ],
+)
+def test_what_a_candidate_adds_after_the_preamble_is_held_to_the_bans(added, reason):
+    reasons = static_check(preamble_code(before_theorem=added), statement=PREAMBLE_STATEMENT)
+    assert reason in reasons
+    assert not any(r.startswith("preamble_mismatch") for r in reasons)
+
+
+def test_a_fully_proven_helper_lemma_after_the_preamble_is_allowed():
+    helper = "lemma f_pos (x : ℝ) : 0 < f x := by\n  unfold f\n  positivity\n\n"
+    code = preamble_code("  exact f_pos x", before_theorem=helper)
+    assert static_check(code, statement=PREAMBLE_STATEMENT) == []
+
+
+def test_the_preambles_banned_words_are_trusted_only_where_the_statement_has_them():
+    # Without the statement, the copied `instance` is just a banned word.
+    assert "banned:instance" in static_check(preamble_code())

@@ -34,7 +34,9 @@ DATA = Path(__file__).parents[1] / "prover_assets/data/goedel-prover-v2"
 @pytest.fixture(scope="module")
 def eval_problems():
     minif2f = load_minif2f(DATA / "minif2f.jsonl")
-    mobench, unsupported = load_mobench(DATA / "MOBench.jsonl")
+    # The registered S2 reading: 225 problems are unsupported, and only the all-MOBench
+    # informal layer knows their texts.
+    mobench, unsupported = load_mobench(DATA / "MOBench.jsonl", preambles=False)
     return minif2f, mobench, unsupported
 
 
@@ -177,7 +179,7 @@ def test_unsupported_and_malformed_rows_are_counted_by_reason(sets, tmp_path):
         },
         {
             "problem_id": "b",
-            "formal_statement": POOL_HEADER + "def f := 1\ntheorem b : f = 1 := by sorry",
+            "formal_statement": POOL_HEADER + "axiom f : ℕ\ntheorem b : f = 1 := by sorry",
             "informal_statement": None,
             "source": "s",
         },
@@ -209,8 +211,59 @@ def test_unsupported_and_malformed_rows_are_counted_by_reason(sets, tmp_path):
         counts.too_long,
         counts.sorry_not_once,
         counts.written,
-    ) == (1, {"def": 1}, 1, 1, 1)
+    ) == (1, {"preamble": 1}, 1, 1, 1)
     assert [p.problem_id for p in result.candidates] == ["e"]
+
+
+def _row(problem_id: str, theorem: str, header: str = POOL_HEADER) -> dict:
+    return {
+        "problem_id": problem_id,
+        "formal_statement": header + theorem,
+        "informal_statement": None,
+        "source": "s",
+    }
+
+
+def test_a_sorry_outside_the_proof_drops_the_row_and_one_in_a_comment_does_not_count(
+    sets, tmp_path
+):
+    rows = [
+        # Goedel-Pset-1662008's shape: `sorry`s as the Fin bounds' proofs, in the signature.
+        _row("fin", "theorem fin (f : Fin 3 → ℕ) : f ⟨0, sorry⟩ + f ⟨1, sorry⟩ = 0 := by sorry"),
+        # Goedel's re-insertion deletes every `sorry` before the proof, in a string too, so that
+        # Lean would check `"".length = 0`: the row must go.
+        _row("string", 'theorem string : "sorry".length = 0 := by sorry'),
+        _row("comment", "theorem comment (n : ℕ) -- no sorry here\n    : n = n := by sorry"),
+        _row(
+            "block", "/- sorry, says the author -/\ntheorem block (n : ℕ) : n + 0 = n := by sorry"
+        ),
+    ]
+    result = build(rows, tmp_path, sets)
+    assert result.counts.sorry_not_once == 2
+    assert sorted(p.problem_id for p in result.candidates) == ["block", "comment"]
+
+
+def test_a_statement_whose_decimals_elaborate_as_float_is_dropped_and_counted(sets, tmp_path):
+    rows = [
+        _row("floats", "theorem floats (h : (1 - 0.3) * 0.8 = 0.56) : 2.5 * 2 = 5 := by sorry"),
+        _row("reals", "theorem reals (x : ℝ) (h : x = 2.5) : 2 * x = 5 := by sorry"),
+        _row("typed", "theorem typed : (2.5 : ℝ) * 2 = 5 := by sorry"),
+    ]
+    dropped = build(rows, tmp_path / "drop", sets)
+    assert (dropped.counts.float_numerals, dropped.counts.float_numerals_kept) == (1, 0)
+    assert sorted(p.problem_id for p in dropped.candidates) == ["reals", "typed"]
+    assert ("after float_numerals (-1)", 2) in dropped.counts.to_result().funnel()
+    kept = build(rows, tmp_path / "keep", sets, float_numerals="keep")
+    assert (kept.counts.float_numerals, kept.counts.float_numerals_kept) == (0, 1)
+    assert len(kept.candidates) == 3
+
+
+def test_a_pool_statement_with_a_preamble_is_kept_and_hashed_with_it(sets, tmp_path):
+    theorem = "theorem with_def : f = 1 := by sorry"
+    result = build([_row("with_def", "def f : ℕ := 1\n" + theorem)], tmp_path, sets)
+    (problem,) = result.candidates
+    assert problem.statement_sha == statement_sha(problem.formal_statement)
+    assert problem.statement_sha != statement_sha(POOL_HEADER + theorem)
 
 
 def test_candidates_are_in_rank_order(real_rows, sets, tmp_path):
@@ -339,3 +392,19 @@ def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(real_rows, sets, 
     paths = [Path(p) for p in shards]
     publish_records(reference, build_pool_candidates(paths, spec(candidates=400), sets).candidates)
     assert out.read_bytes() == reference.read_bytes()
+
+
+def test_a_pool_item_with_a_mobench_preamble_and_theorem_is_caught_by_its_statement_hash(tmp_path):
+    minif2f = load_minif2f(DATA / "minif2f.jsonl")
+    mobench, unsupported = load_mobench(DATA / "MOBench.jsonl")
+    whole = build_decontamination_sets(minif2f + mobench, [], long_ngram=13, short_ngram=8)
+    (source,) = [p for p in mobench if p.problem_id == "Imo2006P3"]
+    renamed = source.formal_statement.replace("theorem imo2006_p3", "theorem pool_answer_bound")
+    other_answer = renamed.replace("9 * Real.sqrt 2 / 32", "9 * Real.sqrt 2 / 31")
+    result = build(
+        [_row("same", renamed, header=""), _row("other", other_answer, header="")],
+        tmp_path,
+        whole,
+    )
+    assert result.counts.decontam_statement_sha == 1
+    assert [p.problem_id for p in result.candidates] == ["other"]

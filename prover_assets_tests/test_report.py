@@ -1027,3 +1027,23 @@ def test_per_problem_rows_and_sides_hold_each_system_s_own_counts(runs):
     solved = [(r["baseline"]["solved"], r["candidate"]["solved"]) for r in comparison.per_problem]
     assert solved == [(True, True), (False, True), (False, False), (True, False)]
     assert comparison.baseline["problems"] == comparison.candidate["problems"] == 4
+
+
+def test_each_comparison_says_the_endpoint_its_eval_set_is_configured_as(tmp_path):
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    endpoint = "further secondary, not registered: MOBench whole"
+    result = materialize_report(
+        tmp_path / "report",
+        [(base, cand)],
+        [],
+        prereg_path=registered_prereg(tmp_path),
+        config_files=[],
+        settings=settings(endpoints={"minif2f": endpoint}),
+        config={"name": "test"},
+    )
+    summary = json.loads((result.folder / "summary.json").read_text())
+    assert [c["endpoint"] for c in summary["comparisons"]] == [endpoint]
+    assert f"Endpoint (as the config names it): {endpoint}." in (
+        result.folder / "report.md"
+    ).read_text()

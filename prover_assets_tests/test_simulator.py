@@ -166,3 +166,31 @@ def test_the_theorem_rule_judges_the_theorem_whatever_its_proof_says():
     # every proof of a theorem gets its theorem's verdict: the documented draw on its name
     assert by_theorem == [[accepted_by_the_rule(n, 0.3, 7)] * len(proofs) for n in names]
     assert 8 <= sum(row[0] for row in by_theorem) <= 30
+
+
+def test_a_preamble_statement_check_holds_only_for_the_theorem_the_env_declared_with_that_signature():
+    preamble = "abbrev s : ℕ := 4\nnamespace G\n"
+    check = (
+        "axiom prover_assets_trusted_statement (n : ℕ) : n + s = s + n\n"
+        "example : type_of% @prover_assets_trusted_statement := @_root_.G.t"
+    )
+    answers = run_simulator(
+        [
+            {"cmd": "import Mathlib"},
+            {"cmd": preamble + "theorem t (n : ℕ) : n + s = s + n := by\n  omega", "env": 0},
+            {"cmd": check, "env": 1},
+            {"cmd": "#print axioms G.t", "env": 1},
+            {"cmd": preamble + "theorem t (n : ℕ) : n + s = n + s := by\n  rfl", "env": 0},
+            {"cmd": check, "env": 4},
+        ],
+        share=1.0,
+    )
+    honest, axioms, changed = (
+        read_answer(answers[2]),
+        read_answer(answers[3]),
+        read_answer(answers[5]),
+    )
+    assert honest.passed and not honest.errors
+    assert "'G.t' depends on axioms" in axioms.infos[0]["data"]
+    assert not changed.passed
+    assert changed.errors[0]["data"].startswith("type mismatch")

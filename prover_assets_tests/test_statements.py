@@ -10,8 +10,11 @@ from prover_assets.lean.statements import (
     alpha_sha,
     normalise_statement,
     parse_statement,
+    signature_alpha_sha,
+    signature_sha,
     statement_check_command,
     statement_sha,
+    theorem_signature,
 )
 
 DATA = Path(__file__).parents[1] / "prover_assets/data/goedel-prover-v2"
@@ -28,6 +31,29 @@ def test_normalisation_is_byte_identical_to_goedels_rule_on_all_minif2f():
     for row in rows:
         goedel = row["lean4_code"].split(":= by")[0] + ":= by sorry"
         assert normalise_statement(row["lean4_code"]) == goedel, row["name"]
+
+
+def mobench_rows():
+    return [json.loads(line) for line in (DATA / "MOBench.jsonl").read_text().splitlines()]
+
+
+def test_on_mobench_goedels_rule_holds_byte_for_byte_wherever_the_theorems_by_is_the_only_one():
+    rows = mobench_rows()
+    single = [r for r in rows if r["lean4_code"].count(":= by") == 1]
+    assert len(rows) - len(single) == 7  # an `instance ... := by`, a lemma, ... in the preamble
+    for row in single:
+        goedel = row["lean4_code"].split(":= by")[0] + ":= by sorry"
+        assert normalise_statement(row["lean4_code"]) == goedel, row["name"]
+
+
+def test_a_by_in_the_preamble_is_kept_and_only_the_theorems_own_is_normalised():
+    rows = [r for r in mobench_rows() if r["lean4_code"].count(":= by") > 1]
+    for row in rows:
+        code = row["lean4_code"]
+        own = code.rindex(":= by")  # by hand: each of these ends with the theorem's `:= by sorry`
+        assert code[own:].strip() == ":= by sorry"
+        assert normalise_statement(code) == code[:own] + ":= by sorry", row["name"]
+        assert parse_statement(normalise_statement(code)).supported, row["name"]
 
 
 def test_normalisation_raises_where_goedel_would_cut_the_statement():
@@ -60,18 +86,45 @@ def test_parse_supported_statement_reports_header_and_name():
 
 
 @pytest.mark.parametrize(
+    "declaration",
+    [
+        "def f : ℕ := 3",
+        "noncomputable abbrev s : ℝ := 1",
+        "structure P where\n  x : ℕ",
+        "inductive C where\n  | a\nderiving DecidableEq",
+        "variable (n : ℕ)",
+        "universe u",
+        "instance : Inhabited ℕ := ⟨0⟩",
+        'notation "ℕ²" => ℕ × ℕ',
+        "class K (α : Type) where\n  k : α",
+        "@[simp] lemma l : 1 = 1 := rfl",
+        "attribute [local instance] Classical.propDecidable",
+        "noncomputable section",
+        "namespace N\ndef f : ℕ := 3\nend N",
+    ],
+)
+def test_a_preamble_declaration_is_supported_and_kept_as_the_source_has_it(declaration):
+    text = HEADER + "\n/-- doc -/\n" + declaration + "\n\ntheorem t : True := by sorry"
+    parsed = parse_statement(text)
+    assert (parsed.supported, parsed.reason) == (True, None)
+    assert parsed.preamble == "/-- doc -/\n" + declaration
+    assert parsed.theorem_name == "t"
+
+
+@pytest.mark.parametrize(
     ("declaration", "reason"),
     [
-        ("def f : ℕ := 3", "def"),
-        ("noncomputable abbrev s : ℝ := 1", "abbrev"),
-        ("structure P where\n  x : ℕ", "structure"),
-        ("inductive C where\n  | a", "inductive"),
-        ("variable (n : ℕ)", "variable"),
-        ("instance : Inhabited ℕ := ⟨0⟩", "instance"),
-        ('notation "ℕ²" => ℕ × ℕ', "notation"),
-        ("class K (α : Type) where\n  k : α", "class"),
-        ("@[simp] lemma l : 1 = 1 := rfl", "attribute"),
-        ("lemma l : 1 = 1 := by sorry", "lemma"),
+        ("lemma l : 1 = 1 := by sorry", "preamble:sorry"),
+        ("axiom a : 1 = 2", "preamble:axiom"),
+        ('macro "m" : tactic => `(tactic| rfl)', "preamble:macro"),
+        ("def f : ℕ := 3\nopen Real in\ndef g : ℝ := π", "preamble:open"),
+        ("def f : ℕ := 3\nset_option maxRecDepth 100 in\ndef g : ℕ := 3", "preamble:set_option"),
+        ("def f : ℕ := by native_decide", "preamble:native_decide"),
+        ("example : True := trivial", "preamble:example"),
+        ("#eval 1\ndef f : ℕ := 3", "command:#eval"),
+        ("namespace N\nend M", "preamble:end"),
+        ("end N", "preamble:end"),
+        ("private foo", "private"),
         ("theorem other : 1 = 1 := by sorry", "multiple_theorems"),
     ],
 )
@@ -83,6 +136,13 @@ def test_parse_rejects_each_unsupported_declaration_with_its_reason(declaration,
     parsed = parse_statement(text)
     assert not parsed.supported
     assert parsed.reason == reason
+
+
+def test_the_namespace_a_preamble_leaves_open_qualifies_the_theorem():
+    text = HEADER + "namespace A.B\nsection S\ndef f : ℕ := 3\nend S\ntheorem t : f = 3 := by sorry"
+    parsed = parse_statement(text)
+    assert (parsed.namespace, parsed.qualified_name) == ("A.B", "A.B.t")
+    assert parse_statement(HEADER + "theorem t : True := by sorry").qualified_name == "t"
 
 
 def test_parse_rejects_two_by_markers_with_the_count():
@@ -147,6 +207,29 @@ def test_hash_of_text_without_theorem_raises():
 
 def theorem(body: str) -> str:
     return f"theorem a (n : ℕ) : {body} := by sorry"
+
+
+def test_the_prompt_statement_carries_the_preamble_exactly_as_the_source_has_it():
+    (row,) = [r for r in mobench_rows() if r["problem_id"] == "Imo2006P3"]
+    statement = normalise_statement(row["lean4_code"])
+    parsed = parse_statement(statement)
+    source = row["lean4_code"]
+    start = source.index("/-!")
+    assert parsed.preamble == source[start : source.index("theorem imo2006_p3")].strip()
+    assert "noncomputable abbrev solution : ℝ := 9 * Real.sqrt 2 / 32" in parsed.preamble
+    assert statement == source  # it already ends `:= by sorry`: the prompt is the source
+
+
+def test_a_preamble_statement_is_checked_against_its_signature_as_an_axiom_in_its_namespace():
+    statement = (
+        HEADER
+        + "variable {R : Type} [CommRing R]\nnamespace Game\ndef P (x : R) : R := x\n"
+        + "theorem sym (x y : R) :\n    P x = P y ↔ x = y := by sorry"
+    )
+    assert statement_check_command(statement) == (
+        "axiom prover_assets_trusted_statement (x y : R) :\n    P x = P y ↔ x = y\n"
+        "example : type_of% @prover_assets_trusted_statement := @_root_.Game.sym"
+    )
 
 
 @pytest.mark.parametrize(
@@ -236,8 +319,6 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
         ("open", "no_theorem"),
         ("#check Nat\ntheorem t : True := by sorry", "command:#check"),
         ("foo\ntheorem t : True := by sorry", "unexpected_token:foo"),
-        ("noncomputable def f : ℕ := 1\ntheorem t : f = 1 := by sorry", "def"),
-        ("noncomputable section\ntheorem t : True := by sorry", "section"),
         ("noncomputable foo\ntheorem t : True := by sorry", "noncomputable"),
         ("theorem t : True := by sorry\nnoncomputable", "noncomputable"),
     ],
@@ -248,8 +329,6 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
         "a_bare_open",
         "a_command_first",
         "a_stray_token_first",
-        "noncomputable_def",
-        "noncomputable_section",
         "noncomputable_name",
         "noncomputable_at_the_end",
     ],
@@ -274,7 +353,28 @@ def test_a_statement_that_does_not_lex_is_unsupported_with_nothing_parsed():
 def test_the_displayed_theorem_after_a_lemma_has_its_own_signature():
     alone = "theorem t (x : ℕ) : x = x := by sorry"
     after_a_lemma = "lemma l : True := trivial\n" + alone
-    assert statement_sha(after_a_lemma) == statement_sha(alone)
+    assert signature_sha(theorem_signature(after_a_lemma)) == signature_sha(
+        theorem_signature(alone)
+    )
+
+
+def test_a_preamble_is_part_of_the_statements_identity_and_its_comments_are_not():
+    theorem = "theorem t : solution = 9 := by sorry"
+    trusted = HEADER + "abbrev solution : ℕ := 9\n" + theorem
+    commented = HEADER + "/-- the answer -/\nabbrev solution : ℕ :=  -- nine\n  9\n" + theorem
+    edited = HEADER + "abbrev solution : ℕ := 8\n" + theorem
+    assert statement_sha(commented) == statement_sha(trusted) != statement_sha(edited)
+    assert alpha_sha(commented) == alpha_sha(trusted) != alpha_sha(edited)
+    assert statement_sha(trusted) != statement_sha(HEADER + theorem)
+    parsed = parse_statement(trusted)
+    assert (parsed.statement_sha, parsed.alpha_sha) == (statement_sha(trusted), alpha_sha(trusted))
+
+
+def test_without_a_preamble_the_identity_is_the_signatures_alone_as_before():
+    text = HEADER + "theorem t (x : ℕ) (h : 0 < x) : 0 < x ^ 2 := by sorry"
+    signature = theorem_signature(text)
+    assert statement_sha(text) == signature_sha(signature)
+    assert alpha_sha(text) == signature_alpha_sha(signature)
 
 
 def test_a_statement_without_a_theorem_has_no_hash_and_says_so():

@@ -7,7 +7,13 @@ from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Stage, code_sha256
 from prover_assets.verify import worker as worker_module
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
-from prover_assets_tests.factories import STATEMENT, make_generation, make_problem
+from prover_assets_tests.factories import (
+    PREAMBLE_STATEMENT,
+    STATEMENT,
+    make_generation,
+    make_problem,
+    preamble_code,
+)
 from prover_assets_tests.lean_double import double_backend, repl_log
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
@@ -27,7 +33,9 @@ def verify(tmp_path, proof=None, rules=None, *args, policy=None, generation=None
 
 def is_proof(request: dict) -> bool:
     """A proof command: sent in an env, neither `#print axioms` nor the statement check."""
-    return request.get("env") is not None and not request["cmd"].startswith(("#print", "example"))
+    return request.get("env") is not None and not request["cmd"].startswith(
+        ("#print", "example", "axiom prover_assets_trusted_statement")
+    )
 
 
 def proof_commands(tmp_path):
@@ -506,3 +514,69 @@ def test_an_infrastructure_verdict_keeps_what_the_backend_said(tmp_path):
     detail = verdict.diagnostics["failure_detail"]
     assert "exit code 137" in detail
     assert "died after its scripted number of commands" in detail
+
+
+# A preamble problem (MOBench-shaped): Lean proves the trusted text, never the candidate's copy.
+
+
+def preamble_verdict(tmp_path, code: str, rules=None, statement=PREAMBLE_STATEMENT, **policy):
+    problem = make_problem(statement=statement)
+    generation = make_generation(completion_text="", lean_code=code)
+    with double_backend(tmp_path, rules) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True, **policy))
+        return verifier.verify(problem, generation)
+
+
+def test_an_honest_preamble_proof_is_accepted_after_the_statement_check_in_its_namespace(
+    tmp_path,
+):
+    verdict = preamble_verdict(tmp_path, preamble_code())
+    assert (verdict.stage, verdict.reasons) == (Stage.ACCEPTED, [])
+    assert verdict.diagnostics["displayed_statement_faithful"] is True
+    commands = [
+        e["request"]["cmd"] for e in repl_log(tmp_path) if e["request"].get("env") is not None
+    ]
+    assert "#print axioms Geo.p" in commands
+    (check,) = [c for c in commands if c.startswith("axiom prover_assets_trusted_statement")]
+    assert check.endswith(":= @_root_.Geo.p")
+
+
+def test_in_record_mode_a_tampered_preamble_is_recorded_and_lean_compiles_the_trusted_one(
+    tmp_path,
+):
+    answer = "noncomputable abbrev solution : ℝ := 9 * Real.sqrt 2 / 32\n\n"
+    theorem = "theorem p : 0 < solution := by"
+    statement = GOEDEL_HEADER + answer + theorem + " sorry"
+    tampered = GOEDEL_HEADER + answer.replace("/ 32", "/ 31") + theorem + "\n  positivity"
+    strict = preamble_verdict(tmp_path / "strict", tampered, statement=statement)
+    assert strict.stage is Stage.GATE
+    assert strict.reasons == ["preamble_mismatch:expected `32`, found `31` at line 8"]
+    recorded = preamble_verdict(
+        tmp_path / "record", tampered, statement=statement, statement_check="record"
+    )
+    assert recorded.stage is Stage.ACCEPTED
+    assert recorded.diagnostics["displayed_statement_faithful"] is False
+    (proof,) = proof_commands(tmp_path / "record")
+    assert "9 * Real.sqrt 2 / 32" in proof["request"]["cmd"]
+    assert "/ 31" not in proof["request"]["cmd"]
+
+
+def test_a_preamble_statement_check_that_fails_is_statement_changed(tmp_path):
+    rules = [
+        {
+            "match": {"substring": "axiom prover_assets_trusted_statement"},
+            "reply": {
+                "messages": [
+                    {
+                        "severity": "error",
+                        "pos": {"line": 2, "column": 0},
+                        "endPos": None,
+                        "data": "type mismatch",
+                    }
+                ]
+            },
+        }
+    ]
+    verdict = preamble_verdict(tmp_path, preamble_code(), rules)
+    assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])
+    assert verdict.diagnostics["statement_errors"] == ["type mismatch"]

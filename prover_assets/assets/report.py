@@ -82,6 +82,11 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             power_fractions=tuple(report.power_discordant_fractions),
             power_gains_points=tuple(report.power_gains_points),
             allow_design_mismatch=config.allow_design_mismatch,
+            endpoints={
+                name: spec_set.endpoint
+                for name, spec_set in spec.eval_sets.items()
+                if spec_set.endpoint is not None
+            },
         )
         result = materialize_report(
             experiment.asset_dir(REPORT_KEY),

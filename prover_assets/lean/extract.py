@@ -5,10 +5,12 @@
   after the displayed theorem's `:= by`. Failures raise `ReinsertionError` (Goedel returned an
   error string that was then compiled as if it were code).
 - `compile_view`: ONE function for what the REPL receives and what error positions index.
-- `displayed_theorem`: the theorem the completion displays and its proof's sha, from one lexing
-  pass; `displayed_statement_faithful`: whether that theorem is the problem's. The verifier
-  computes it once per sample, hands it to the gate, and records it in the verdict, where the
-  SFT builder reads it.
+- `displayed_theorem`: the theorem the completion displays (and the preamble it repeats) and its
+  proof's sha, from one lexing pass; `displayed_statement_faithful`: whether that theorem, and
+  its preamble, are the problem's. The verifier computes it once per sample, hands it to the
+  gate, and records it in the verdict, where the SFT builder reads it.
+- `reinsertion_keeps_statement`: whether re-insertion and the compile view hand Lean the
+  statement's own code (checked when a problem is loaded).
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from prover_assets.lean.lexer import LexError, code_tokens
+from prover_assets.lean.lexer import LexError, Token, code_tokens
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     Signature,
+    StatementError,
     first_theorem_signature,
+    header_end,
+    preamble_difference,
     signature_sha,
-    theorem_signature,
+    statement_parts,
 )
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "displayed_theorem",
     "extract_lean_code",
     "reinsert_statement",
+    "reinsertion_keeps_statement",
     "remove_comments",
 ]
 
@@ -101,20 +107,35 @@ def compile_view(code: str) -> str:
 @dataclass(frozen=True)
 class DisplayedTheorem:
     """What a completion's code displays: its first theorem's signature (None when it has none
-    or does not lex) and the sha256 of its proof's tokens (everything after the theorem's `:=`),
-    so that comments and layout do not make two proofs distinct."""
+    or does not lex), the tokens between its header and that theorem (where a preamble problem's
+    trusted declarations must stand), and the sha256 of its proof's tokens (everything after the
+    theorem's `:=`), so that comments and layout do not make two proofs distinct."""
 
     signature: Signature | None
     proof_sha: str
+    before_theorem: tuple[Token, ...] = ()
 
-    def faithful_to(self, statement: str) -> bool:
+    def signature_matches(self, statement: str) -> bool:
         """Whether the displayed theorem has the signature tokens of the trusted `statement`'s
         theorem (the theorem's name ignored)."""
-        trusted = theorem_signature(statement)
+        try:
+            _, trusted = statement_parts(statement)
+        except StatementError:
+            return False
+        return self.signature is not None and signature_sha(self.signature) == signature_sha(
+            trusted
+        )
+
+    def faithful_to(self, statement: str) -> bool:
+        """Whether the displayed theorem is the trusted `statement`'s: its preamble repeated
+        token for token before the theorem, then the same signature."""
+        try:
+            preamble, _ = statement_parts(statement)
+        except StatementError:
+            return False
         return (
-            self.signature is not None
-            and trusted is not None
-            and signature_sha(self.signature) == signature_sha(trusted)
+            self.signature_matches(statement)
+            and preamble_difference(preamble, self.before_theorem) is None
         )
 
 
@@ -128,13 +149,36 @@ def displayed_theorem(code: str) -> DisplayedTheorem:
         return DisplayedTheorem(None, hashlib.sha256(code.encode("utf-8")).hexdigest())
     signature = first_theorem_signature(tokens)
     proof = [t.text for t in tokens if signature is None or t.start >= signature.assign_start]
+    body_start = header_end(tokens)[0]
+    before = [
+        t for t in tokens[body_start:] if signature is None or t.start < signature.theorem_start
+    ]
     return DisplayedTheorem(
-        signature, hashlib.sha256("\x1f".join(proof).encode("utf-8")).hexdigest()
+        signature,
+        hashlib.sha256("\x1f".join(proof).encode("utf-8")).hexdigest(),
+        tuple(before),
     )
 
 
 def displayed_statement_faithful(code: str, statement: str) -> bool:
     """Whether the first theorem displayed in `code` has the signature tokens of `statement`'s
-    theorem. A proof of a different displayed theorem is judged by Goedel's protocol on the
+    theorem, after its preamble (if it has one) repeated token for token. A proof of a different displayed theorem is judged by Goedel's protocol on the
     re-inserted original, so it is accepted but must not become training data."""
     return displayed_theorem(code).faithful_to(statement)
+
+
+def reinsertion_keeps_statement(statement: str) -> bool:
+    """Whether re-insertion and the compile view hand Lean the statement's own code.
+
+    The statement re-inserted with itself as the proof, in the compile view, must have the code
+    tokens of the statement after its header. Goedel's comment removal is not Lean-aware (a
+    `--` inside a string cuts the line) and the compile view drops every line that starts with
+    `open` or `set_option`, so a preamble could otherwise reach Lean other than it was trusted.
+    """
+    try:
+        rebuilt = code_tokens(compile_view(reinsert_statement(statement, statement)))
+        tokens = code_tokens(statement)
+    except (ReinsertionError, LexError):
+        return False
+    trusted = tokens[header_end(tokens)[0] :]
+    return [(t.kind, t.text) for t in rebuilt] == [(t.kind, t.text) for t in trusted]

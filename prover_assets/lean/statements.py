@@ -1,9 +1,16 @@
 """Problem statements: Goedel's normalisation made safe, shape checks, and identity hashes.
 
-`statement_sha` identifies a statement by its signature tokens (comments, whitespace and the
-theorem name ignored); `alpha_sha` additionally renames bound variables and hypothesis names in
-order of appearance. Known limits, by design of a lexical hash: `ℝ` vs `Real`, reordered
-hypotheses, and an added hypothesis all change both hashes.
+A statement is header lines (`import`, `set_option`, `open`), then an optional *preamble* of
+declarations the theorem is stated in (MOBench's `noncomputable abbrev solution : ℝ := ...`, a
+`structure` and its `def`s, `variable`s, a `namespace`), then exactly one `theorem` whose proof
+is `:= by sorry`. The preamble is trusted text: the gate holds a candidate to it token for
+token, and Lean compiles the trusted copy.
+
+`statement_sha` identifies a statement by its preamble and signature tokens (comments,
+whitespace and the theorem name ignored; without a preamble, the signature's alone, as
+before preambles were supported); `alpha_sha` additionally renames the signature's bound
+variables and hypothesis names in order of appearance. Known limits, by design of a lexical
+hash: `ℝ` vs `Real`, reordered hypotheses, and an added hypothesis all change both hashes.
 """
 
 from __future__ import annotations
@@ -14,21 +21,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens
+from prover_assets.lean.words import PREAMBLE_DECLARATIONS, banned_word
 
 __all__ = [
     "BY_MARKER",
+    "TRUSTED_STATEMENT_AXIOM",
     "ParsedStatement",
     "Signature",
     "StatementError",
     "alpha_sha",
     "count_by_markers",
     "first_theorem_signature",
+    "float_numerals",
     "header_end",
     "normalise_statement",
     "parse_statement",
+    "preamble_difference",
     "signature_alpha_sha",
     "signature_sha",
     "statement_check_command",
+    "statement_parts",
     "statement_sha",
     "theorem_signature",
 ]
@@ -92,6 +104,42 @@ COMMAND_KEYWORDS = frozenset(
     }
 )
 
+# The commands a preamble may consist of (each may carry `@[...]` attributes and doc comments).
+# Not among them: `open`, `set_option` and `import` (Goedel's compile view drops every line that
+# starts with one, so Lean would not see it), `example`, a second `theorem`, and anything that
+# reaches the elaborator (`macro`, `syntax`, `elab`, `axiom`, ...): a statement whose preamble
+# has one is unsupported, with `preamble:<keyword>` as the reason.
+PREAMBLE_COMMANDS = frozenset(
+    {
+        "def",
+        "abbrev",
+        "lemma",
+        "structure",
+        "inductive",
+        "class",
+        "variable",
+        "universe",
+        "attribute",
+        "noncomputable",
+        "namespace",
+        "section",
+        "end",
+        "local",
+        "scoped",
+        "private",
+        "protected",
+        "deriving",
+        "mutual",
+        *PREAMBLE_DECLARATIONS,
+    }
+)
+# The name under which the statement check elaborates a preamble statement's signature afresh.
+TRUSTED_STATEMENT_AXIOM = "prover_assets_trusted_statement"
+# Words that only modify the declaration command that follows them.
+_MODIFIERS = frozenset({"noncomputable", "private", "protected"})
+# Separates a preamble's tokens from the signature's in the identity hash.
+_PREAMBLE_END = "\x1e"
+
 _OPENING = {"(": ")", "{": "}", "[": "]", "⦃": "⦄", "⟨": "⟩"}
 _CLOSING = frozenset(_OPENING.values())
 _BINDER_KEYWORDS = frozenset({"∀", "∃", "λ", "fun", "∑", "∏", "⋃", "⋂", "⨆", "⨅", "Π", "Σ", "∫"})
@@ -107,19 +155,40 @@ def count_by_markers(text: str) -> int:
 
 
 def normalise_statement(lean4_code: str) -> str:
-    """Goedel's prompt statement: the text before `:= by`, plus `:= by sorry`.
+    """Goedel's prompt statement: the text before the theorem's `:= by`, plus `:= by sorry`.
 
-    Byte-identical to `lean4_code.split(":= by")[0] + ":= by sorry"` wherever that rule is safe.
-    Raises `StatementError` where `:= by` occurs more than once (Goedel would cut the statement)
-    or not at all; the line-broken form `:=\\n  by sorry` is accepted.
+    Byte-identical to `lean4_code.split(":= by")[0] + ":= by sorry"` wherever that rule is safe,
+    i.e. wherever the theorem's `:= by` is the first. A `:= by` in a preamble before the theorem
+    (`instance ... := by infer_instance`) is left as it is: only the theorem's own is cut.
+    Raises `StatementError` where the theorem holds `:= by` more than once (Goedel would cut the
+    statement) or not at all; the line-broken form `:=\\n  by sorry` is accepted.
     """
-    markers = list(BY_MARKER.finditer(lean4_code))
-    literal_count = lean4_code.count(_GOEDEL_SPLIT)
+    start = _theorem_offset(lean4_code)
+    markers = list(BY_MARKER.finditer(lean4_code, start))
+    literal_count = lean4_code.count(_GOEDEL_SPLIT, start)
     if len(markers) != 1 or literal_count > 1:
         raise StatementError(
-            f"expected exactly one ':= by' in the statement, found {max(len(markers), literal_count)}"
+            f"expected exactly one ':= by' in the theorem, found {max(len(markers), literal_count)}"
         )
     return lean4_code[: markers[0].start()] + ":= by sorry"
+
+
+def _theorem_offset(text: str) -> int:
+    """Where the first `theorem` command starts (0 when there is none or the text does not lex:
+    then every `:= by` counts, as in Goedel's rule)."""
+    try:
+        tokens = code_tokens(text)
+    except LexError:
+        return 0
+    index = _theorem_index(tokens, header_end(tokens)[0])
+    return 0 if index is None else tokens[index].start
+
+
+def _theorem_index(tokens: Sequence[Token], start: int) -> int | None:
+    for index in range(start, len(tokens)):
+        if tokens[index].kind is TokenKind.IDENT and tokens[index].text == "theorem":
+            return index
+    return None
 
 
 @dataclass(frozen=True)
@@ -134,7 +203,8 @@ class Signature:
 
 @dataclass(frozen=True)
 class ParsedStatement:
-    """A formal statement split into its header and its one theorem (name, signature, proof)."""
+    """A formal statement split into its header, its preamble and its one theorem (name,
+    signature, proof)."""
 
     supported: bool
     reason: str | None
@@ -142,6 +212,32 @@ class ParsedStatement:
     header: str
     header_commands: tuple[str, ...] = field(default=())
     signature: Signature | None = None
+    preamble: str = ""  # the declarations between header and theorem, as the source has them
+    preamble_tokens: tuple[Token, ...] = field(default=())
+    namespace: str = ""  # the namespace the preamble leaves open at the theorem
+
+    @property
+    def qualified_name(self) -> str | None:
+        """The theorem's full name: inside the preamble's namespace, if it opens one."""
+        if self.theorem_name is None or not self.namespace:
+            return self.theorem_name
+        return f"{self.namespace}.{self.theorem_name}"
+
+    @property
+    def statement_sha(self) -> str:
+        """The statement's identity: preamble and signature tokens (see `statement_sha`)."""
+        return _identity_sha(self.preamble_tokens, _require(self.signature), alpha=False)
+
+    @property
+    def alpha_sha(self) -> str:
+        """The statement's identity up to renaming the signature's bound names."""
+        return _identity_sha(self.preamble_tokens, _require(self.signature), alpha=True)
+
+
+def _require(signature: Signature | None) -> Signature:
+    if signature is None:
+        raise StatementError("no `theorem <name> ... :=` found in the statement")
+    return signature
 
 
 def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | None:
@@ -165,20 +261,28 @@ def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | 
 
 
 def statement_check_command(statement: str) -> str | None:
-    """A command that elaborates only if the root constant `<name>` proves the trusted statement.
+    """A command that elaborates only if the theorem Lean proved is the trusted statement.
 
-    `example : ∀ <binders>, <type> := @_root_.<name>`, sent in the proof's env (where the header's
-    `open`s hold): the trusted signature is elaborated afresh there, so a candidate that changed
-    what the statement means (a shadowing definition, a section variable, another namespace)
-    fails it. None when the statement has no theorem signature.
+    Sent in the proof's env, where the header's `open`s and the preamble's scope (namespace,
+    `variable`s) hold, so the trusted signature is elaborated afresh there and a candidate that
+    changed what the statement means (a shadowing definition, a section variable, another
+    namespace) fails it. Without a preamble: `example : ∀ <binders>, <type> :=
+    @_root_.<name>`. With one, the signature is elaborated as an `axiom` (its section variables
+    included exactly as the trusted theorem's, which a bare `∀` would not) and the theorem must
+    have that axiom's type: `example : type_of% @<axiom> := @_root_.<namespace>.<name>`.
+    None when the statement has no theorem signature.
     """
-    try:
-        tokens = code_tokens(statement)
-    except LexError:
-        return None
-    signature = first_theorem_signature(tokens)
+    parsed = parse_statement(statement)
+    signature = parsed.signature
     if signature is None or not signature.tokens:
         return None
+    target = f"@_root_.{parsed.qualified_name}"
+    text = lambda part: statement[part[0].start : part[-1].end] if part else ""  # noqa: E731
+    if parsed.preamble_tokens:
+        return (
+            f"axiom {TRUSTED_STATEMENT_AXIOM} {text(signature.tokens)}\n"
+            f"example : type_of% @{TRUSTED_STATEMENT_AXIOM} := {target}"
+        )
     depth, colon = 0, None
     for index, token in enumerate(signature.tokens):
         if token.text in _OPENING:
@@ -190,10 +294,9 @@ def statement_check_command(statement: str) -> str | None:
             break
     if colon is None:
         return None
-    text = lambda part: statement[part[0].start : part[-1].end] if part else ""  # noqa: E731
     binders, claim = text(signature.tokens[:colon]), text(signature.tokens[colon + 1 :])
     quantified = f"∀ {binders}, {claim}" if binders else claim
-    return f"example : {quantified} := @_root_.{signature.name}"
+    return f"example : {quantified} := {target}"
 
 
 def theorem_signature(text: str) -> Signature | None:
@@ -240,58 +343,127 @@ def header_end(tokens: Sequence[Token]) -> tuple[int, list[tuple[int, int]], str
     return i, spans, None
 
 
+def _preamble_reason(tokens: Sequence[Token], start: int, end: int) -> tuple[str | None, str]:
+    """Why the preamble `tokens[start:end]` is not supported (None if it is), and the namespace
+    it leaves open at its end."""
+    scopes: list[tuple[str, str]] = []  # (namespace | section, name)
+    for index in range(start, end):
+        token = tokens[index]
+        if token.kind is TokenKind.HASH_COMMAND:
+            return f"command:{token.text}", ""
+        text = token.text
+        if _preamble_refuses(token):
+            return f"preamble:{text}", ""
+        if index == start and text != "@[" and text not in PREAMBLE_COMMANDS:
+            return f"unexpected_token:{text}", ""
+        if token.kind is not TokenKind.IDENT:
+            continue
+        if text in _MODIFIERS and (
+            index + 1 >= end or tokens[index + 1].text not in PREAMBLE_COMMANDS
+        ):
+            return text, ""
+        named = _scope_name(tokens, index, end)
+        if text == "namespace":
+            scopes.append(("namespace", named or ""))
+        elif text == "section":
+            scopes.append(("section", named or ""))
+        elif text == "end":
+            if not scopes or scopes[-1][1] != (named or ""):
+                return "preamble:end", ""
+            scopes.pop()
+    return None, ".".join(name for kind, name in scopes if kind == "namespace")
+
+
+def _preamble_refuses(token: Token) -> bool:
+    """A word no preamble may hold: a command outside `PREAMBLE_COMMANDS`, or a banned word
+    other than the declarations a preamble may make."""
+    text = token.text
+    if token.kind is not TokenKind.IDENT or text in PREAMBLE_DECLARATIONS:
+        return False
+    return (text in COMMAND_KEYWORDS and text not in PREAMBLE_COMMANDS) or banned_word(text)
+
+
+def _scope_name(tokens: Sequence[Token], index: int, end: int) -> str | None:
+    """The name after `namespace`/`section`/`end` at `index`, if one follows (the next command
+    starts with a keyword, so an identifier that is none is the name)."""
+    if index + 1 >= end:
+        return None
+    following = tokens[index + 1]
+    if following.kind is not TokenKind.IDENT or following.text in COMMAND_KEYWORDS:
+        return None
+    return following.text
+
+
 def parse_statement(text: str) -> ParsedStatement:
-    """Header lines, then exactly one `theorem`; anything else is unsupported, with the reason."""
+    """Header lines, an optional preamble, then exactly one `theorem`; anything else is
+    unsupported, with the reason."""
     try:
         tokens = code_tokens(text)
     except LexError as exc:
         return ParsedStatement(False, f"lex_error:{exc}", None, "")
-    body_start, spans, header_reason = header_end(tokens)
+    body_start, spans, reason = header_end(tokens)
     header = text[tokens[spans[0][0]].start : tokens[spans[-1][1] - 1].end] if spans else ""
     header_commands = tuple(text[tokens[s].start : tokens[e - 1].end] for s, e in spans)
-    theorem_index: int | None = None
-    reason = header_reason
-    for index in range(body_start, len(tokens)):
-        if reason is not None:
-            break
-        token = tokens[index]
-        if token.kind is TokenKind.HASH_COMMAND:
-            reason = f"command:{token.text}"
-        elif token.text == "@[":
-            reason = "attribute"
-        elif token.kind is TokenKind.IDENT and token.text in COMMAND_KEYWORDS:
-            if token.text == "theorem" and theorem_index is None:
-                theorem_index = index
-            elif token.text == "theorem":
-                reason = "multiple_theorems"
-            elif token.text == "noncomputable" and index + 1 < len(tokens):
-                follower = tokens[index + 1].text
-                reason = follower if follower in COMMAND_KEYWORDS else "noncomputable"
-            else:
-                reason = token.text
-        elif theorem_index is None:
-            reason = f"unexpected_token:{token.text}"
-    signature = None
-    theorem_name = None
+    theorem_index = _theorem_index(tokens, body_start)
+    preamble_end = len(tokens) if theorem_index is None else theorem_index
+    namespace = ""
     if reason is None:
-        if theorem_index is None:
-            reason = "no_theorem"
-        else:
-            signature = _signature_from(tokens, theorem_index)
-            if signature is None:
-                reason = "no_signature"
-            else:
-                theorem_name = signature.name
-    if reason is None and (markers := count_by_markers(text)) != 1:
+        reason, namespace = _preamble_reason(tokens, body_start, preamble_end)
+    if reason is None and theorem_index is None:
+        reason = "no_theorem"
+    if reason is None:
+        reason = _theorem_reason(tokens, preamble_end)
+    signature = None
+    if reason is None:
+        signature = _signature_from(tokens, preamble_end)
+        if signature is None:
+            reason = "no_signature"
+    if reason is None and (markers := count_by_markers(text[tokens[preamble_end].start :])) != 1:
         reason = f"by_count:{markers}"
+    preamble_tokens = tuple(tokens[body_start:preamble_end]) if theorem_index is not None else ()
+    preamble = ""
+    if preamble_tokens:
+        after_header = tokens[body_start - 1].end if body_start else 0
+        preamble = text[after_header : tokens[preamble_end].start]
     return ParsedStatement(
         supported=reason is None,
         reason=reason,
-        theorem_name=theorem_name,
+        theorem_name=signature.name if signature is not None else None,
         header=header,
         header_commands=header_commands,
         signature=signature,
+        preamble=preamble.strip(),
+        preamble_tokens=preamble_tokens,
+        namespace=namespace if reason is None else "",
     )
+
+
+def _theorem_reason(tokens: Sequence[Token], theorem_index: int) -> str | None:
+    """Why the theorem's own tokens (signature and proof) are not one bare theorem."""
+    for index in range(theorem_index + 1, len(tokens)):
+        token = tokens[index]
+        if token.kind is TokenKind.HASH_COMMAND:
+            return f"command:{token.text}"
+        if token.text == "@[":
+            return "attribute"
+        if token.kind is TokenKind.IDENT and token.text in COMMAND_KEYWORDS:
+            if token.text == "theorem":
+                return "multiple_theorems"
+            if token.text == "noncomputable" and index + 1 < len(tokens):
+                follower = tokens[index + 1].text
+                return follower if follower in COMMAND_KEYWORDS else "noncomputable"
+            return token.text
+    return None
+
+
+def preamble_difference(trusted: Sequence[Token], displayed: Sequence[Token]) -> int | None:
+    """The index of the first token of the `trusted` preamble that `displayed` (the tokens a
+    candidate has after its header) does not repeat, kind and text; None when it repeats them
+    all. Comments and whitespace are not tokens, so they never count."""
+    for index, token in enumerate(trusted):
+        if index >= len(displayed) or _token_key(displayed[index]) != _token_key(token):
+            return index
+    return None
 
 
 def _hash_tokens(texts: Sequence[str]) -> str:
@@ -305,21 +477,34 @@ def _token_key(token: Token) -> str:
     return _KIND_PREFIX[token.kind] + token.text
 
 
-def _require_signature(text: str) -> Signature:
-    signature = theorem_signature(text)
-    if signature is None:
-        raise StatementError("no `theorem <name> ... :=` found in the statement")
-    return signature
+def _identity_sha(preamble: Sequence[Token], signature: Signature, *, alpha: bool) -> str:
+    keys = _alpha_keys(signature) if alpha else [_token_key(t) for t in signature.tokens]
+    if not preamble:
+        return _hash_tokens(keys)  # as before preambles: miniF2F's hashes do not move
+    return _hash_tokens([*(_token_key(t) for t in preamble), _PREAMBLE_END, *keys])
+
+
+def statement_parts(text: str) -> tuple[tuple[Token, ...], Signature]:
+    """The preamble tokens and the signature of `text`'s first theorem (raises without one)."""
+    try:
+        tokens = code_tokens(text)
+    except LexError as exc:
+        raise StatementError(f"the statement does not lex: {exc}") from exc
+    body_start = header_end(tokens)[0]
+    index = _theorem_index(tokens, body_start)
+    signature = None if index is None else _signature_from(tokens, index)
+    return tuple(tokens[body_start:index]), _require(signature)
 
 
 def statement_sha(text: str) -> str:
-    """sha256 of the theorem's signature tokens (name, comments and whitespace excluded)."""
-    return signature_sha(_require_signature(text))
+    """sha256 of the statement's preamble and signature tokens (the theorem's name, comments and
+    whitespace excluded)."""
+    return _identity_sha(*statement_parts(text), alpha=False)
 
 
 def signature_sha(signature: Signature) -> str:
     """The sha256 of a theorem's signature, comments and whitespace aside: the statement's
-    identity."""
+    identity when it has no preamble."""
     return _hash_tokens([_token_key(t) for t in signature.tokens])
 
 
@@ -421,13 +606,18 @@ def _binder_names(tokens: Sequence[Token]) -> list[str]:
 
 
 def alpha_sha(text: str) -> str:
-    """`statement_sha` after renaming binders and hypotheses consistently, in order of appearance."""
-    return signature_alpha_sha(_require_signature(text))
+    """`statement_sha` after renaming the signature's binders and hypotheses consistently, in
+    order of appearance."""
+    return _identity_sha(*statement_parts(text), alpha=True)
 
 
 def signature_alpha_sha(signature: Signature) -> str:
     """As `signature_sha`, with bound names renamed in order: a statement's identity up to
-    renaming."""
+    renaming when it has no preamble."""
+    return _hash_tokens(_alpha_keys(signature))
+
+
+def _alpha_keys(signature: Signature) -> list[str]:
     tokens = signature.tokens
     renaming = {name: f"\x00{index}" for index, name in enumerate(_binder_names(tokens))}
     keys = []
@@ -438,4 +628,71 @@ def signature_alpha_sha(signature: Signature) -> str:
                 keys.append(_KIND_PREFIX[token.kind] + renaming[head] + dot + rest)
                 continue
         keys.append(_token_key(token))
-    return _hash_tokens(keys)
+    return keys
+
+
+# Types a decimal literal (`2.5`, `1e-3`) elaborates in when the term it stands in has one.
+_DECIMAL_TYPES = frozenset({"ℝ", "ℚ", "ℂ", "Real", "Rat", "Complex", "NNReal", "EReal", "ENNReal"})
+
+
+def float_numerals(statement: str) -> bool:
+    """Whether a decimal literal of the statement's theorem would elaborate as `Float`.
+
+    Lean gives a decimal literal that nothing types the `Float` default instance: `(h : (1 -
+    0.3) * 0.8 = 0.56)` is a hypothesis about floats however real the rest of the theorem is. A
+    lexical reading, per binder and for the claim: a part with a decimal literal and neither a
+    decimal type (`ℝ`, `ℚ`, `Real.sqrt`, ...) nor a variable bound to one is flagged. It misses
+    what only elaboration knows (a literal typed by a function whose type is stated elsewhere).
+    """
+    signature = theorem_signature(statement)
+    if signature is None:
+        return False
+    binders, claim = _binder_groups(signature.tokens)
+    typed_names: set[str] = set()
+    for group in binders:
+        colons = [i for i, t in enumerate(group) if t.text == ":"]
+        if colons and any(_decimal_type(t) for t in group[colons[0] + 1 :]):
+            typed_names |= {t.text for t in group[: colons[0]] if t.kind is TokenKind.IDENT}
+    return any(
+        _has_decimal_literal(part)
+        and not any(_decimal_type(t) or t.text.split(".")[0] in typed_names for t in part)
+        for part in [*binders, claim]
+    )
+
+
+def _binder_groups(tokens: Sequence[Token]) -> tuple[list[list[Token]], list[Token]]:
+    """The signature's top-level bracketed binders (their inner tokens) and its claim (the
+    tokens after the top-level `:`)."""
+    groups: list[list[Token]] = []
+    depth = 0
+    for index, token in enumerate(tokens):
+        if depth == 0 and token.text == ":":
+            return groups, list(tokens[index + 1 :])
+        if token.text in _OPENING:
+            depth += 1
+            if depth == 1:
+                groups.append([])
+                continue
+        elif token.text in _CLOSING:
+            depth -= 1
+            if depth == 0:
+                continue
+        if depth > 0:
+            groups[-1].append(token)
+    return groups, []
+
+
+def _has_decimal_literal(tokens: Sequence[Token]) -> bool:
+    for index, token in enumerate(tokens):
+        if token.kind is not TokenKind.NUMBER or token.text[:2].lower() in ("0x", "0b", "0o"):
+            continue
+        projection = (
+            index > 0 and tokens[index - 1].text == "." and tokens[index - 1].end == token.start
+        )
+        if not projection and ("." in token.text or "e" in token.text.lower()):
+            return True
+    return False
+
+
+def _decimal_type(token: Token) -> bool:
+    return token.kind is TokenKind.IDENT and token.text.split(".")[0] in _DECIMAL_TYPES

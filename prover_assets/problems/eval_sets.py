@@ -1,7 +1,10 @@
 """The evaluation sets: miniF2F (all 244 enter) and MOBench (the verifier-supported subset).
 
 Statements are normalised by Goedel's rule made safe (`normalise_statement`), so the prompt
-statement is byte-identical to the baseline model's own evaluation.
+statement is byte-identical to the baseline model's own evaluation wherever that rule applies.
+MOBench is read whole (359 of 360: a problem's trusted preamble of declarations included) or,
+with `preambles=False`, as the registered S2 subset of the seed system: the 135 problems whose
+theorem stands alone.
 """
 
 from __future__ import annotations
@@ -13,13 +16,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from prover_assets.lean.statements import (
-    StatementError,
-    normalise_statement,
-    parse_statement,
-    signature_alpha_sha,
-    signature_sha,
-)
+from prover_assets.lean.extract import reinsertion_keeps_statement
+from prover_assets.lean.statements import StatementError, normalise_statement, parse_statement
 from prover_assets.records import Problem, iter_records
 
 __all__ = [
@@ -87,7 +85,13 @@ def goedel_prompt_statement(lean4_code: str) -> str:
 
 
 def _problem(
-    problem_id: str, source: str, split: str, lean4_code: str, informal_prefix: str
+    problem_id: str,
+    source: str,
+    split: str,
+    lean4_code: str,
+    informal_prefix: str,
+    *,
+    preambles: bool = True,
 ) -> Problem | Unsupported:
     try:
         statement = normalise_statement(lean4_code)
@@ -96,14 +100,19 @@ def _problem(
     parsed = parse_statement(statement)
     if not parsed.supported or parsed.signature is None:
         return Unsupported(problem_id, parsed.reason or "unsupported", informal_prefix)
+    if parsed.preamble_tokens and not preambles:
+        first = parsed.preamble_tokens[0].text
+        return Unsupported(problem_id, f"preamble_excluded:{first}", informal_prefix)
+    if not reinsertion_keeps_statement(statement):
+        return Unsupported(problem_id, "reinsertion_changes_statement", informal_prefix)
     return Problem(
         problem_id=problem_id,
         source=source,
         split=split,
         formal_statement=statement,
         informal_prefix=informal_prefix,
-        statement_sha=signature_sha(parsed.signature),
-        alpha_sha=signature_alpha_sha(parsed.signature),
+        statement_sha=parsed.statement_sha,
+        alpha_sha=parsed.alpha_sha,
         header=parsed.header,
     )
 
@@ -122,12 +131,25 @@ def load_minif2f(path: str | Path) -> list[Problem]:
     return problems
 
 
-def load_mobench(path: str | Path) -> tuple[list[Problem], list[Unsupported]]:
-    """MOBench's verifier-supported problems, and one reason for each excluded one."""
+def load_mobench(
+    path: str | Path, *, preambles: bool = True
+) -> tuple[list[Problem], list[Unsupported]]:
+    """MOBench's verifier-supported problems, and one reason for each excluded one.
+
+    `preambles=False`: only the problems without a preamble (the seed system's 135, the
+    registered S2); the others are excluded as `preamble_excluded:<first word>`.
+    """
     supported: list[Problem] = []
     unsupported: list[Unsupported] = []
     for row in iter_records(path, _MOBenchRow):
-        result = _problem(row.problem_id, "mobench", row.split, row.lean4_code, row.informal_prefix)
+        result = _problem(
+            row.problem_id,
+            "mobench",
+            row.split,
+            row.lean4_code,
+            row.informal_prefix,
+            preambles=preambles,
+        )
         (unsupported if isinstance(result, Unsupported) else supported).append(result)
     return supported, unsupported
 

@@ -25,15 +25,14 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from prover_assets.config import PoolSpec
-from prover_assets.lean.extract import remove_comments
+from prover_assets.lean.extract import reinsertion_keeps_statement, remove_comments
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     BY_MARKER,
     StatementError,
+    float_numerals,
     normalise_statement,
     parse_statement,
-    signature_alpha_sha,
-    signature_sha,
 )
 from prover_assets.problems.decontamination import (
     DecontaminationSets,
@@ -77,6 +76,7 @@ class PoolCounts:
     unsupported_shape: Counter[str] = field(default_factory=Counter)
     too_long: int = 0
     sorry_not_once: int = 0
+    float_numerals: int = 0  # a decimal literal that would elaborate as Float (dropped)
     decontam_statement_sha: int = 0
     decontam_alpha_sha: int = 0
     decontam_name: int = 0
@@ -86,6 +86,7 @@ class PoolCounts:
     decontam_mobench_informal: int = 0
     duplicate_statement: int = 0
     without_informal: int = 0  # ranked candidates that carry no informal text (not a drop)
+    float_numerals_kept: int = 0  # flagged as Float but kept (`float_numerals: keep`)
     written: int = 0
 
     def merge(self, other: PoolCounts) -> None:
@@ -101,6 +102,7 @@ class PoolCounts:
             + sum(self.unsupported_shape.values())
             + self.too_long
             + self.sorry_not_once
+            + self.float_numerals
             + self.decontam_statement_sha
             + self.decontam_alpha_sha
             + self.decontam_name
@@ -132,6 +134,7 @@ class PoolCandidatesResult(StageResult):
     unsupported_shape_total: int
     too_long: int
     sorry_not_once: int
+    float_numerals: int
     decontam_statement_sha: int
     decontam_alpha_sha: int
     decontam_name: int
@@ -141,12 +144,20 @@ class PoolCandidatesResult(StageResult):
     decontam_mobench_informal: int
     duplicate_statement: int
     without_informal: int
+    float_numerals_kept: int
     written: int
     dropped: int
 
     def drops(self) -> dict[str, int]:
         """Rows dropped, by layer (each unsupported shape on its own)."""
-        not_drops = {"rows_in", "written", "dropped", "without_informal", "unsupported_shape_total"}
+        not_drops = {
+            "rows_in",
+            "written",
+            "dropped",
+            "without_informal",
+            "float_numerals_kept",
+            "unsupported_shape_total",
+        }
         flat = {name: value for name, value in self if isinstance(value, int)}
         return {name: value for name, value in flat.items() if name not in not_drops} | {
             f"unsupported_shape:{k}": v for k, v in self.unsupported_shape.items()
@@ -230,17 +241,25 @@ def _screen(
     if not parsed.supported or parsed.signature is None:
         counts.unsupported_shape[(parsed.reason or "unsupported").split(":")[0]] += 1
         return None
+    if parsed.preamble_tokens and not reinsertion_keeps_statement(statement):
+        counts.unsupported_shape["reinsertion_changes_statement"] += 1
+        return None
     if len(text) > spec.max_statement_chars:
         counts.too_long += 1
         return None
     if remove_comments(statement).count("sorry") != 1:
         counts.sorry_not_once += 1
         return None
-    statement_sha = signature_sha(parsed.signature)
+    if float_numerals(statement):
+        if spec.float_numerals == "drop":
+            counts.float_numerals += 1
+            return None
+        counts.float_numerals_kept += 1
+    statement_sha = parsed.statement_sha
     if statement_sha in sets.statement_shas:
         counts.decontam_statement_sha += 1
         return None
-    alpha_sha = signature_alpha_sha(parsed.signature)
+    alpha_sha = parsed.alpha_sha
     if alpha_sha in sets.alpha_shas:
         counts.decontam_alpha_sha += 1
         return None

@@ -104,7 +104,7 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
     if spec.format == "minif2f":
         problems = load_minif2f(source)
     else:
-        problems, unsupported = load_mobench(source)
+        problems, unsupported = load_mobench(source, preambles=bool(spec.preambles))
     rows_in = len(problems) + len(unsupported)
     if spec.limit is not None:
         problems = problems[: spec.limit]

@@ -59,17 +59,28 @@ def check_statements_parse(problems_file: Path) -> CheckOutcome:
 
 
 def check_goedel_normalisation(source_file: Path, problems_file: Path) -> CheckOutcome:
-    """Every prompt statement is byte-identical to Goedel's own `split(":= by")` rule."""
-    goedel = {}
+    """Every prompt statement is byte-identical to Goedel's own `split(":= by")` rule wherever
+    that rule applies (one literal `:= by` in the source). Where a preamble holds another before
+    the theorem's (MOBench's `instance ... := by infer_instance`) Goedel's rule would cut the
+    preamble, and where the theorem's is line-broken (`:=\n  by sorry`) it would append a
+    second proof: those problems are counted and named instead."""
+    goedel, applies = {}, set()
     for line in source_file.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         goedel[row["problem_id"]] = goedel_prompt_statement(row["lean4_code"])
+        if row["lean4_code"].count(":= by") == 1:
+            applies.add(row["problem_id"])
     problems = read_records(problems_file, Problem)
-    mismatched = [p.problem_id for p in problems if goedel.get(p.problem_id) != p.formal_statement]
+    ruled = [p for p in problems if p.problem_id in applies]
+    mismatched = [p.problem_id for p in ruled if goedel.get(p.problem_id) != p.formal_statement]
+    not_applicable = [p.problem_id for p in problems if p.problem_id not in applies]
     return CheckOutcome(
         not mismatched,
-        f"{len(problems) - len(mismatched)} of {len(problems)} byte-identical to Goedel's rule",
-        {"mismatched": mismatched[:20]},
+        f"{len(ruled) - len(mismatched)} of {len(ruled)} byte-identical to Goedel's rule"
+        + (
+            f"; {len(not_applicable)} where it does not apply" if not_applicable else ""
+        ),
+        {"mismatched": mismatched[:20], "goedel_rule_not_applicable": not_applicable[:20]},
     )
 
 

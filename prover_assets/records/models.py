@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from prover_assets.lean.statements import signature_alpha_sha, signature_sha, theorem_signature
+from prover_assets.lean.statements import alpha_sha, statement_sha, theorem_signature
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -99,9 +99,9 @@ class Problem(_Record):
         signature = theorem_signature(self.formal_statement)
         if signature is None:
             raise ValueError("formal_statement has no `theorem <name> ... :=`")
-        if self.statement_sha != signature_sha(signature):
+        if self.statement_sha != statement_sha(self.formal_statement):
             raise ValueError("statement_sha does not match formal_statement")
-        if self.alpha_sha != signature_alpha_sha(signature):
+        if self.alpha_sha != alpha_sha(self.formal_statement):
             raise ValueError("alpha_sha does not match formal_statement")
         return self
 

@@ -230,6 +230,8 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
         f"**{'PRIMARY' if comparison['primary'] else 'secondary'}**",
         "",
     ]
+    if comparison.get("endpoint"):
+        lines += [f"Endpoint (as the config names it): {comparison['endpoint']}.", ""]
     if not comparison["primary"]:
         lines += ["Secondary because:", *[f"- {r}" for r in comparison["secondary_reasons"]], ""]
     lines += [

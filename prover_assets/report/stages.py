@@ -50,6 +50,8 @@ class ReportSettings:
     power_fractions: tuple[float, ...]
     power_gains_points: tuple[float, ...]
     allow_design_mismatch: str | None = None
+    # What each eval set's comparison is, in the config's words ("S2, registered secondary").
+    endpoints: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,7 +91,9 @@ def _measure(
             prereg=prereg,
             allow_design_mismatch=settings.allow_design_mismatch,
         )
-        measured.comparisons.append(asdict(comparison))
+        measured.comparisons.append(
+            {**asdict(comparison), "endpoint": settings.endpoints.get(baseline_files.eval_set)}
+        )
     return measured
 
 

@@ -32,11 +32,19 @@ from prover_assets.config import (
 )
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sandbox_prefix
+from prover_assets.lean.statements import statement_check_command
 from prover_assets.records import Pins
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
 from prover_assets.verify.pool import WorkStealingPool
-from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD, describe_rule
+from prover_assets.verify.simulator import (
+    SELF_TEST_BAD,
+    SELF_TEST_GOOD,
+    SELF_TEST_PREAMBLE_CHANGED,
+    SELF_TEST_PREAMBLE_GOOD,
+    SELF_TEST_PREAMBLE_STATEMENT,
+    describe_rule,
+)
 from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, parse_axioms
 
 log = logging.getLogger(__name__)
@@ -364,28 +372,63 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
 
 
 def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
-    """A known-good proof must be complete with the standard axioms; a known-bad one must fail.
+    """A known-good proof must be complete with the standard axioms; a known-bad one must fail;
+    a preamble problem's proof must pass its statement check, and a theorem of another statement
+    under its name must fail it.
 
-    A verifier that fails this is a broken instrument, not a judge of proofs.
+    A verifier that fails this is a broken instrument, not a judge of proofs. The preamble pair
+    runs the statement check a preamble problem gets (`statement_check_command`) on the real
+    REPL before any proof is judged by it.
     """
     header = GOEDEL_HEADER.strip()
+    check = statement_check_command(GOEDEL_HEADER + SELF_TEST_PREAMBLE_STATEMENT)
+    name = "prover_assets_selftest_preamble"
     jobs = [
         LeanJob(
             ("selftest", "good"), header, SELF_TEST_GOOD, "prover_assets_selftest_good", budget_s
         ),
         LeanJob(("selftest", "bad"), header, SELF_TEST_BAD, "prover_assets_selftest_bad", budget_s),
+        LeanJob(
+            ("selftest", "preamble"),
+            header,
+            SELF_TEST_PREAMBLE_GOOD,
+            name,
+            budget_s,
+            statement_check=check,
+        ),
+        LeanJob(
+            ("selftest", "changed"),
+            header,
+            SELF_TEST_PREAMBLE_CHANGED,
+            name,
+            budget_s,
+            statement_check=check,
+        ),
     ]
-    results = {result.key: result for result in backend.run(jobs)}
-    good, bad = results[("selftest", "good")], results[("selftest", "bad")]
+    results = {result.key[1]: result for result in backend.run(jobs)}
+    good, bad = results["good"], results["bad"]
+    preamble, changed = results["preamble"], results["changed"]
     good_ok = good.outcome is not None and good.outcome.complete and good.axioms is not None
     bad_ok = bad.outcome is not None and not bad.outcome.passed
+    preamble_ok = (
+        preamble.outcome is not None
+        and preamble.outcome.complete
+        and preamble.statement_errors is not None
+        and not preamble.statement_errors
+    )
+    changed_ok = bool(changed.statement_errors)
     return CheckOutcome(
-        good_ok and bad_ok,
+        good_ok and bad_ok and preamble_ok and changed_ok,
         f"known-good {'accepted' if good_ok else 'NOT accepted'}, "
-        f"known-bad {'rejected' if bad_ok else 'NOT rejected'}",
+        f"known-bad {'rejected' if bad_ok else 'NOT rejected'}, "
+        f"preamble proof {'accepted' if preamble_ok else 'NOT accepted'}, "
+        f"changed statement {'rejected' if changed_ok else 'NOT rejected'}",
         {
             "good_failure": good.failure,
             "bad_failure": bad.failure,
             "good_axioms": list(good.axioms or ()),
+            "preamble_failure": preamble.failure,
+            "preamble_statement_errors": [dict(e) for e in preamble.statement_errors or ()],
+            "changed_failure": changed.failure,
         },
     )

@@ -41,6 +41,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from prover_assets.lean.lexer import LexError, code_tokens
+from prover_assets.lean.statements import TRUSTED_STATEMENT_AXIOM, first_theorem_signature
+
 __all__ = [
     "DECLARED_AXIOMS",
     "DEMO_TACTICS",
@@ -48,6 +51,9 @@ __all__ = [
     "RULES",
     "SELF_TEST_BAD",
     "SELF_TEST_GOOD",
+    "SELF_TEST_PREAMBLE_CHANGED",
+    "SELF_TEST_PREAMBLE_GOOD",
+    "SELF_TEST_PREAMBLE_STATEMENT",
     "SORRY_WARNING",
     "STANDARD_AXIOMS",
     "Env",
@@ -65,6 +71,20 @@ STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
 SELF_TEST_GOOD = "theorem prover_assets_selftest_good : (2 : ℕ) + 2 = 4 := by\n  norm_num"
 SELF_TEST_BAD = "theorem prover_assets_selftest_bad : (2 : ℕ) + 2 = 5 := by\n  norm_num"
+# A preamble problem for the self-test: its trusted statement, the proof of it, and a theorem of
+# another statement under its name (which the statement check must refuse).
+SELF_TEST_PREAMBLE = "abbrev prover_assets_selftest_answer : ℕ := 4\n\n"
+SELF_TEST_PREAMBLE_STATEMENT = (
+    SELF_TEST_PREAMBLE
+    + "theorem prover_assets_selftest_preamble : prover_assets_selftest_answer = 2 + 2 := by sorry"
+)
+SELF_TEST_PREAMBLE_GOOD = (
+    SELF_TEST_PREAMBLE
+    + "theorem prover_assets_selftest_preamble : prover_assets_selftest_answer = 2 + 2 := by\n  rfl"
+)
+SELF_TEST_PREAMBLE_CHANGED = (
+    SELF_TEST_PREAMBLE + "theorem prover_assets_selftest_preamble : True := by\n  trivial"
+)
 # Keys a `judge` reply may carry for `answer`: the axioms its declarations depend on, and that
 # it is to be sent as it is (no env allocated).
 DECLARED_AXIOMS = "__axioms__"
@@ -87,6 +107,15 @@ DEMO_TACTICS = (
 )
 RULES = ("planted_tactic", "seeded_theorems", "seeded_share")
 _DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
+_NAMESPACE = re.compile(r"^\s*namespace\s+(\S+)")
+_END = re.compile(r"^\s*end\s+(\S+)")
+# The statement check of a preamble statement (`statement_check_command`): the trusted
+# signature as an axiom, and the theorem that must have its type.
+_AXIOM_CHECK = re.compile(
+    rf"^axiom {TRUSTED_STATEMENT_AXIOM} (?P<signature>.*)\nexample : type_of% "
+    rf"@{TRUSTED_STATEMENT_AXIOM} := @_root_\.(?P<name>\S+)$",
+    re.DOTALL,
+)
 _SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
 _PRINT_AXIOMS = re.compile(r"^\s*#print\s+axioms\s+(\S+)\s*$")
 # Lean-shaped errors for simulated rejections (texts as the real REPL prints them).
@@ -102,9 +131,39 @@ _SIMULATED_ERRORS = (
 
 @dataclass
 class Env:
-    """What an environment declared: each name's axioms, for `#print axioms`."""
+    """What an environment declared: each name's axioms, for `#print axioms`, and each
+    theorem's signature tokens, for the statement check."""
 
     axioms: dict[str, list[str]] = field(default_factory=dict)
+    signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def declared_names(command: str) -> list[str]:
+    """The names `command` declares, inside the namespaces its `namespace ... end` lines open."""
+    names: list[str] = []
+    scopes: list[str] = []
+    for line in command.split("\n"):
+        if (opened := _NAMESPACE.match(line)) is not None:
+            scopes.append(opened.group(1))
+        elif (closed := _END.match(line)) is not None and scopes and scopes[-1] == closed.group(1):
+            scopes.pop()
+        names += [".".join([*scopes, name]) for _, name in _DECLARATION.findall(line)]
+    return names
+
+
+def declared_signatures(command: str) -> dict[str, tuple[str, ...]]:
+    """Each theorem `command` declares, by its full name: its signature's token texts."""
+    qualified = {name.rsplit(".", 1)[-1]: name for name in declared_names(command)}
+    try:
+        tokens = code_tokens(command)
+    except LexError:
+        return {}
+    signatures = {}
+    for index, token in enumerate(tokens):
+        if token.text == "theorem" and (found := first_theorem_signature(tokens[index:])):
+            name = qualified.get(found.name, found.name)
+            signatures[name] = tuple(t.text for t in found.tokens)
+    return signatures
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
@@ -187,7 +246,7 @@ class ReplSimulator:
             return self.answer_print_axioms(command, printed.group(1), base)
         if base is None:
             time.sleep(self.import_delay_s)
-        reply = self.judge(command)
+        reply = self.judge(command, base)
         if reply.pop(RAW, False):  # an answer as a REPL that lost its state gives: no env
             return reply
         return self.with_new_env(command, reply, reply.pop(DECLARED_AXIOMS, STANDARD_AXIOMS))
@@ -207,16 +266,45 @@ class ReplSimulator:
         self, command: str, reply: dict[str, Any], axioms: Iterable[str] = STANDARD_AXIOMS
     ) -> dict[str, Any]:
         """`reply` with the id of the env the command creates (recording its declarations)."""
-        self.envs.append(Env({name: list(axioms) for _, name in _DECLARATION.findall(command)}))
+        names = declared_names(command)
+        self.envs.append(Env({name: list(axioms) for name in names}, declared_signatures(command)))
         return {**reply, "env": len(self.envs) - 1}
 
-    def judge(self, command: str) -> dict[str, Any]:
+    def judge(self, command: str, base: int | None = None) -> dict[str, Any]:
         """The answer's messages and sorries for a command (without its env)."""
-        if "prover_assets_selftest_good" in command:
+        if (checked := self.statement_check_answer(command, base)) is not None:
+            return checked
+        if "prover_assets_selftest_good" in command or "prover_assets_selftest_preamble" in command:
             return {}
         if "prover_assets_selftest_bad" in command:
             return {"messages": [dict(_SELF_TEST_BAD_ERROR)]}
         return self.content_answer(command)
+
+    def statement_check_answer(self, command: str, base: int | None) -> dict[str, Any] | None:
+        """The answer to a preamble statement check (None for any other command): Lean's type
+        mismatch unless the theorem the env declared under that name has the trusted
+        signature's tokens."""
+        check = _AXIOM_CHECK.match(command)
+        if check is None or base is None:
+            return None
+        name = check.group("name")
+        trusted = tuple(t.text for t in code_tokens(check.group("signature")))
+        for env in reversed(self.envs[: base + 1]):
+            if name in env.signatures:
+                if env.signatures[name] == trusted:
+                    return {}
+                break
+        line = check.group(0).count("\n") + 1
+        return {
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": line, "column": 0},
+                    "endPos": None,
+                    "data": f"type mismatch\n  @{name}\nhas a type other than the trusted statement",
+                }
+            ]
+        }
 
     def content_answer(self, command: str) -> dict[str, Any]:
         """The answer by the command's content: its sorry, else the seeded draw."""

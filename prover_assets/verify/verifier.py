@@ -25,7 +25,7 @@ from prover_assets.lean.extract import (
 from prover_assets.lean.gate import STATEMENT_REASONS, static_check
 from prover_assets.lean.protocol import STANDARD_AXIOMS
 from prover_assets.lean.repl import ReplOutcome
-from prover_assets.lean.statements import statement_check_command, theorem_signature
+from prover_assets.lean.statements import parse_statement, statement_check_command
 from prover_assets.records import (
     Generation,
     Problem,
@@ -127,7 +127,7 @@ class StrictVerifier:
         if self.policy.gate:
             reasons = static_check(code, statement=problem.formal_statement, displayed=displayed)
             if self.policy.statement_check == "record":
-                reasons = [r for r in reasons if r not in STATEMENT_REASONS]
+                reasons = [r for r in reasons if r.split(":")[0] not in STATEMENT_REASONS]
             if reasons:
                 return self._verdict(generation, Stage.GATE, reasons, diagnostics=diagnostics)
         try:
@@ -139,12 +139,17 @@ class StrictVerifier:
                 [f"reinsertion:{exc.reason}"],
                 diagnostics=diagnostics,
             )
-        signature = theorem_signature(problem.formal_statement)
+        trusted = parse_statement(problem.formal_statement)
+        if trusted.qualified_name is None:
+            raise ValueError(
+                f"{problem.problem_id}: the trusted statement does not parse ({trusted.reason}); "
+                "every problem is parsed when it is loaded, so its file was changed since"
+            )
         return LeanJob(
             key=generation.key,
             header=problem.header,
             body=compile_view(reinserted),
-            theorem_name=signature.name if signature and self.policy.axiom_check else None,
+            theorem_name=trusted.qualified_name if self.policy.axiom_check else None,
             budget_s=self.policy.budget_s,
             priority=float(len(code)),
             statement_check=statement_check_command(problem.formal_statement)

@@ -29,8 +29,10 @@ Verdicts, first match wins:
    (TEXT as the answer), `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
    (an info message saying what the process sees: its TMPDIR, TMP, TEMP, working directory,
    RLIMIT_AS, whether it can connect);
-3. the simulator's answers: the self-test's known-good and known-bad proofs; a literal `sorry`
-   gives a `sorries` entry and the sorry warning; else `{"env": n}`.
+3. the simulator's answers: a preamble statement check (`axiom prover_assets_trusted_statement
+   ...`) fails unless the env declared the named theorem with the trusted signature's tokens;
+   a literal `sorry` gives a `sorries` entry and the sorry warning; else `{"env": n}` (the
+   double knows no self-test).
 
 `#print axioms X` answers from the record of the env that declared X (the standard axioms
 unless a rule or directive said otherwise). Faults: hang, crash (exit code, optional partial
@@ -101,14 +103,18 @@ class Double(ReplSimulator):
             self.act(rule["action"], rule.get("argument", ""))
         return super().answer_print_axioms(command, name, base)
 
-    def judge(self, command: str) -> dict[str, Any]:
-        """The caller's rule, else its directives, else the content alone: the double knows no
-        self-test (a test that wants a working instrument scripts it)."""
+    def judge(self, command: str, base: int | None = None) -> dict[str, Any]:
+        """The caller's rule, else its directives, else the simulator's answer to a preamble
+        statement check, else the content alone: the double knows no self-test (a test that
+        wants a working instrument scripts it)."""
         rule = self._rule_for(command, "command")
         if rule is not None:
             return {**self._ruled(command, rule), RAW: bool(rule.get("raw"))}
         directives = _DIRECTIVE.findall(command)
-        return self._directed(command, directives) if directives else self.content_answer(command)
+        if directives:
+            return self._directed(command, directives)
+        checked = self.statement_check_answer(command, base)
+        return checked if checked is not None else self.content_answer(command)
 
     def _rule_for(self, command: str, stage: str) -> dict[str, Any] | None:
         digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
