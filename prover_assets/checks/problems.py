@@ -21,7 +21,7 @@ from prover_assets.records.validity import CheckOutcome
 __all__ = ["problem_checks"]
 
 
-def _eval_set_checks(name: str, format_: str) -> list[dg.AssetChecksDefinition]:
+def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
     key = eval_set_key(name)
 
     @dg.asset_check(
@@ -48,22 +48,19 @@ def _eval_set_checks(name: str, format_: str) -> list[dg.AssetChecksDefinition]:
     def statements_parse(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_statements_parse(complete_file(context, key, PROBLEMS_FILE)))
 
-    checks = [counts_reconcile, ids_unique, statements_parse]
-    if format_ == "minif2f":
+    @dg.asset_check(
+        asset=key,
+        name="goedel_normalisation",
+        blocking=True,
+        description="each statement is Goedel's split(':= by') rule of its source, byte for byte, "
+        "wherever that rule applies (the others are named)",
+    )
+    def goedel_normalisation(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        source = Path(manifest_of(context, key)["inputs"][0]["path"])
+        problems = complete_file(context, key, PROBLEMS_FILE)
+        return to_result(check_goedel_normalisation(source, problems))
 
-        @dg.asset_check(
-            asset=key,
-            name="goedel_normalisation",
-            blocking=True,
-            description="each statement equals the Goedel-Prover-V2 source's, after its documented normalisation only",
-        )
-        def goedel_normalisation(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-            source = Path(manifest_of(context, key)["inputs"][0]["path"])
-            problems = complete_file(context, key, PROBLEMS_FILE)
-            return to_result(check_goedel_normalisation(source, problems))
-
-        checks.append(goedel_normalisation)
-    return checks
+    return [counts_reconcile, ids_unique, statements_parse, goedel_normalisation]
 
 
 def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
@@ -102,7 +99,5 @@ def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
 
 def problem_checks(built: ExperimentSpec) -> list[dg.AssetChecksDefinition]:
     """The checks of the eval sets and of the pool's candidates."""
-    checks = []
-    for name, spec in built.eval_sets.items():
-        checks += _eval_set_checks(name, spec.format)
+    checks = [check for name in built.eval_sets for check in _eval_set_checks(name)]
     return checks + _pool_candidate_checks()

@@ -77,9 +77,7 @@ def check_goedel_normalisation(source_file: Path, problems_file: Path) -> CheckO
     return CheckOutcome(
         not mismatched,
         f"{len(ruled) - len(mismatched)} of {len(ruled)} byte-identical to Goedel's rule"
-        + (
-            f"; {len(not_applicable)} where it does not apply" if not_applicable else ""
-        ),
+        + (f"; {len(not_applicable)} where it does not apply" if not_applicable else ""),
         {"mismatched": mismatched[:20], "goedel_rule_not_applicable": not_applicable[:20]},
     )
 
