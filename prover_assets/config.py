@@ -338,6 +338,12 @@ class _LeanCommon(_Spec):
     commit_every: PositiveInt = 64  # verdicts per commit chunk
     # A verdict file with a larger share of `infrastructure` verdicts fails its validity check.
     max_infrastructure_share: Annotated[float, Field(ge=0, le=1)] = 0.01
+    # Reuse final verdicts of this verifier (same pins and config) across assets, rounds and
+    # runs, from `<data_root>/verdict_cache/` (verify/cache.py).
+    verdict_cache: bool = True
+    # Run every `timeout` once more after its batch, on at most this share of the workers.
+    recheck_timeouts: bool = True
+    recheck_share: Annotated[float, Field(gt=0, le=1)] = 0.5
 
 
 class _ReplPoolSettings(_LeanCommon):

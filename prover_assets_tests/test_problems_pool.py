@@ -396,7 +396,7 @@ def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(real_rows, sets, 
 
 def test_a_pool_item_with_a_mobench_preamble_and_theorem_is_caught_by_its_statement_hash(tmp_path):
     minif2f = load_minif2f(DATA / "minif2f.jsonl")
-    mobench, unsupported = load_mobench(DATA / "MOBench.jsonl")
+    mobench, _ = load_mobench(DATA / "MOBench.jsonl")
     whole = build_decontamination_sets(minif2f + mobench, [], long_ngram=13, short_ngram=8)
     (source,) = [p for p in mobench if p.problem_id == "Imo2006P3"]
     renamed = source.formal_statement.replace("theorem imo2006_p3", "theorem pool_answer_bound")

@@ -610,6 +610,8 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
             "other": 1,
         },
         "timeouts": 1,
+        "timeouts_before_recheck": 1,
+        "verdicts_copied": 0,
         "infrastructure": 1,
         "accepted_but_rewritten": 1,
         "verifier": run.identity,
@@ -617,6 +619,34 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
         "per_problem": {"p1": {"n": 2, "c": 1}, "p2": {"n": 2, "c": 0}},
     }
     assert run.identity["pins"]["lean_version"] == "v4.9.0-rc1"
+
+
+def test_timeouts_are_counted_before_and_after_their_recheck_and_copies_are_counted(runs):
+    from prover_assets.records import CachedFrom
+
+    baseline, _ = runs
+    first, second, *_ = sorted(baseline.verdicts)
+    rechecked = baseline.verdicts[first]
+    attempts = {
+        "first": {"stage": "timeout", "verify_s": 180.0},
+        "second": {"stage": rechecked.stage.value, "verify_s": 3.0},
+    }
+    baseline.verdicts[first] = rechecked.model_copy(
+        update={"diagnostics": {**rechecked.diagnostics, "timeout_recheck": attempts}}
+    )
+    pointer = CachedFrom(
+        key="0" * 64,
+        problem_id=first.problem_id,
+        sample_idx=first.sample_idx,
+        round=0,
+        cap_tokens=first.cap_tokens,
+    )
+    baseline.verdicts[second] = baseline.verdicts[second].model_copy(
+        update={"cached_from": pointer}
+    )
+    summary = summarize_run(baseline, ks=[1], resamples=10, seed=1)
+    assert (summary["timeouts_before_recheck"], summary["timeouts"]) == (1, 0)
+    assert summary["verdicts_copied"] == 1
 
 
 def test_a_run_without_timeouts_or_infrastructure_counts_zero_of_each(runs):
@@ -1044,6 +1074,7 @@ def test_each_comparison_says_the_endpoint_its_eval_set_is_configured_as(tmp_pat
     )
     summary = json.loads((result.folder / "summary.json").read_text())
     assert [c["endpoint"] for c in summary["comparisons"]] == [endpoint]
-    assert f"Endpoint (as the config names it): {endpoint}." in (
-        result.folder / "report.md"
-    ).read_text()
+    assert (
+        f"Endpoint (as the config names it): {endpoint}."
+        in (result.folder / "report.md").read_text()
+    )

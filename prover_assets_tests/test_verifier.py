@@ -203,13 +203,47 @@ def test_hang_becomes_timeout_and_the_next_proof_still_runs(tmp_path):
     fine = make_generation(sample_idx=1, completion_text=completion("  omega"))
     with double_backend(tmp_path, rules, workers=1) as backend:
         verdicts = StrictVerifier(
-            backend, VerifierPolicy(budget_s=1.0, feedback=False)
+            backend, VerifierPolicy(budget_s=1.0, feedback=False, recheck_timeouts=False)
         ).verify_many([(problem, hanging), (problem, fine)])
         restarts = backend.restarts()
     by_index = {v.sample_idx: v for v in verdicts}
     assert (by_index[0].stage, by_index[0].reasons) == (Stage.TIMEOUT, ["timeout"])
     assert by_index[1].accepted
     assert restarts == 1
+
+
+def test_a_timeout_is_run_once_more_after_the_batch_and_the_verdict_records_both_attempts(
+    tmp_path,
+):
+    # The first attempt hangs (a loaded host); the re-check, after the batch, answers.
+    rules = [{"match": {"substring": "aesop"}, "action": "hang", "times": 1}]
+    problem = make_problem()
+    slow = make_generation(sample_idx=0, completion_text=completion("  aesop"))
+    fine = make_generation(sample_idx=1, completion_text=completion("  omega"))
+    with double_backend(tmp_path, rules, workers=2) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=1.0, feedback=False))
+        verdicts = list(verifier.verify_stream([(problem, slow), (problem, fine)]))
+    assert [v.sample_idx for v in verdicts] == [1, 0]  # the re-check comes after the batch
+    rechecked = verdicts[1]
+    assert rechecked.accepted
+    attempts = rechecked.diagnostics["timeout_recheck"]
+    assert (attempts["first"]["stage"], attempts["second"]["stage"]) == ("timeout", "accepted")
+    assert attempts["first"]["verify_s"] >= 1.0
+    assert verifier.timeouts_rechecked == 1
+
+
+def test_a_timeout_again_on_its_recheck_stays_a_timeout_with_both_attempts(tmp_path):
+    rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
+    problem = make_problem()
+    with double_backend(tmp_path, rules, workers=1) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=1.0, feedback=False))
+        (verdict,) = verifier.verify_many(
+            [(problem, make_generation(completion_text=completion("  aesop")))]
+        )
+        restarts = backend.restarts()
+    assert (verdict.stage, verdict.reasons) == (Stage.TIMEOUT, ["timeout"])
+    assert verdict.diagnostics["timeout_recheck"]["second"]["stage"] == "timeout"
+    assert restarts == 2
 
 
 @pytest.mark.parametrize("action", ["crash", "empty"])

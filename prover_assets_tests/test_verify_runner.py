@@ -38,10 +38,10 @@ def write_generations(path: Path, tactics: list[str]) -> list[Generation]:
     return generations
 
 
-def run(tmp_path, generations_path, verdicts_path, rules=None, **kwargs):
+def run(tmp_path, generations_path, verdicts_path, rules=None, cache=None, **kwargs):
     problems = {"p1": make_problem()}
     with double_backend(tmp_path / "repl", rules, workers=2) as backend:
-        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True))
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=True), cache)
         return verify_generations(
             problems,
             generations_path,
@@ -70,6 +70,24 @@ def test_rerun_verifies_nothing_twice(tmp_path):
     stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
     assert (stats.already_verified, stats.verified_now) == (5, 0)
     assert len(repl_log(tmp_path / "repl")) == sent
+
+
+def test_copied_verdicts_are_counted_in_the_result_and_not_timed(tmp_path):
+    from prover_assets.verify.cache import VerdictCache
+
+    cache = VerdictCache(tmp_path / "cache")
+    write_generations(tmp_path / "gen.jsonl", ["omega", "omega", "simp"])
+    stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "one.jsonl", cache=cache)
+    assert (stats.verified_now, stats.cached_now, len(stats.verify_seconds)) == (3, 1, 2)
+    again = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "two.jsonl", cache=cache)
+    assert (again.verified_now, again.cached_now, again.verify_seconds) == (3, 3, [])
+    assert again.to_result().cached_now == 3
+    first = {v.key: v for v in read_records(tmp_path / "one.jsonl", Verification)}
+    for verdict in read_records(tmp_path / "two.jsonl", Verification):
+        assert (verdict.stage, verdict.reasons) == (
+            first[verdict.key].stage,
+            first[verdict.key].reasons,
+        )
 
 
 KILL_SCRIPT = """

@@ -14,6 +14,7 @@ from prover_assets.records.manifest import (
 )
 from prover_assets.records.models import (
     SCHEMA_VERSION,
+    CachedFrom,
     Generation,
     Message,
     ParentRef,
@@ -44,6 +45,7 @@ __all__ = [
     "MANIFEST_NAME",
     "SCHEMA_VERSION",
     "Appender",
+    "CachedFrom",
     "DuplicateKeyError",
     "Generation",
     "GitRevision",

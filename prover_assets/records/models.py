@@ -15,6 +15,7 @@ from prover_assets.lean.statements import alpha_sha, statement_sha, theorem_sign
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CachedFrom",
     "Generation",
     "Message",
     "ParentRef",
@@ -239,6 +240,18 @@ class VerifierInfo(BaseModel):
     workers: Positive
 
 
+class CachedFrom(BaseModel):
+    """The verdict a cached verdict copies: its cache key and its sample."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    key: Sha256
+    problem_id: NonEmpty
+    sample_idx: NonNegative
+    round: NonNegative
+    cap_tokens: Positive
+
+
 class Verification(_Record):
     """One verdict: key, the code's sha256, stage, reasons, diagnostics and the verifier."""
 
@@ -256,6 +269,7 @@ class Verification(_Record):
     diagnostics: dict[str, Any]
     repl_errors: list[dict[str, Any]] | None = None  # with feedback: the REPL's error messages
     repl_code: str | None = None  # with feedback: the compile view the error positions index
+    cached_from: CachedFrom | None = None  # a copy of this verdict, not a measurement
 
     @property
     def key(self) -> SampleKey:

@@ -306,6 +306,14 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         "stages": dict(stages),
         "reasons": dict(reasons.most_common()),
         "timeouts": stages.get(Stage.TIMEOUT.value, 0),
+        # Before the re-check: every verdict whose first attempt timed out (re-checked ones
+        # record it); after: those still timeouts.
+        "timeouts_before_recheck": sum(
+            v.stage is Stage.TIMEOUT
+            or v.diagnostics.get("timeout_recheck", {}).get("first", {}).get("stage") == "timeout"
+            for v in run.verdicts.values()
+        ),
+        "verdicts_copied": sum(v.cached_from is not None for v in run.verdicts.values()),
         # Not judgements: scored as unsolved samples, and counted so that nobody mistakes them.
         "infrastructure": stages.get(Stage.INFRASTRUCTURE.value, 0),
         "accepted_but_rewritten": rewritten,

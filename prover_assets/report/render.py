@@ -124,9 +124,10 @@ def _system_table(summaries: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> 
         "mean completion tokens",
         "mean effective max_tokens (of cap)",
         "hit cap",
-        "timeouts",
+        "timeouts (before → after re-check)",
         "infrastructure (not verdicts)",
         "accepted but rewritten",
+        "verdicts copied (cache)",
     ]
     rows = []
     for s in summaries:
@@ -151,9 +152,10 @@ def _system_table(summaries: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> 
                 f"{s['mean_completion_tokens']:.0f}",
                 f"{s['mean_effective_max_tokens']:.0f} of {s['nominal_cap']}",
                 _pct(s["hit_cap_share"]),
-                s["timeouts"],
+                f"{s.get('timeouts_before_recheck', s['timeouts'])} → {s['timeouts']}",
                 s["infrastructure"],
                 s["accepted_but_rewritten"],
+                s.get("verdicts_copied", 0),
             ]
         )
     return markdown_table(headers, rows)

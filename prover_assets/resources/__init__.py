@@ -34,6 +34,7 @@ from prover_assets.generation.engines import GenerationEngine, SamplingSettings
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
+from prover_assets.verify.cache import VERDICT_CACHE_DIR, VerdictCache
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
 __all__ = [
@@ -137,10 +138,22 @@ class LeanResource(dg.ConfigurableResource):
             require_backend_allowed(experiment.kind, settings.backend)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-        with backend_from_settings(settings) as backend:
-            yield StrictVerifier(
-                backend, VerifierPolicy(budget_s=settings.budget_s, feedback=feedback)
+        policy = VerifierPolicy(
+            budget_s=settings.budget_s,
+            feedback=feedback,
+            recheck_timeouts=settings.recheck_timeouts,
+            recheck_share=settings.recheck_share,
+        )
+        cache = (
+            VerdictCache(
+                resolve_path(experiment.data_root, "resources.experiment.config.spec.data_root")
+                / VERDICT_CACHE_DIR
             )
+            if settings.verdict_cache
+            else None
+        )
+        with backend_from_settings(settings) as backend:
+            yield StrictVerifier(backend, policy, cache)
 
     def require_self_test(self, verifier: StrictVerifier) -> None:
         """Refuse to verify with a broken instrument: a known-good proof must be accepted and a

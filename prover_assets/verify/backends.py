@@ -73,8 +73,11 @@ class LeanBackend(ABC):
         """What describes this backend in every verdict (with the verifier's policy)."""
 
     @abstractmethod
-    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
-        """One result per job, in completion order."""
+    def run(
+        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+    ) -> Iterator[LeanResult]:
+        """One result per job, in completion order, on at most `max_workers` workers at once
+        (all of them by default)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -154,8 +157,10 @@ class LocalReplBackend(LeanBackend):
             **({"simulated_rule": self.simulated_rule} if self.simulated_rule else {}),
         }
 
-    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
-        return self.pool.run(jobs)
+    def run(
+        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+    ) -> Iterator[LeanResult]:
+        return self.pool.run(jobs, max_workers=max_workers)
 
     def close(self) -> None:
         self.pool.close()
@@ -314,9 +319,13 @@ class RemoteBackend(LeanBackend):
             failure_detail=failure.detail,
         )
 
-    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
+    def run(
+        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+    ) -> Iterator[LeanResult]:
         ordered = sorted(jobs, key=lambda job: -job.priority)
-        with ThreadPoolExecutor(max_workers=self.workers) as executor:
+        with ThreadPoolExecutor(
+            max_workers=min(self.workers, max_workers or self.workers)
+        ) as executor:
             futures = [executor.submit(self._check, job) for job in ordered]
             for future in as_completed(futures):
                 yield future.result()

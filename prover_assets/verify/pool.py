@@ -28,9 +28,11 @@ class WorkStealingPool:
         self.workers = list(workers)
         self.retries = retries
 
-    def run(self, jobs: Sequence[LeanJob]) -> Iterator[LeanResult]:
-        """Yield one result per job, as each finishes. Stopping early stops the workers after
-        their current job."""
+    def run(
+        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+    ) -> Iterator[LeanResult]:
+        """Yield one result per job, as each finishes, on at most `max_workers` of the workers
+        (all by default). Stopping early stops the workers after their current job."""
         order = itertools.count()
         pending = [(-job.priority, next(order), job) for job in jobs]
         heapq.heapify(pending)
@@ -53,7 +55,7 @@ class WorkStealingPool:
 
         threads = [
             threading.Thread(target=work, args=(w,), name=f"lean-worker-{w.index}", daemon=True)
-            for w in self.workers
+            for w in self.workers[: max_workers or len(self.workers)]
         ]
         for thread in threads:
             thread.start()

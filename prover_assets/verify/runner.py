@@ -110,6 +110,9 @@ class VerifyStats:
     stale_reverified: int = 0
     infrastructure_reverified: int = 0
     torn_dropped: int = 0
+    cached_now: int = 0  # verdicts copied from the cache or from a duplicate in the batch
+    timeouts_rechecked: int = 0
+    timeouts_after_recheck: int = 0
     stages: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     verify_seconds: list[float] = field(default_factory=list)
@@ -141,6 +144,9 @@ class VerifyStats:
             stale_reverified=self.stale_reverified,
             infrastructure_reverified=self.infrastructure_reverified,
             torn_dropped=self.torn_dropped,
+            cached_now=self.cached_now,
+            timeouts_rechecked=self.timeouts_rechecked,
+            timeouts_after_recheck=self.timeouts_after_recheck,
             stages=dict(self.stages),
             reasons=dict(self.reasons),
             verify_s=self.percentiles(),
@@ -160,6 +166,9 @@ class VerificationResult(StageResult):
     stale_reverified: int
     infrastructure_reverified: int
     torn_dropped: int
+    cached_now: int = 0  # copied from the verdict cache or a duplicate in the batch, not run
+    timeouts_rechecked: int = 0  # timeouts run a second time after the batch
+    timeouts_after_recheck: int = 0  # of those, still timeouts
     stages: dict[str, int]
     reasons: dict[str, int]
     verify_s: dict[str, float | None]  # median, p90, max of the verified-now proofs
@@ -298,7 +307,12 @@ def verify_generations(
             stats.stages[verdict.stage.value] += 1
             stats.reasons.update(verdict.reasons)
             stats.code_bearing_now += verdict.stage is not Stage.NO_CODE
-            if verdict.stage not in (Stage.NO_CODE, Stage.GATE, Stage.REINSERTION):
+            stats.cached_now += verdict.cached_from is not None
+            if "timeout_recheck" in verdict.diagnostics and verdict.cached_from is None:
+                stats.timeouts_rechecked += 1
+                stats.timeouts_after_recheck += verdict.stage is Stage.TIMEOUT
+            measured = verdict.stage not in (Stage.NO_CODE, Stage.GATE, Stage.REINSERTION)
+            if measured and verdict.cached_from is None:
                 stats.verify_seconds.append(verdict.verify_s)
             if len(chunk) >= commit_every:
                 commit()

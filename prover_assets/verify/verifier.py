@@ -8,6 +8,13 @@
 6. the statement check in the proof's env: the root theorem's type is the trusted statement
    elaborated afresh (`statement_changed` otherwise), as kernel-replay checkers do.
 An infrastructure failure is recorded as such, never as a judgement of the proof.
+
+Nothing is verified twice: within a batch, samples with the same code for the same statement
+share one Lean run; across batches, assets and runs a `VerdictCache` answers what this verifier
+(same pins, same config) already judged finally. Every copy points at the verdict it copies
+(`cached_from`). A `timeout` is re-run once after the batch on a mostly idle pool (at most
+`recheck_share` of the workers busy: a proof near the budget can fail on a loaded host), and
+the verdict records both attempts; accepted on the re-check is accepted.
 """
 
 from __future__ import annotations
@@ -35,9 +42,21 @@ from prover_assets.records import (
     code_sha256,
 )
 from prover_assets.verify.backends import LeanBackend
+from prover_assets.verify.cache import VerdictCache, cache_key, copy_for
 from prover_assets.verify.worker import LeanJob, LeanResult
 
 __all__ = ["StrictVerifier", "VerifierPolicy"]
+
+
+@dataclass
+class _Run:
+    """One Lean run of a batch: its cache key, the trusted statement, the job, and the samples
+    (same code, same statement) it judges, the first one measured."""
+
+    key: str
+    statement: str
+    job: LeanJob
+    samples: list[Generation]
 
 
 def _incomplete_reasons(outcome: ReplOutcome) -> list[str]:
@@ -64,15 +83,22 @@ class VerifierPolicy:
     gate: bool = True
     axiom_check: bool = True
     recheck_statement: bool = True  # step 6
+    recheck_timeouts: bool = True  # a timeout is run once more after the batch
+    recheck_share: float = 0.5  # of the workers, at most, busy with the re-checks
 
 
 class StrictVerifier:
     """The gate, statement re-insertion, Lean, the axiom and statement checks: one verdict per
     sample."""
 
-    def __init__(self, backend: LeanBackend, policy: VerifierPolicy) -> None:
+    def __init__(
+        self, backend: LeanBackend, policy: VerifierPolicy, cache: VerdictCache | None = None
+    ) -> None:
         self.backend = backend
         self.policy = policy
+        self.cache = cache
+        self.batch_duplicates = 0  # samples that shared another's Lean run in a batch
+        self.timeouts_rechecked = 0
         self._info = VerifierInfo(
             pins=backend.pins,
             config={**asdict(self.policy), **backend.config()},
@@ -264,19 +290,62 @@ class StrictVerifier:
         )
 
     def verify_stream(self, pairs: Iterable[tuple[Problem, Generation]]) -> Iterator[Verification]:
-        """Verdicts for every pair: those needing no Lean first, then Lean's as they finish."""
-        jobs: list[LeanJob] = []
-        waiting: dict[tuple, tuple[Generation, LeanJob]] = {}
+        """Verdicts for every pair: those needing no Lean (or found in the cache) first, then
+        Lean's as they finish, then the re-checked timeouts."""
+        runs: dict[str, _Run] = {}
         for problem, generation in pairs:
             prepared = self.prepare(problem, generation)
             if isinstance(prepared, Verification):
                 yield prepared
+                continue
+            statement = problem.formal_statement
+            key = cache_key(self._info, statement, code_sha256(generation.lean_code))
+            if key in runs:
+                runs[key].samples.append(generation)
+                self.batch_duplicates += 1
+                continue
+            hit = self.cache.get(key, self._info, statement) if self.cache else None
+            if hit is not None:
+                yield copy_for(hit, generation.key, key, self._info)
+                continue
+            runs[key] = _Run(key, statement, prepared, [generation])
+        by_job = {run.job.key: run for run in runs.values()}
+        timeouts: list[tuple[_Run, Verification]] = []
+        for result in self.backend.run([run.job for run in runs.values()]):
+            run = by_job[result.key]
+            verdict = self.judge(run.samples[0], run.job, result)
+            if verdict.stage is Stage.TIMEOUT and self.policy.recheck_timeouts:
+                timeouts.append((run, verdict))
             else:
-                jobs.append(prepared)
-                waiting[prepared.key] = (generation, prepared)
-        for result in self.backend.run(jobs):
-            generation, job = waiting.pop(result.key)
-            yield self.judge(generation, job, result)
+                yield from self._settled(run, verdict)
+        yield from self._rechecked(timeouts)
+
+    def _rechecked(self, timeouts: Sequence[tuple[_Run, Verification]]) -> Iterator[Verification]:
+        """Each timeout run once more on at most `recheck_share` of the workers; the verdict is
+        the second attempt's, with both recorded."""
+        if not timeouts:
+            return
+        first = {run.job.key: (run, verdict) for run, verdict in timeouts}
+        busy = max(1, int(self.backend.workers * self.policy.recheck_share))
+        for result in self.backend.run([run.job for run, _ in timeouts], max_workers=busy):
+            run, before = first[result.key]
+            after = self.judge(run.samples[0], run.job, result)
+            attempts = {
+                "first": {"stage": before.stage.value, "verify_s": before.verify_s},
+                "second": {"stage": after.stage.value, "verify_s": after.verify_s},
+            }
+            diagnostics = {**after.diagnostics, "timeout_recheck": attempts}
+            self.timeouts_rechecked += 1
+            yield from self._settled(run, after.model_copy(update={"diagnostics": diagnostics}))
+
+    def _settled(self, run: _Run, verdict: Verification) -> Iterator[Verification]:
+        """The verdict of the run's first sample, stored when final, and its copies for the
+        samples that shared the run."""
+        if self.cache is not None:
+            self.cache.put(run.key, verdict, run.statement)
+        yield verdict
+        for generation in run.samples[1:]:
+            yield copy_for(verdict, generation.key, run.key, self._info)
 
     def verify(self, problem: Problem, generation: Generation) -> Verification:
         (verdict,) = self.verify_stream([(problem, generation)])

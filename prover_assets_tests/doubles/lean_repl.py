@@ -21,7 +21,8 @@ Verdicts, first match wins:
    `raw`, exactly as written: no env, as a REPL that lost its state answers), `messages_at`
    places messages at the first occurrence of their `at` text in the command it received;
    a rule applies to commands (the header, a proof, a statement check), or with
-   `"stage": "axioms"` to `#print axioms` only;
+   `"stage": "axioms"` to `#print axioms` only; with `"times": N` only to the first N matching
+   commands across every process started with the same rules file;
 2. directives in Lean comments of the command, e.g.
    `--@fake error {"at": "nlinarith", "data": "linarith failed"}`, `--@fake sorry`,
    `--@fake axioms ["sorryAx"]`, `--@fake delay 2.5`, `--@fake hang`, `--@fake crash 3`,
@@ -73,6 +74,7 @@ class Double(ReplSimulator):
     """The simulator, answering by the caller's rules and directives first."""
 
     rules: list[dict[str, Any]] = field(default_factory=list)
+    rules_path: str | None = None  # where a rule's `times` uses are counted, across processes
     log_path: str | None = None  # each request and answer appended as a JSON line
     die_after: int | None = None  # exit 137 on the command after this many
 
@@ -118,7 +120,7 @@ class Double(ReplSimulator):
 
     def _rule_for(self, command: str, stage: str) -> dict[str, Any] | None:
         digest = hashlib.sha256(command.encode("utf-8")).hexdigest()
-        for rule in self.rules:
+        for index, rule in enumerate(self.rules):
             if rule.get("stage", "command") != stage:
                 continue
             match = rule["match"]
@@ -126,9 +128,22 @@ class Double(ReplSimulator):
                 match.get("sha256") == digest
                 or ("regex" in match and re.search(match["regex"], command))
                 or ("substring" in match and match["substring"] in command)
-            ):
+            ) and self._use(index, rule):
                 return rule
         return None
+
+    def _use(self, index: int, rule: dict[str, Any]) -> bool:
+        """Whether a rule with `times: N` has uses left (counted in files beside the rules, so
+        that every REPL process of a pool, restarts included, shares the count)."""
+        if "times" not in rule:
+            return True
+        for use in range(rule["times"]):
+            try:
+                os.close(os.open(f"{self.rules_path}.{index}.{use}", os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                continue
+            return True
+        return False
 
     def _ruled(self, command: str, rule: dict[str, Any]) -> dict[str, Any]:
         if "action" in rule:
@@ -286,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         warning_style=args.warning_style,
         import_delay_s=args.import_delay,
         rules=rules,
+        rules_path=args.rules,
         log_path=args.log,
         die_after=args.die_after,
     )

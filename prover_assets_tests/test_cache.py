@@ -1,0 +1,114 @@
+"""The verdict cache: nothing verified twice, within a batch or across runs, and no entry used
+that is not exactly the key's (the REPL double's log says what Lean was asked)."""
+
+import json
+
+from prover_assets.records import Stage
+from prover_assets.verify.cache import VerdictCache, cache_key
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets_tests.factories import make_generation, make_problem
+from prover_assets_tests.lean_double import double_backend, repl_log
+
+PROOF = "plan\n```lean4\ntheorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by\n  {}\n```"
+
+
+def sample(index: int, tactic: str = "omega"):
+    return make_generation(sample_idx=index, completion_text=PROOF.format(tactic))
+
+
+def proofs_sent(folder) -> int:
+    return sum(
+        1
+        for entry in repl_log(folder)
+        if entry["request"].get("env") is not None
+        and "theorem t" in entry["request"]["cmd"]
+        and not entry["request"]["cmd"].startswith(("#print", "example"))
+    )
+
+
+def run(folder, cache, generations, rules=None, **policy):
+    """Verify on the double whose rules and log are in `folder` (its command, and so the
+    verifier's config, is the same for every run in the same folder)."""
+    problem = make_problem()
+    with double_backend(folder, rules) as backend:
+        verifier = StrictVerifier(
+            backend, VerifierPolicy(budget_s=1.0, feedback=False, **policy), cache
+        )
+        return verifier, list(verifier.verify_stream([(problem, g) for g in generations]))
+
+
+def test_duplicates_within_a_batch_share_one_lean_run_and_point_at_it(tmp_path):
+    verifier, verdicts = run(tmp_path, None, [sample(0), sample(1), sample(2, "simp")])
+    assert proofs_sent(tmp_path) == 2
+    assert verifier.batch_duplicates == 1
+    by_index = {v.sample_idx: v for v in verdicts}
+    assert by_index[0].cached_from is None and by_index[2].cached_from is None
+    pointer = by_index[1].cached_from
+    assert (pointer.problem_id, pointer.sample_idx) == ("p1", 0)
+    assert by_index[1].model_dump(exclude={"sample_idx", "cached_from"}) == by_index[0].model_dump(
+        exclude={"sample_idx", "cached_from"}
+    )
+
+
+def test_a_later_run_of_the_same_verifier_is_answered_by_the_cache(tmp_path):
+    cache = VerdictCache(tmp_path / "cache")
+    _, first = run(tmp_path, cache, [sample(0)])
+    later = VerdictCache(tmp_path / "cache")
+    _, (again,) = run(tmp_path, later, [sample(5)])
+    assert proofs_sent(tmp_path) == 1
+    assert (later.hits, later.refused) == (1, 0)
+    assert (again.sample_idx, again.cached_from.sample_idx) == (5, 0)
+    assert again.cached_from.key == cache_key(
+        first[0].verifier, make_problem().formal_statement, first[0].code_sha256
+    )
+    assert (again.stage, again.reasons) == (first[0].stage, first[0].reasons)
+
+
+def test_another_config_is_another_key_and_is_verified_again(tmp_path):
+    cache = VerdictCache(tmp_path / "cache")
+    run(tmp_path, cache, [sample(0)])
+    run(tmp_path, cache, [sample(0)], statement_check="record")
+    assert proofs_sent(tmp_path) == 2
+
+
+def entry_path(cache: VerdictCache):
+    (path,) = list(cache.root.rglob("*.json"))
+    return path
+
+
+def test_an_entry_of_other_pins_under_the_key_is_refused_and_the_proof_verified(tmp_path):
+    cache = VerdictCache(tmp_path / "cache")
+    run(tmp_path, cache, [sample(0)])
+    path = entry_path(cache)
+    entry = json.loads(path.read_text())
+    entry["inputs"]["pins"]["mathlib_rev"] = "0" * 40
+    entry["verdict"]["verifier"]["pins"]["mathlib_rev"] = "0" * 40
+    path.write_text(json.dumps(entry))
+    later = VerdictCache(tmp_path / "cache")
+    _, (verdict,) = run(tmp_path, later, [sample(0)])
+    assert (later.hits, later.refused) == (0, 1)
+    assert proofs_sent(tmp_path) == 2
+    assert verdict.cached_from is None and verdict.accepted
+
+
+def test_an_entry_with_a_flipped_byte_is_refused(tmp_path):
+    cache = VerdictCache(tmp_path / "cache")
+    run(tmp_path, cache, [sample(0)])
+    path = entry_path(cache)
+    data = bytearray(path.read_bytes())
+    data[data.index(b'"accepted": true') + len(b'"accepted": ')] = ord("T")
+    path.write_bytes(bytes(data))
+    later = VerdictCache(tmp_path / "cache")
+    run(tmp_path, later, [sample(0)])
+    assert (later.hits, later.refused) == (0, 1)
+    assert proofs_sent(tmp_path) == 2
+
+
+def test_timeouts_and_infrastructure_are_never_cached(tmp_path):
+    cache = VerdictCache(tmp_path / "cache")
+    hang = [{"match": {"substring": "aesop"}, "action": "hang"}]
+    crash = [{"match": {"substring": "simp"}, "action": "crash"}]
+    _, (timeout,) = run(tmp_path / "one", cache, [sample(0, "aesop")], hang, recheck_timeouts=False)
+    _, (dead,) = run(tmp_path / "two", cache, [sample(1, "simp")], crash)
+    assert (timeout.stage, dead.stage) == (Stage.TIMEOUT, Stage.INFRASTRUCTURE)
+    assert not list(cache.root.rglob("*.json"))
