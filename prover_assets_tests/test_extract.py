@@ -11,6 +11,7 @@ from prover_assets.lean.extract import (
     displayed_theorem,
     extract_lean_code,
     reinsert_statement,
+    reinsertion_keeps_statement,
 )
 from prover_assets.lean.protocol import GOEDEL_HEADER
 
@@ -203,3 +204,77 @@ def test_faithfulness_ignores_the_theorems_name_but_not_its_signature():
     assert displayed_theorem(same).faithful_to(STATEMENT)
     assert not displayed_theorem(weaker).faithful_to(STATEMENT)
     assert not displayed_theorem(same).faithful_to("example : True := by sorry")
+
+
+# Preamble problems: what the completion displays before its theorem, and re-insertion's
+# fidelity to the trusted statement.
+
+PREAMBLE_TRUSTED = GOEDEL_HEADER + "abbrev s : ℕ := 9\n\ntheorem t : s = 9 := by sorry"
+
+
+def test_the_displayed_theorem_records_the_tokens_between_its_header_and_its_theorem():
+    block = "import Mathlib\nopen Real\n\nabbrev s : ℕ := 9\nlemma l : s = 9 := rfl\ntheorem t : s = 9 := by\n  rfl"
+    displayed = displayed_theorem(GOEDEL_HEADER + block)
+    assert [t.text for t in displayed.before_theorem] == [
+        "abbrev",
+        "s",
+        ":",
+        "ℕ",
+        ":=",
+        "9",
+        "lemma",
+        "l",
+        ":",
+        "s",
+        "=",
+        "9",
+        ":=",
+        "rfl",
+    ]
+    assert displayed.faithful_to(PREAMBLE_TRUSTED)
+
+
+def test_a_display_whose_preamble_differs_is_not_faithful_though_its_signature_matches():
+    displayed = displayed_theorem(
+        GOEDEL_HEADER + "abbrev s : ℕ := 8\ntheorem t : s = 9 := by\n  rfl"
+    )
+    assert displayed.signature_matches(PREAMBLE_TRUSTED)
+    assert not displayed.faithful_to(PREAMBLE_TRUSTED)
+
+
+def test_nothing_is_faithful_to_a_statement_without_a_theorem():
+    displayed = displayed_theorem(GOEDEL_HEADER + "theorem t : s = 9 := by\n  rfl")
+    assert not displayed.signature_matches("lemma l : True := trivial")
+    assert not displayed.faithful_to("lemma l : True := trivial")
+
+
+@pytest.mark.parametrize(
+    ("statement", "keeps"),
+    [
+        (PREAMBLE_TRUSTED, True),
+        (GOEDEL_HEADER + "theorem t (x : ℕ) : x = x := by sorry", True),
+        # Goedel's comment removal is not Lean-aware: it cuts the string at `--`.
+        (GOEDEL_HEADER + 'def s : String := "a -- b"\ntheorem t : s.length = 6 := by sorry', False),
+        # Re-insertion deletes every `sorry` of the head, inside a name too.
+        (GOEDEL_HEADER + "theorem t (sorry_x : ℕ) : sorry_x = sorry_x := by sorry", False),
+        # The compile view drops a line that starts with `open`.
+        (
+            GOEDEL_HEADER
+            + "def f : ℕ := 1\nopen Nat in\ndef g : ℕ := f\ntheorem t : g = 1 := by sorry",
+            False,
+        ),
+        (GOEDEL_HEADER + "lemma l : True := by sorry", False),  # no theorem to re-insert into
+        (GOEDEL_HEADER + "theorem t : True := by sorry /- never closed", False),
+    ],
+    ids=[
+        "preamble",
+        "bare",
+        "dashes_in_a_string",
+        "sorry_in_a_name",
+        "open_line",
+        "no_theorem",
+        "no_lex",
+    ],
+)
+def test_reinsertion_keeps_a_statement_exactly_when_lean_gets_its_own_code(statement, keeps):
+    assert reinsertion_keeps_statement(statement) is keeps

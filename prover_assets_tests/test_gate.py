@@ -354,3 +354,10 @@ def test_a_fully_proven_helper_lemma_after_the_preamble_is_allowed():
 def test_the_preambles_banned_words_are_trusted_only_where_the_statement_has_them():
     # Without the statement, the copied `instance` is just a banned word.
     assert "banned:instance" in static_check(preamble_code())
+
+
+def test_a_candidate_that_stops_inside_the_preamble_is_told_where_it_ended():
+    truncated = GOEDEL_HEADER + PREAMBLE.split("def f")[0]
+    reasons = static_check(truncated, statement=PREAMBLE_STATEMENT)
+    assert reasons[0] == "preamble_mismatch:expected `def`, found the end of the code"
+    assert reasons[-1] == "no_theorem"

@@ -5,11 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from prover_assets.lean.lexer import code_tokens
 from prover_assets.lean.statements import (
     StatementError,
     alpha_sha,
+    float_numerals,
     normalise_statement,
     parse_statement,
+    preamble_difference,
     signature_alpha_sha,
     signature_sha,
     statement_check_command,
@@ -124,6 +127,9 @@ def test_a_preamble_declaration_is_supported_and_kept_as_the_source_has_it(decla
         ("#eval 1\ndef f : ℕ := 3", "command:#eval"),
         ("namespace N\nend M", "preamble:end"),
         ("end N", "preamble:end"),
+        ("namespace N\nsection S\nend N", "preamble:end"),
+        ("namespace\ndef f : ℕ := 3", "preamble:namespace"),
+        ("namespace N\nend N\nend N", "preamble:end"),
         ("private foo", "private"),
         ("theorem other : 1 = 1 := by sorry", "multiple_theorems"),
     ],
@@ -136,13 +142,110 @@ def test_parse_rejects_each_unsupported_declaration_with_its_reason(declaration,
     parsed = parse_statement(text)
     assert not parsed.supported
     assert parsed.reason == reason
+    assert parsed.namespace == ""
 
 
 def test_the_namespace_a_preamble_leaves_open_qualifies_the_theorem():
     text = HEADER + "namespace A.B\nsection S\ndef f : ℕ := 3\nend S\ntheorem t : f = 3 := by sorry"
     parsed = parse_statement(text)
     assert (parsed.namespace, parsed.qualified_name) == ("A.B", "A.B.t")
-    assert parse_statement(HEADER + "theorem t : True := by sorry").qualified_name == "t"
+    bare = parse_statement(HEADER + "theorem t : True := by sorry")
+    assert (bare.qualified_name, bare.namespace, bare.preamble, bare.preamble_tokens) == (
+        "t",
+        "",
+        "",
+        (),
+    )
+
+
+def test_nested_namespaces_join_and_closed_sections_and_namespaces_leave_none():
+    nested = "namespace A\nnamespace B\nsection\n@[simp] lemma l : 1 = 1 := rfl\nend\n"
+    parsed = parse_statement(HEADER + nested + "theorem t : True := by sorry")
+    assert (parsed.supported, parsed.qualified_name) == (True, "A.B.t")
+    closed = "namespace A\ndef f : ℕ := 3\nend A\nsection S\nend S\n"
+    parsed = parse_statement(HEADER + closed + "theorem t : f = 3 := by sorry")
+    assert (parsed.supported, parsed.namespace, parsed.qualified_name) == (True, "", "t")
+
+
+def test_a_preamble_without_a_header_is_the_text_before_the_theorem():
+    parsed = parse_statement("def f : ℕ := 1\ntheorem t : f = 1 := by sorry")
+    assert (parsed.supported, parsed.header, parsed.preamble) == (True, "", "def f : ℕ := 1")
+
+
+@pytest.mark.parametrize(
+    ("after", "reason"),
+    [
+        ("@[simp] theorem u : True := trivial", "attribute"),
+        ("noncomputable def f : ℕ := 1", "def"),
+        ("noncomputable foo", "noncomputable"),
+        ("#check t", "command:#check"),
+    ],
+)
+def test_anything_after_the_theorem_is_unsupported_with_its_reason(after, reason):
+    parsed = parse_statement(HEADER + "theorem t : True := by sorry\n" + after)
+    assert (parsed.supported, parsed.reason) == (False, reason)
+
+
+def test_a_modifier_ending_a_text_without_a_theorem_is_its_own_reason():
+    assert parse_statement(HEADER + "noncomputable").reason == "noncomputable"
+
+
+def test_normalisation_without_a_theorem_keeps_goedels_rule():
+    assert normalise_statement("lemma l : True := by trivial") == "lemma l : True := by sorry"
+
+
+def test_a_statement_that_does_not_lex_has_no_hash_and_says_why():
+    with pytest.raises(StatementError, match=r"^the statement does not lex: "):
+        statement_sha("theorem t : True := by sorry /- never closed")
+
+
+def test_the_identity_hash_is_sha256_of_the_kinded_token_texts_joined_by_unit_separators():
+    import hashlib
+
+    keys = ["symbol:(", "ident:x", "symbol::", "ident:ℕ", "symbol:)", "symbol::"]
+    keys += ["ident:x", "symbol:=", "ident:x"]
+    expected = hashlib.sha256("\x1f".join(keys).encode("utf-8")).hexdigest()
+    assert statement_sha("theorem t (x : ℕ) : x = x := by sorry") == expected
+    preamble = ["ident:def", "ident:f", "symbol::=", "number:1"]
+    with_preamble = hashlib.sha256("\x1f".join([*preamble, "\x1e", *keys]).encode()).hexdigest()
+    assert statement_sha("def f := 1\ntheorem t (x : ℕ) : x = x := by sorry") == with_preamble
+
+
+@pytest.mark.parametrize(
+    ("statement", "floats"),
+    [
+        ("theorem t : 2.5 * 2 = 5 := by sorry", True),
+        ("theorem t : (2.5 : ℝ) * 2 = 5 := by sorry", False),
+        ("theorem t (x : ℝ) (h : x = 2.5) : 2 * x = 5 := by sorry", False),
+        ("theorem t (x : ℝ) (h : (1 - 0.3) * 0.8 = 0.56) : x = x := by sorry", True),
+        ("theorem t (f : ℝ → ℝ) (h : f 1 = 1.5) : f 1 > 1 := by sorry", False),
+        ("theorem t : Real.sqrt 2 < 1.5 := by sorry", False),
+        ("theorem t (q : ℚ) (h : q = 1e-3) : q < 1 := by sorry", False),
+        ("theorem t (h : 1e-3 < 1) : True := by sorry", True),
+        ("theorem t (p : ℕ × ℕ × ℕ) (h : p.2.1 = 1) : True := by sorry", False),
+        ("theorem t (n : ℕ) (h : n = 0x1E) : True := by sorry", False),
+        ("theorem t (n : ℕ) (h : n = 15) : n * 2 = 30 := by sorry", False),
+        ("theorem t {x : ℝ} [Fact (0 < x)] : x ^ 2 > 0.0 := by sorry", False),
+        ("lemma l : 2.5 = 2.5 := by sorry", False),
+    ],
+    ids=[
+        "bare_decimals",
+        "ascribed",
+        "real_variable",
+        "untyped_hypothesis",
+        "real_function",
+        "real_constant",
+        "scientific_rational",
+        "untyped_scientific",
+        "projection",
+        "hex",
+        "integers",
+        "implicit_binder",
+        "no_theorem",
+    ],
+)
+def test_a_decimal_literal_nothing_types_is_read_as_float(statement, floats):
+    assert float_numerals(statement) is floats
 
 
 def test_parse_rejects_two_by_markers_with_the_count():
@@ -356,6 +459,16 @@ def test_the_displayed_theorem_after_a_lemma_has_its_own_signature():
     assert signature_sha(theorem_signature(after_a_lemma)) == signature_sha(
         theorem_signature(alone)
     )
+
+
+def test_a_preamble_is_repeated_exactly_when_every_trusted_token_comes_first_in_order():
+    trusted = code_tokens("def f : ℕ := 1")
+    assert preamble_difference(trusted, code_tokens("def f : ℕ := -- one\n 1\nlemma l")) is None
+    assert preamble_difference(trusted, code_tokens("def f : ℕ := 2")) == 5
+    assert preamble_difference(trusted, code_tokens("def g : ℕ := 1")) == 1
+    assert preamble_difference(trusted, code_tokens("def f : ℕ :=")) == 5  # ends early
+    assert preamble_difference(trusted, code_tokens('def f : ℕ := "1"')) == 5  # kind differs
+    assert preamble_difference((), code_tokens("theorem t")) is None
 
 
 def test_a_preamble_is_part_of_the_statements_identity_and_its_comments_are_not():

@@ -614,3 +614,19 @@ def test_a_preamble_statement_check_that_fails_is_statement_changed(tmp_path):
     verdict = preamble_verdict(tmp_path, preamble_code(), rules)
     assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])
     assert verdict.diagnostics["statement_errors"] == ["type mismatch"]
+
+
+def test_a_problem_whose_trusted_statement_does_not_parse_is_refused_naming_it(tmp_path):
+    statement = GOEDEL_HEADER + "axiom a : False\ntheorem t : True := by sorry"
+    problem = make_problem(statement=statement)
+    generation = make_generation(
+        completion_text="", lean_code=statement.replace("sorry", "trivial")
+    )
+    with double_backend(tmp_path) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False, gate=False))
+        with pytest.raises(ValueError) as refused:
+            verifier.prepare(problem, generation)
+    assert str(refused.value) == (
+        "p1: the trusted statement does not parse (preamble:axiom); every problem is parsed "
+        "when it is loaded, so its file was changed since"
+    )

@@ -35,6 +35,7 @@ TARGETS: dict[str, list[str]] = {
     "lean/extract.py": ["test_extract.py"],
     "lean/repl.py": ["test_repl.py"],
     "verify/verifier.py": ["test_verifier.py"],
+    "verify/cache.py": ["test_cache.py"],
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["test_worker.py", "test_verifier.py"],
     "records/store.py": ["test_records.py"],

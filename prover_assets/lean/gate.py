@@ -105,10 +105,10 @@ ROOT_PREFIX = "_root_"
 STATEMENT_REASONS = frozenset({"statement_mismatch", "theorem_renamed", "preamble_mismatch"})
 
 
-def _scope_counts(tokens: Sequence[Token], start: int) -> Counter[str]:
-    """How often each scope-changing command (and a `_root_` name) occurs from `start` on."""
+def _scope_counts(tokens: Sequence[Token]) -> Counter[str]:
+    """How often each scope-changing command (and a `_root_` name) occurs among `tokens`."""
     counts: Counter[str] = Counter()
-    for token in tokens[start:]:
+    for token in tokens:
         if token.kind is not TokenKind.IDENT:
             continue
         if token.text in SCOPE_COMMANDS:
@@ -125,10 +125,10 @@ def _scope_reasons(
     preamble the candidate repeated is not counted) more often than the trusted theorem does."""
     allowed: Counter[str] = Counter()
     if trusted is not None and trusted.signature is not None:
-        allowed = _scope_counts(trusted.signature.tokens, 0)
+        allowed = _scope_counts(trusted.signature.tokens)
     return [
         f"banned:scope:{command}"
-        for command, count in sorted(_scope_counts(tokens, start).items())
+        for command, count in sorted(_scope_counts(tokens[start:]).items())
         if count > allowed[command]
     ]
 

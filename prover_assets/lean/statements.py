@@ -345,8 +345,8 @@ def header_end(tokens: Sequence[Token]) -> tuple[int, list[tuple[int, int]], str
 
 def _preamble_reason(tokens: Sequence[Token], start: int, end: int) -> tuple[str | None, str]:
     """Why the preamble `tokens[start:end]` is not supported (None if it is), and the namespace
-    it leaves open at its end."""
-    scopes: list[tuple[str, str]] = []  # (namespace | section, name)
+    it leaves open at its end ("" when it is not supported)."""
+    scopes: list[tuple[str, bool]] = []  # (name, whether a namespace: a section adds none)
     for index in range(start, end):
         token = tokens[index]
         if token.kind is TokenKind.HASH_COMMAND:
@@ -358,20 +358,19 @@ def _preamble_reason(tokens: Sequence[Token], start: int, end: int) -> tuple[str
             return f"unexpected_token:{text}", ""
         if token.kind is not TokenKind.IDENT:
             continue
-        if text in _MODIFIERS and (
-            index + 1 >= end or tokens[index + 1].text not in PREAMBLE_COMMANDS
-        ):
+        following = tokens[index + 1].text if index + 1 < len(tokens) else ""
+        if text in _MODIFIERS and following not in PREAMBLE_COMMANDS:
             return text, ""
         named = _scope_name(tokens, index, end)
-        if text == "namespace":
-            scopes.append(("namespace", named or ""))
-        elif text == "section":
-            scopes.append(("section", named or ""))
+        if text == "namespace" and named is None:
+            return "preamble:namespace", ""
+        if text in ("namespace", "section"):
+            scopes.append((named or "", text == "namespace"))
         elif text == "end":
-            if not scopes or scopes[-1][1] != (named or ""):
+            if not scopes or scopes[-1][0] != (named or ""):
                 return "preamble:end", ""
             scopes.pop()
-    return None, ".".join(name for kind, name in scopes if kind == "namespace")
+    return None, ".".join(name for name, is_namespace in scopes if is_namespace)
 
 
 def _preamble_refuses(token: Token) -> bool:
@@ -434,7 +433,7 @@ def parse_statement(text: str) -> ParsedStatement:
         signature=signature,
         preamble=preamble.strip(),
         preamble_tokens=preamble_tokens,
-        namespace=namespace if reason is None else "",
+        namespace=namespace,
     )
 
 
