@@ -14,7 +14,7 @@ from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.conftest import LEAN_WORKSPACE_ENV, lean_workspace
 from prover_assets_tests.doubles.kimina_server import KiminaDouble
 from prover_assets_tests.factories import make_generation, make_pins, make_problem
-from prover_assets_tests.lean_double import double_backend
+from prover_assets_tests.lean_double import double_backend, error_reply
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 
@@ -129,19 +129,7 @@ def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_
 
 
 def test_self_test_fails_when_the_preamble_statement_check_passes_a_changed_statement(tmp_path):
-    bad = {
-        "match": {"substring": "selftest_bad"},
-        "reply": {
-            "messages": [
-                {
-                    "severity": "error",
-                    "pos": {"line": 1, "column": 0},
-                    "endPos": None,
-                    "data": "unsolved goals",
-                }
-            ]
-        },
-    }
+    bad = {"match": {"substring": "selftest_bad"}, "reply": error_reply("unsolved goals")}
     # A REPL whose statement check answers without looking (every check elaborates).
     blind = {"match": {"substring": "axiom prover_assets_trusted_statement"}, "reply": {}}
     with double_backend(tmp_path, [bad, blind]) as backend:

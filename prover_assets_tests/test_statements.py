@@ -226,6 +226,11 @@ def test_the_identity_hash_is_sha256_of_the_kinded_token_texts_joined_by_unit_se
         ("theorem t (n : ℕ) (h : n = 0x1E) : True := by sorry", False),
         ("theorem t (n : ℕ) (h : n = 15) : n * 2 = 30 := by sorry", False),
         ("theorem t {x : ℝ} [Fact (0 < x)] : x ^ 2 > 0.0 := by sorry", False),
+        ("theorem t : (2.5 * 2 = 5) := by sorry", True),
+        ("theorem t (x : ℝ) (y : ℝ) (h : x = 2.5) : y = y := by sorry", False),
+        ("theorem t (z : ℂ) (h : z.re = 0.5) : True := by sorry", False),
+        ("theorem t (h : (1 + 1) * 0.5 = 1) : True := by sorry", True),
+        ("theorem t (n : ℕ) (h : n = 0b101) : True := by sorry", False),
         ("lemma l : 2.5 = 2.5 := by sorry", False),
     ],
     ids=[
@@ -241,6 +246,11 @@ def test_the_identity_hash_is_sha256_of_the_kinded_token_texts_joined_by_unit_se
         "hex",
         "integers",
         "implicit_binder",
+        "parenthesised",
+        "second_of_two_typed_binders",
+        "typed_name_with_a_field",
+        "after_a_nested_group",
+        "binary",
         "no_theorem",
     ],
 )
@@ -424,6 +434,9 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
         ("foo\ntheorem t : True := by sorry", "unexpected_token:foo"),
         ("noncomputable foo\ntheorem t : True := by sorry", "noncomputable"),
         ("theorem t : True := by sorry\nnoncomputable", "noncomputable"),
+        ("theorem t : True := by sorry\nnoncomputable def", "def"),
+        ("open Real in\ntheorem t : True := by sorry", "open_in"),
+        ("noncomputable def", "no_theorem"),
     ],
     ids=[
         "no_name",
@@ -434,11 +447,14 @@ def test_a_parsed_statement_holds_its_header_commands_name_and_signature_offsets
         "a_stray_token_first",
         "noncomputable_name",
         "noncomputable_at_the_end",
+        "noncomputable_def_at_the_end",
+        "header_open_in",
+        "a_modifier_and_its_command_without_a_theorem",
     ],
 )
 def test_each_unsupported_statement_says_why(text, reason):
     parsed = parse_statement(text)
-    assert (parsed.supported, parsed.reason) == (False, reason)
+    assert (parsed.supported, parsed.reason, parsed.namespace) == (False, reason, "")
     assert (parsed.theorem_name, parsed.signature) == (None, None)
 
 

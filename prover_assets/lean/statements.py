@@ -682,13 +682,14 @@ def _binder_groups(tokens: Sequence[Token]) -> tuple[list[list[Token]], list[Tok
 
 
 def _has_decimal_literal(tokens: Sequence[Token]) -> bool:
-    for index, token in enumerate(tokens):
-        if token.kind is not TokenKind.NUMBER or token.text[:2].lower() in ("0x", "0b", "0o"):
+    previous: Token | None = None
+    for token in tokens:
+        # `p.2.1` lexes as `p`, `.`, `2.1`: a projection right after a dot, not a literal.
+        projection = previous is not None and previous.text == "." and previous.end == token.start
+        previous = token
+        if token.kind is not TokenKind.NUMBER or projection or token.text[:2].lower() == "0x":
             continue
-        projection = (
-            index > 0 and tokens[index - 1].text == "." and tokens[index - 1].end == token.start
-        )
-        if not projection and ("." in token.text or "e" in token.text.lower()):
+        if "." in token.text or "e" in token.text.lower():
             return True
     return False
 

@@ -176,6 +176,18 @@ class PoolCandidatesResult(StageResult):
         return stages
 
 
+def _float_dropped(statement: str, spec: PoolSpec, counts: PoolCounts) -> bool:
+    """Whether the row goes for a decimal that would elaborate as Float (`float_numerals: drop`);
+    a flagged row that stays is counted as kept."""
+    if not float_numerals(statement):
+        return False
+    if spec.float_numerals == "drop":
+        counts.float_numerals += 1
+        return True
+    counts.float_numerals_kept += 1
+    return False
+
+
 @dataclass(frozen=True, order=True)
 class _Ranked:
     key: bytes
@@ -250,11 +262,8 @@ def _screen(
     if remove_comments(statement).count("sorry") != 1:
         counts.sorry_not_once += 1
         return None
-    if float_numerals(statement):
-        if spec.float_numerals == "drop":
-            counts.float_numerals += 1
-            return None
-        counts.float_numerals_kept += 1
+    if _float_dropped(statement, spec, counts):
+        return None
     statement_sha = parsed.statement_sha
     if statement_sha in sets.statement_shas:
         counts.decontam_statement_sha += 1

@@ -257,6 +257,23 @@ def run_provenance(files: RunFiles) -> dict[str, Any]:
     }
 
 
+def _verdict_counts(run: RunData, stages: Counter[str]) -> dict[str, int]:
+    """Timeouts (after their re-check, and before it: every verdict whose first attempt timed
+    out), copied verdicts, and infrastructure verdicts (not judgements: scored as unsolved
+    samples, and counted so that nobody mistakes them)."""
+    first_timed_out = sum(
+        v.stage is Stage.TIMEOUT
+        or v.diagnostics.get("timeout_recheck", {}).get("first", {}).get("stage") == "timeout"
+        for v in run.verdicts.values()
+    )
+    return {
+        "timeouts": stages.get(Stage.TIMEOUT.value, 0),
+        "timeouts_before_recheck": first_timed_out,
+        "verdicts_copied": sum(v.cached_from is not None for v in run.verdicts.values()),
+        "infrastructure": stages.get(Stage.INFRASTRUCTURE.value, 0),
+    }
+
+
 def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
     """The per-system table of one run."""
     problems = [p.problem_id for p in run.problems]
@@ -305,17 +322,7 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         "context_clipped_share": sum(m["context_clipped"] for m in metas) / len(metas),
         "stages": dict(stages),
         "reasons": dict(reasons.most_common()),
-        "timeouts": stages.get(Stage.TIMEOUT.value, 0),
-        # Before the re-check: every verdict whose first attempt timed out (re-checked ones
-        # record it); after: those still timeouts.
-        "timeouts_before_recheck": sum(
-            v.stage is Stage.TIMEOUT
-            or v.diagnostics.get("timeout_recheck", {}).get("first", {}).get("stage") == "timeout"
-            for v in run.verdicts.values()
-        ),
-        "verdicts_copied": sum(v.cached_from is not None for v in run.verdicts.values()),
-        # Not judgements: scored as unsolved samples, and counted so that nobody mistakes them.
-        "infrastructure": stages.get(Stage.INFRASTRUCTURE.value, 0),
+        **_verdict_counts(run, stages),
         "accepted_but_rewritten": rewritten,
         "verifier": run.identity,
         "simulated": run.simulated,

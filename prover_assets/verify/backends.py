@@ -380,19 +380,12 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
     return LocalReplBackend(settings.command, pins=pins, cwd=workspace, **common)
 
 
-def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
-    """A known-good proof must be complete with the standard axioms; a known-bad one must fail;
-    a preamble problem's proof must pass its statement check, and a theorem of another statement
-    under its name must fail it.
-
-    A verifier that fails this is a broken instrument, not a judge of proofs. The preamble pair
-    runs the statement check a preamble problem gets (`statement_check_command`) on the real
-    REPL before any proof is judged by it.
-    """
+def _self_test_jobs(budget_s: float) -> list[LeanJob]:
+    """The known-good and known-bad proofs, and the preamble pair with its statement check."""
     header = GOEDEL_HEADER.strip()
     check = statement_check_command(GOEDEL_HEADER + SELF_TEST_PREAMBLE_STATEMENT)
     name = "prover_assets_selftest_preamble"
-    jobs = [
+    return [
         LeanJob(
             ("selftest", "good"), header, SELF_TEST_GOOD, "prover_assets_selftest_good", budget_s
         ),
@@ -414,6 +407,18 @@ def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
             statement_check=check,
         ),
     ]
+
+
+def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
+    """A known-good proof must be complete with the standard axioms; a known-bad one must fail;
+    a preamble problem's proof must pass its statement check, and a theorem of another statement
+    under its name must fail it.
+
+    A verifier that fails this is a broken instrument, not a judge of proofs. The preamble pair
+    runs the statement check a preamble problem gets (`statement_check_command`) on the real
+    REPL before any proof is judged by it.
+    """
+    jobs = _self_test_jobs(budget_s)
     results = {result.key[1]: result for result in backend.run(jobs)}
     good, bad = results["good"], results["bad"]
     preamble, changed = results["preamble"], results["changed"]
