@@ -112,3 +112,75 @@ def test_timeouts_and_infrastructure_are_never_cached(tmp_path):
     _, (dead,) = run(tmp_path / "two", cache, [sample(1, "simp")], crash)
     assert (timeout.stage, dead.stage) == (Stage.TIMEOUT, Stage.INFRASTRUCTURE)
     assert not list(cache.root.rglob("*.json"))
+
+
+def test_three_samples_of_one_proof_are_one_run_and_two_copies_of_it(tmp_path):
+    verifier, verdicts = run(tmp_path, None, [sample(0), sample(1), sample(2)])
+    assert proofs_sent(tmp_path) == 1
+    assert verifier.batch_duplicates == 2
+    assert [v.sample_idx for v in verdicts] == [0, 1, 2]
+    assert [v.cached_from and v.cached_from.sample_idx for v in verdicts] == [None, 0, 0]
+
+
+def test_a_copy_takes_the_identity_of_its_own_sample_and_the_verifier_that_copied_it(tmp_path):
+    from prover_assets.verify.cache import copy_for
+
+    cache = VerdictCache(tmp_path / "cache")
+    _, (original,) = run(tmp_path, cache, [sample(0)])
+    other = make_generation(
+        "p9", sample_idx=3, round=1, cap_tokens=128, completion_text=PROOF.format("omega")
+    )
+    info = original.verifier.model_copy(update={"workers": original.verifier.workers + 6})
+    copy = copy_for(original, other.key, "f" * 64, info)
+    assert copy.key == other.key
+    assert copy.verifier.workers == original.verifier.workers + 6
+    assert copy.cached_from.model_dump() == {
+        "key": "f" * 64,
+        "problem_id": "p1",
+        "sample_idx": 0,
+        "round": 0,
+        "cap_tokens": original.cap_tokens,
+    }
+    assert (copy.stage, copy.reasons, copy.code_sha256) == (
+        original.stage,
+        original.reasons,
+        original.code_sha256,
+    )
+
+
+def test_every_hit_and_every_refusal_is_counted(tmp_path):
+    cache = VerdictCache(tmp_path / "cache")
+    run(tmp_path, cache, [sample(0), sample(1, "simp")])
+    later = VerdictCache(tmp_path / "cache")
+    run(tmp_path, later, [sample(2), sample(3, "simp")])
+    assert (later.hits, later.refused) == (2, 0)
+    for path in cache.root.rglob("*.json"):
+        path.write_text("{}")
+    refusing = VerdictCache(tmp_path / "cache")
+    run(tmp_path, refusing, [sample(4), sample(5, "simp")])
+    assert (refusing.hits, refusing.refused) == (0, 2)
+
+
+def test_the_key_is_the_sha256_of_the_compact_sorted_json_of_its_inputs(tmp_path):
+    import hashlib
+
+    _, (verdict,) = run(tmp_path, None, [sample(0)])
+    statement = make_problem().formal_statement
+    config = {k: v for k, v in verdict.verifier.config.items() if k != "workers"}
+    inputs = {
+        "code_sha256": verdict.code_sha256,
+        "config": config,
+        "pins": verdict.verifier.pins.model_dump(mode="json"),
+        "statement_sha256": hashlib.sha256(statement.encode()).hexdigest(),
+    }
+    text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    expected = hashlib.sha256(text.encode()).hexdigest()
+    assert cache_key(verdict.verifier, statement, verdict.code_sha256) == expected
+
+
+def test_a_verdict_is_stored_only_under_its_own_key(tmp_path):
+    import pytest
+
+    _, (verdict,) = run(tmp_path, None, [sample(0)])
+    with pytest.raises(ValueError, match=r"is not the verdict of key 0{64}$"):
+        VerdictCache(tmp_path / "cache").put("0" * 64, verdict, make_problem().formal_statement)

@@ -34,7 +34,8 @@ TARGETS: dict[str, list[str]] = {
     "lean/statements.py": ["test_statements.py"],
     "lean/extract.py": ["test_extract.py"],
     "lean/repl.py": ["test_repl.py"],
-    "verify/verifier.py": ["test_verifier.py"],
+    # The verifier's cache, batch duplicates and copies are tested with the cache.
+    "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
     "verify/cache.py": ["test_cache.py"],
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["test_worker.py", "test_verifier.py"],
