@@ -29,6 +29,7 @@ from prover_assets.lean.extract import reinsertion_keeps_statement, remove_comme
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     BY_MARKER,
+    ParsedStatement,
     StatementError,
     float_numerals,
     normalise_statement,
@@ -229,17 +230,9 @@ def check_shards(shards: Sequence[tuple[Path, str]]) -> dict[str, str]:
     return actual
 
 
-def _screen(
-    problem_id: str,
-    text: str,
-    source: str,
-    informal: str | None,
-    spec: PoolSpec,
-    sets: DecontaminationSets,
-    embedded: re.Pattern[str] | None,
-    counts: PoolCounts,
-) -> _Ranked | None:
-    """Layers up to 3; None (and the reason counted) when the row is dropped."""
+def _shaped(text: str, counts: PoolCounts) -> tuple[str, ParsedStatement] | None:
+    """The bare statement and its parse, or None (the reason counted): one `:= by sorry`, a
+    supported shape, and a preamble that re-insertion hands Lean unchanged."""
     markers = list(BY_MARKER.finditer(text))
     if len(markers) != 1 or not _BARE_TAIL.fullmatch(text, markers[0].end()):
         counts.not_bare_statement += 1
@@ -256,6 +249,24 @@ def _screen(
     if parsed.preamble_tokens and not reinsertion_keeps_statement(statement):
         counts.unsupported_shape["reinsertion_changes_statement"] += 1
         return None
+    return statement, parsed
+
+
+def _screen(
+    problem_id: str,
+    text: str,
+    source: str,
+    informal: str | None,
+    spec: PoolSpec,
+    sets: DecontaminationSets,
+    embedded: re.Pattern[str] | None,
+    counts: PoolCounts,
+) -> _Ranked | None:
+    """Layers up to 3; None (and the reason counted) when the row is dropped."""
+    shaped = _shaped(text, counts)
+    if shaped is None:
+        return None
+    statement, parsed = shaped
     if len(text) > spec.max_statement_chars:
         counts.too_long += 1
         return None
