@@ -14,7 +14,7 @@ from prover_assets_tests.factories import (
     make_problem,
     preamble_code,
 )
-from prover_assets_tests.lean_double import double_backend, repl_log
+from prover_assets_tests.lean_double import double_backend, error_reply, repl_log
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 
@@ -596,21 +596,8 @@ def test_in_record_mode_a_tampered_preamble_is_recorded_and_lean_compiles_the_tr
 
 
 def test_a_preamble_statement_check_that_fails_is_statement_changed(tmp_path):
-    rules = [
-        {
-            "match": {"substring": "axiom prover_assets_trusted_statement"},
-            "reply": {
-                "messages": [
-                    {
-                        "severity": "error",
-                        "pos": {"line": 2, "column": 0},
-                        "endPos": None,
-                        "data": "type mismatch",
-                    }
-                ]
-            },
-        }
-    ]
+    check = {"substring": "axiom prover_assets_trusted_statement"}
+    rules = [{"match": check, "reply": error_reply("type mismatch", 2, 0, None)}]
     verdict = preamble_verdict(tmp_path, preamble_code(), rules)
     assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])
     assert verdict.diagnostics["statement_errors"] == ["type mismatch"]

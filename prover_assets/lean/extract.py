@@ -122,20 +122,23 @@ class DisplayedTheorem:
             _, trusted = statement_parts(statement)
         except StatementError:
             return False
-        return self.signature is not None and signature_sha(self.signature) == signature_sha(
-            trusted
-        )
+        return self._same_signature(trusted)
 
     def faithful_to(self, statement: str) -> bool:
         """Whether the displayed theorem is the trusted `statement`'s: its preamble repeated
         token for token before the theorem, then the same signature."""
         try:
-            preamble, _ = statement_parts(statement)
+            preamble, trusted = statement_parts(statement)
         except StatementError:
             return False
         return (
-            self.signature_matches(statement)
+            self._same_signature(trusted)
             and preamble_difference(preamble, self.before_theorem) is None
+        )
+
+    def _same_signature(self, trusted: Signature) -> bool:
+        return self.signature is not None and signature_sha(self.signature) == signature_sha(
+            trusted
         )
 
 
