@@ -439,6 +439,11 @@ class EngineSettings(_Spec):
     """How samples are generated (the `gpu` resource)."""
 
     engine: Literal["vllm", "transformers"]
+    # overlapped: the GPU and the Lean workers work at once (pools `gpu` and `lean`, steps run
+    # concurrently, a generation step verifies its committed samples as they land); exclusive:
+    # one `heavy` pool for both, strictly in turn, for a machine whose memory cannot hold vLLM
+    # and the Lean workers together.
+    schedule: Literal["overlapped", "exclusive"] = "exclusive"
     device: Literal["cuda", "cpu"] = "cuda"
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     tensor_parallel_size: PositiveInt = 1

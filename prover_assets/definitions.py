@@ -16,6 +16,7 @@ import dagster as dg
 from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.eta import eta_assets
 from prover_assets.assets.generation import generation_assets
+from prover_assets.assets.keys import Schedule, schedule_of
 from prover_assets.assets.problems import problem_assets
 from prover_assets.assets.report import report_assets
 from prover_assets.assets.sft import sft_assets
@@ -56,29 +57,35 @@ def _data_root(value: str) -> Path | None:
     return None if is_placeholder(value) else Path(value).expanduser().resolve()
 
 
+def _executor(schedule: Schedule) -> dg.ExecutorDefinition:
+    """Exclusive: one process per run, not per step (checks are many and light, and a step
+    process costs 2 to 3 s on a small machine; pool `heavy` serialises the heavy work either
+    way). Overlapped: a process per step, so that a GPU step and a Lean step run at once (e.g.
+    verifying miniF2F while generating MOBench); the pools keep one of each at a time."""
+    return dg.multiprocess_executor if schedule.overlapped else dg.in_process_executor
+
+
 def build_definitions(path: str | Path) -> dg.Definitions:
     """The Dagster definitions (assets, checks, jobs, resources, sensor) for the config file at
     `path`."""
     config = load_run_config(path)
     spec = config.experiment
+    schedule = schedule_of(config.gpu.schedule)
     resources = build_resources(config)
     _warn_of_placeholders(config)
     return dg.Definitions(
         assets=[
             *problem_assets(spec),
-            *generation_assets(spec),
-            *verification_assets(spec),
-            *sft_assets(spec),
+            *generation_assets(spec, schedule),
+            *verification_assets(spec, schedule),
+            *sft_assets(spec, schedule),
             *report_assets(spec),
-            *demo_assets(spec),
+            *demo_assets(spec, schedule),
             *eta_assets(spec),
         ],
-        asset_checks=[*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)],
+        asset_checks=[*problem_checks(spec), *loop_checks(spec, schedule), *sft_checks(spec)],
         jobs=build_jobs(launch_validation(resources), unlaunchable=list(config.placeholders)),
-        # One process per run, not per step: checks are many and light, and a step process costs
-        # 2 to 3 s on a small machine; the heavy work already runs in its own children (vLLM,
-        # the trainer) or worker pools (Lean REPLs), and pool `heavy` serialises it either way.
-        executor=dg.in_process_executor,
+        executor=_executor(schedule),
         sensors=[reaper_sensor(_data_root(spec.data_root))],
         resources=resources,
     )

@@ -1,5 +1,6 @@
-"""A test code location: two assets in pool `heavy` that record when they run, and jobs for
-them, executed in-process so that a run is one process (the run worker)."""
+"""A test code location: assets that record when they run, in pool `heavy` (jobs executed
+in-process, so that a run is one process: the run worker), and in pools `gpu` and `lean` (the
+overlapped schedule: one job, a process per step)."""
 
 import json
 import os
@@ -8,8 +9,8 @@ import time
 import dagster as dg
 
 
-def _heavy(name: str) -> dg.AssetsDefinition:
-    @dg.asset(name=name, pool="heavy")
+def _heavy(name: str, pool: str = "heavy") -> dg.AssetsDefinition:
+    @dg.asset(name=name, pool=pool)
     def heavy() -> None:
         log = os.environ["HEAVY_LOG"]
         with open(log, "a") as handle:
@@ -28,10 +29,12 @@ def _heavy(name: str) -> dg.AssetsDefinition:
 
 
 heavy_a, heavy_b = _heavy("heavy_a"), _heavy("heavy_b")
+overlapped = [_heavy("gpu_a", "gpu"), _heavy("gpu_b", "gpu"), _heavy("lean_a", "lean")]
 defs = dg.Definitions(
-    assets=[heavy_a, heavy_b],
+    assets=[heavy_a, heavy_b, *overlapped],
     jobs=[
         dg.define_asset_job("job_a", [heavy_a], executor_def=dg.in_process_executor),
         dg.define_asset_job("job_b", [heavy_b], executor_def=dg.in_process_executor),
+        dg.define_asset_job("overlapped", overlapped, executor_def=dg.multiprocess_executor),
     ],
 )

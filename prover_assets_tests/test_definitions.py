@@ -141,3 +141,50 @@ def test_an_unknown_key_or_a_wrong_type_is_refused_at_launch_naming_it(tmp_path,
     with pytest.raises(dg.DagsterInvalidConfigError, match=named):
         definitions.resolve_job_def("problems").execute_in_process(run_config=raw)
     assert not (tmp_path / "data").exists()
+
+
+def pools_by_asset(definitions) -> dict[str, str | None]:
+    graph = definitions.resolve_asset_graph()
+    return {
+        key.to_user_string(): graph.assets_def_for_key(key).op.pool
+        for key in graph.get_all_asset_keys()
+        if graph.assets_def_for_key(key).is_executable
+    }
+
+
+def expected_pool(key: str) -> str | None:
+    """The pool each asset needs, from what it runs (a hand-built table of the graph's kinds)."""
+    if key.startswith("generations/") or key in ("sft_checkpoint", "exported_model"):
+        return "gpu"
+    if key.startswith("verdicts/") or key == "train_pool":
+        return "lean"
+    return None
+
+
+def test_the_registered_config_overlaps_gpu_and_lean_steps_in_their_own_pools():
+    definitions = build_definitions(CONFIGS / "p2.yaml")
+    pools = pools_by_asset(definitions)
+    assert {key: pool for key, pool in pools.items() if pool} == {
+        key: expected_pool(key) for key in pools if expected_pool(key)
+    }
+    assert "gpu" in pools.values() and "lean" in pools.values()
+    executor = definitions.resolve_job_def("baseline").executor_def
+    assert executor.name == "multiprocess"
+
+
+def test_the_exclusive_schedule_keeps_every_heavy_step_in_one_pool_in_process():
+    definitions = build_definitions(CONFIGS / "demo.yaml")
+    pools = pools_by_asset(definitions)
+    assert {key for key, pool in pools.items() if pool} == {
+        key for key in pools if expected_pool(key) or key == "demo_base_model"
+    }
+    assert set(pools.values()) - {None} == {"heavy"}
+    assert definitions.resolve_job_def("baseline").executor_def.name == "in_process"
+
+
+def test_overlapped_caps_wait_for_the_previous_generation_not_its_verdicts():
+    graph = build_definitions(CONFIGS / "p2.yaml").resolve_asset_graph()
+    second_cap = graph.get(dg.AssetKey(["generations", "minif2f", "baseline", "c40960"]))
+    upstream = {key.to_user_string() for key in second_cap.parent_keys}
+    assert "generations/minif2f/baseline/c16384" in upstream
+    assert "verdicts/minif2f/baseline/c16384" not in upstream

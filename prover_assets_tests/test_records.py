@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from prover_assets.records import (
     Stage,
     Verification,
     build_manifest,
+    follow_records,
     git_revision,
     publish_bytes,
     publish_folder,
@@ -535,3 +538,36 @@ def test_debris_in_a_subfolder_is_swept_only_when_asked(tmp_path):
     assert remove_debris(tmp_path) == []
     assert remove_debris(tmp_path, recursive=True) == [staging]
     assert not staging.exists()
+
+
+def test_following_a_growing_stream_yields_each_whole_line_once_and_waits_for_a_torn_one(tmp_path):
+    path = tmp_path / "gen.jsonl"
+    rows = [make_generation(sample_idx=i) for i in range(3)]
+    lines = [row.model_dump_json().encode() + b"\n" for row in rows]
+    stop = threading.Event()
+    seen: list[int] = []
+    path.write_bytes(lines[0] + lines[1][:10])  # the second line is still being written
+
+    def follow() -> None:
+        seen.extend(g.sample_idx for g in follow_records(path, Generation, stop, poll_s=0.01))
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [0]
+    with open(path, "ab") as handle:
+        handle.write(lines[1][10:] + lines[2])
+    stop.set()  # set at once: what landed before it is still read
+    follower.join(5)
+    assert seen == [0, 1, 2]
+
+
+def test_following_a_stream_raises_on_a_bad_line_with_its_number(tmp_path):
+    path = tmp_path / "gen.jsonl"
+    path.write_bytes(make_generation().model_dump_json().encode() + b"\n{broken\n")
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(RecordError, match=r"gen.jsonl:2: malformed JSON"):
+        list(follow_records(path, Generation, stop))

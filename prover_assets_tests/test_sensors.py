@@ -85,6 +85,24 @@ def test_two_concurrent_runs_never_overlap_in_the_heavy_pool(home, tmp_path):
     assert a_end <= b_start or b_end <= a_start, spans
 
 
+def overlaps(one: dict, other: dict) -> bool:
+    return one["start"] < other["end"] and other["start"] < one["end"]
+
+
+@pytest.mark.slow
+def test_in_the_overlapped_schedule_a_lean_step_runs_beside_a_gpu_step_never_two_gpu_steps(
+    home, tmp_path
+):
+    with dg.DagsterInstance.get() as instance:
+        _, run = launch(instance, "overlapped", {**os.environ, "HEAVY_SECONDS": "4"})
+        assert run.wait(timeout=240) == 0
+    spans: dict[str, dict] = {}
+    for event in events(tmp_path / "heavy.jsonl"):
+        spans.setdefault(event["asset"], {})[event["event"]] = event["t"]
+    assert not overlaps(spans["gpu_a"], spans["gpu_b"]), spans
+    assert overlaps(spans["lean_a"], spans["gpu_a"]) or overlaps(spans["lean_a"], spans["gpu_b"])
+
+
 @pytest.mark.slow
 def test_a_run_killed_with_kill_9_is_reaped_and_frees_its_slot(home, tmp_path):
     log = tmp_path / "heavy.jsonl"

@@ -617,3 +617,75 @@ def test_a_problem_whose_trusted_statement_does_not_parse_is_refused_naming_it(t
         "p1: the trusted statement does not parse (preamble:axiom); every problem is parsed "
         "when it is loaded, so its file was changed since"
     )
+
+
+def growing_pairs(problem, first, later, gate):
+    """Yield `first`, wait until `gate` is set, then yield `later`: a stream still being
+    generated."""
+    yield problem, first
+    assert gate.wait(10), "the verifier waited for the end of the stream"
+    for generation in later:
+        yield problem, generation
+
+
+def test_a_growing_stream_is_verified_as_it_comes_not_at_its_end(tmp_path):
+    import threading
+
+    problem = make_problem()
+    first = make_generation(sample_idx=0, completion_text=completion("  omega"))
+    later = [make_generation(sample_idx=1, completion_text=completion("  simp"))]
+    gate = threading.Event()
+    seen = []
+    with double_backend(tmp_path, workers=1) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
+        for verdict in verifier.verify_stream(growing_pairs(problem, first, later, gate)):
+            seen.append(verdict.sample_idx)
+            gate.set()  # the second sample is "generated" only once the first is judged
+    assert seen == [0, 1]
+
+
+def test_a_duplicate_arriving_after_its_run_settled_is_a_copy_without_another_lean_run(tmp_path):
+    import threading
+
+    problem = make_problem()
+    first = make_generation(sample_idx=0, completion_text=completion("  omega"))
+    same = make_generation(sample_idx=1, completion_text=completion("  omega"))
+    gate = threading.Event()
+    verdicts = []
+    with double_backend(tmp_path, workers=1) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
+        for verdict in verifier.verify_stream(growing_pairs(problem, first, [same], gate)):
+            verdicts.append(verdict)
+            gate.set()
+    assert len(proof_commands(tmp_path)) == 1
+    assert [v.sample_idx for v in verdicts] == [0, 1]
+    assert verdicts[1].cached_from is not None and verdicts[1].accepted
+    assert verifier.batch_duplicates == 1
+
+
+def test_once_stopped_the_waiting_runs_get_no_verdict_and_no_timeout_is_rechecked(tmp_path):
+    import threading
+    import time
+
+    # One worker: it takes the hanging proof (alone in the queue), two more come behind it;
+    # then the generation ends.
+    rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
+    problem = make_problem()
+    hanging = make_generation(sample_idx=0, completion_text=completion("  aesop"))
+    waiting = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}")) for i in (1, 2)
+    ]
+    stop = threading.Event()
+
+    def pairs():
+        yield problem, hanging
+        time.sleep(0.3)
+        yield from ((problem, g) for g in waiting)
+        stop.set()
+
+    with double_backend(tmp_path, rules, workers=1) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=1.0, feedback=False))
+        verdicts = list(verifier.verify_stream(pairs(), stop=stop))
+    assert verdicts == []  # the timeout waits for a re-check that a stopped stream never runs
+    assert verifier.timeouts_rechecked == 0
+    assert not any("omega" in e["request"]["cmd"] for e in proof_commands(tmp_path))

@@ -5,8 +5,8 @@ import dagster as dg
 from prover_assets.assets.keys import (
     DEMO_BASE_MODEL,
     DEMO_GROUP,
-    HEAVY,
     TRAIN_POOL,
+    Schedule,
     eval_set_key,
 )
 from prover_assets.assets.metadata import step_metadata
@@ -21,7 +21,7 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE
 __all__ = ["demo_assets"]
 
 
-def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """The demo's base model asset (the tiny model taught the output format); none for a registered
     experiment."""
     if built.demo is None:
@@ -30,7 +30,7 @@ def demo_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     @dg.asset(
         key=DEMO_BASE_MODEL,
         group_name=DEMO_GROUP,
-        pool=HEAVY,
+        pool=schedule.gpu_pool,
         kinds={"pytorch"},
         deps=[TRAIN_POOL, *(eval_set_key(name) for name in built.eval_sets)],
         description="DEMO ONLY: a tiny Qwen3-architecture model with random weights, fine-tuned for "

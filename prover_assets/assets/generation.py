@@ -1,6 +1,8 @@
 """Generation assets: one per (eval set, system, cap) and one per pool round, in pool `heavy`."""
 
+import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -10,9 +12,9 @@ from prover_assets.assets.keys import (
     CANDIDATE,
     DEMO_BASE_MODEL,
     EXPORTED_MODEL,
-    HEAVY,
     POOL_ROUND_GROUP,
     TRAIN_POOL,
+    Schedule,
     eval_set_key,
     generations_key,
     node_kinds,
@@ -22,7 +24,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
-from prover_assets.config import ExperimentSpec, require_filled, resolve_path
+from prover_assets.config import ConfigError, ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.runner import GenerationStats
 from prover_assets.generation.stages import (
@@ -34,8 +36,14 @@ from prover_assets.generation.stages import (
     sampling_settings,
 )
 from prover_assets.problems.stages import PROBLEMS_FILE
-from prover_assets.resources import ExperimentResource, GpuResource
-from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
+from prover_assets.verify.stages import (
+    TRAIN_POOL_FILE,
+    VERDICTS_FILE,
+    StreamedVerdicts,
+    stream_verdicts,
+    verdicts_alongside,
+)
 
 __all__ = ["generation_assets", "model_for"]
 
@@ -80,6 +88,52 @@ def _load_tokenizer(path: Path):
     return AutoTokenizer.from_pretrained(path)
 
 
+@dataclass(frozen=True)
+class VerdictsOf:
+    """The verdict asset of a generation asset: its key, its problems (asset, file), and
+    whether it keeps the REPL's errors (pool rounds)."""
+
+    key: dg.AssetKey
+    problems: tuple[dg.AssetKey, str]
+    feedback: bool
+
+
+def _alongside(
+    verdicts: VerdictsOf,
+    generations_file: Path,
+    spec: ExperimentSpec,
+    experiment: ExperimentResource,
+    lean: LeanResource,
+) -> contextlib.AbstractContextManager[StreamedVerdicts]:
+    """Verification of the samples as they are committed, into the verdict asset's stream."""
+
+    def stream(until) -> StreamedVerdicts:
+        return stream_verdicts(
+            experiment.asset_dir(verdicts.key),
+            generations_file=generations_file,
+            problems_file=experiment.complete_file(*verdicts.problems),
+            open_verifier=lambda: lean.open_verifier(
+                spec, feedback=verdicts.feedback, give_up=until
+            ),
+            self_test=lean.require_self_test,
+            commit_every=lean.model().commit_every,
+            until=until,
+        )
+
+    return verdicts_alongside(stream)
+
+
+def _require_schedule(gpu: GpuResource, schedule: Schedule, source: str) -> None:
+    """The pools and the executor were fixed when the graph was built: a run config naming
+    another schedule would run vLLM beside the Lean workers on a machine sized for neither."""
+    if gpu.model().schedule != schedule.name:
+        raise ConfigError(
+            f"resources.gpu.config.settings.schedule is {gpu.model().schedule!r} in this run's "
+            f"config but the graph was built with {schedule.name!r} from {source}: change it "
+            "in that file and reload the code location"
+        )
+
+
 def _generation_asset(
     key: dg.AssetKey,
     *,
@@ -89,12 +143,14 @@ def _generation_asset(
     deps: list[dg.AssetKey],
     description: str,
     samples: Callable[[ExperimentSpec, ExperimentResource], Samples],
+    verdicts: VerdictsOf,
+    schedule: Schedule,
 ) -> dg.AssetsDefinition:
     @dg.asset(
         key=key,
         group_name=group,
         deps=deps,
-        pool=HEAVY,
+        pool=schedule.gpu_pool,
         retry_policy=RETRY,
         kinds=node_kinds(key, "jsonl"),
         description=description,
@@ -105,64 +161,82 @@ def _generation_asset(
         config: GenerationConfig,
         experiment: ExperimentResource,
         gpu: GpuResource,
+        lean: LeanResource,
     ) -> dg.MaterializeResult:
         spec = experiment.model(built)
+        _require_schedule(gpu, schedule, experiment.source)
         folder = experiment.asset_dir(key)
         start_attempt(context, folder, GENERATIONS_FILE, recompute=config.recompute)
         chosen = samples(spec, experiment)
         model_path, model_rev = model_for(spec, system, experiment)
         sampling = sampling_settings(spec)
-        reporter = ProgressReporter(context, "samples")
-
-        def progress(stats: GenerationStats) -> None:
-            # The ETA divides remaining samples by samples/s: the unit of the work left.
-            reporter(
-                stats.done,
-                stats.total,
-                stats.samples_per_s(),
-                "samples",
-                {
-                    "tokens_per_s": round(stats.tokens_per_s(), 1),
-                    "hit_cap": stats.hit_cap,
-                    "no_code": stats.no_code,
-                },
-            )
-
-        result = materialize_generations(
-            folder,
-            chosen,
-            model_path=model_path,
-            model_rev=model_rev,
-            sampling=sampling,
-            base_seed=spec.generation.seed,
-            max_model_len=spec.model.max_model_len,
-            commit_every=spec.generation.commit_every,
-            open_engine=lambda: gpu.open_engine(
-                model_path,
-                sampling,
+        alongside = (
+            _alongside(verdicts, folder / GENERATIONS_FILE, spec, experiment, lean)
+            if schedule.overlapped
+            else contextlib.nullcontext(None)
+        )
+        with alongside as streamed:
+            result = materialize_generations(
+                folder,
+                chosen,
+                model_path=model_path,
+                model_rev=model_rev,
+                sampling=sampling,
+                base_seed=spec.generation.seed,
                 max_model_len=spec.model.max_model_len,
-                seed=spec.generation.seed,
-                workdir=folder,
                 commit_every=spec.generation.commit_every,
-            ),
-            load_tokenizer=_load_tokenizer,
-            progress=progress,
-            run_id=context.run.run_id,
+                open_engine=lambda: gpu.open_engine(
+                    model_path,
+                    sampling,
+                    max_model_len=spec.model.max_model_len,
+                    seed=spec.generation.seed,
+                    workdir=folder,
+                    commit_every=spec.generation.commit_every,
+                ),
+                load_tokenizer=_load_tokenizer,
+                progress=_progress(ProgressReporter(context, "samples")),
+                run_id=context.run.run_id,
+            )
+        alongside_metadata = (
+            {"verified_alongside": dg.MetadataValue.json(streamed.model_dump())}
+            if streamed is not None
+            else {}
         )
         return dg.MaterializeResult(
             metadata={
                 **step_metadata(result, experiment.data_root()),
                 "samples": dg.MetadataValue.int(result.result.rows),
                 "model_rev": model_rev,
+                **alongside_metadata,
             }
         )
 
     return generations
 
 
-def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+def _progress(reporter: ProgressReporter) -> Callable[[GenerationStats], None]:
+    def progress(stats: GenerationStats) -> None:
+        # The ETA divides remaining samples by samples/s: the unit of the work left.
+        reporter(
+            stats.done,
+            stats.total,
+            stats.samples_per_s(),
+            "samples",
+            {
+                "tokens_per_s": round(stats.tokens_per_s(), 1),
+                "hit_cap": stats.hit_cap,
+                "no_code": stats.no_code,
+            },
+        )
+
+    return progress
+
+
+def generation_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """Every generation asset of `built`: baseline and candidate per eval set and cap, and each
-    pool round."""
+    pool round. Caps run in order, the primary first: a cap's generation waits for the previous
+    cap's verdicts (exclusive), or only for its generation (overlapped: the GPU goes on while
+    the Lean workers verify)."""
     assets = []
     n = built.generation.n_samples
     for system in (BASELINE, CANDIDATE):
@@ -192,9 +266,17 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                         deps=deps,
                         samples=samples,
                         description=f"{system} samples on {eval_set}: {n} per problem at a completion cap of {cap} tokens.",
+                        verdicts=VerdictsOf(
+                            verdicts_key(eval_set, system, cap),
+                            (eval_set_key(eval_set), PROBLEMS_FILE),
+                            feedback=False,
+                        ),
+                        schedule=schedule,
                     )
                 )
-                previous = verdicts_key(eval_set, system, cap)
+                previous = (generations_key if schedule.overlapped else verdicts_key)(
+                    eval_set, system, cap
+                )
 
     def pool_round0(spec: ExperimentSpec, experiment: ExperimentResource) -> Samples:
         return round0_samples(
@@ -213,6 +295,8 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             deps=[TRAIN_POOL, *model_deps(built, BASELINE)],
             samples=pool_round0,
             description=f"Round 0 on the train pool: {n} samples per problem at cap {built.sft.cap}.",
+            verdicts=VerdictsOf(pool_verdicts_key(0), (TRAIN_POOL, TRAIN_POOL_FILE), feedback=True),
+            schedule=schedule,
         )
     )
     for round in range(1, built.corrections.rounds + 1):
@@ -245,6 +329,10 @@ def generation_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 samples=corrections,
                 description=f"Correction round {round}: failed samples with Lean errors of problems "
                 f"unsolved in round {round - 1}, shown their errors.",
+                verdicts=VerdictsOf(
+                    pool_verdicts_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), feedback=True
+                ),
+                schedule=schedule,
             )
         )
     return assets

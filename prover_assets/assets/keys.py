@@ -1,5 +1,7 @@
 """Asset keys, groups and pool names of the one graph, named in one place."""
 
+from dataclasses import dataclass
+
 import dagster as dg
 
 __all__ = [
@@ -10,7 +12,9 @@ __all__ = [
     "DEMO_GROUP",
     "ETA_KEY",
     "EXPORTED_MODEL",
+    "GPU_POOL",
     "HEAVY",
+    "LEAN_POOL",
     "OPERATIONS_GROUP",
     "POOL_CANDIDATES_KEY",
     "POOL_ROUND_GROUP",
@@ -21,16 +25,43 @@ __all__ = [
     "SFT_GROUP",
     "SFT_SHARDS",
     "TRAIN_POOL",
+    "Schedule",
     "eval_set_key",
     "generations_key",
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
+    "schedule_of",
     "verdicts_key",
 ]
 
-# The one concurrency pool of heavy steps (GPU, Lean workers, training): at most one at a time.
+# Concurrency pools (one step at a time in each, across runs): `heavy` holds the GPU and the
+# Lean workers together (schedule exclusive); `gpu` and `lean` hold one each (overlapped).
 HEAVY = "heavy"
+GPU_POOL = "gpu"
+LEAN_POOL = "lean"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How heavy steps share the machine: the pool of GPU steps (generation, training, export),
+    the pool of Lean steps (verification, elaboration), and whether a generation step verifies
+    its samples while it generates."""
+
+    name: str
+    gpu_pool: str
+    lean_pool: str
+    overlapped: bool
+
+
+def schedule_of(name: str) -> Schedule:
+    """The schedule the `gpu` settings name (`overlapped` or `exclusive`)."""
+    if name == "overlapped":
+        return Schedule(name, GPU_POOL, LEAN_POOL, overlapped=True)
+    if name == "exclusive":
+        return Schedule(name, HEAVY, HEAVY, overlapped=False)
+    raise ValueError(f"unknown schedule {name!r}: overlapped or exclusive")
+
 
 BASELINE = "baseline"
 PROBLEMS_GROUP = "problems"

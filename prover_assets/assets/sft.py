@@ -9,11 +9,11 @@ from prover_assets.assets.keys import (
     BASELINE,
     DECONTAMINATION_KEY,
     EXPORTED_MODEL,
-    HEAVY,
     SFT_CHECKPOINT,
     SFT_GROUP,
     SFT_SHARDS,
     TRAIN_POOL,
+    Schedule,
     pool_generations_key,
     pool_verdicts_key,
 )
@@ -38,7 +38,7 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 __all__ = ["sft_assets"]
 
 
-def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """The SFT assets: shards from the pool rounds' accepted samples, the LoRA checkpoint, the
     export."""
     rounds = range(built.corrections.rounds + 1)
@@ -88,7 +88,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         key=SFT_CHECKPOINT,
         group_name=SFT_GROUP,
         deps=[SFT_SHARDS, *model_deps(built, BASELINE)],
-        pool=HEAVY,
+        pool=schedule.gpu_pool,
         retry_policy=RETRY,
         kinds={"pytorch"},
         description="LoRA training (transformers Trainer + peft) on packed micro-batches, "
@@ -147,7 +147,7 @@ def sft_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         key=EXPORTED_MODEL,
         group_name=SFT_GROUP,
         deps=[SFT_CHECKPOINT],
-        pool=HEAVY,
+        pool=schedule.gpu_pool,
         kinds={"huggingface"},
         description="The adapter merged into the base, saved as a plain Hugging Face folder with "
         "revision sft-<sha256 of the weight shards>; its log-probabilities equal the adapter model's.",

@@ -6,11 +6,11 @@ from prover_assets.assets.generation import RETRY
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
-    HEAVY,
     POOL_CANDIDATES_KEY,
     POOL_ROUND_GROUP,
     PROBLEMS_GROUP,
     TRAIN_POOL,
+    Schedule,
     eval_set_key,
     generations_key,
     node_kinds,
@@ -54,12 +54,13 @@ def _verdict_asset(
     feedback: bool,
     group: str,
     description: str,
+    schedule: Schedule,
 ) -> dg.AssetsDefinition:
     @dg.asset(
         key=key,
         group_name=group,
         deps=[generation, problems[0]],
-        pool=HEAVY,
+        pool=schedule.lean_pool,
         retry_policy=RETRY,
         kinds=node_kinds(key, "lean", "jsonl"),
         description=description,
@@ -117,12 +118,12 @@ def _verdict_asset(
     return verdicts
 
 
-def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
+def _train_pool_asset(built: ExperimentSpec, schedule: Schedule) -> dg.AssetsDefinition:
     @dg.asset(
         key=TRAIN_POOL,
         group_name=PROBLEMS_GROUP,
         deps=[POOL_CANDIDATES_KEY],
-        pool=HEAVY,
+        pool=schedule.lean_pool,
         retry_policy=RETRY,
         kinds={"lean", "jsonl"},
         description="The first N ranked candidates whose statements elaborate under the pinned toolchain.",
@@ -163,9 +164,9 @@ def _train_pool_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
     return train_pool
 
 
-def verification_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
+def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """Every verdict asset of `built`, and the train pool (the candidates that elaborate)."""
-    assets = [_train_pool_asset(built)]
+    assets = [_train_pool_asset(built, schedule)]
     for system in (BASELINE, CANDIDATE):
         for eval_set in built.eval_sets:
             for cap in built.caps_of(eval_set):
@@ -178,6 +179,7 @@ def verification_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                         feedback=False,
                         group=system,
                         description=f"Strict verdicts of the {system} samples on {eval_set} at cap {cap}.",
+                        schedule=schedule,
                     )
                 )
     for round in range(built.corrections.rounds + 1):
@@ -190,6 +192,7 @@ def verification_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 feedback=True,
                 group=POOL_ROUND_GROUP,
                 description=f"Strict verdicts of pool round {round}, with the REPL's errors for corrections.",
+                schedule=schedule,
             )
         )
     return assets

@@ -5,8 +5,8 @@ import dagster as dg
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
-    HEAVY,
     TRAIN_POOL,
+    Schedule,
     eval_set_key,
     generations_key,
     pool_generations_key,
@@ -212,14 +212,16 @@ def _verdict_checks(
     ]
 
 
-def _reference_check(eval_set: str, built: ExperimentSpec) -> dg.AssetChecksDefinition:
+def _reference_check(
+    eval_set: str, built: ExperimentSpec, schedule: Schedule
+) -> dg.AssetChecksDefinition:
     key = eval_set_key(eval_set)
 
     @dg.asset_check(
         asset=key,
         name="reference_elaborates",
         blocking=True,
-        pool=HEAVY,
+        pool=schedule.lean_pool,
         description="every problem elaborates as `theorem _ref <signature> := by sorry` "
         "under the pinned toolchain; one that does not is reference_invalid",
     )
@@ -245,12 +247,12 @@ def _reference_check(eval_set: str, built: ExperimentSpec) -> dg.AssetChecksDefi
     return reference_elaborates
 
 
-def loop_checks(built: ExperimentSpec) -> list:
+def loop_checks(built: ExperimentSpec, schedule: Schedule) -> list:
     """The blocking checks of the generation and verdict assets, and the reference elaboration of
     each eval set."""
     checks: list = []
     for eval_set in built.eval_sets:
-        checks.append(_reference_check(eval_set, built))
+        checks.append(_reference_check(eval_set, built, schedule))
         for cap in built.caps_of(eval_set):
             for system in (BASELINE, CANDIDATE):
                 checks += _generation_checks(

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -30,6 +31,7 @@ __all__ = [
     "DuplicateKeyError",
     "OutputExistsError",
     "RecordError",
+    "follow_records",
     "iter_records",
     "publish_bytes",
     "publish_folder",
@@ -121,6 +123,42 @@ def iter_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key)
             raise DuplicateKeyError(path, number, f"duplicate key {record_key!r}")
         seen.add(record_key)
         yield record
+
+
+def follow_records(
+    path: str | Path,
+    model: type[R],
+    stop: threading.Event,
+    *,
+    poll_s: float = 0.5,
+    key: KeyOf = _default_key,
+) -> Iterator[R]:
+    """Every record of a stream another process is appending to, as each whole line lands,
+    validated as `iter_records` does; a line still being written waits for its newline. Ends
+    once `stop` is set and what was there then has been read."""
+    path = Path(path)
+    seen: set[Hashable] = set()
+    number, offset, partial = 0, 0, b""
+    while True:
+        stopping = stop.is_set()  # read once more after it is set: nothing committed is missed
+        if path.exists():
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+            offset += len(data)
+            *lines, partial = (partial + data).split(b"\n")
+            for raw in lines:
+                number += 1
+                if not raw.strip():
+                    raise RecordError(path, number, "empty line")
+                record = _parse_line(path, number, raw, model)
+                if (record_key := key(record)) in seen:
+                    raise DuplicateKeyError(path, number, f"duplicate key {record_key!r}")
+                seen.add(record_key)
+                yield record
+        if stopping:
+            return
+        stop.wait(poll_s)
 
 
 def read_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> list[R]:

@@ -8,6 +8,7 @@ and the values are validated into the domain model once per run, when the resour
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.cache import VERDICT_CACHE_DIR, VerdictCache
+from prover_assets.verify.stages import lean_workers_lease
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
 __all__ = [
@@ -130,9 +132,15 @@ class LeanResource(dg.ConfigurableResource):
 
     @contextlib.contextmanager
     def open_verifier(
-        self, experiment: ExperimentSpec, *, feedback: bool
+        self,
+        experiment: ExperimentSpec,
+        *,
+        feedback: bool,
+        give_up: threading.Event | None = None,
     ) -> Iterator[StrictVerifier]:
-        """A verifier on this backend (no REPL starts until the first proof)."""
+        """A verifier on this backend (no REPL starts until the first proof). REPLs on this
+        machine are leased: one pool at a time per data root, waiting for the holder (or, with
+        `give_up`, raising LeanWorkersBusy once it is set)."""
         settings = self.model()
         try:
             require_backend_allowed(experiment.kind, settings.backend)
@@ -144,15 +152,12 @@ class LeanResource(dg.ConfigurableResource):
             recheck_timeouts=settings.recheck_timeouts,
             recheck_share=settings.recheck_share,
         )
-        cache = (
-            VerdictCache(
-                resolve_path(experiment.data_root, "resources.experiment.config.spec.data_root")
-                / VERDICT_CACHE_DIR
-            )
-            if settings.verdict_cache
-            else None
-        )
-        with backend_from_settings(settings) as backend:
+        data_root = resolve_path(experiment.data_root, "resources.experiment.config.spec.data_root")
+        cache = VerdictCache(data_root / VERDICT_CACHE_DIR) if settings.verdict_cache else None
+        with contextlib.ExitStack() as held:
+            if settings.backend != "remote":  # a server sizes its own workers
+                held.enter_context(lean_workers_lease(data_root, give_up=give_up))
+            backend = held.enter_context(backend_from_settings(settings))
             yield StrictVerifier(backend, policy, cache)
 
     def require_self_test(self, verifier: StrictVerifier) -> None:

@@ -16,7 +16,6 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from prover_assets.lean.statements import statement_check_command
 from prover_assets.records import Pins
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
-from prover_assets.verify.pool import WorkStealingPool
+from prover_assets.verify.pool import JobQueue, WorkStealingPool, serve_jobs
 from prover_assets.verify.simulator import (
     SELF_TEST_BAD,
     SELF_TEST_GOOD,
@@ -74,10 +73,10 @@ class LeanBackend(ABC):
 
     @abstractmethod
     def run(
-        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
     ) -> Iterator[LeanResult]:
         """One result per job, in completion order, on at most `max_workers` workers at once
-        (all of them by default)."""
+        (all of them by default); a `JobQueue` may grow while it runs."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -158,7 +157,7 @@ class LocalReplBackend(LeanBackend):
         }
 
     def run(
-        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
     ) -> Iterator[LeanResult]:
         return self.pool.run(jobs, max_workers=max_workers)
 
@@ -320,15 +319,10 @@ class RemoteBackend(LeanBackend):
         )
 
     def run(
-        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
     ) -> Iterator[LeanResult]:
-        ordered = sorted(jobs, key=lambda job: -job.priority)
-        with ThreadPoolExecutor(
-            max_workers=min(self.workers, max_workers or self.workers)
-        ) as executor:
-            futures = [executor.submit(self._check, job) for job in ordered]
-            for future in as_completed(futures):
-                yield future.result()
+        threads = min(self.workers, max_workers or self.workers)
+        return serve_jobs(jobs, [self._check] * threads, name="lean-remote")
 
 
 def _shift(item: dict[str, Any], offset: int) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """A work-stealing pool of verification workers: no chunk barriers.
 
 Jobs wait in one priority queue (likely-long proofs first); a free worker takes the next one
-at once. Results stream out in completion order, so the caller commits while work continues.
+at once. The queue may keep growing while the pool runs (verification that follows a growing
+generation stream), and results stream out in completion order, so the caller commits while
+work continues.
 """
 
 from __future__ import annotations
@@ -10,13 +12,98 @@ import heapq
 import itertools
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker
 
-__all__ = ["WorkStealingPool"]
+__all__ = ["JobQueue", "WorkStealingPool", "serve_jobs"]
 
 _DONE = object()
+
+
+class JobQueue:
+    """Jobs waiting for a worker, highest priority first. Producers `push` until `close`; a
+    `cancel` drops what still waits (jobs already taken finish)."""
+
+    def __init__(self, jobs: Iterable[LeanJob] = (), *, closed: bool = False) -> None:
+        self._order = itertools.count()
+        self._heap: list[tuple[float, int, LeanJob]] = []
+        self._ready = threading.Condition()
+        self._closed = False
+        self.push(jobs)
+        self._closed = closed
+
+    def push(self, jobs: Iterable[LeanJob]) -> None:
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("a closed job queue takes no more jobs")
+            for job in jobs:
+                heapq.heappush(self._heap, (-job.priority, next(self._order), job))
+            self._ready.notify_all()
+
+    def close(self) -> None:
+        """No more jobs: workers stop once the queue is empty."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+    def cancel(self) -> list[LeanJob]:
+        """Close, and drop every job not yet taken; returns them."""
+        with self._ready:
+            dropped = [job for _, _, job in sorted(self._heap)]
+            self._heap.clear()
+            self._closed = True
+            self._ready.notify_all()
+            return dropped
+
+    def take(self) -> LeanJob | None:
+        """The next job, waiting for one while the queue is open; None once closed and empty."""
+        with self._ready:
+            while not self._heap and not self._closed:
+                self._ready.wait()
+            return heapq.heappop(self._heap)[2] if self._heap else None
+
+
+def serve_jobs(
+    jobs: Sequence[LeanJob] | JobQueue,
+    handlers: Sequence[Callable[[LeanJob], LeanResult]],
+    *,
+    name: str = "lean-worker",
+) -> Iterator[LeanResult]:
+    """One thread per handler, each taking the next job as it frees up; results as each
+    finishes. Stopping early drops the jobs still waiting and lets current ones finish."""
+    feed = jobs if isinstance(jobs, JobQueue) else JobQueue(jobs, closed=True)
+    results: queue.Queue[object] = queue.Queue()
+
+    def work(handle: Callable[[LeanJob], LeanResult]) -> None:
+        try:
+            while (job := feed.take()) is not None:
+                results.put(handle(job))
+        except BaseException as exc:  # a bug in a worker must surface, not hang the pool
+            results.put(exc)
+        finally:
+            results.put(_DONE)
+
+    threads = [
+        threading.Thread(target=work, args=(handle,), name=f"{name}-{i}", daemon=True)
+        for i, handle in enumerate(handlers)
+    ]
+    for thread in threads:
+        thread.start()
+    running = len(threads)
+    try:
+        while running:
+            item = results.get()
+            if item is _DONE:
+                running -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item  # type: ignore[misc]
+    finally:
+        feed.cancel()
+        for thread in threads:
+            thread.join()
 
 
 class WorkStealingPool:
@@ -29,50 +116,13 @@ class WorkStealingPool:
         self.retries = retries
 
     def run(
-        self, jobs: Sequence[LeanJob], *, max_workers: int | None = None
+        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
     ) -> Iterator[LeanResult]:
         """Yield one result per job, as each finishes, on at most `max_workers` of the workers
-        (all by default). Stopping early stops the workers after their current job."""
-        order = itertools.count()
-        pending = [(-job.priority, next(order), job) for job in jobs]
-        heapq.heapify(pending)
-        lock = threading.Lock()
-        stop = threading.Event()
-        results: queue.Queue[object] = queue.Queue()
-
-        def work(worker: ReplWorker) -> None:
-            try:
-                while not stop.is_set():
-                    with lock:
-                        if not pending:
-                            return
-                        _, _, job = heapq.heappop(pending)
-                    results.put(worker.execute(job, self.retries))
-            except BaseException as exc:  # a bug in a worker must surface, not hang the pool
-                results.put(exc)
-            finally:
-                results.put(_DONE)
-
-        threads = [
-            threading.Thread(target=work, args=(w,), name=f"lean-worker-{w.index}", daemon=True)
-            for w in self.workers[: max_workers or len(self.workers)]
-        ]
-        for thread in threads:
-            thread.start()
-        running = len(threads)
-        try:
-            while running:
-                item = results.get()
-                if item is _DONE:
-                    running -= 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item  # type: ignore[misc]
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
+        (all by default); a `JobQueue` may grow while the pool runs."""
+        chosen = self.workers[: max_workers or len(self.workers)]
+        handlers = [lambda job, w=worker: w.execute(job, self.retries) for worker in chosen]
+        return serve_jobs(jobs, handlers)
 
     def close(self) -> None:
         for worker in self.workers:

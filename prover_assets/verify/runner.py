@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -30,6 +31,7 @@ from prover_assets.records import (
     SampleKey,
     Stage,
     Verification,
+    follow_records,
     iter_records,
     publish_records,
     read_records,
@@ -55,6 +57,8 @@ STALE_FILE = "stale_verdicts.jsonl"
 ATTEMPTS_FILE = "infrastructure_attempts.jsonl"
 CHUNKS_FILE = "chunks.jsonl"
 Progress = Callable[["VerifyStats"], None]
+_NOW = threading.Event()
+_NOW.set()  # follow a stream up to what it holds now
 
 
 class CommitChunk(BaseModel):
@@ -248,6 +252,35 @@ def _prepare_resume(
         stats.infrastructure_reverified = len(infrastructure)
 
 
+def _stream_of(path: Path, follow: threading.Event | None) -> dict[SampleKey, Generation]:
+    """The generations on disk now: every line, or in follow mode the whole lines (the writer
+    may be mid-line)."""
+    if follow is None:
+        return {g.key: g for g in iter_records(path, Generation)}
+    return {g.key: g for g in follow_records(path, Generation, _NOW)}
+
+
+def _pending(
+    problems: Mapping[str, Problem],
+    path: Path,
+    generations: dict[SampleKey, Generation],
+    judged: Appender[Verification],
+    stats: VerifyStats,
+    follow: threading.Event | None,
+) -> Iterator[tuple[Problem, Generation]]:
+    """The generations without a verdict: those on disk, then (in follow mode) each new one as
+    it is committed, until `follow` is set."""
+    stream = generations.values() if follow is None else follow_records(path, Generation, follow)
+    for generation in stream:
+        if generation.problem_id not in problems:
+            raise ValueError(f"{path}: generations for unknown problem {generation.problem_id!r}")
+        if generation.key not in generations:
+            generations[generation.key] = generation
+            stats.total += 1
+        if generation.key not in judged:
+            yield problems[generation.problem_id], generation
+
+
 def verify_generations(
     problems: Mapping[str, Problem],
     generations_path: Path,
@@ -257,10 +290,13 @@ def verify_generations(
     commit_every: int,
     reverify_stale: bool = False,
     progress: Progress | None = None,
+    follow: threading.Event | None = None,
 ) -> VerifyStats:
     """Verify every generation without a current verdict, appending verdicts in commit chunks
-    (see the module docstring); returns what was done."""
-    generations = {g.key: g for g in iter_records(generations_path, Generation)}
+    (see the module docstring); returns what was done. `follow`: the generations file is still
+    growing; verify each generation as it lands, until `follow` is set (then what waits is left
+    for a later run, and what runs finishes)."""
+    generations = _stream_of(generations_path, follow)
     stats = VerifyStats(total=len(generations))
     foreign = sorted({key.problem_id for key in generations} - set(problems))
     if foreign:
@@ -273,9 +309,7 @@ def verify_generations(
     ):
         stats.already_verified = len(appender.keys)
         prior_attempts = _prior_attempts(verdicts_path)
-        pending = [
-            (problems[g.problem_id], g) for key, g in generations.items() if key not in appender
-        ]
+        pending = _pending(problems, generations_path, generations, appender, stats, follow)
         chunk: list[Verification] = []
 
         def commit() -> None:
@@ -297,7 +331,7 @@ def verify_generations(
             )
             chunk.clear()
 
-        for verdict in verifier.verify_stream(pending):
+        for verdict in verifier.verify_stream(pending, stop=follow):
             if prior_attempts[verdict.key]:
                 diagnostics = {**verdict.diagnostics, "prior_attempts": prior_attempts[verdict.key]}
                 verdict = verdict.model_copy(update={"diagnostics": diagnostics})

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
+from prover_assets.children import FolderBusyError, hold_folder
 from prover_assets.records import (
     MANIFEST_NAME,
     Problem,
@@ -21,7 +26,13 @@ from prover_assets.records import (
     publish_records,
     read_records,
 )
-from prover_assets.records.outputs import StageResult, Step, StepInputs, StepResult
+from prover_assets.records.outputs import (
+    StageResult,
+    Step,
+    StepInputs,
+    StepResult,
+    begin_stream,
+)
 from prover_assets.verify.elaboration import ElaborationCounts, elaborate_in_rank_order
 from prover_assets.verify.runner import (
     CHUNKS_FILE,
@@ -34,11 +45,17 @@ from prover_assets.verify.verifier import StrictVerifier
 
 __all__ = [
     "ELABORATION_FILE",
+    "LEAN_LEASE_DIR",
     "TRAIN_POOL_FILE",
     "VERDICTS_FILE",
+    "LeanWorkersBusy",
+    "StreamedVerdicts",
     "TrainPoolResult",
+    "lean_workers_lease",
     "materialize_train_pool",
     "materialize_verdicts",
+    "stream_verdicts",
+    "verdicts_alongside",
 ]
 
 log = logging.getLogger(__name__)
@@ -46,6 +63,7 @@ log = logging.getLogger(__name__)
 VERDICTS_FILE = "verdicts.jsonl"
 TRAIN_POOL_FILE = "train_pool.jsonl"
 ELABORATION_FILE = "elaboration.jsonl"
+LEAN_LEASE_DIR = ".lean-workers"
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
 
 
@@ -108,6 +126,123 @@ def materialize_verdicts(
             "run_id": run_id,
         },
     )
+
+
+@contextlib.contextmanager
+def lean_workers_lease(
+    data_root: Path, *, give_up: threading.Event | None = None, poll_s: float = 5.0
+) -> Iterator[None]:
+    """Hold the experiment's Lean workers: one pool of REPLs at a time under `data_root`
+    (released however this process ends), so that verification beside generation never doubles
+    the workers a machine is sized for. Waits for the holder; with `give_up`, stops waiting once
+    it is set and raises LeanWorkersBusy."""
+    folder = data_root / LEAN_LEASE_DIR
+    told = False
+    while True:
+        held = contextlib.ExitStack()
+        try:
+            held.enter_context(hold_folder(folder, wait_s=0))
+        except FolderBusyError as busy:
+            if give_up is not None and give_up.is_set():
+                raise LeanWorkersBusy(str(busy)) from None
+            if not told:
+                log.info("waiting for the Lean workers: %s", busy)
+                told = True
+            (give_up.wait if give_up is not None else time.sleep)(poll_s)
+            continue
+        with held:
+            yield
+        return
+
+
+class LeanWorkersBusy(RuntimeError):
+    """Another step held the Lean workers for as long as this one was willing to wait."""
+
+
+class StreamedVerdicts(BaseModel):
+    """What verification beside a generation step did: verdicts committed to the verdict
+    asset's stream before the generation ended (its own step verifies the rest)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verified: int = 0
+    accepted: int = 0
+    cached: int = 0
+    waited_for_lean_s: float = 0.0
+    skipped: str | None = None  # why nothing was verified: a complete output, busy workers
+    error: str | None = None  # a failure; the verdict step meets it again and reports it
+
+
+def stream_verdicts(
+    folder: Path,
+    *,
+    generations_file: Path,
+    problems_file: Path,
+    open_verifier: VerifierFactory,
+    self_test: Callable[[StrictVerifier], None],
+    commit_every: int,
+    until: threading.Event,
+) -> StreamedVerdicts:
+    """Verify a generation stream while it grows, into the verdict stream of `folder`, until
+    `until` is set: the committed proofs are judged while the GPU still samples. Resumable like
+    `materialize_verdicts` (the same stream, the same identity); it writes no manifest."""
+    if (folder / MANIFEST_NAME).exists():
+        return StreamedVerdicts(skipped="the verdicts are complete already")
+    asked = time.monotonic()
+    try:
+        with open_verifier() as verifier:
+            waited = time.monotonic() - asked
+            begin_stream(folder, verdict_identity(verifier.info))
+            self_test(verifier)
+            problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
+            stats = verify_generations(
+                problems,
+                generations_file,
+                folder / VERDICTS_FILE,
+                verifier,
+                commit_every=commit_every,
+                follow=until,
+            )
+    except LeanWorkersBusy as busy:
+        return StreamedVerdicts(
+            waited_for_lean_s=time.monotonic() - asked,
+            skipped=f"the Lean workers were busy while the generation ran ({busy})",
+        )
+    return StreamedVerdicts(
+        verified=stats.verified_now,
+        accepted=stats.accepted,
+        cached=stats.cached_now,
+        waited_for_lean_s=waited,
+    )
+
+
+@contextlib.contextmanager
+def verdicts_alongside(
+    stream: Callable[[threading.Event], StreamedVerdicts],
+) -> Iterator[StreamedVerdicts]:
+    """Run `stream` (a `stream_verdicts` bound to its step) in a thread while the block
+    generates; at the block's end it stops taking proofs and its running proofs finish. What it
+    did is in the yielded record once the block is over; its failure is recorded, not raised:
+    the generation is this step's product, and the verdict step meets the same failure."""
+    until = threading.Event()
+    outcome = StreamedVerdicts()
+
+    def run() -> None:
+        try:
+            done = stream(until)
+            for name in StreamedVerdicts.model_fields:
+                setattr(outcome, name, getattr(done, name))
+        except Exception as exc:  # recorded for the step's metadata, and logged
+            log.warning("verification beside generation stopped: %s", exc, exc_info=True)
+            outcome.error = f"{type(exc).__name__}: {exc}"
+
+    thread = threading.Thread(target=run, name="verdicts-alongside", daemon=True)
+    thread.start()
+    try:
+        yield outcome
+    finally:
+        until.set()
+        thread.join()
 
 
 def materialize_train_pool(

@@ -19,8 +19,10 @@ the verdict records both attempts; accepted on the re-check is accepted.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from prover_assets.lean.extract import (
@@ -43,6 +45,7 @@ from prover_assets.records import (
 )
 from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.cache import VerdictCache, cache_key, copy_for
+from prover_assets.verify.pool import JobQueue
 from prover_assets.verify.worker import LeanJob, LeanResult
 
 __all__ = ["StrictVerifier", "VerifierPolicy"]
@@ -57,6 +60,20 @@ class _Run:
     statement: str
     job: LeanJob
     samples: list[Generation]
+
+
+@dataclass
+class _Batch:
+    """The runs of one `verify_stream`, shared by the thread that admits samples and the one
+    that settles verdicts: by cache key (queued or running, and settled) and by job key."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    runs: dict[str, _Run] = field(default_factory=dict)
+    running: dict[tuple, _Run] = field(default_factory=dict)
+    settled: dict[str, Verification] = field(default_factory=dict)
+
+
+_LEAN_DONE = object()
 
 
 def _incomplete_reasons(outcome: ReplOutcome) -> list[str]:
@@ -289,38 +306,99 @@ class StrictVerifier:
             diagnostics=diagnostics,
         )
 
-    def verify_stream(self, pairs: Iterable[tuple[Problem, Generation]]) -> Iterator[Verification]:
-        """Verdicts for every pair: those needing no Lean (or found in the cache) first, then
-        Lean's as they finish, then the re-checked timeouts."""
-        runs: dict[str, _Run] = {}
-        for problem, generation in pairs:
-            prepared = self.prepare(problem, generation)
-            if isinstance(prepared, Verification):
-                yield prepared
-                continue
-            statement = problem.formal_statement
-            key = cache_key(self._info, statement, code_sha256(generation.lean_code))
-            if key in runs:
-                runs[key].samples.append(generation)
+    def verify_stream(
+        self,
+        pairs: Iterable[tuple[Problem, Generation]],
+        *,
+        stop: threading.Event | None = None,
+    ) -> Iterator[Verification]:
+        """Verdicts for every pair as each is ready: those needing no Lean (or found in the
+        cache) at once, Lean's as they finish, then the re-checked timeouts. `pairs` may be a
+        growing stream: its pairs go to the workers as they come. Once `stop` is set and `pairs`
+        ends, the runs still waiting are dropped (no verdict: a later run verifies them), those
+        running finish, and no timeout is re-checked."""
+        batch = _Batch()
+        feed = JobQueue()
+        channel: queue.Queue[object] = queue.Queue()
+
+        def produce() -> None:
+            try:
+                for problem, generation in pairs:
+                    for verdict in self._admit(problem, generation, batch, feed):
+                        channel.put(verdict)
+            except BaseException as exc:  # surfaces in the consumer, never lost in a thread
+                channel.put(exc)
+            finally:
+                (feed.cancel if stop is not None and stop.is_set() else feed.close)()
+
+        def consume() -> None:
+            try:
+                for result in self.backend.run(feed):
+                    channel.put(result)
+            except BaseException as exc:
+                channel.put(exc)
+            finally:
+                channel.put(_LEAN_DONE)
+
+        producer = threading.Thread(target=produce, name="verifier-feed", daemon=True)
+        runner = threading.Thread(target=consume, name="verifier-lean", daemon=True)
+        producer.start()
+        runner.start()
+        timeouts: list[tuple[_Run, Verification]] = []
+        try:
+            while (item := channel.get()) is not _LEAN_DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, Verification):
+                    yield item
+                    continue
+                assert isinstance(item, LeanResult)
+                with batch.lock:
+                    run = batch.running[item.key]
+                verdict = self.judge(run.samples[0], run.job, item)
+                if verdict.stage is Stage.TIMEOUT and self.policy.recheck_timeouts:
+                    timeouts.append((run, verdict))
+                else:
+                    yield from self._settled(run, verdict, batch)
+            producer.join()  # it closed the feed: everything it sent came before Lean's end
+        finally:
+            # Jobs still waiting are dropped, running ones finish; a producer still reading a
+            # stream stops at its next sample (the feed refuses it).
+            feed.cancel()
+            runner.join()
+        if stop is None or not stop.is_set():
+            yield from self._rechecked(timeouts, batch)
+
+    def _admit(
+        self, problem: Problem, generation: Generation, batch: _Batch, feed: JobQueue
+    ) -> list[Verification]:
+        """Take one sample into the batch: its verdicts ready now (no Lean needed, a cached
+        verdict, a copy of a settled duplicate), or none when its run is queued or joined."""
+        prepared = self.prepare(problem, generation)
+        if isinstance(prepared, Verification):
+            return [prepared]
+        statement = problem.formal_statement
+        key = cache_key(self._info, statement, code_sha256(generation.lean_code))
+        with batch.lock:
+            if key in batch.settled:
                 self.batch_duplicates += 1
-                continue
+                return [copy_for(batch.settled[key], generation.key, key, self._info)]
+            if key in batch.runs:
+                batch.runs[key].samples.append(generation)
+                self.batch_duplicates += 1
+                return []
             hit = self.cache.get(key, self._info, statement) if self.cache else None
             if hit is not None:
-                yield copy_for(hit, generation.key, key, self._info)
-                continue
-            runs[key] = _Run(key, statement, prepared, [generation])
-        by_job = {run.job.key: run for run in runs.values()}
-        timeouts: list[tuple[_Run, Verification]] = []
-        for result in self.backend.run([run.job for run in runs.values()]):
-            run = by_job[result.key]
-            verdict = self.judge(run.samples[0], run.job, result)
-            if verdict.stage is Stage.TIMEOUT and self.policy.recheck_timeouts:
-                timeouts.append((run, verdict))
-            else:
-                yield from self._settled(run, verdict)
-        yield from self._rechecked(timeouts)
+                return [copy_for(hit, generation.key, key, self._info)]
+            run = _Run(key, statement, prepared, [generation])
+            batch.runs[key] = run
+            batch.running[prepared.key] = run
+        feed.push([prepared])
+        return []
 
-    def _rechecked(self, timeouts: Sequence[tuple[_Run, Verification]]) -> Iterator[Verification]:
+    def _rechecked(
+        self, timeouts: Sequence[tuple[_Run, Verification]], batch: _Batch
+    ) -> Iterator[Verification]:
         """Each timeout run once more on at most `recheck_share` of the workers; the verdict is
         the second attempt's, with both recorded."""
         if not timeouts:
@@ -336,15 +414,20 @@ class StrictVerifier:
             }
             diagnostics = {**after.diagnostics, "timeout_recheck": attempts}
             self.timeouts_rechecked += 1
-            yield from self._settled(run, after.model_copy(update={"diagnostics": diagnostics}))
+            settled = after.model_copy(update={"diagnostics": diagnostics})
+            yield from self._settled(run, settled, batch)
 
-    def _settled(self, run: _Run, verdict: Verification) -> Iterator[Verification]:
+    def _settled(self, run: _Run, verdict: Verification, batch: _Batch) -> Iterator[Verification]:
         """The verdict of the run's first sample, stored when final, and its copies for the
-        samples that shared the run."""
+        samples that shared the run (a duplicate that comes later is copied on admission)."""
         if self.cache is not None:
             self.cache.put(run.key, verdict, run.statement)
+        with batch.lock:
+            del batch.runs[run.key]
+            batch.settled[run.key] = verdict
+            copies = run.samples[1:]
         yield verdict
-        for generation in run.samples[1:]:
+        for generation in copies:
             yield copy_for(verdict, generation.key, run.key, self._info)
 
     def verify(self, problem: Problem, generation: Generation) -> Verification:

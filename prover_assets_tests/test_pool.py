@@ -1,0 +1,85 @@
+"""The work-stealing pool's job queue: a queue that grows while the workers run, and stops."""
+
+import threading
+import time
+
+from prover_assets.verify.pool import JobQueue, serve_jobs
+from prover_assets.verify.worker import LeanJob, LeanResult
+
+
+def job(index: int, priority: float = 0.0) -> LeanJob:
+    return LeanJob(
+        key=(index,), header="", body="", theorem_name=None, budget_s=1.0, priority=priority
+    )
+
+
+def answered(job: LeanJob) -> LeanResult:
+    return LeanResult(
+        key=job.key, outcome=None, axioms=None, failure=None, elapsed_s=0.0, attempts=1, worker=0
+    )
+
+
+def test_jobs_pushed_while_the_pool_runs_are_all_served_once():
+    feed = JobQueue([job(0)])
+
+    def produce() -> None:
+        for i in range(1, 20):
+            time.sleep(0.005)
+            feed.push([job(i)])
+        feed.close()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    keys = [result.key for result in serve_jobs(feed, [answered, answered, answered])]
+    producer.join()
+    assert sorted(keys) == [(i,) for i in range(20)]
+
+
+def test_one_worker_takes_waiting_jobs_highest_priority_first():
+    feed = JobQueue([job(0, 1.0), job(1, 5.0), job(2, 3.0), job(3, 5.0)], closed=True)
+    keys = [result.key for result in serve_jobs(feed, [answered])]
+    assert keys == [(1,), (3,), (2,), (0,)]  # ties in the order they came
+
+
+def test_cancel_drops_the_waiting_jobs_and_lets_the_running_one_finish():
+    started, release = threading.Event(), threading.Event()
+
+    def slow(job: LeanJob) -> LeanResult:
+        started.set()
+        release.wait(5)
+        return answered(job)
+
+    feed = JobQueue([job(0, 9.0), job(1), job(2)])
+    results = serve_jobs(feed, [slow])
+    collected: list[tuple] = []
+    consumer = threading.Thread(target=lambda: collected.extend(r.key for r in results))
+    consumer.start()
+    assert started.wait(5)
+    dropped = feed.cancel()
+    release.set()
+    consumer.join(5)
+    assert [d.key for d in dropped] == [(1,), (2,)]
+    assert collected == [(0,)]
+
+
+def test_a_closed_queue_refuses_more_jobs():
+    feed = JobQueue(closed=True)
+    try:
+        feed.push([job(0)])
+    except RuntimeError as exc:
+        assert "closed" in str(exc)
+    else:
+        raise AssertionError("a closed queue took a job")
+
+
+def test_a_worker_that_raises_surfaces_its_error_to_the_caller():
+    def broken(job: LeanJob) -> LeanResult:
+        raise KeyError("bug in a worker")
+
+    feed = JobQueue([job(0), job(1)], closed=True)
+    try:
+        list(serve_jobs(feed, [broken]))
+    except KeyError as exc:
+        assert "bug in a worker" in str(exc)
+    else:
+        raise AssertionError("the worker's error was swallowed")
