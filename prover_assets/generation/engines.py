@@ -176,7 +176,9 @@ class VllmSpec:
     temperature: float
     top_p: float
     top_k: int | None
-    chunk: int  # results are written out after every `chunk` requests
+    chunk: (
+        int  # results are made durable after every `chunk` that finish (all requests run at once)
+    )
 
 
 class VllmEngine(GenerationEngine):
