@@ -438,7 +438,7 @@ def lean_from_selector(data: Any) -> Any:
 class EngineSettings(_Spec):
     """How samples are generated (the `gpu` resource)."""
 
-    engine: Literal["vllm", "transformers"]
+    engine: Literal["vllm", "transformers", "openai"]
     # overlapped: the GPU and the Lean workers work at once (pools `gpu` and `lean`, steps run
     # concurrently, a generation step verifies its committed samples as they land); exclusive:
     # one `heavy` pool for both, strictly in turn, for a machine whose memory cannot hold vLLM
@@ -451,6 +451,20 @@ class EngineSettings(_Spec):
     gpu_memory_utilization: Probability = 0.9
     max_num_seqs: PositiveInt = 256
     enforce_eager: bool = False
+    # engine openai: `vllm serve` replicas (base URLs), the model name they serve, requests in
+    # flight per replica, and attempts after a failed one (with backoff, on another replica).
+    urls: list[str] = []
+    served_model: str | None = None
+    requests_per_replica: PositiveInt = 64
+    http_retries: Annotated[int, Field(ge=0)] = 3
+
+    @model_validator(mode="after")
+    def _replicas_named(self) -> EngineSettings:
+        if self.engine == "openai" and not (self.urls and self.served_model):
+            raise ValueError(
+                "engine openai needs `urls` (one per `vllm serve` replica) and `served_model`"
+            )
+        return self
 
 
 def require_backend_allowed(experiment_kind: str, backend: str) -> None:

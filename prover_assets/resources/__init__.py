@@ -205,6 +205,18 @@ class GpuResource(dg.ConfigurableResource):
             engine: GenerationEngine = TransformersEngine(
                 model_path, sampling, device=settings.device, dtype=settings.dtype
             )
+        elif settings.engine == "openai":
+            from prover_assets.generation.openai_engine import OpenAICompletionsEngine
+
+            assert settings.served_model is not None  # the settings' validator requires it
+            engine = OpenAICompletionsEngine(
+                settings.urls,
+                settings.served_model,
+                sampling,
+                model_root=str(model_path),
+                requests_per_replica=settings.requests_per_replica,
+                retries=settings.http_retries,
+            )
         else:
             from prover_assets.generation.engines import VllmEngine, VllmSpec
 

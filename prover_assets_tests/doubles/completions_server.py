@@ -1,0 +1,103 @@
+"""A double of `vllm serve`'s OpenAI-compatible completions API on 127.0.0.1, in a thread:
+`GET /v1/models` and `POST /v1/completions` with token-id prompts and `return_token_ids`.
+SIMULATED: no model runs; a completion's ids are drawn from sha256(prompt ids, seed), so the
+same request gives the same answer on every replica. Faults are scripted per replica."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["CompletionsDouble", "completion_ids", "serving"]
+
+EOS = 2
+
+
+def completion_ids(prompt: list[int], seed: int, max_tokens: int) -> tuple[list[int], str]:
+    """The double's completion of `prompt` under `seed`: (ids, finish_reason)."""
+    digest = hashlib.sha256(json.dumps([prompt, seed]).encode()).digest()
+    wanted = 3 + digest[0] % 6  # 3 to 8 tokens, the last one EOS
+    ids = [10 + b % 90 for b in digest[1:wanted]] + [EOS]
+    return (ids, "stop") if len(ids) <= max_tokens else (ids[:max_tokens], "length")
+
+
+@dataclass
+class CompletionsDouble:
+    served_model: str = "prover"
+    root: str | None = None
+    faults: list[int] = field(default_factory=list)  # HTTP statuses to answer first, in order
+    delay_s: float = 0.0
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # every completions request
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.bodies.append(body)
+            if self.faults:
+                return self.faults.pop(0), {"error": "scripted fault"}
+        if body.get("model") != self.served_model:
+            return 404, {"error": f"The model `{body.get('model')}` does not exist."}
+        prompt = body["prompt"]
+        if not (isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)):
+            return 400, {"error": "this double takes token-id prompts only"}
+        ids, finish = completion_ids(prompt, body["seed"], body["max_tokens"])
+        choice: dict[str, Any] = {
+            "index": 0,
+            "text": " ".join(f"t{t}" for t in ids if t != EOS),
+            "finish_reason": finish,
+            "logprobs": None,
+        }
+        if body.get("return_token_ids"):
+            choice["token_ids"] = ids
+            choice["prompt_token_ids"] = prompt
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(ids)}
+        return 200, {"object": "text_completion", "choices": [choice], "usage": usage}
+
+
+def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path != "/v1/models":
+                return self._send(404, {"error": "not found"})
+            model = {"id": double.served_model, "object": "model", "root": double.root}
+            self._send(200, {"object": "list", "data": [model]})
+
+        def do_POST(self) -> None:
+            if self.path != "/v1/completions":
+                return self._send(404, {"error": "not found"})
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if double.delay_s:
+                threading.Event().wait(double.delay_s)
+            self._send(*double.answer(body))
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serving(double: CompletionsDouble) -> Iterator[str]:
+    """Serve `double` on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(double))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

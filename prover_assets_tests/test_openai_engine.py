@@ -1,0 +1,199 @@
+"""The OpenAI-compatible completions engine against HTTP doubles of `vllm serve` on 127.0.0.1:
+token ids both ways, per-sample seeds, retries with backoff, least-loaded replicas, the served
+model checked, and the same resumable runner and records as the in-process engines."""
+
+import contextlib
+import socket
+
+import pytest
+
+from prover_assets.generation.engines import GenerationRequest, SamplingSettings
+from prover_assets.generation.openai_engine import OpenAICompletionsEngine, ReplicaError
+from prover_assets.generation.runner import generate_samples, round0_specs
+from prover_assets.records import Appender, Generation, read_records
+from prover_assets_tests.conftest import gpu_missing
+from prover_assets_tests.doubles.completions_server import (
+    CompletionsDouble,
+    completion_ids,
+    serving,
+)
+from prover_assets_tests.factories import make_problem
+
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+
+
+def requests_of(count: int, max_tokens: int = 64) -> list[GenerationRequest]:
+    return [GenerationRequest(("p", i), (1, 5, 7, i), max_tokens, 1000 + i) for i in range(count)]
+
+
+def engine(urls, **kwargs) -> OpenAICompletionsEngine:
+    return OpenAICompletionsEngine(
+        urls, "prover", SAMPLING, backoff_s=0.01, requests_per_replica=4, **kwargs
+    )
+
+
+@contextlib.contextmanager
+def replicas(*doubles: CompletionsDouble):
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(serving(d)) for d in doubles]
+
+
+def test_token_ids_go_in_and_come_out_with_each_samples_seed_and_budget():
+    double = CompletionsDouble()
+    with replicas(double) as urls, engine(urls) as completions:
+        results = {r.key: r for r in completions.generate(requests_of(5, max_tokens=4))}
+    for request in requests_of(5, max_tokens=4):
+        ids, finish = completion_ids(list(request.prompt_ids), request.seed, 4)
+        assert (results[request.key].completion_ids, results[request.key].finish_reason) == (
+            tuple(ids),
+            finish,
+        )
+    sent = {tuple(b["prompt"]): b for b in double.bodies}
+    body = sent[(1, 5, 7, 2)]
+    assert (body["seed"], body["max_tokens"], body["n"], body["return_token_ids"]) == (
+        1002,
+        4,
+        1,
+        True,
+    )
+    assert (body["model"], body["temperature"], body["top_p"]) == ("prover", 1.0, 0.95)
+    assert "top_k" not in body  # None: the server's default, not a number we made up
+
+
+def test_a_replica_that_fails_is_retried_and_the_sample_still_arrives():
+    double = CompletionsDouble(faults=[503, 503])
+    with replicas(double) as urls, engine(urls, retries=2) as completions:
+        (result,) = completions.generate(requests_of(1))
+    assert result.key == ("p", 0)
+    assert len(double.bodies) == 3
+
+
+def test_after_the_last_retry_the_error_names_every_attempt():
+    double = CompletionsDouble(faults=[503, 502, 500])
+    with (
+        replicas(double) as urls,
+        engine(urls, retries=2) as completions,
+        pytest.raises(ReplicaError, match=r"3 attempts .*HTTP 503.*HTTP 502.*HTTP 500"),
+    ):
+        list(completions.generate(requests_of(1)))
+
+
+def test_a_request_the_server_refuses_is_not_retried():
+    double = CompletionsDouble(faults=[400])
+    with (
+        replicas(double) as urls,
+        engine(urls, retries=3) as completions,
+        pytest.raises(ReplicaError, match="refused sample"),
+    ):
+        list(completions.generate(requests_of(1)))
+    assert len(double.bodies) == 1
+
+
+def dead_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"  # closed once the block ends
+
+
+def test_a_dead_replica_sends_its_requests_to_the_live_one():
+    live = CompletionsDouble()
+    with replicas(live) as urls:
+        completions = engine([dead_url(), *urls], retries=1)
+        completions._checked = True  # the replica died after the check: its requests move on
+        results = list(completions.generate(requests_of(6)))
+    assert len(results) == 6 and len(live.bodies) == 6
+
+
+def test_requests_spread_over_the_replicas():
+    doubles = [CompletionsDouble(delay_s=0.05), CompletionsDouble(delay_s=0.05)]
+    with replicas(*doubles) as urls, engine(urls) as completions:
+        results = list(completions.generate(requests_of(16)))
+    assert len(results) == 16
+    loads = [len(d.bodies) for d in doubles]
+    assert sum(loads) == 16 and abs(loads[0] - loads[1]) <= 2, loads  # least loaded first
+
+
+def test_a_replica_serving_another_model_is_refused_before_any_sample():
+    doubles = [CompletionsDouble(), CompletionsDouble(served_model="other")]
+    with (
+        replicas(*doubles) as urls,
+        engine(urls) as completions,
+        pytest.raises(ReplicaError, match=r"serves \['other'\], not 'prover'"),
+    ):
+        list(completions.generate(requests_of(2)))
+    assert [len(d.bodies) for d in doubles] == [0, 0]
+
+
+def test_a_replica_loaded_from_another_folder_is_refused(tmp_path):
+    double = CompletionsDouble(root=str(tmp_path / "baseline"))
+    with (
+        replicas(double) as urls,
+        engine(urls, model_root=str(tmp_path / "exported")) as completions,
+        pytest.raises(ReplicaError, match=r"from .*baseline, but this step samples"),
+    ):
+        list(completions.generate(requests_of(1)))
+
+
+def test_the_runner_writes_valid_records_and_a_rerun_asks_for_nothing(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    specs = round0_specs([make_problem("p1"), make_problem("p2")], 3, 16)
+    double = CompletionsDouble()
+    settings = dict(
+        model_path="tiny",
+        model_rev="tiny-rev",
+        sampling=SAMPLING,
+        base_seed=7,
+        max_model_len=4096,
+        commit_every=2,
+    )
+    with replicas(double) as urls, engine(urls) as completions:
+        for _ in range(2):
+            with Appender(tmp_path / "gen.jsonl", Generation) as appender:
+                stats = generate_samples(specs, completions, tokenizer, appender, **settings)
+    rows = read_records(tmp_path / "gen.jsonl", Generation)
+    assert len(rows) == 6 and len(double.bodies) == 6
+    assert (stats.already_present, stats.generated_now) == (6, 0)
+    for row in rows:
+        ids, finish = completion_ids(row.prompt_ids, row.sampling.seed, 16)
+        assert (row.completion_ids, row.finish_reason) == (ids, finish)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_missing() is not None, reason=gpu_missing() or "")
+def test_a_real_vllm_serve_returns_completion_token_ids_that_decode_to_its_text(
+    tiny_model_dir, tmp_path
+):
+    import subprocess
+    import sys
+    import time
+
+    import requests
+    from transformers import AutoTokenizer
+
+    port = int(dead_url().rsplit(":", 1)[1])
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"]
+    command += [str(tiny_model_dir), "--served-model-name", "prover", "--port", str(port)]
+    command += ["--gpu-memory-utilization", "0.3", "--max-model-len", "1024", "--enforce-eager"]
+    with open(tmp_path / "serve.log", "wb") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{url}/v1/models", timeout=5).ok:
+                    break
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            time.sleep(2)
+        with engine([url]) as completions:
+            results = list(completions.generate(requests_of(4, max_tokens=24)))
+        tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+        for result in results:
+            assert 0 < len(result.completion_ids) <= 24
+            decoded = tokenizer.decode(result.completion_ids, skip_special_tokens=True)
+            assert decoded == result.completion_text
+    finally:
+        server.terminate()
+        server.wait(60)
