@@ -58,7 +58,7 @@ lint: install
 	$(BIN)/ruff format --check prover_assets prover_assets_tests benchmarks scripts
 
 benchmarks: install
-	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	for b in benchmarks/bench_*.py; do PYTHONPATH=$(CURDIR) $(BIN)/python $$b || exit 1; done
 
 # Not part of `make test`: about 25 minutes on 2 cores for nine modules, 12 for the REPL
 # worker, 25 for the REPL process module. Kill rates per module, >= 90 % each, every survivor

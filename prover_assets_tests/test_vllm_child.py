@@ -53,3 +53,24 @@ def test_a_completion_that_reaches_max_tokens_is_a_length_finish(tmp_path):
         )
     (row,) = [json.loads(line) for line in path.read_text().splitlines()]
     assert (len(row["completion_ids"]), row["finish_reason"]) == (64, "length")
+
+
+def test_advancing_to_the_next_finish_keeps_the_step_by_step_schedule_and_clock():
+    lengths = [7, 2, 5, 9, 1, 4]
+
+    def run(move: str) -> tuple[list[tuple[str, int]], int, float, int]:
+        double = ContinuousBatchingDouble(
+            lambda request_id, prompt, params: lengths[int(request_id)], max_num_seqs=3
+        )
+        for i in range(len(lengths)):
+            double.add_request(str(i), None, {"max_tokens": 100})
+        finished = []
+        while double.has_unfinished_requests():
+            finished += [(o.request_id, double.steps) for o in getattr(double, move)()]
+        return finished, double.steps, double.now_s, double.busy_slot_steps
+
+    stepped = run("step")
+    assert run("advance") == stepped
+    # By hand: slots {0,1,2}; 1 ends at 2, 3 joins; 2 ends at 5, 4 joins and ends at 6, 5 joins;
+    # 0 ends at 7; 5 ends at 10; 3 ends at 11.
+    assert stepped[0] == [("1", 2), ("2", 5), ("4", 6), ("0", 7), ("5", 10), ("3", 11)]

@@ -72,11 +72,9 @@ class LeanBackend(ABC):
         """What describes this backend in every verdict (with the verifier's policy)."""
 
     @abstractmethod
-    def run(
-        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
-    ) -> Iterator[LeanResult]:
-        """One result per job, in completion order, on at most `max_workers` workers at once
-        (all of them by default); a `JobQueue` may grow while it runs."""
+    def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
+        """One result per job, in completion order, on all the workers; a `JobQueue` may grow
+        while it runs."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -156,10 +154,8 @@ class LocalReplBackend(LeanBackend):
             **({"simulated_rule": self.simulated_rule} if self.simulated_rule else {}),
         }
 
-    def run(
-        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
-    ) -> Iterator[LeanResult]:
-        return self.pool.run(jobs, max_workers=max_workers)
+    def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
+        return self.pool.run(jobs)
 
     def close(self) -> None:
         self.pool.close()
@@ -318,11 +314,8 @@ class RemoteBackend(LeanBackend):
             failure_detail=failure.detail,
         )
 
-    def run(
-        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
-    ) -> Iterator[LeanResult]:
-        threads = min(self.workers, max_workers or self.workers)
-        return serve_jobs(jobs, [self._check] * threads, name="lean-remote")
+    def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
+        return serve_jobs(jobs, [self._check] * self.workers, name="lean-remote")
 
 
 def _shift(item: dict[str, Any], offset: int) -> dict[str, Any]:

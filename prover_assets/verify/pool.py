@@ -22,23 +22,38 @@ _DONE = object()
 
 
 class JobQueue:
-    """Jobs waiting for a worker, highest priority first. Producers `push` until `close`; a
-    `cancel` drops what still waits (jobs already taken finish)."""
+    """Jobs waiting for a worker, highest priority first. Producers `push` (and `defer`) until
+    `close`; a `cancel` drops what still waits (jobs already taken finish).
 
-    def __init__(self, jobs: Iterable[LeanJob] = (), *, closed: bool = False) -> None:
+    A deferred job (a timeout's re-check) waits until no other job waits and fewer than
+    `defer_while_running` jobs run: it fills the pool's tail on an otherwise idle host instead
+    of queueing behind the batch or running beside a full one."""
+
+    def __init__(
+        self, jobs: Iterable[LeanJob] = (), *, closed: bool = False, defer_while_running: int = 1
+    ) -> None:
         self._order = itertools.count()
         self._heap: list[tuple[float, int, LeanJob]] = []
+        self._deferred: list[tuple[float, int, LeanJob]] = []
+        self._running = 0
+        self._defer_while_running = defer_while_running
         self._ready = threading.Condition()
         self._closed = False
         self.push(jobs)
         self._closed = closed
 
     def push(self, jobs: Iterable[LeanJob]) -> None:
+        self._add(self._heap, jobs)
+
+    def defer(self, jobs: Iterable[LeanJob]) -> None:
+        self._add(self._deferred, jobs)
+
+    def _add(self, heap: list[tuple[float, int, LeanJob]], jobs: Iterable[LeanJob]) -> None:
         with self._ready:
             if self._closed:
                 raise RuntimeError("a closed job queue takes no more jobs")
             for job in jobs:
-                heapq.heappush(self._heap, (-job.priority, next(self._order), job))
+                heapq.heappush(heap, (-job.priority, next(self._order), job))
             self._ready.notify_all()
 
     def close(self) -> None:
@@ -50,8 +65,9 @@ class JobQueue:
     def cancel(self) -> list[LeanJob]:
         """Close, and drop every job not yet taken; returns them."""
         with self._ready:
-            dropped = [job for _, _, job in sorted(self._heap)]
+            dropped = [job for _, _, job in sorted(self._heap) + sorted(self._deferred)]
             self._heap.clear()
+            self._deferred.clear()
             self._closed = True
             self._ready.notify_all()
             return dropped
@@ -59,9 +75,24 @@ class JobQueue:
     def take(self) -> LeanJob | None:
         """The next job, waiting for one while the queue is open; None once closed and empty."""
         with self._ready:
-            while not self._heap and not self._closed:
+            while True:
+                if self._heap:
+                    job = heapq.heappop(self._heap)[2]
+                    break
+                if self._deferred and self._running < self._defer_while_running:
+                    job = heapq.heappop(self._deferred)[2]
+                    break
+                if self._closed and not self._deferred:
+                    return None
                 self._ready.wait()
-            return heapq.heappop(self._heap)[2] if self._heap else None
+            self._running += 1
+            return job
+
+    def done(self) -> None:
+        """A taken job finished: a deferred one may start."""
+        with self._ready:
+            self._running -= 1
+            self._ready.notify_all()
 
 
 def serve_jobs(
@@ -78,7 +109,10 @@ def serve_jobs(
     def work(handle: Callable[[LeanJob], LeanResult]) -> None:
         try:
             while (job := feed.take()) is not None:
-                results.put(handle(job))
+                try:
+                    results.put(handle(job))
+                finally:
+                    feed.done()
         except BaseException as exc:  # a bug in a worker must surface, not hang the pool
             results.put(exc)
         finally:
@@ -115,13 +149,10 @@ class WorkStealingPool:
         self.workers = list(workers)
         self.retries = retries
 
-    def run(
-        self, jobs: Sequence[LeanJob] | JobQueue, *, max_workers: int | None = None
-    ) -> Iterator[LeanResult]:
-        """Yield one result per job, as each finishes, on at most `max_workers` of the workers
-        (all by default); a `JobQueue` may grow while the pool runs."""
-        chosen = self.workers[: max_workers or len(self.workers)]
-        handlers = [lambda job, w=worker: w.execute(job, self.retries) for worker in chosen]
+    def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
+        """Yield one result per job, as each finishes; a `JobQueue` may grow while the pool
+        runs."""
+        handlers = [lambda job, w=worker: w.execute(job, self.retries) for worker in self.workers]
         return serve_jobs(jobs, handlers)
 
     def close(self) -> None:

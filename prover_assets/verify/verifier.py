@@ -71,9 +71,22 @@ class _Batch:
     runs: dict[str, _Run] = field(default_factory=dict)
     running: dict[tuple, _Run] = field(default_factory=dict)
     settled: dict[str, Verification] = field(default_factory=dict)
+    pushed: int = 0  # Lean jobs fed, re-checks included: each answers once unless dropped
+
+
+def _with_both_attempts(before: Verification, after: Verification) -> Verification:
+    """The re-check's verdict, recording the timeout before it."""
+    attempts = {
+        "first": {"stage": before.stage.value, "verify_s": before.verify_s},
+        "second": {"stage": after.stage.value, "verify_s": after.verify_s},
+    }
+    return after.model_copy(
+        update={"diagnostics": {**after.diagnostics, "timeout_recheck": attempts}}
+    )
 
 
 _LEAN_DONE = object()
+_FED = object()
 
 
 def _incomplete_reasons(outcome: ReplOutcome) -> list[str]:
@@ -313,12 +326,14 @@ class StrictVerifier:
         stop: threading.Event | None = None,
     ) -> Iterator[Verification]:
         """Verdicts for every pair as each is ready: those needing no Lean (or found in the
-        cache) at once, Lean's as they finish, then the re-checked timeouts. `pairs` may be a
-        growing stream: its pairs go to the workers as they come. Once `stop` is set and `pairs`
-        ends, the runs still waiting are dropped (no verdict: a later run verifies them), those
-        running finish, and no timeout is re-checked."""
+        cache) at once, Lean's as they finish. `pairs` may be a growing stream: its pairs go to
+        the workers as they come. A timeout is re-checked once the pool is otherwise idle (at
+        most `recheck_share` of the workers busy), its verdict holding both attempts. Once
+        `stop` is set and `pairs` ends, the runs still waiting are dropped (no verdict: a later
+        run verifies them), those running finish, and no timeout waits for its re-check."""
         batch = _Batch()
-        feed = JobQueue()
+        busy = max(1, int(self.backend.workers * self.policy.recheck_share))
+        feed = JobQueue(defer_while_running=busy)
         channel: queue.Queue[object] = queue.Queue()
 
         def produce() -> None:
@@ -329,7 +344,7 @@ class StrictVerifier:
             except BaseException as exc:  # surfaces in the consumer, never lost in a thread
                 channel.put(exc)
             finally:
-                (feed.cancel if stop is not None and stop.is_set() else feed.close)()
+                channel.put(_FED)
 
         def consume() -> None:
             try:
@@ -344,30 +359,58 @@ class StrictVerifier:
         runner = threading.Thread(target=consume, name="verifier-lean", daemon=True)
         producer.start()
         runner.start()
-        timeouts: list[tuple[_Run, Verification]] = []
         try:
-            while (item := channel.get()) is not _LEAN_DONE:
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, Verification):
-                    yield item
-                    continue
-                assert isinstance(item, LeanResult)
-                with batch.lock:
-                    run = batch.running[item.key]
-                verdict = self.judge(run.samples[0], run.job, item)
-                if verdict.stage is Stage.TIMEOUT and self.policy.recheck_timeouts:
-                    timeouts.append((run, verdict))
-                else:
-                    yield from self._settled(run, verdict, batch)
-            producer.join()  # it closed the feed: everything it sent came before Lean's end
+            yield from self._collect(channel, feed, batch, stop)
         finally:
             # Jobs still waiting are dropped, running ones finish; a producer still reading a
             # stream stops at its next sample (the feed refuses it).
             feed.cancel()
             runner.join()
-        if stop is None or not stop.is_set():
-            yield from self._rechecked(timeouts, batch)
+
+    def _collect(
+        self,
+        channel: queue.Queue[object],
+        feed: JobQueue,
+        batch: _Batch,
+        stop: threading.Event | None,
+    ) -> Iterator[Verification]:
+        """The verdicts of one `verify_stream`: the producer's, and Lean's results judged; the
+        feed is closed once everything fed has an answer (re-checks included)."""
+        fed = False
+        received = 0
+        first_attempts: dict[tuple, Verification] = {}
+        while (item := channel.get()) is not _LEAN_DONE:
+            if isinstance(item, BaseException):
+                raise item
+            if item is _FED:
+                fed = True
+                if stop is not None and stop.is_set():
+                    received += len(feed.cancel())  # dropped: they will never answer
+            elif isinstance(item, Verification):
+                yield item
+            else:
+                assert isinstance(item, LeanResult)
+                received += 1
+                with batch.lock:
+                    run = batch.running[item.key]
+                verdict: Verification | None = self.judge(run.samples[0], run.job, item)
+                assert verdict is not None
+                if item.key in first_attempts:
+                    verdict = _with_both_attempts(first_attempts.pop(item.key), verdict)
+                    self.timeouts_rechecked += 1
+                elif verdict.stage is Stage.TIMEOUT and self.policy.recheck_timeouts:
+                    if not (stop is not None and stop.is_set() and fed):
+                        first_attempts[item.key] = verdict
+                        with batch.lock:
+                            batch.pushed += 1
+                        feed.defer([run.job])
+                    verdict = None  # final only after its re-check
+                if verdict is not None:
+                    yield from self._settled(run, verdict, batch)
+            with batch.lock:
+                answered = fed and received == batch.pushed
+            if answered:
+                feed.close()
 
     def _admit(
         self, problem: Problem, generation: Generation, batch: _Batch, feed: JobQueue
@@ -393,29 +436,9 @@ class StrictVerifier:
             run = _Run(key, statement, prepared, [generation])
             batch.runs[key] = run
             batch.running[prepared.key] = run
+            batch.pushed += 1
         feed.push([prepared])
         return []
-
-    def _rechecked(
-        self, timeouts: Sequence[tuple[_Run, Verification]], batch: _Batch
-    ) -> Iterator[Verification]:
-        """Each timeout run once more on at most `recheck_share` of the workers; the verdict is
-        the second attempt's, with both recorded."""
-        if not timeouts:
-            return
-        first = {run.job.key: (run, verdict) for run, verdict in timeouts}
-        busy = max(1, int(self.backend.workers * self.policy.recheck_share))
-        for result in self.backend.run([run.job for run, _ in timeouts], max_workers=busy):
-            run, before = first[result.key]
-            after = self.judge(run.samples[0], run.job, result)
-            attempts = {
-                "first": {"stage": before.stage.value, "verify_s": before.verify_s},
-                "second": {"stage": after.stage.value, "verify_s": after.verify_s},
-            }
-            diagnostics = {**after.diagnostics, "timeout_recheck": attempts}
-            self.timeouts_rechecked += 1
-            settled = after.model_copy(update={"diagnostics": diagnostics})
-            yield from self._settled(run, settled, batch)
 
     def _settled(self, run: _Run, verdict: Verification, batch: _Batch) -> Iterator[Verification]:
         """The verdict of the run's first sample, stored when final, and its copies for the
