@@ -4,10 +4,11 @@ Service times are drawn log-normal with the seed system's median 2.5 s and p90 3
 the 180 s budget (proofs that reach it are timeouts: the client kills the REPL and starts a fresh
 one, which re-imports the header), then divided by --scale so that the registered workload runs
 in about a minute. Every proof goes through the product's LocalReplBackend (work-stealing pool,
-REPL processes, JSON over pipes, default LocalLeanSettings) to the REPL double, which sleeps for the
-proof's service time (`--@fake delay`) and answers `#print axioms`. The header import is
-modelled as --import-s seconds before scaling; the double's own interpreter start-up (about
-0.12 s, 6 s unscaled at --scale 50) comes on top, so restarts cost more than a Lean restart.
+REPL processes, JSON over pipes, default LocalLeanSettings: the warm spare included) to the REPL
+double, which sleeps for the proof's service time (`--@fake delay`) and answers `#print axioms`.
+The header import is modelled as --import-s seconds before scaling; the double's own
+interpreter start-up (about 0.12 s, 6 s unscaled at --scale 50) comes on top. The workers are
+warmed before the clock starts, as the product's self-test warms them before every batch.
 
     utilisation = sum of service times / (workers x wall)
 
@@ -15,7 +16,7 @@ Reported for 1,952 samples (244 x 8, the registered evaluation) and 235 (the see
 run), for the product's order (likely-long first, by a length proxy whose rank correlation with
 the service time is --proxy-correlation), first-in-first-out, and the seed system's chunks of
 64 with a barrier after each (on 1,952 samples only the product's order unless --compare). Also the client's own per-proof overhead: the wall time per proof
-of zero-delay proofs through one worker. Target: >= 95 % on 1,952 samples (the seed: 57 %).
+of zero-delay proofs through one worker. Targets: >= 97 % on 1,952 samples and >= 92 % on 235 (the seed: 57 %).
 
     python benchmarks/bench_verify.py [--scale 50] [--workers 8] [--seed 0] [--compare]
 """
@@ -43,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MEDIAN_S, P90_S, BUDGET_S = 2.5, 38.6, 180.0
 Z90 = 1.2815515655446004  # the standard normal's 90th percentile
 SEED_UTILISATION = 0.57
-TARGET = 0.95
+TARGET = 0.97
+TARGET_235 = 0.92
 CHUNK = 64
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
 
@@ -106,9 +108,12 @@ def backend(workers: int, import_s: float) -> LocalReplBackend:
 def run(
     jobs: Sequence[LeanJob], workers: int, import_s: float, *, chunk: int | None
 ) -> tuple[float, dict]:
-    """Wall seconds to verify `jobs` (REPLs started and headers imported inside the clock)."""
+    """Wall seconds to verify `jobs`, the workers warmed first as the product's self-test warms
+    them before a batch (REPLs started, header imported; restarts after timeouts inside the
+    clock, from the warm spare)."""
     outcomes: dict[str, int] = {}
     with backend(workers, import_s) as lean:
+        lean.warm(HEADER)
         started = time.monotonic()
         batches = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)] if chunk else [jobs]
         for batch in batches:
@@ -188,10 +193,12 @@ def main(argv: Sequence[str]) -> int:
                 f"utilisation {100 * utilisation:5.1f} %  {outcomes}"
             )
     product = figures[(1952, "work-stealing, likely-long first (product)")]
+    small = figures[(235, "work-stealing, likely-long first (product)")]
     print(
         f"\nutilisation on 1,952 samples: {100 * product:.1f} % = {product / TARGET:.3f} x the "
         f"{100 * TARGET:.0f} % target, {product / SEED_UTILISATION:.2f} x the seed system's "
-        f"{100 * SEED_UTILISATION:.0f} %"
+        f"{100 * SEED_UTILISATION:.0f} %; on 235: {100 * small:.1f} % = "
+        f"{small / TARGET_235:.3f} x the {100 * TARGET_235:.0f} % target"
     )
     return 0
 

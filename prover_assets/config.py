@@ -357,6 +357,9 @@ class _ReplPoolSettings(_LeanCommon):
     memory_ceiling_mb: PositiveInt = 8192  # resident size after which a worker is recycled
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
     sandbox: bool = True  # no network, private TMPDIR (where the OS allows)
+    # One more REPL kept started with the header imported, taken by the next worker to restart
+    # (after a timeout, a fault or a recycle): no import on the restart path.
+    warm_spare: bool = True
 
     @property
     def check_timeout_s(self) -> float:

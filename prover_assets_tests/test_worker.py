@@ -115,7 +115,10 @@ def test_statement_check_is_sent_in_the_proofs_env_at_the_root(tmp_path):
 def test_each_attempt_after_an_axioms_fault_runs_on_a_fresh_repl(tmp_path):
     # The double dies at its 3rd command (`#print axioms`), on every REPL it is started as.
     generation = make_generation(completion_text=f"```lean4\n{SIGNATURE}\n  omega\n```")
-    with double_backend(tmp_path, None, "--die-after", "2", workers=1, retries=1) as backend:
+    # No warm spare: every header import in the log is then one REPL of an attempt.
+    with double_backend(
+        tmp_path, None, "--die-after", "2", workers=1, retries=1, warm_spare=False
+    ) as backend:
         verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
             make_problem(), generation
         )
@@ -237,3 +240,42 @@ def test_a_verdict_records_how_long_lean_took_and_which_worker_ran_it(tmp_path):
     assert 0.0 < accepted.verify_s < 60.0
     assert 0.5 <= timed_out.verify_s < 60.0
     assert accepted.diagnostics["worker"] == timed_out.diagnostics["worker"] == 0
+
+
+def test_a_restart_after_a_timeout_takes_the_warm_spare_and_imports_nothing(tmp_path):
+    rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
+    problem = make_problem()
+    hanging = make_generation(sample_idx=0, completion_text=f"```lean4\n{SIGNATURE}\n  aesop\n```")
+    fine = make_generation(sample_idx=1, completion_text=f"```lean4\n{SIGNATURE}\n  omega\n```")
+    with double_backend(tmp_path, rules, workers=1) as backend:
+        policy = VerifierPolicy(budget_s=1.0, feedback=False, recheck_timeouts=False)
+        verdicts = StrictVerifier(backend, policy).verify_many(
+            [(problem, hanging), (problem, fine)]
+        )
+        taken, restarts = backend.pool.spare.taken, backend.restarts()
+    assert sorted(v.stage.value for v in verdicts) == ["accepted", "timeout"]
+    assert (taken, restarts) == (1, 1)
+
+
+def test_warming_imports_the_header_on_every_worker_before_any_proof(tmp_path):
+    with double_backend(tmp_path, workers=3, warm_spare=False) as backend:
+        backend.warm(make_problem().header)
+        verdicts = StrictVerifier(
+            backend, VerifierPolicy(budget_s=5.0, feedback=False)
+        ).verify_many(
+            [
+                (
+                    make_problem(),
+                    make_generation(
+                        sample_idx=i, completion_text=f"```lean4\n{SIGNATURE}\n  omega -- {i}\n```"
+                    ),
+                )
+                for i in range(3)
+            ]
+        )
+    log = repl_log(tmp_path)
+    headers = [i for i, e in enumerate(log) if "env" not in e["request"]]
+    assert len(headers) == 3  # one per worker, none again for the proofs
+    first_proof = min(i for i, e in enumerate(log) if "env" in e["request"])
+    assert max(headers) < first_proof
+    assert all(v.accepted for v in verdicts)

@@ -44,7 +44,7 @@ from prover_assets.verify.simulator import (
     SELF_TEST_PREAMBLE_STATEMENT,
     describe_rule,
 )
-from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, parse_axioms
+from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, WarmSpare, parse_axioms
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,9 @@ class LeanBackend(ABC):
         """One result per job, in completion order, on all the workers; a `JobQueue` may grow
         while it runs."""
 
+    def warm(self, header: str) -> None:  # noqa: B027 - optional hook
+        """Start every worker with `header` imported (a server warms its own)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
@@ -104,6 +107,7 @@ class LocalReplBackend(LeanBackend):
         retries: int = 2,
         sandbox: bool = True,
         simulated_rule: str | None = None,
+        warm_spare: bool = True,
     ) -> None:
         self.command = list(command)
         self.simulated_rule = simulated_rule  # the simulator's rule in words, for the report
@@ -121,6 +125,8 @@ class LocalReplBackend(LeanBackend):
         def factory() -> ReplProcess:
             return ReplProcess(self.command, cwd=cwd, memory_cap_mb=memory_cap_mb, sandbox=sandbox)
 
+        self.warm_spare = warm_spare
+        spare = WarmSpare(factory, header_timeout_s) if warm_spare else None
         self.pool = WorkStealingPool(
             [
                 ReplWorker(
@@ -130,10 +136,12 @@ class LocalReplBackend(LeanBackend):
                     check_timeout_s=check_timeout_s,
                     recycle_after=recycle_after,
                     memory_ceiling_mb=memory_ceiling_mb,
+                    spare=spare,
                 )
                 for i in range(workers)
             ],
             retries=retries,
+            spare=spare,
         )
 
     def config(self) -> dict[str, Any]:
@@ -150,12 +158,16 @@ class LocalReplBackend(LeanBackend):
             "infrastructure_retries": self.retries,
             "header_timeout_s": self.header_timeout_s,
             "check_timeout_s": self.check_timeout_s,
+            "warm_spare": self.warm_spare,
             "sandbox": {"network": network, "tmpdir": "private per REPL process"},
             **({"simulated_rule": self.simulated_rule} if self.simulated_rule else {}),
         }
 
     def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
         return self.pool.run(jobs)
+
+    def warm(self, header: str) -> None:
+        self.pool.warm(header)
 
     def close(self) -> None:
         self.pool.close()
@@ -350,6 +362,7 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
         "check_timeout_s": settings.check_timeout_s,
         "retries": settings.infrastructure_retries,
         "sandbox": settings.sandbox,
+        "warm_spare": settings.warm_spare,
     }
     if isinstance(settings, SimulatedLeanSettings):
         command = [sys.executable, "-m", SIMULATOR_MODULE, "--rule", settings.rule]
@@ -406,6 +419,7 @@ def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
     REPL before any proof is judged by it.
     """
     jobs = _self_test_jobs(budget_s)
+    backend.warm(jobs[0].header)  # every worker, at once: the batch then starts warm
     results = {result.key[1]: result for result in backend.run(jobs)}
     good, bad = results["good"], results["bad"]
     preamble, changed = results["preamble"], results["changed"]

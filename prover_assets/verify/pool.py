@@ -14,7 +14,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker
+from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, WarmSpare
 
 __all__ = ["JobQueue", "WorkStealingPool", "serve_jobs"]
 
@@ -143,11 +143,14 @@ def serve_jobs(
 class WorkStealingPool:
     """Workers that each take the next job as they free up, highest priority first."""
 
-    def __init__(self, workers: Sequence[ReplWorker], *, retries: int) -> None:
+    def __init__(
+        self, workers: Sequence[ReplWorker], *, retries: int, spare: WarmSpare | None = None
+    ) -> None:
         if not workers:
             raise ValueError("a pool needs at least one worker")
         self.workers = list(workers)
         self.retries = retries
+        self.spare = spare
 
     def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
         """Yield one result per job, as each finishes; a `JobQueue` may grow while the pool
@@ -155,7 +158,17 @@ class WorkStealingPool:
         handlers = [lambda job, w=worker: w.execute(job, self.retries) for worker in self.workers]
         return serve_jobs(jobs, handlers)
 
+    def warm(self, header: str) -> None:
+        """Every worker starts its REPL and imports `header`, all at once."""
+        threads = [threading.Thread(target=w.warm, args=(header,)) for w in self.workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
     def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
         for worker in self.workers:
             worker.close()
 

@@ -14,6 +14,7 @@ fresh REPL, then reported as `infrastructure:<stage>:<kind>`, never as a judgeme
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,14 @@ from typing import Any
 
 from prover_assets.lean.repl import ReplFailure, ReplOutcome, ReplProcess, read_answer
 
-__all__ = ["LeanJob", "LeanResult", "ReplWorker", "checked_answer", "parse_axioms"]
+__all__ = [
+    "LeanJob",
+    "LeanResult",
+    "ReplWorker",
+    "WarmSpare",
+    "checked_answer",
+    "parse_axioms",
+]
 
 _DEPENDS = re.compile(r"depends on axioms: \[(.*)\]", re.DOTALL)
 _NO_AXIOMS = "does not depend on any axioms"
@@ -87,8 +95,84 @@ def checked_answer(answer: Mapping[str, Any]) -> ReplOutcome:
     return outcome
 
 
+def _import_header(process: ReplProcess, header: str, timeout_s: float) -> int:
+    outcome = read_answer(process.send({"cmd": header}, timeout_s))
+    if not outcome.passed or not isinstance(outcome.env, int):
+        raise ReplFailure(
+            "did_not_elaborate", f"the header did not elaborate: {outcome.errors[:2]}"
+        )
+    return outcome.env
+
+
+class WarmSpare:
+    """One REPL kept started with a header imported, for whichever worker restarts next: a
+    restart after a timeout or a fault, or a recycle, costs no start-up and no import (Mathlib's
+    takes about 10 s) while a new spare warms in the background. One spare per pool: one more
+    REPL's memory, not one per worker."""
+
+    def __init__(self, factory: Callable[[], ReplProcess], header_timeout_s: float) -> None:
+        self._factory = factory
+        self._header_timeout_s = header_timeout_s
+        self._lock = threading.Lock()
+        self._ready: tuple[ReplProcess, str, int] | None = None
+        self._warming: threading.Thread | None = None
+        self._closed = False
+        self.taken = 0
+
+    def take(self, header: str) -> tuple[ReplProcess, int] | None:
+        """The spare and its env, when it is warm for `header`; a new one starts warming."""
+        with self._lock:
+            ready, self._ready = self._ready, None
+        if ready is not None and (ready[1] != header or not ready[0].alive):
+            ready[0].close()
+            ready = None
+        self._warm(header)
+        if ready is None:
+            return None
+        self.taken += 1
+        return ready[0], ready[2]
+
+    def _warm(self, header: str) -> None:
+        with self._lock:
+            if self._closed or (self._warming is not None and self._warming.is_alive()):
+                return
+            self._warming = threading.Thread(
+                target=self._start, args=(header,), name="lean-spare", daemon=True
+            )
+            self._warming.start()
+
+    def _start(self, header: str) -> None:
+        process = self._factory()
+        try:
+            process.start()
+            env = _import_header(process, header, self._header_timeout_s)
+        except ReplFailure:
+            process.kill()
+            return
+        with self._lock:
+            if self._closed or self._ready is not None:
+                process.close()
+            else:
+                self._ready = (process, header, env)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            ready, self._ready = self._ready, None
+            warming = self._warming
+        if warming is not None:
+            warming.join()
+        if ready is not None:
+            ready[0].close()
+        with self._lock:  # a spare that finished warming after the first look
+            late, self._ready = self._ready, None
+        if late is not None:
+            late[0].close()
+
+
 class ReplWorker:
-    """One REPL process that runs jobs, recycled by commands and memory, restarted after a fault."""
+    """One REPL process that runs jobs, recycled by commands and memory, restarted after a fault
+    (from the pool's warm spare when it has one for the job's header)."""
 
     def __init__(
         self,
@@ -99,8 +183,10 @@ class ReplWorker:
         check_timeout_s: float,
         recycle_after: int,
         memory_ceiling_mb: float,
+        spare: WarmSpare | None = None,
     ) -> None:
         self.index = index
+        self._spare = spare
         self._factory = factory
         self._header_timeout_s = header_timeout_s
         self._check_timeout_s = check_timeout_s  # `#print axioms` and the statement check
@@ -112,24 +198,31 @@ class ReplWorker:
         self.restarts = 0
         self.recycles = 0
 
-    def _ready(self) -> ReplProcess:
+    def _ready(self, header: str) -> ReplProcess:
         if self._process is None or not self._process.alive:
             if self._process is not None:
                 self.restarts += 1
-            self._process = self._factory()
-            self._process.start()
             self._envs.clear()
+            warm = self._spare.take(header) if self._spare is not None else None
+            if warm is not None:
+                self._process, self._envs[header] = warm
+            else:
+                self._process = self._factory()
+                self._process.start()
         return self._process
 
     def _header_env(self, process: ReplProcess, header: str) -> int:
         if header not in self._envs:
-            outcome = read_answer(process.send({"cmd": header}, self._header_timeout_s))
-            if not outcome.passed or not isinstance(outcome.env, int):
-                raise ReplFailure(
-                    "did_not_elaborate", f"the header did not elaborate: {outcome.errors[:2]}"
-                )
-            self._envs[header] = outcome.env
+            self._envs[header] = _import_header(process, header, self._header_timeout_s)
         return self._envs[header]
+
+    def warm(self, header: str) -> None:
+        """Start the REPL and import `header` now, before the first proof needs them."""
+        process = self._ready(header)
+        try:
+            self._header_env(process, header)
+        except ReplFailure:
+            self._discard()  # the first job retries on a fresh REPL and reports what it finds
 
     def _command(
         self, process: ReplProcess, stage: str, cmd: str, env: int, timeout: float
@@ -144,7 +237,7 @@ class ReplWorker:
     ) -> tuple[ReplOutcome, tuple[str, ...] | None, tuple[dict[str, Any], ...] | None]:
         """Compile one proof, then check its axioms and its statement: (outcome, axioms,
         statement errors). Raises ReplFailure, with its stage, on any fault."""
-        process = self._ready()
+        process = self._ready(job.header)
         try:
             env = self._header_env(process, job.header)
         except ReplFailure as failure:
