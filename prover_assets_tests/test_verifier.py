@@ -60,7 +60,8 @@ def test_header_is_sent_once_and_proofs_use_its_env(tmp_path):
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
         for i in range(4)
     ]
-    with double_backend(tmp_path, workers=1) as backend:
+    # No warm spare: it would import the header in a REPL of its own.
+    with double_backend(tmp_path, workers=1, warm_spare=False) as backend:
         StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
             [(problem, g) for g in generations]
         )
@@ -282,7 +283,7 @@ def test_worker_is_recycled_after_n_commands(tmp_path):
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
         for i in range(3)
     ]
-    with double_backend(tmp_path, workers=1, recycle_after=4) as backend:
+    with double_backend(tmp_path, workers=1, recycle_after=4, warm_spare=False) as backend:
         StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
             [(problem, g) for g in generations]
         )
