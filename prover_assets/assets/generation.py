@@ -234,9 +234,14 @@ def _progress(reporter: ProgressReporter) -> Callable[[GenerationStats], None]:
 
 def generation_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """Every generation asset of `built`: baseline and candidate per eval set and cap, and each
-    pool round. Caps run in order, the primary first: a cap's generation waits for the previous
-    cap's verdicts (exclusive), or only for its generation (overlapped: the GPU goes on while
-    the Lean workers verify)."""
+    pool round."""
+    return [*_evaluation_generations(built, schedule), *_pool_generations(built, schedule)]
+
+
+def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
+    """Per system, eval set and cap. Caps run in order, the primary first: a cap's generation
+    waits for the previous cap's verdicts (exclusive), or only for its generation (overlapped:
+    the GPU goes on while the Lean workers verify)."""
     assets = []
     n = built.generation.n_samples
     for system in (BASELINE, CANDIDATE):
@@ -277,6 +282,13 @@ def generation_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
                 previous = (generations_key if schedule.overlapped else verdicts_key)(
                     eval_set, system, cap
                 )
+    return assets
+
+
+def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
+    """Round 0 on the train pool, then each correction round."""
+    assets = []
+    n = built.generation.n_samples
 
     def pool_round0(spec: ExperimentSpec, experiment: ExperimentResource) -> Samples:
         return round0_samples(

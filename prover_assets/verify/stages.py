@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -80,6 +81,25 @@ def _holds_infrastructure(verdicts: Path) -> bool:
     return any(v.stage is Stage.INFRASTRUCTURE for v in iter_records(verdicts, Verification))
 
 
+def _verify_into(
+    folder: Path,
+    verifier: StrictVerifier,
+    self_test: Callable[[StrictVerifier], None],
+    *,
+    generations_file: Path,
+    problems_file: Path,
+    **settings: Any,
+) -> VerifyStats:
+    """Pin the verifier as the stream's identity, refuse a broken instrument, then verify
+    (`settings` go to `verify_generations`)."""
+    begin_stream(folder, verdict_identity(verifier.info))
+    self_test(verifier)
+    problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
+    return verify_generations(
+        problems, generations_file, folder / VERDICTS_FILE, verifier, **settings
+    )
+
+
 def materialize_verdicts(
     folder: Path,
     *,
@@ -104,14 +124,12 @@ def materialize_verdicts(
                 return reused
             # Complete, but some verdicts are no judgement: resume the stream to verify them.
             (folder / MANIFEST_NAME).unlink()
-        step.begin_stream()
-        self_test(verifier)
-        problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
-        stats = verify_generations(
-            problems,
-            generations_file,
-            folder / VERDICTS_FILE,
+        stats = _verify_into(
+            folder,
             verifier,
+            self_test,
+            generations_file=generations_file,
+            problems_file=problems_file,
             commit_every=commit_every,
             reverify_stale=reverify_stale,
             progress=progress,
@@ -192,14 +210,12 @@ def stream_verdicts(
     try:
         with open_verifier() as verifier:
             waited = time.monotonic() - asked
-            begin_stream(folder, verdict_identity(verifier.info))
-            self_test(verifier)
-            problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
-            stats = verify_generations(
-                problems,
-                generations_file,
-                folder / VERDICTS_FILE,
+            stats = _verify_into(
+                folder,
                 verifier,
+                self_test,
+                generations_file=generations_file,
+                problems_file=problems_file,
                 commit_every=commit_every,
                 follow=until,
             )
