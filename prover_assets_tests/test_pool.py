@@ -3,6 +3,8 @@
 import threading
 import time
 
+import pytest
+
 from prover_assets.verify.pool import JobQueue, serve_jobs
 from prover_assets.verify.worker import LeanJob, LeanResult
 
@@ -58,18 +60,87 @@ def test_cancel_drops_the_waiting_jobs_and_lets_the_running_one_finish():
     dropped = feed.cancel()
     release.set()
     consumer.join(5)
+    assert not consumer.is_alive()  # a cancelled queue lets every worker stop
     assert [d.key for d in dropped] == [(1,), (2,)]
     assert collected == [(0,)]
 
 
 def test_a_closed_queue_refuses_more_jobs():
     feed = JobQueue(closed=True)
-    try:
+    with pytest.raises(RuntimeError, match=r"^a closed job queue takes no more jobs$"):
         feed.push([job(0)])
-    except RuntimeError as exc:
-        assert "closed" in str(exc)
-    else:
-        raise AssertionError("a closed queue took a job")
+    with pytest.raises(RuntimeError, match=r"^a closed job queue takes no more jobs$"):
+        feed.defer([job(1)])
+
+
+def test_a_plain_list_of_jobs_is_served_whole():
+    keys = [result.key for result in serve_jobs([job(i) for i in range(5)], [answered] * 2)]
+    assert sorted(keys) == [(i,) for i in range(5)]
+
+
+def timed(log: list, lock: threading.Lock, seconds: float):
+    def handle(job: LeanJob) -> LeanResult:
+        with lock:
+            log.append(("start", job.key, time.monotonic()))
+        time.sleep(seconds)
+        with lock:
+            log.append(("end", job.key, time.monotonic()))
+        return answered(job)
+
+    return handle
+
+
+def test_a_deferred_job_waits_until_no_job_waits_and_the_pool_is_otherwise_idle():
+    log: list = []
+    lock = threading.Lock()
+    feed = JobQueue()  # by default a deferred job starts only while no other job runs
+    feed.defer([job(9, priority=100.0)])  # deferred first, and with the highest priority
+    feed.push([job(0), job(1), job(2)])
+    feed.close()
+    list(serve_jobs(feed, [timed(log, lock, 0.05)] * 2))
+    starts = {key: t for kind, key, t in log if kind == "start"}
+    ends = {key: t for kind, key, t in log if kind == "end"}
+    assert starts[(9,)] >= max(ends[(0,)], ends[(1,)], ends[(2,)])
+
+
+def test_a_deferred_job_may_start_beside_fewer_than_its_limit_of_running_jobs():
+    log: list = []
+    lock = threading.Lock()
+    feed = JobQueue(defer_while_running=2)
+    feed.push([job(0)])
+    feed.defer([job(9)])
+    feed.close()
+    list(serve_jobs(feed, [timed(log, lock, 0.2)] * 3))
+    starts = {key: t for kind, key, t in log if kind == "start"}
+    ends = {key: t for kind, key, t in log if kind == "end"}
+    assert starts[(9,)] < ends[(0,)]  # one running, under the limit of two: it starts at once
+
+
+def test_a_deferred_job_does_not_start_beside_as_many_running_jobs_as_its_limit():
+    log: list = []
+    lock = threading.Lock()
+    feed = JobQueue(defer_while_running=2)
+    feed.push([job(0), job(1)])
+    feed.defer([job(9)])
+    feed.close()
+    list(serve_jobs(feed, [timed(log, lock, 0.2)] * 3))
+    starts = {key: t for kind, key, t in log if kind == "start"}
+    ends = {key: t for kind, key, t in log if kind == "end"}
+    assert starts[(9,)] >= min(ends[(0,)], ends[(1,)])
+
+
+def test_cancel_drops_deferred_jobs_too():
+    feed = JobQueue([job(0)])
+    feed.defer([job(1)])
+    assert [d.key for d in feed.cancel()] == [(0,), (1,)]
+    assert feed.take() is None
+
+
+def test_a_pool_needs_a_worker():
+    from prover_assets.verify.pool import WorkStealingPool
+
+    with pytest.raises(ValueError, match=r"^a pool needs at least one worker$"):
+        WorkStealingPool([], retries=1)
 
 
 def test_a_worker_that_raises_surfaces_its_error_to_the_caller():

@@ -279,3 +279,31 @@ def test_warming_imports_the_header_on_every_worker_before_any_proof(tmp_path):
     first_proof = min(i for i, e in enumerate(log) if "env" in e["request"])
     assert max(headers) < first_proof
     assert all(v.accepted for v in verdicts)
+
+
+def test_closing_the_pool_ends_its_warm_spare_too(tmp_path):
+    import time
+    from pathlib import Path
+
+    def repls() -> list[str]:
+        alive = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if str(tmp_path).encode() in cmdline:
+                    alive.append(entry.name)
+        return alive
+
+    with double_backend(tmp_path, workers=1) as backend:
+        backend.warm(make_problem().header)  # the worker's first REPL starts the spare warming
+        deadline = time.monotonic() + 10
+        while len(repls()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(repls()) == 2  # the worker's REPL and the spare
+    deadline = time.monotonic() + 5
+    while repls() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert repls() == []

@@ -37,7 +37,7 @@ TARGETS: dict[str, list[str]] = {
     # The verifier's cache, batch duplicates and copies are tested with the cache.
     "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
     "verify/cache.py": ["test_cache.py"],
-    "verify/pool.py": ["test_pool.py", "test_verifier.py"],
+    "verify/pool.py": ["test_pool.py", "test_verifier.py", "test_worker.py"],
     "generation/openai_engine.py": ["test_openai_engine.py"],
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["test_worker.py", "test_verifier.py"],
