@@ -28,6 +28,7 @@ from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.stages import (
     LeanWorkersBusy,
     lean_workers_lease,
+    lean_workers_wanted,
     materialize_verdicts,
     stream_verdicts,
     verdicts_alongside,
@@ -88,6 +89,8 @@ def generate_beside_verification(root: Path, delay_s: float):
             self_test=lambda verifier: None,
             commit_every=2,
             until=until,
+            wanted=lambda: lean_workers_wanted(root),
+            poll_s=0.05,
         )
 
     with verdicts_alongside(stream) as streamed:
@@ -157,6 +160,29 @@ def test_busy_lean_workers_leave_the_verdicts_to_their_step_and_say_why(tmp_path
     assert streamed.verified == 0
     assert "Lean workers were busy" in (streamed.skipped or "")
     assert not (root / "verdicts" / "verdicts.jsonl").exists()
+
+
+def test_a_waiting_verdict_step_gets_the_lean_workers_before_the_generation_ends(tmp_path):
+    root = tmp_path / "handover"
+    root.mkdir()
+    got: list[float] = []
+
+    def verdict_step_of_another_stage() -> None:
+        time.sleep(0.6)  # the stream holds the workers by now
+        with lean_workers_lease(root, poll_s=0.05):
+            got.append(time.monotonic())
+            time.sleep(0.3)
+
+    other = threading.Thread(target=verdict_step_of_another_stage)
+    other.start()
+    streamed = generate_beside_verification(root, delay_s=0.2)  # about 3 s of generation
+    ended = time.monotonic()
+    other.join()
+    assert got and got[0] < ended - 1.0
+    assert streamed.handovers == 1 and streamed.error is None
+    finish_verdicts(root)
+    rows = read_records(root / "verdicts" / "verdicts.jsonl", Verification)
+    assert {judgement(v) for v in rows} == sequential_reference(tmp_path / "sequential")
 
 
 def test_complete_verdicts_are_not_streamed_into(tmp_path):

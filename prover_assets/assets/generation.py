@@ -41,6 +41,7 @@ from prover_assets.verify.stages import (
     TRAIN_POOL_FILE,
     VERDICTS_FILE,
     StreamedVerdicts,
+    lean_workers_wanted,
     stream_verdicts,
     verdicts_alongside,
 )
@@ -118,6 +119,7 @@ def _alongside(
             self_test=lean.require_self_test,
             commit_every=lean.model().commit_every,
             until=until,
+            wanted=lambda: lean_workers_wanted(experiment.data_root()),
         )
 
     return verdicts_alongside(stream)

@@ -53,6 +53,7 @@ __all__ = [
     "StreamedVerdicts",
     "TrainPoolResult",
     "lean_workers_lease",
+    "lean_workers_wanted",
     "materialize_train_pool",
     "materialize_verdicts",
     "stream_verdicts",
@@ -65,6 +66,8 @@ VERDICTS_FILE = "verdicts.jsonl"
 TRAIN_POOL_FILE = "train_pool.jsonl"
 ELABORATION_FILE = "elaboration.jsonl"
 LEAN_LEASE_DIR = ".lean-workers"
+LEAN_WANTED_DIR = ".lean-workers-wanted"
+_FOREVER = float("inf")
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
 
 
@@ -152,25 +155,38 @@ def lean_workers_lease(
 ) -> Iterator[None]:
     """Hold the experiment's Lean workers: one pool of REPLs at a time under `data_root`
     (released however this process ends), so that verification beside generation never doubles
-    the workers a machine is sized for. Waits for the holder; with `give_up`, stops waiting once
-    it is set and raises LeanWorkersBusy."""
-    folder = data_root / LEAN_LEASE_DIR
-    told = False
-    while True:
-        held = contextlib.ExitStack()
-        try:
-            held.enter_context(hold_folder(folder, wait_s=0))
-        except FolderBusyError as busy:
-            if give_up is not None and give_up.is_set():
-                raise LeanWorkersBusy(str(busy)) from None
-            if not told:
-                log.info("waiting for the Lean workers: %s", busy)
+    the workers a machine is sized for. Waits for the holder, saying so (`lean_workers_wanted`:
+    verification beside a generation then hands the workers over); with `give_up`, it is such a
+    verification itself: it stops waiting once `give_up` is set and raises LeanWorkersBusy."""
+    with contextlib.ExitStack() as wanting:
+        told = False
+        while True:
+            held = contextlib.ExitStack()
+            try:
+                held.enter_context(hold_folder(data_root / LEAN_LEASE_DIR, wait_s=0))
+            except FolderBusyError as busy:
+                if give_up is not None and give_up.is_set():
+                    raise LeanWorkersBusy(str(busy)) from None
+                if give_up is None and not told:
+                    log.info("waiting for the Lean workers: %s", busy)
+                    wanting.enter_context(hold_folder(data_root / LEAN_WANTED_DIR, wait_s=_FOREVER))
                 told = True
-            (give_up.wait if give_up is not None else time.sleep)(poll_s)
-            continue
-        with held:
-            yield
-        return
+                (give_up.wait if give_up is not None else time.sleep)(poll_s)
+                continue
+            wanting.close()  # got them: no longer waiting
+            with held:
+                yield
+            return
+
+
+def lean_workers_wanted(data_root: Path) -> bool:
+    """Whether a step is waiting for the Lean workers (a verdict step, whose stage's downstream
+    waits on it): verification beside a generation gives them up for it."""
+    try:
+        with hold_folder(data_root / LEAN_WANTED_DIR, wait_s=0):
+            return False
+    except FolderBusyError:
+        return True
 
 
 class LeanWorkersBusy(RuntimeError):
@@ -187,6 +203,7 @@ class StreamedVerdicts(BaseModel):
     accepted: int = 0
     cached: int = 0
     waited_for_lean_s: float = 0.0
+    handovers: int = 0  # times the Lean workers were handed to a verdict step that waited
     skipped: str | None = None  # why nothing was verified: a complete output, busy workers
     error: str | None = None  # a failure; the verdict step meets it again and reports it
 
@@ -200,36 +217,63 @@ def stream_verdicts(
     self_test: Callable[[StrictVerifier], None],
     commit_every: int,
     until: threading.Event,
+    wanted: Callable[[], bool] = lambda: False,
+    poll_s: float = 5.0,
 ) -> StreamedVerdicts:
     """Verify a generation stream while it grows, into the verdict stream of `folder`, until
-    `until` is set: the committed proofs are judged while the GPU still samples. Resumable like
-    `materialize_verdicts` (the same stream, the same identity); it writes no manifest."""
+    `until` is set: the committed proofs are judged while the GPU still samples. When another
+    step waits for the Lean workers (`wanted`: a verdict step, whose stage's downstream waits on
+    it), the proofs still waiting are left, the running ones finish, the workers are handed over,
+    and verification resumes once they are free again. Resumable like `materialize_verdicts`
+    (the same stream, the same identity); it writes no manifest."""
     if (folder / MANIFEST_NAME).exists():
         return StreamedVerdicts(skipped="the verdicts are complete already")
-    asked = time.monotonic()
-    try:
-        with open_verifier() as verifier:
-            waited = time.monotonic() - asked
-            stats = _verify_into(
-                folder,
-                verifier,
-                self_test,
-                generations_file=generations_file,
-                problems_file=problems_file,
-                commit_every=commit_every,
-                follow=until,
-            )
-    except LeanWorkersBusy as busy:
-        return StreamedVerdicts(
-            waited_for_lean_s=time.monotonic() - asked,
-            skipped=f"the Lean workers were busy while the generation ran ({busy})",
-        )
-    return StreamedVerdicts(
-        verified=stats.verified_now,
-        accepted=stats.accepted,
-        cached=stats.cached_now,
-        waited_for_lean_s=waited,
-    )
+    done = StreamedVerdicts()
+    while not until.is_set():
+        if wanted():
+            until.wait(poll_s)
+            continue
+        asked = time.monotonic()
+        pause = _paused_by(until, wanted, poll_s)
+        try:
+            with open_verifier() as verifier:
+                done.waited_for_lean_s += time.monotonic() - asked
+                stats = _verify_into(
+                    folder,
+                    verifier,
+                    self_test,
+                    generations_file=generations_file,
+                    problems_file=problems_file,
+                    commit_every=commit_every,
+                    follow=pause,
+                )
+        except LeanWorkersBusy as busy:
+            done.waited_for_lean_s += time.monotonic() - asked
+            if not done.verified:
+                done.skipped = f"the Lean workers were busy while the generation ran ({busy})"
+            break
+        finally:
+            pause.set()
+        done.verified += stats.verified_now
+        done.accepted += stats.accepted
+        done.cached += stats.cached_now
+        done.handovers += not until.is_set()
+    return done
+
+
+def _paused_by(
+    until: threading.Event, wanted: Callable[[], bool], poll_s: float
+) -> threading.Event:
+    """An event set once `until` is set or another step wants the Lean workers."""
+    pause = threading.Event()
+
+    def watch() -> None:
+        while not pause.is_set():
+            if until.wait(poll_s) or wanted():
+                pause.set()
+
+    threading.Thread(target=watch, name="lean-handover", daemon=True).start()
+    return pause
 
 
 @contextlib.contextmanager
