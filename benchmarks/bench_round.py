@@ -63,6 +63,7 @@ from prover_assets.verify.cache import VerdictCache
 from prover_assets.verify.stages import (
     VERDICTS_FILE,
     lean_workers_lease,
+    lean_workers_wanted,
     materialize_verdicts,
     stream_verdicts,
     verdicts_alongside,
@@ -282,6 +283,8 @@ class Bench:
                     self_test=lambda verifier: None,
                     commit_every=8,
                     until=until,
+                    wanted=lambda: lean_workers_wanted(run),
+                    poll_s=0.05,
                 )
             )
             with alongside as streamed:
