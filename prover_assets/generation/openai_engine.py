@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
-import requests.adapters
 
 from prover_assets.generation.engines import (
     GenerationEngine,
@@ -33,6 +32,7 @@ from prover_assets.generation.engines import (
     GenerationResult,
     SamplingSettings,
 )
+from prover_assets.http import backoff_s, pooled_session
 
 __all__ = ["OpenAICompletionsEngine", "ReplicaError"]
 
@@ -84,12 +84,7 @@ class OpenAICompletionsEngine(GenerationEngine):
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._turn = itertools.count()
-        self._session = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(
-            pool_connections=len(urls), pool_maxsize=requests_per_replica
-        )
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
+        self._session = pooled_session(len(urls), requests_per_replica)
         self._checked = False
 
     def describe(self) -> dict[str, Any]:
@@ -188,7 +183,7 @@ class OpenAICompletionsEngine(GenerationEngine):
         errors: list[str] = []
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
+                time.sleep(backoff_s(attempt, self.backoff_s, self.backoff_max_s))
             replica = self._choose(avoid=failed)
             try:
                 answer = self._session.post(

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import requests
-import requests.adapters
 
 from prover_assets.config import (
     REMOTE_PINS,
@@ -29,6 +28,7 @@ from prover_assets.config import (
     SimulatedLeanSettings,
     require_filled,
 )
+from prover_assets.http import backoff_s, pooled_session
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sandbox_prefix
 from prover_assets.lean.statements import statement_check_command
@@ -200,10 +200,7 @@ class RemoteBackend(LeanBackend):
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         # One session: its connections are reused across proofs, one per worker thread.
-        self._session = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=workers)
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
+        self._session = pooled_session(1, workers)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -299,7 +296,7 @@ class RemoteBackend(LeanBackend):
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt `attempt` (1, 2, ...): doubling, bounded."""
-        return min(self.backoff_s * 2 ** (attempt - 1), self.backoff_max_s)
+        return backoff_s(attempt, self.backoff_s, self.backoff_max_s)
 
     def _check(self, job: LeanJob) -> LeanResult:
         started = time.monotonic()
