@@ -24,6 +24,8 @@ import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
+from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
+from prover_assets.verify.runner import VerificationResult
 from prover_assets_tests import seams
 from prover_assets_tests.conftest import dagster_home, full_demo_run_config
 
@@ -151,6 +153,16 @@ def test_generation_keys_equal_verification_keys_and_code_hashes_match(finished_
         for pair in pool_rounds(root) + eval_runs(root)
     ]
     assert min(checked) > 0
+
+
+def test_the_candidates_lean_work_was_ordered_by_the_baselines_measured_history(finished_round):
+    root = finished_round["root"]
+    baseline, candidate = (
+        VerificationResult.read(verdicts.parent) for _, verdicts in eval_runs(root)
+    )
+    assert baseline.ordered_by_history == 0  # the first Lean runs on these statements
+    assert candidate.ordered_by_history > 0
+    assert read_costs(root / COST_HISTORY_DIR)
 
 
 def test_no_truncated_sample_is_accepted(finished_round):

@@ -197,3 +197,94 @@ def test_a_real_vllm_serve_returns_completion_token_ids_that_decode_to_its_text(
     finally:
         server.terminate()
         server.wait(60)
+
+
+def test_replicas_are_taken_least_loaded_first_and_in_turn_when_equally_loaded():
+    completions = engine(["http://a", "http://b", "http://c"])
+    first = [completions._choose(avoid=None).url for _ in range(4)]
+    assert first == ["http://a", "http://b", "http://c", "http://a"]
+    assert [r.in_flight for r in completions.replicas] == [2, 1, 1]
+    completions._release(completions.replicas[0], failed=False)
+    completions._release(completions.replicas[0], failed=False)
+    assert completions._choose(avoid=None).url == "http://a"  # the only one with none in flight
+    for replica in completions.replicas:
+        while replica.in_flight:
+            completions._release(replica, failed=False)
+    in_turn = []
+    for _ in range(6):
+        replica = completions._choose(avoid=None)
+        in_turn.append(replica.url)
+        completions._release(replica, failed=False)
+    assert in_turn == ["http://c", "http://a", "http://b", "http://c", "http://a", "http://b"]
+    assert {completions._choose(avoid="http://a").url for _ in range(4)} == {"http://b", "http://c"}
+
+
+def test_a_top_k_is_sent_when_the_config_sets_one():
+    double = CompletionsDouble()
+    sampling = SamplingSettings(temperature=0.6, top_p=0.9, top_k=20)
+    with (
+        replicas(double) as urls,
+        OpenAICompletionsEngine(urls, "prover", sampling, backoff_s=0.01) as completions,
+    ):
+        list(completions.generate(requests_of(1)))
+    (body,) = double.bodies
+    assert (body["top_k"], body["temperature"], body["top_p"]) == (20, 0.6, 0.9)
+
+
+def test_the_engine_describes_each_replicas_served_and_failed_attempts():
+    double = CompletionsDouble(faults=[503])
+    with replicas(double) as urls, engine(urls, retries=1) as completions:
+        list(completions.generate(requests_of(3)))
+        described = completions.describe()
+    (url,) = urls
+    assert described == {
+        "engine": "openai",
+        "replicas": [url],
+        "served_model": "prover",
+        "requests_per_replica": 4,
+        "retries": 1,
+        "served_per_replica": {url: 3},
+        "failed_attempts_per_replica": {url: 1},
+    }
+
+
+def test_a_refused_request_counts_as_a_failed_attempt_not_a_served_one():
+    double = CompletionsDouble(faults=[400])
+    with replicas(double) as urls, engine(urls, retries=3) as completions:
+        with pytest.raises(ReplicaError, match=r"with 400: .*scripted fault"):
+            list(completions.generate(requests_of(1)))
+        described = completions.describe()
+    assert (described["served_per_replica"], described["failed_attempts_per_replica"]) == (
+        {urls[0]: 0},
+        {urls[0]: 1},
+    )
+
+
+def test_an_answer_without_token_ids_is_refused_as_a_failed_attempt_saying_what_to_check():
+    double = CompletionsDouble(honours_token_ids=False)
+    with replicas(double) as urls, engine(urls) as completions:
+        with pytest.raises(
+            ReplicaError, match=r"without choices\[0\]\.token_ids .*return_token_ids"
+        ):
+            list(completions.generate(requests_of(1)))
+        assert completions.describe()["failed_attempts_per_replica"] == {urls[0]: 1}
+
+
+def test_a_finish_reason_other_than_stop_or_length_is_refused_naming_it():
+    double = CompletionsDouble(finish_reason="abort")
+    with (
+        replicas(double) as urls,
+        engine(urls) as completions,
+        pytest.raises(ReplicaError, match=r"finish_reason 'abort' for sample \('p', 0\)"),
+    ):
+        list(completions.generate(requests_of(1)))
+
+
+def test_a_replica_that_answers_too_late_times_out_and_is_retried_then_named():
+    double = CompletionsDouble(delay_s=1.0)
+    with (
+        replicas(double) as urls,
+        engine(urls, retries=1, timeout_s=0.2) as completions,
+        pytest.raises(ReplicaError, match=r"2 attempts .*ReadTimeout.*ReadTimeout"),
+    ):
+        list(completions.generate(requests_of(1)))

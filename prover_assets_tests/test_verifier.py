@@ -5,7 +5,9 @@ import pytest
 from prover_assets.lean.extract import compile_view, reinsert_statement
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Stage, code_sha256
+from prover_assets.records.hashing import sha256_text
 from prover_assets.verify import worker as worker_module
+from prover_assets.verify.history import CostHistory, LeanCost, read_costs
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import (
     PREAMBLE_STATEMENT,
@@ -314,7 +316,8 @@ def test_worker_is_recycled_above_the_memory_ceiling(tmp_path, monkeypatch):
 
 
 def test_memory_is_measured_at_most_once_per_interval(tmp_path, monkeypatch):
-    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 3600.0)
+    # An interval longer than the test and shorter than the clock's reading since boot.
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 60.0)
     assert recycles_over_a_1_mb_ceiling(tmp_path) == 0  # above the ceiling, not measured yet
 
 
@@ -690,3 +693,61 @@ def test_once_stopped_the_waiting_runs_get_no_verdict_and_no_timeout_is_rechecke
     assert verdicts == []  # the timeout waits for a re-check that a stopped stream never runs
     assert verifier.timeouts_rechecked == 0
     assert not any("omega" in e["request"]["cmd"] for e in proof_commands(tmp_path))
+
+
+def test_a_statement_measured_long_before_goes_ahead_of_longer_code_never_measured(tmp_path):
+    hard = make_problem("hard")
+    new = make_problem("new", statement=STATEMENT.replace("0 < x + 1", "0 < x + 2"))
+    history = CostHistory(
+        [
+            LeanCost(
+                seq=0,
+                statement_sha256=sha256_text(hard.formal_statement),
+                code_chars=900,
+                lean_s=90.0,
+                timed_out=False,
+            )
+        ]
+    )
+    short = make_generation("hard", completion_text=completion("  omega"))
+    long_code = make_generation(
+        "new",
+        completion_text=completion("  omega" + " -- padding" * 40, SIGNATURE.replace("+ 1", "+ 2")),
+    )
+    with double_backend(tmp_path) as backend:
+        verifier = StrictVerifier(
+            backend, VerifierPolicy(budget_s=5.0, feedback=False), None, history
+        )
+        hard_job = verifier.prepare(hard, short)
+        new_job = verifier.prepare(new, long_code)
+    assert hard_job.priority == pytest.approx(90.0)
+    # never measured: its length at the history's 0.1 s per character
+    assert new_job.priority == pytest.approx(0.1 * len(long_code.lean_code))
+    assert verifier.ordered_by_history == 1
+    assert hard_job.priority > new_job.priority
+    assert len(short.lean_code) < len(long_code.lean_code) < 900
+
+
+def test_every_lean_run_is_recorded_in_the_history_and_no_copy_or_gate_verdict_is(tmp_path):
+    rules = [{"match": {"substring": "aesop"}, "action": "hang", "times": 1}]
+    problem = make_problem()
+    samples = [
+        make_generation(sample_idx=0, completion_text=completion("  aesop")),  # timeout, re-check
+        make_generation(sample_idx=1, completion_text=completion("  omega")),
+        make_generation(sample_idx=2, completion_text=completion("  omega")),  # a duplicate
+        make_generation(sample_idx=3, completion_text=completion("  sorry")),  # the gate's
+    ]
+    history = CostHistory.open(tmp_path / "costs")
+    with double_backend(tmp_path, rules, workers=2) as backend:
+        verifier = StrictVerifier(
+            backend, VerifierPolicy(budget_s=1.0, feedback=False), None, history
+        )
+        verdicts = verifier.verify_many([(problem, g) for g in samples])
+    history.close()
+    assert len(verdicts) == 4
+    costs = read_costs(tmp_path / "costs")
+    assert sorted(c.timed_out for c in costs) == [False, False, True]
+    assert {c.statement_sha256 for c in costs} == {sha256_text(problem.formal_statement)}
+    (timed_out,) = [c for c in costs if c.timed_out]
+    assert timed_out.lean_s >= 1.0
+    assert CostHistory.open(tmp_path / "costs").knows(problem.formal_statement)

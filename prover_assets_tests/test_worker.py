@@ -1,14 +1,18 @@
 """A REPL fault at every stage of one proof (header, proof, `#print axioms`, statement check):
 only the proof's own command over budget is a verdict; everything else is infrastructure."""
 
+import threading
+
 import pytest
 
 from prover_assets.config import SimulatedLeanSettings
+from prover_assets.lean.repl import ReplProcess
 from prover_assets.records import Stage
 from prover_assets.verify.backends import backend_from_settings
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets.verify.worker import WarmSpare
 from prover_assets_tests.factories import make_generation, make_problem
-from prover_assets_tests.lean_double import double_backend, error_reply, repl_log
+from prover_assets_tests.lean_double import DOUBLE, double_backend, error_reply, repl_log
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 HEADER = {"regex": "^import Mathlib"}
@@ -307,3 +311,84 @@ def test_closing_the_pool_ends_its_warm_spare_too(tmp_path):
     while repls() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert repls() == []
+
+
+HEADER_A = make_problem().header
+HEADER_B = HEADER_A + "\nopen Finset"
+
+
+def spare_of(tmp_path, *, import_s: float = 0.0):
+    """A warm spare on the double, and every REPL it started (in order)."""
+    started: list[ReplProcess] = []
+
+    def factory() -> ReplProcess:
+        started.append(ReplProcess([*DOUBLE, "--import-delay", str(import_s)], sandbox=False))
+        return started[-1]
+
+    return WarmSpare(factory, header_timeout_s=10.0), started
+
+
+def warmed(spare: WarmSpare) -> None:
+    """Wait for the spare that is warming (its thread) to be ready or to have failed."""
+    warming = spare._warming
+    assert warming is not None
+    warming.join(timeout=10)
+
+
+def test_a_spare_is_handed_out_only_for_the_header_it_imported_and_another_is_closed(tmp_path):
+    spare, started = spare_of(tmp_path)
+    assert spare.take(HEADER_A) is None  # none warm yet: one starts warming for A
+    warmed(spare)
+    assert spare.take(HEADER_B) is None  # warm for A, not for B
+    assert not started[0].alive
+    warmed(spare)
+    handed = spare.take(HEADER_B)
+    assert handed is not None and handed[0] is started[1] and handed[0].alive
+    assert spare.taken == 1
+    spare.close()
+    handed[0].close()
+
+
+def test_a_spare_that_died_is_not_handed_out_and_each_taken_one_is_counted(tmp_path):
+    spare, started = spare_of(tmp_path)
+    spare.take(HEADER_A)
+    warmed(spare)
+    started[0].kill()
+    assert spare.take(HEADER_A) is None
+    handed = []
+    for _ in range(2):
+        warmed(spare)
+        handed.append(spare.take(HEADER_A))
+    assert [h[0] for h in handed] == started[1:3]
+    assert spare.taken == 2
+    spare.close()
+    for process, _env in handed:
+        process.close()
+
+
+def threads_started_since(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before]
+
+
+def test_one_spare_warms_at_a_time(tmp_path):
+    before = set(threading.enumerate())
+    spare, started = spare_of(tmp_path, import_s=1.0)
+    assert spare.take(HEADER_A) is None
+    assert spare.take(HEADER_A) is None  # still importing: no second REPL starts
+    spare.close()
+    for thread in threads_started_since(before):
+        thread.join(timeout=10)
+    assert len(started) == 1
+
+
+def test_closing_while_a_spare_warms_waits_for_it_closes_it_and_starts_no_other(tmp_path):
+    before = set(threading.enumerate())
+    spare, started = spare_of(tmp_path, import_s=0.5)
+    spare.take(HEADER_A)
+    spare.close()
+    assert not any(t.is_alive() for t in threads_started_since(before))  # close waited
+    assert len(started) == 1 and not started[0].alive
+    assert spare.take(HEADER_A) is None
+    for thread in threads_started_since(before):
+        thread.join(timeout=10)
+    assert len(started) == 1

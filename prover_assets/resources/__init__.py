@@ -36,6 +36,7 @@ from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.cache import VERDICT_CACHE_DIR, VerdictCache
+from prover_assets.verify.history import COST_HISTORY_DIR, CostHistory
 from prover_assets.verify.stages import lean_workers_lease
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
@@ -158,7 +159,9 @@ class LeanResource(dg.ConfigurableResource):
             if settings.backend != "remote":  # a server sizes its own workers
                 held.enter_context(lean_workers_lease(data_root, give_up=give_up))
             backend = held.enter_context(backend_from_settings(settings))
-            yield StrictVerifier(backend, policy, cache)
+            history = CostHistory.open(data_root / COST_HISTORY_DIR)
+            held.callback(history.close)
+            yield StrictVerifier(backend, policy, cache, history)
 
     def require_self_test(self, verifier: StrictVerifier) -> None:
         """Refuse to verify with a broken instrument: a known-good proof must be accepted and a

@@ -117,6 +117,7 @@ class VerifyStats:
     cached_now: int = 0  # verdicts copied from the cache or from a duplicate in the batch
     timeouts_rechecked: int = 0
     timeouts_after_recheck: int = 0
+    ordered_by_history: int = 0
     stages: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     verify_seconds: list[float] = field(default_factory=list)
@@ -151,6 +152,7 @@ class VerifyStats:
             cached_now=self.cached_now,
             timeouts_rechecked=self.timeouts_rechecked,
             timeouts_after_recheck=self.timeouts_after_recheck,
+            ordered_by_history=self.ordered_by_history,
             stages=dict(self.stages),
             reasons=dict(self.reasons),
             verify_s=self.percentiles(),
@@ -173,6 +175,8 @@ class VerificationResult(StageResult):
     cached_now: int = 0  # copied from the verdict cache or a duplicate in the batch, not run
     timeouts_rechecked: int = 0  # timeouts run a second time after the batch
     timeouts_after_recheck: int = 0  # of those, still timeouts
+    # Lean jobs ordered by their statement's measured history, not by their length alone
+    ordered_by_history: int = 0
     stages: dict[str, int]
     reasons: dict[str, int]
     verify_s: dict[str, float | None]  # median, p90, max of the verified-now proofs
@@ -311,6 +315,7 @@ def verify_generations(
         prior_attempts = _prior_attempts(verdicts_path)
         pending = _pending(problems, generations_path, generations, appender, stats, follow)
         chunk: list[Verification] = []
+        ordered_before = verifier.ordered_by_history
 
         def commit() -> None:
             infrastructure = sum(v.stage is Stage.INFRASTRUCTURE for v in chunk)
@@ -350,6 +355,7 @@ def verify_generations(
                 stats.verify_seconds.append(verdict.verify_s)
             if len(chunk) >= commit_every:
                 commit()
+            stats.ordered_by_history = verifier.ordered_by_history - ordered_before
             if progress is not None:  # every verdict: the caller decides how often to show it
                 progress(stats)
         if chunk:

@@ -45,6 +45,7 @@ from prover_assets.records import (
 )
 from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.cache import VerdictCache, cache_key, copy_for
+from prover_assets.verify.history import CostHistory
 from prover_assets.verify.pool import JobQueue
 from prover_assets.verify.worker import LeanJob, LeanResult
 
@@ -122,13 +123,19 @@ class StrictVerifier:
     sample."""
 
     def __init__(
-        self, backend: LeanBackend, policy: VerifierPolicy, cache: VerdictCache | None = None
+        self,
+        backend: LeanBackend,
+        policy: VerifierPolicy,
+        cache: VerdictCache | None = None,
+        history: CostHistory | None = None,
     ) -> None:
         self.backend = backend
         self.policy = policy
         self.cache = cache
+        self.history = history if history is not None else CostHistory()
         self.batch_duplicates = 0  # samples that shared another's Lean run in a batch
         self.timeouts_rechecked = 0
+        self.ordered_by_history = 0  # Lean jobs whose statement had earlier measured runs
         self._info = VerifierInfo(
             pins=backend.pins,
             config={**asdict(self.policy), **backend.config()},
@@ -201,13 +208,14 @@ class StrictVerifier:
                 f"{problem.problem_id}: the trusted statement does not parse ({trusted.reason}); "
                 "every problem is parsed when it is loaded, so its file was changed since"
             )
+        self.ordered_by_history += self.history.knows(problem.formal_statement)
         return LeanJob(
             key=generation.key,
             header=problem.header,
             body=compile_view(reinserted),
             theorem_name=trusted.qualified_name if self.policy.axiom_check else None,
             budget_s=self.policy.budget_s,
-            priority=float(len(code)),
+            priority=self.history.predicted_s(problem.formal_statement, len(code)),
             statement_check=statement_check_command(problem.formal_statement)
             if self.policy.recheck_statement
             else None,
@@ -395,6 +403,7 @@ class StrictVerifier:
                     run = batch.running[item.key]
                 verdict: Verification | None = self.judge(run.samples[0], run.job, item)
                 assert verdict is not None
+                self._measured(run, item)
                 if item.key in first_attempts:
                     verdict = _with_both_attempts(first_attempts.pop(item.key), verdict)
                     self.timeouts_rechecked += 1
@@ -411,6 +420,18 @@ class StrictVerifier:
                 answered = fed and received == batch.pushed
             if answered:
                 feed.close()
+
+    def _measured(self, run: _Run, result: LeanResult) -> None:
+        """Record how long the run held a worker (a run that failed on the host measured
+        nothing about the proof)."""
+        timed_out = result.failure == "timeout"
+        if result.failure is None or timed_out:
+            self.history.record(
+                run.statement,
+                run.job.diagnostics["code_chars"],
+                result.elapsed_s,
+                timed_out=timed_out,
+            )
 
     def _admit(
         self, problem: Problem, generation: Generation, batch: _Batch, feed: JobQueue

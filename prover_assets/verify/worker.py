@@ -161,13 +161,9 @@ class WarmSpare:
             ready, self._ready = self._ready, None
             warming = self._warming
         if warming is not None:
-            warming.join()
+            warming.join()  # a spare still warming sees `_closed` once warm and closes itself
         if ready is not None:
             ready[0].close()
-        with self._lock:  # a spare that finished warming after the first look
-            late, self._ready = self._ready, None
-        if late is not None:
-            late[0].close()
 
 
 class ReplWorker:

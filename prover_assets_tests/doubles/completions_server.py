@@ -33,6 +33,8 @@ class CompletionsDouble:
     root: str | None = None
     faults: list[int] = field(default_factory=list)  # HTTP statuses to answer first, in order
     delay_s: float = 0.0
+    honours_token_ids: bool = True  # False: a server that ignores return_token_ids
+    finish_reason: str | None = None  # answer every request with this finish_reason
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every completions request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -50,10 +52,10 @@ class CompletionsDouble:
         choice: dict[str, Any] = {
             "index": 0,
             "text": " ".join(f"t{t}" for t in ids if t != EOS),
-            "finish_reason": finish,
+            "finish_reason": self.finish_reason or finish,
             "logprobs": None,
         }
-        if body.get("return_token_ids"):
+        if body.get("return_token_ids") and self.honours_token_ids:
             choice["token_ids"] = ids
             choice["prompt_token_ids"] = prompt
         usage = {"prompt_tokens": len(prompt), "completion_tokens": len(ids)}
@@ -71,7 +73,8 @@ def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            with contextlib.suppress(BrokenPipeError):  # a client that gave up waiting
+                self.wfile.write(data)
 
         def do_GET(self) -> None:
             if self.path != "/v1/models":
