@@ -66,7 +66,8 @@ class Workload:
     service_s: np.ndarray  # scaled, capped at the scaled budget
     proxy: np.ndarray  # a length proxy, rank-correlated with the service time
     problem: np.ndarray  # each sample's problem
-    earlier_s: np.ndarray  # an earlier run of the same problems (scaled)
+    earlier_s: np.ndarray  # an earlier run of the same problems (scaled) ...
+    earlier_proxy: np.ndarray  # ... and its length proxies
     budget_s: float
 
 
@@ -78,35 +79,39 @@ def draw(
     problem = np.arange(samples) // SAMPLES_PER_PROBLEM
     difficulty = rng.standard_normal(problem.max() + 1)[problem]
 
-    def service_s() -> tuple[np.ndarray, np.ndarray]:
+    def one_run() -> tuple[np.ndarray, np.ndarray]:
         own = rng.standard_normal(samples)
         z = math.sqrt(problem_share) * difficulty + math.sqrt(1 - problem_share) * own
-        return np.minimum(np.exp(math.log(MEDIAN_S) + sigma * z), BUDGET_S) / scale, z
+        service = np.minimum(np.exp(math.log(MEDIAN_S) + sigma * z), BUDGET_S) / scale
+        noise = rng.standard_normal(samples)
+        return service, np.exp(correlation * z + math.sqrt(1 - correlation**2) * noise)
 
-    service, z = service_s()
-    earlier, _ = service_s()
-    noise = rng.standard_normal(samples)
-    proxy = np.exp(correlation * z + math.sqrt(1 - correlation**2) * noise)
-    return Workload(service, proxy, problem, earlier, BUDGET_S / scale)
+    service, proxy = one_run()
+    earlier, earlier_proxy = one_run()
+    return Workload(service, proxy, problem, earlier, earlier_proxy, BUDGET_S / scale)
 
 
 def statement_of(problem: int) -> str:
     return f"theorem bench_problem_{problem} : True"
 
 
+def body_of(i: int, delay_s: float, proxy: float) -> str:
+    padding = "x" * int(40 * proxy)  # the body's length stands for the code's
+    return f"theorem bench_{i} : True := by\n  --@fake delay {delay_s:.6f}\n  trivial\n-- {padding}"
+
+
 def earlier_run(workload: Workload) -> CostHistory:
-    """The history an earlier run of the same problems left (its lengths do not matter: every
-    statement has runs)."""
+    """The history an earlier run of the same problems left."""
     return CostHistory(
         LeanCost(
             seq=i,
             statement_sha256=sha256_text(statement_of(int(problem))),
-            code_chars=0,
+            code_chars=len(body_of(i, seconds, proxy)),
             lean_s=float(seconds),
             timed_out=bool(seconds >= workload.budget_s),
         )
-        for i, (problem, seconds) in enumerate(
-            zip(workload.problem, workload.earlier_s, strict=True)
+        for i, (problem, seconds, proxy) in enumerate(
+            zip(workload.problem, workload.earlier_s, workload.earlier_proxy, strict=True)
         )
     )
 
@@ -119,11 +124,7 @@ def jobs_of(workload: Workload, order: CostHistory | None) -> list[LeanJob]:
         zip(workload.service_s, workload.proxy, workload.problem, strict=True)
     ):
         timeout = service >= workload.budget_s
-        delay = workload.budget_s * 2 if timeout else service
-        padding = "x" * int(40 * proxy)  # the body's length stands for the code's
-        body = (
-            f"theorem bench_{i} : True := by\n  --@fake delay {delay:.6f}\n  trivial\n-- {padding}"
-        )
+        body = body_of(i, workload.budget_s * 2 if timeout else service, proxy)
         priority = order.predicted_s(statement_of(int(problem)), len(body)) if order else 0.0
         jobs.append(
             LeanJob(
@@ -176,9 +177,8 @@ def run(
 def client_overhead_s(proofs: int = 300) -> float:
     """Wall seconds per zero-delay proof through one worker: the client, the pipes and the
     double together (proof and `#print axioms`), so an upper bound on the client's own."""
-    workload = Workload(
-        np.zeros(proofs), np.ones(proofs), np.arange(proofs), np.zeros(proofs), 60.0
-    )
+    none = np.zeros(proofs)
+    workload = Workload(none, np.ones(proofs), np.arange(proofs), none, none, 60.0)
     jobs = jobs_of(workload, None)
     with backend(1, 0.0) as lean:
         list(lean.run(jobs[:5]))  # start the REPL and import the header outside the clock
@@ -187,10 +187,9 @@ def client_overhead_s(proofs: int = 300) -> float:
         return (time.monotonic() - started) / proofs
 
 
-def earlier_by_sample(workload: Workload) -> np.ndarray:
-    """Each sample's predicted seconds from the earlier run (the history's own rule)."""
-    history = earlier_run(workload)
-    return np.array([history.predicted_s(statement_of(int(p)), 0) for p in workload.problem])
+def predicted_by_history(workload: Workload) -> np.ndarray:
+    """Each sample's predicted seconds from the earlier run (the product's rule)."""
+    return np.array([job.priority for job in jobs_of(workload, earlier_run(workload))])
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -237,7 +236,7 @@ def main(argv: Sequence[str]) -> int:
             f"{timeouts} at the {BUDGET_S:.0f} s budget ({100 * timeouts / samples:.1f} %), "
             f"scaled 1/{args.scale:g}; proxy rank correlation "
             f"{spearman(workload.proxy, workload.service_s):.2f}, history rank correlation "
-            f"{spearman(earlier_by_sample(workload), workload.service_s):.2f}"
+            f"{spearman(predicted_by_history(workload), workload.service_s):.2f}"
         )
         orders: dict[str, Callable[[], tuple[float, dict]]] = {
             PRODUCT: lambda w=workload: run(

@@ -698,34 +698,40 @@ def test_once_stopped_the_waiting_runs_get_no_verdict_and_no_timeout_is_rechecke
 def test_a_statement_measured_long_before_goes_ahead_of_longer_code_never_measured(tmp_path):
     hard = make_problem("hard")
     new = make_problem("new", statement=STATEMENT.replace("0 < x + 1", "0 < x + 2"))
-    history = CostHistory(
-        [
-            LeanCost(
-                seq=0,
-                statement_sha256=sha256_text(hard.formal_statement),
-                code_chars=900,
-                lean_s=90.0,
-                timed_out=False,
-            )
-        ]
-    )
     short = make_generation("hard", completion_text=completion("  omega"))
     long_code = make_generation(
         "new",
         completion_text=completion("  omega" + " -- padding" * 40, SIGNATURE.replace("+ 1", "+ 2")),
     )
-    with double_backend(tmp_path) as backend:
-        verifier = StrictVerifier(
-            backend, VerifierPolicy(budget_s=5.0, feedback=False), None, history
+
+    def run(statement: str, lean_s: float, code_chars: int) -> LeanCost:
+        return LeanCost(
+            seq=0,
+            statement_sha256=sha256_text(statement),
+            code_chars=code_chars,
+            lean_s=lean_s,
+            timed_out=False,
         )
+
+    # The hard statement took 90 s with code of the short sample's length; two others 1 s per
+    # 1,000 characters, the history's median rate.
+    history = CostHistory(
+        [
+            run(hard.formal_statement, 90.0, len(short.lean_code)),
+            run("theorem a : True", 1.0, 1000),
+            run("theorem b : True", 1.0, 1000),
+        ]
+    )
+    with double_backend(tmp_path) as backend:
+        policy = VerifierPolicy(budget_s=5.0, feedback=False)
+        verifier = StrictVerifier(backend, policy, None, history)
         hard_job = verifier.prepare(hard, short)
         new_job = verifier.prepare(new, long_code)
     assert hard_job.priority == pytest.approx(90.0)
-    # never measured: its length at the history's 0.1 s per character
-    assert new_job.priority == pytest.approx(0.1 * len(long_code.lean_code))
+    assert new_job.priority == pytest.approx(0.001 * len(long_code.lean_code))
     assert verifier.ordered_by_history == 1
     assert hard_job.priority > new_job.priority
-    assert len(short.lean_code) < len(long_code.lean_code) < 900
+    assert len(short.lean_code) < len(long_code.lean_code)
 
 
 def test_every_lean_run_is_recorded_in_the_history_and_no_copy_or_gate_verdict_is(tmp_path):

@@ -5,9 +5,10 @@ on alone while the other workers idle. The code's length ranks them poorly; earl
 same statement (the baseline's samples before the candidate's, round 0's before a correction
 round's, an earlier run's) rank them well. Every Lean run the verifier makes is recorded here,
 one file per verifier (`<data_root>/lean_costs/<run>.jsonl`, so writers never share a file),
-and a proof's predicted seconds are the geometric mean of its statement's earlier runs; a
-statement never run is predicted from its code's length at the history's seconds per
-character (with no history at all, the length alone orders, as before).
+and a proof's predicted seconds are the geometric mean of its statement's earlier runs, scaled
+by its code's length against theirs (the history ranks the problem, the length the sample
+within it); a statement never run is predicted from its code's length at the history's seconds
+per character (with no history at all, the length alone orders, as before).
 
 The history only orders work: it never changes a verdict, so it is not part of the verdict
 cache's key, and a line a killed writer left half-written is not read.
@@ -69,13 +70,16 @@ class CostHistory:
 
     def __init__(self, costs: Iterable[LeanCost] = (), *, folder: Path | None = None) -> None:
         self.folder = folder
-        self._log_s: dict[str, list[float]] = defaultdict(list)
+        # statement -> (log seconds, log characters) of each earlier run
+        self._runs: dict[str, list[tuple[float, float]]] = defaultdict(list)
         s_per_char = []
         for cost in costs:
-            self._log_s[cost.statement_sha256].append(math.log(max(cost.lean_s, _SHORTEST_S)))
+            self._runs[cost.statement_sha256].append(
+                (math.log(max(cost.lean_s, _SHORTEST_S)), math.log(max(cost.code_chars, 1)))
+            )
             if cost.code_chars:
                 s_per_char.append(cost.lean_s / cost.code_chars)
-        self.earlier_runs = sum(len(runs) for runs in self._log_s.values())
+        self.earlier_runs = sum(len(runs) for runs in self._runs.values())
         self._s_per_char = statistics.median(s_per_char) if s_per_char else 1.0
         self._lock = threading.Lock()
         self._appender: Appender[LeanCost] | None = None
@@ -89,17 +93,19 @@ class CostHistory:
 
     @property
     def statements(self) -> int:
-        return len(self._log_s)
+        return len(self._runs)
 
     def knows(self, statement: str) -> bool:
-        return sha256_text(statement) in self._log_s
+        return sha256_text(statement) in self._runs
 
     def predicted_s(self, statement: str, code_chars: int) -> float:
         """The seconds a proof of `statement` of `code_chars` characters is expected to take."""
-        runs = self._log_s.get(sha256_text(statement))
-        if runs:
-            return math.exp(statistics.fmean(runs))
-        return code_chars * self._s_per_char
+        runs = self._runs.get(sha256_text(statement))
+        if not runs:
+            return code_chars * self._s_per_char
+        log_s = statistics.fmean(s for s, _ in runs)
+        log_chars = statistics.fmean(c for _, c in runs)
+        return math.exp(log_s + math.log(max(code_chars, 1)) - log_chars)
 
     def record(self, statement: str, code_chars: int, lean_s: float, *, timed_out: bool) -> None:
         """Append one measured run to this verifier's file (nothing without a folder)."""
