@@ -27,9 +27,8 @@ def requests_of(count: int, max_tokens: int = 64) -> list[GenerationRequest]:
 
 
 def engine(urls, **kwargs) -> OpenAICompletionsEngine:
-    return OpenAICompletionsEngine(
-        urls, "prover", SAMPLING, backoff_s=0.01, requests_per_replica=4, **kwargs
-    )
+    settings = {"backoff_s": 0.01, "requests_per_replica": 4, "retries": 3, **kwargs}
+    return OpenAICompletionsEngine(urls, "prover", SAMPLING, **settings)
 
 
 @contextlib.contextmanager
@@ -73,7 +72,9 @@ def test_after_the_last_retry_the_error_names_every_attempt():
     with (
         replicas(double) as urls,
         engine(urls, retries=2) as completions,
-        pytest.raises(ReplicaError, match=r"3 attempts .*HTTP 503.*HTTP 502.*HTTP 500"),
+        pytest.raises(
+            ReplicaError, match=r"3 attempts \(http://\S+: HTTP 503; http://\S+: HTTP 502; http"
+        ),
     ):
         list(completions.generate(requests_of(1)))
 
@@ -118,7 +119,11 @@ def test_a_replica_serving_another_model_is_refused_before_any_sample():
     with (
         replicas(*doubles) as urls,
         engine(urls) as completions,
-        pytest.raises(ReplicaError, match=r"serves \['other'\], not 'prover'"),
+        pytest.raises(
+            ReplicaError,
+            match=r"serves \['other'\], not 'prover': start it with --served-model-name, or fix "
+            r"gpu.settings.served_model",
+        ),
     ):
         list(completions.generate(requests_of(2)))
     assert [len(d.bodies) for d in doubles] == [0, 0]
@@ -224,7 +229,9 @@ def test_a_top_k_is_sent_when_the_config_sets_one():
     sampling = SamplingSettings(temperature=0.6, top_p=0.9, top_k=20)
     with (
         replicas(double) as urls,
-        OpenAICompletionsEngine(urls, "prover", sampling, backoff_s=0.01) as completions,
+        OpenAICompletionsEngine(
+            urls, "prover", sampling, requests_per_replica=1, retries=0
+        ) as completions,
     ):
         list(completions.generate(requests_of(1)))
     (body,) = double.bodies
@@ -264,7 +271,7 @@ def test_an_answer_without_token_ids_is_refused_as_a_failed_attempt_saying_what_
     double = CompletionsDouble(honours_token_ids=False)
     with replicas(double) as urls, engine(urls) as completions:
         with pytest.raises(
-            ReplicaError, match=r"without choices\[0\]\.token_ids .*return_token_ids"
+            ReplicaError, match=r"without choices\[0\]\.token_ids .*honours return_token_ids\?$"
         ):
             list(completions.generate(requests_of(1)))
         assert completions.describe()["failed_attempts_per_replica"] == {urls[0]: 1}
@@ -288,3 +295,60 @@ def test_a_replica_that_answers_too_late_times_out_and_is_retried_then_named():
         pytest.raises(ReplicaError, match=r"2 attempts .*ReadTimeout.*ReadTimeout"),
     ):
         list(completions.generate(requests_of(1)))
+
+
+def test_an_engine_without_replicas_is_refused():
+    with pytest.raises(ValueError, match="the openai engine needs at least one replica URL"):
+        engine([])
+
+
+def test_a_url_given_with_a_trailing_slash_reaches_the_api():
+    double = CompletionsDouble()
+    with replicas(double) as urls, engine([f"{urls[0]}/"]) as completions:
+        (result,) = completions.generate(requests_of(1))
+    assert result.key == ("p", 0) and completions.describe()["replicas"] == urls
+
+
+def test_a_replica_that_does_not_list_its_models_is_refused_naming_it():
+    url = dead_url()
+    with (
+        engine([url]) as completions,
+        pytest.raises(ReplicaError, match=rf"replica {url} did not list its models: "),
+    ):
+        list(completions.generate(requests_of(1)))
+
+
+def test_the_replicas_are_checked_once_not_on_every_batch():
+    double = CompletionsDouble()
+    with replicas(double) as urls, engine(urls) as completions:
+        for _ in range(3):
+            list(completions.generate(requests_of(2)))
+    assert double.model_listings == 1 and len(double.bodies) == 6
+
+
+@pytest.mark.parametrize(
+    ("root", "model_root"),
+    [("prover", "/models/exported"), (None, "/models/exported"), ("/models/any", None)],
+    ids=["served_by_name", "root_unknown", "step_folder_unknown"],
+)
+def test_a_replica_is_refused_only_when_both_folders_are_known_and_differ(root, model_root):
+    double = CompletionsDouble(root=root)
+    with replicas(double) as urls, engine(urls, model_root=model_root) as completions:
+        assert len(list(completions.generate(requests_of(1)))) == 1
+
+
+def test_at_most_requests_per_replica_are_open_on_a_replica_at_once():
+    double = CompletionsDouble(delay_s=0.1)
+    with replicas(double) as urls, engine(urls, requests_per_replica=2) as completions:
+        assert len(list(completions.generate(requests_of(8)))) == 8
+    assert double.most_in_flight == 2
+
+
+def test_each_sample_comes_as_it_finishes_not_when_the_batch_does():
+    double = CompletionsDouble(delay_s_by_seed={1000: 2.0})  # sample 0 is slow
+    with replicas(double) as urls, engine(urls) as completions:
+        results = completions.generate(requests_of(2))
+        first = next(results)
+        assert first.key == ("p", 1)
+        assert double.in_flight == 1  # the slow one still running
+        assert [r.key for r in results] == [("p", 0)]

@@ -35,7 +35,11 @@ class CompletionsDouble:
     delay_s: float = 0.0
     honours_token_ids: bool = True  # False: a server that ignores return_token_ids
     finish_reason: str | None = None  # answer every request with this finish_reason
+    delay_s_by_seed: dict[int, float] = field(default_factory=dict)  # a slow sample's delay
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every completions request
+    model_listings: int = 0  # GET /v1/models answered
+    in_flight: int = 0
+    most_in_flight: int = 0  # completions requests open at once, at most
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -79,6 +83,8 @@ def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path != "/v1/models":
                 return self._send(404, {"error": "not found"})
+            with double.lock:
+                double.model_listings += 1
             model = {"id": double.served_model, "object": "model", "root": double.root}
             self._send(200, {"object": "list", "data": [model]})
 
@@ -86,8 +92,14 @@ def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             if self.path != "/v1/completions":
                 return self._send(404, {"error": "not found"})
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if double.delay_s:
-                threading.Event().wait(double.delay_s)
+            with double.lock:
+                double.in_flight += 1
+                double.most_in_flight = max(double.most_in_flight, double.in_flight)
+            delay_s = double.delay_s_by_seed.get(body.get("seed"), double.delay_s)
+            if delay_s:
+                threading.Event().wait(delay_s)
+            with double.lock:
+                double.in_flight -= 1
             self._send(*double.answer(body))
 
     return Handler
