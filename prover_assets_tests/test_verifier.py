@@ -232,6 +232,7 @@ def test_a_timeout_is_run_once_more_after_the_batch_and_the_verdict_records_both
     attempts = rechecked.diagnostics["timeout_recheck"]
     assert (attempts["first"]["stage"], attempts["second"]["stage"]) == ("timeout", "accepted")
     assert attempts["first"]["verify_s"] >= 1.0
+    assert attempts["second"]["verify_s"] == rechecked.verify_s < 1.0
     assert verifier.timeouts_rechecked == 1
 
 
@@ -664,6 +665,7 @@ def test_a_duplicate_arriving_after_its_run_settled_is_a_copy_without_another_le
     assert len(proof_commands(tmp_path)) == 1
     assert [v.sample_idx for v in verdicts] == [0, 1]
     assert verdicts[1].cached_from is not None and verdicts[1].accepted
+    assert verdicts[1].verifier == verifier.info
     assert verifier.batch_duplicates == 1
 
 
@@ -757,3 +759,64 @@ def test_every_lean_run_is_recorded_in_the_history_and_no_copy_or_gate_verdict_i
     (timed_out,) = [c for c in costs if c.timed_out]
     assert timed_out.lean_s >= 1.0
     assert CostHistory.open(tmp_path / "costs").knows(problem.formal_statement)
+
+
+def test_an_error_reading_the_stream_surfaces_from_the_verifier_not_a_thread(tmp_path):
+    other = make_generation("p2", completion_text=completion("  omega"))
+    with double_backend(tmp_path) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
+        with pytest.raises(ValueError, match=r"^generation of p2 given with p1$"):
+            verifier.verify_many([(make_problem(), other)])
+
+
+def test_an_error_of_the_lean_backend_surfaces_from_the_verifier(tmp_path):
+    def failing_run(jobs):
+        raise RuntimeError("the Lean pool died")
+        yield
+
+    with double_backend(tmp_path) as backend:
+        backend.run = failing_run
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
+        generation = make_generation(completion_text=completion("  omega"))
+        with pytest.raises(RuntimeError, match="the Lean pool died"):
+            verifier.verify_many([(make_problem(), generation)])
+
+
+def test_each_duplicate_and_each_rechecked_timeout_is_counted(tmp_path):
+    rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
+    problem = make_problem()
+    samples = [
+        make_generation(sample_idx=i, completion_text=completion(code))
+        for i, code in enumerate(["  omega", "  omega", "  omega", "  aesop", "  aesop -- 2"])
+    ]
+    with double_backend(tmp_path, rules, workers=2) as backend:
+        verifier = StrictVerifier(backend, VerifierPolicy(budget_s=0.5, feedback=False))
+        verdicts = verifier.verify_many([(problem, g) for g in samples])
+    assert len(verdicts) == 5
+    assert (verifier.batch_duplicates, verifier.timeouts_rechecked) == (2, 2)
+
+
+def test_a_recheck_waits_until_at_most_the_recheck_share_of_workers_is_busy(tmp_path):
+    # Two workers, share 0.5. Worker A: the proof that hangs (0-2 s, a timeout). Worker B: a
+    # 1.5 s proof, then another (1.5-3 s). The re-check may start only once B is idle (3 s), not
+    # at 2 s while B's second proof runs. Longer code goes first: the padding orders them.
+    rules = [
+        {"match": {"substring": "aesop"}, "action": "hang", "times": 1},
+        {"match": {"substring": "positivity"}, "action": "delay", "argument": "1.5"},
+    ]
+    problem = make_problem()
+    codes = ["  aesop -- " + "x" * 40, "  positivity -- " + "x" * 30, "  positivity"]
+    samples = [
+        make_generation(sample_idx=i, completion_text=completion(code))
+        for i, code in enumerate(codes)
+    ]
+    with double_backend(tmp_path, rules, workers=2, warm_spare=False) as backend:
+        verifier = StrictVerifier(
+            backend, VerifierPolicy(budget_s=2.0, feedback=False, recheck_share=0.5)
+        )
+        verdicts = verifier.verify_many([(problem, g) for g in samples])
+    assert [v.stage.value for v in verdicts] == ["accepted"] * 3
+    answered = [e["request"]["cmd"] for e in repl_log(tmp_path)]  # in the order answered
+    (recheck,) = [i for i, cmd in enumerate(answered) if "aesop" in cmd]  # the hang: no answer
+    *_, second_slow = [i for i, cmd in enumerate(answered) if "positivity" in cmd]
+    assert second_slow < recheck

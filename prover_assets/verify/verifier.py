@@ -393,7 +393,9 @@ class StrictVerifier:
             if item is _FED:
                 fed = True
                 if stop is not None and stop.is_set():
-                    received += len(feed.cancel())  # dropped: they will never answer
+                    # The waiting runs are dropped (no verdict); the feed is closed, so the
+                    # workers end after the running ones.
+                    feed.cancel()
             elif isinstance(item, Verification):
                 yield item
             else:
