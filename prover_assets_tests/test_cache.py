@@ -54,7 +54,8 @@ def test_a_later_run_of_the_same_verifier_is_answered_by_the_cache(tmp_path):
     cache = VerdictCache(tmp_path / "cache")
     _, first = run(tmp_path, cache, [sample(0)])
     later = VerdictCache(tmp_path / "cache")
-    _, (again,) = run(tmp_path, later, [sample(5)])
+    verifier, (again,) = run(tmp_path, later, [sample(5)])
+    assert again.verifier == verifier.info
     assert proofs_sent(tmp_path) == 1
     assert (later.hits, later.refused) == (1, 0)
     assert (again.sample_idx, again.cached_from.sample_idx) == (5, 0)

@@ -298,7 +298,7 @@ def test_a_replica_that_answers_too_late_times_out_and_is_retried_then_named():
 
 
 def test_an_engine_without_replicas_is_refused():
-    with pytest.raises(ValueError, match="the openai engine needs at least one replica URL"):
+    with pytest.raises(ValueError, match=r"^the openai engine needs at least one replica URL$"):
         engine([])
 
 

@@ -654,19 +654,19 @@ def test_a_duplicate_arriving_after_its_run_settled_is_a_copy_without_another_le
 
     problem = make_problem()
     first = make_generation(sample_idx=0, completion_text=completion("  omega"))
-    same = make_generation(sample_idx=1, completion_text=completion("  omega"))
+    same = [make_generation(sample_idx=i, completion_text=completion("  omega")) for i in (1, 2)]
     gate = threading.Event()
     verdicts = []
     with double_backend(tmp_path, workers=1) as backend:
         verifier = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
-        for verdict in verifier.verify_stream(growing_pairs(problem, first, [same], gate)):
+        for verdict in verifier.verify_stream(growing_pairs(problem, first, same, gate)):
             verdicts.append(verdict)
             gate.set()
     assert len(proof_commands(tmp_path)) == 1
-    assert [v.sample_idx for v in verdicts] == [0, 1]
-    assert verdicts[1].cached_from is not None and verdicts[1].accepted
+    assert [v.sample_idx for v in verdicts] == [0, 1, 2]
+    assert all(v.cached_from is not None and v.accepted for v in verdicts[1:])
     assert verdicts[1].verifier == verifier.info
-    assert verifier.batch_duplicates == 1
+    assert verifier.batch_duplicates == 2
 
 
 def test_once_stopped_the_waiting_runs_get_no_verdict_and_no_timeout_is_rechecked(tmp_path):
