@@ -731,7 +731,6 @@ def test_a_statement_measured_long_before_goes_ahead_of_longer_code_never_measur
         new_job = verifier.prepare(new, long_code)
     assert hard_job.priority == pytest.approx(90.0)
     assert new_job.priority == pytest.approx(0.001 * len(long_code.lean_code))
-    assert verifier.ordered_by_history == 1
     assert hard_job.priority > new_job.priority
     assert len(short.lean_code) < len(long_code.lean_code)
 
@@ -820,3 +819,36 @@ def test_a_recheck_waits_until_at_most_the_recheck_share_of_workers_is_busy(tmp_
     (recheck,) = [i for i, cmd in enumerate(answered) if "aesop" in cmd]  # the hang: no answer
     *_, second_slow = [i for i, cmd in enumerate(answered) if "positivity" in cmd]
     assert second_slow < recheck
+
+
+def test_only_lean_runs_of_a_measured_statement_count_as_ordered_by_history(tmp_path):
+    known = make_problem("known")
+    new = make_problem("new", statement=STATEMENT.replace("0 < x + 1", "0 < x + 2"))
+    history = CostHistory(
+        [
+            LeanCost(
+                seq=0,
+                statement_sha256=sha256_text(known.formal_statement),
+                code_chars=50,
+                lean_s=2.0,
+                timed_out=False,
+            )
+        ]
+    )
+    pairs = [
+        (known, make_generation("known", 0, completion_text=completion("  omega"))),
+        (known, make_generation("known", 1, completion_text=completion("  omega"))),  # a copy
+        (known, make_generation("known", 2, completion_text=completion("  sorry"))),  # the gate
+        (
+            new,
+            make_generation(
+                "new", 0, completion_text=completion("  omega", SIGNATURE.replace("+ 1", "+ 2"))
+            ),
+        ),
+    ]
+    with double_backend(tmp_path) as backend:
+        verifier = StrictVerifier(
+            backend, VerifierPolicy(budget_s=5.0, feedback=False), None, history
+        )
+        assert len(verifier.verify_many(pairs)) == 4
+    assert verifier.ordered_by_history == 1

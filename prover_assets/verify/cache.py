@@ -16,7 +16,6 @@ copies), so every copied verdict points at the one that was measured.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from prover_assets.records import CachedFrom, SampleKey, Stage, Verification, VerifierInfo
+from prover_assets.records.hashing import sha256_text
 from prover_assets.records.store import publish_text
 
 __all__ = ["CACHEABLE_STAGES", "VERDICT_CACHE_DIR", "VerdictCache", "cache_key", "copy_for"]
@@ -55,14 +55,14 @@ def _inputs(verifier: VerifierInfo, statement: str, code_sha256: str) -> dict[st
     return {
         "pins": verifier.pins.model_dump(mode="json"),
         "config": config,
-        "statement_sha256": hashlib.sha256(statement.encode("utf-8")).hexdigest(),
+        "statement_sha256": sha256_text(statement),
         "code_sha256": code_sha256,
     }
 
 
 def _digest(inputs: dict[str, Any]) -> str:
     text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_text(text)
 
 
 def cache_key(verifier: VerifierInfo, statement: str, code_sha256: str) -> str:

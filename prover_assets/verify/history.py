@@ -45,7 +45,7 @@ class LeanCost(BaseModel):
     statement_sha256: str
     code_chars: Annotated[int, Field(ge=0)]
     lean_s: Annotated[float, Field(ge=0)]
-    timed_out: bool
+    timed_out: bool  # then lean_s is the budget: a lower bound on what the proof would take
 
 
 def _seq(cost: LeanCost) -> int:

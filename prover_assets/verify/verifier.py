@@ -208,7 +208,6 @@ class StrictVerifier:
                 f"{problem.problem_id}: the trusted statement does not parse ({trusted.reason}); "
                 "every problem is parsed when it is loaded, so its file was changed since"
             )
-        self.ordered_by_history += self.history.knows(problem.formal_statement)
         return LeanJob(
             key=generation.key,
             header=problem.header,
@@ -460,6 +459,7 @@ class StrictVerifier:
             batch.runs[key] = run
             batch.running[prepared.key] = run
             batch.pushed += 1
+        self.ordered_by_history += self.history.knows(statement)
         feed.push([prepared])
         return []
 
