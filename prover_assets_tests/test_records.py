@@ -571,3 +571,54 @@ def test_following_a_stream_raises_on_a_bad_line_with_its_number(tmp_path):
     stop.set()
     with pytest.raises(RecordError, match=r"gen.jsonl:2: malformed JSON"):
         list(follow_records(path, Generation, stop))
+
+
+def test_following_reads_each_of_several_appends_once_and_ends_when_stopped(tmp_path):
+    path = tmp_path / "gen.jsonl"
+    lines = [make_generation(sample_idx=i).model_dump_json().encode() + b"\n" for i in range(4)]
+    path.write_bytes(lines[0])
+    stop = threading.Event()
+    seen: list[int] = []
+    follower = threading.Thread(
+        target=lambda: seen.extend(
+            g.sample_idx for g in follow_records(path, Generation, stop, poll_s=0.01)
+        ),
+        daemon=True,  # a follower that never ends fails the test, not the process
+    )
+    follower.start()
+    read_before_the_next = []
+    try:
+        for count, line in enumerate(lines[1:], start=1):
+            deadline = time.monotonic() + 5
+            while len(seen) < count and time.monotonic() < deadline:
+                time.sleep(0.01)
+            read_before_the_next.append(len(seen))
+            with open(path, "ab") as handle:
+                handle.write(line)
+    finally:
+        stop.set()
+    follower.join(5)
+    assert not follower.is_alive()
+    assert read_before_the_next == [1, 2, 3]  # each append read while the stream still grows
+    assert seen == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("second_line", "error", "message"),
+    [
+        (b"  \n", RecordError, "empty line"),
+        (None, DuplicateKeyError, "duplicate key ('p1', 0, 0, 64)"),
+    ],
+    ids=["empty", "duplicate"],
+)
+def test_following_refuses_a_bad_line_naming_its_file_and_line(
+    tmp_path, second_line, error, message
+):
+    path = tmp_path / "gen.jsonl"
+    first = make_generation().model_dump_json().encode() + b"\n"
+    path.write_bytes(first + (second_line if second_line is not None else first))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(error) as raised:
+        list(follow_records(path, Generation, stop))
+    assert str(raised.value) == f"{path}:2: {message}"

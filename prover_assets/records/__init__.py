@@ -40,6 +40,7 @@ from prover_assets.records.store import (
     publish_text,
     read_records,
     remove_debris,
+    whole_records,
 )
 
 __all__ = [
@@ -80,5 +81,6 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "sha256_text",
+    "whole_records",
     "write_manifest",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "publish_text",
     "read_records",
     "remove_debris",
+    "whole_records",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,14 @@ def follow_records(
         if stopping:
             return
         stop.wait(poll_s)
+
+
+def whole_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> Iterator[R]:
+    """Every whole line a stream holds now, validated as `iter_records` does; a last line a
+    writer is still writing (or a killed one left) is not read."""
+    now = threading.Event()
+    now.set()
+    return follow_records(path, model, now, key=key)
 
 
 def read_records(path: str | Path, model: type[R], *, key: KeyOf = _default_key) -> list[R]:

@@ -28,7 +28,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from prover_assets.records.hashing import sha256_text
-from prover_assets.records.store import Appender, follow_records
+from prover_assets.records.store import Appender, whole_records
 
 __all__ = ["COST_HISTORY_DIR", "CostHistory", "LeanCost"]
 
@@ -55,12 +55,10 @@ def _seq(cost: LeanCost) -> int:
 def read_costs(folder: Path) -> list[LeanCost]:
     """Every whole line of every history file in `folder`, validated (a bad line raises with
     its file and line); a last line still unterminated is not read."""
-    whole_lines = threading.Event()
-    whole_lines.set()
     return [
         cost
         for path in sorted(folder.glob("*.jsonl"))
-        for cost in follow_records(path, LeanCost, whole_lines, key=_seq)
+        for cost in whole_records(path, LeanCost, key=_seq)
     ]
 
 

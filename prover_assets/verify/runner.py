@@ -35,6 +35,7 @@ from prover_assets.records import (
     iter_records,
     publish_records,
     read_records,
+    whole_records,
 )
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.staleness import StaleVerdictError, find_orphans_and_stale
@@ -57,8 +58,6 @@ STALE_FILE = "stale_verdicts.jsonl"
 ATTEMPTS_FILE = "infrastructure_attempts.jsonl"
 CHUNKS_FILE = "chunks.jsonl"
 Progress = Callable[["VerifyStats"], None]
-_NOW = threading.Event()
-_NOW.set()  # follow a stream up to what it holds now
 
 
 class CommitChunk(BaseModel):
@@ -261,7 +260,7 @@ def _stream_of(path: Path, follow: threading.Event | None) -> dict[SampleKey, Ge
     may be mid-line)."""
     if follow is None:
         return {g.key: g for g in iter_records(path, Generation)}
-    return {g.key: g for g in follow_records(path, Generation, _NOW)}
+    return {g.key: g for g in whole_records(path, Generation)}
 
 
 def _pending(
