@@ -9,7 +9,7 @@ PORT ?= 3000
 PYTEST_ARGS ?=
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test test-fast demo demo-null ui lint benchmarks mutation clean-demo
+.PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,15 @@ demo-null: install
 	mkdir -p $(DAGSTER_HOME)/null
 	cp dagster.yaml $(DAGSTER_HOME)/null/dagster.yaml
 	DAGSTER_HOME=$(DAGSTER_HOME)/null PROVER_ASSETS_CONFIG=configs/demo-null.yaml \
+		$(BIN)/python -m prover_assets.demo
+
+# Expert iteration: 2 iterations x 2 training seeds of the positive control, in an instance of
+# its own (its per-iteration assets are partitioned); `make ui CONFIG=configs/demo-iterations.yaml
+# DAGSTER_HOME=$(CURDIR)/.dagster_home/iterations` shows it.
+demo-iterations: install
+	mkdir -p $(DAGSTER_HOME)/iterations
+	cp dagster.yaml $(DAGSTER_HOME)/iterations/dagster.yaml
+	DAGSTER_HOME=$(DAGSTER_HOME)/iterations PROVER_ASSETS_CONFIG=configs/demo-iterations.yaml \
 		$(BIN)/python -m prover_assets.demo
 
 ui: install $(DAGSTER_HOME)/dagster.yaml

@@ -33,6 +33,7 @@ __all__ = [
     "ExperimentSpec",
     "GenerationSpec",
     "InputFile",
+    "IterationSpec",
     "LeanSettings",
     "LocalLeanSettings",
     "ModelSpec",
@@ -246,14 +247,51 @@ class TrainingSpec(_Spec):
     gradient_accumulation: PositiveInt
     save_every: PositiveInt  # micro-steps between checkpoints
     keep_checkpoints: PositiveInt
-    seed: int
+    seed: int  # the registered seed: its candidate is the one the registered comparison reads
+    # More training runs on the same SFT data, one per seed (the registered seed among them):
+    # each gets its own checkpoint, export and candidate evaluation, to measure the spread.
+    seeds: Annotated[list[int], Field(min_length=1)] | None = None
     pad_token_id: int | None = None  # None: the tokenizer's
     precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     max_steps: PositiveInt | None = None  # demo / smoke runs only
 
+    @model_validator(mode="after")
+    def _registered_seed_among_seeds(self) -> TrainingSpec:
+        if self.seeds is not None:
+            if self.seed not in self.seeds:
+                raise ValueError(
+                    f"training.seeds {self.seeds} must include training.seed {self.seed}"
+                )
+            if len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"training.seeds {self.seeds} repeats a seed")
+        return self
+
+    def all_seeds(self) -> list[int]:
+        """Every training seed, the registered one first."""
+        return [self.seed, *(s for s in self.seeds or () if s != self.seed)]
+
+    def for_seed(self, seed: int) -> TrainingSpec:
+        """This training with `seed` (one of `all_seeds`)."""
+        if seed not in self.all_seeds():
+            raise ValueError(f"seed {seed} is not one of training's seeds {self.all_seeds()}")
+        return self.model_copy(update={"seed": seed})
+
     def uses_bf16(self, device: str) -> bool:
         """Whether training (and the export's weights) on `device` are bfloat16."""
         return self.precision == "bf16" or (self.precision == "auto" and device == "cuda")
+
+
+class IterationSpec(_Spec):
+    """Expert iteration past one round: iteration i samples the train pool with the model of
+    iteration i-1 (the registered seed's export; the baseline for i = 1)."""
+
+    # Round 0 of iteration i > 1 samples the pool problems no earlier iteration solved, or all.
+    problems: Literal["unsolved", "all"] = "unsolved"
+    # The SFT data of iteration i: its own accepted proofs, or every iteration's so far (distinct).
+    sft_data: Literal["iteration", "cumulative"] = "iteration"
+    # Iteration i > 1 trains LoRA from the base model, or continues from iteration i-1's export
+    # of the same seed.
+    start: Literal["base", "previous"] = "base"
 
 
 class ReportSpec(_Spec):
@@ -295,6 +333,10 @@ class ExperimentSpec(_Spec):
     training: TrainingSpec
     report: ReportSpec
     demo: DemoSpec | None = None
+    # Expert iterations: 1 is the registered design (one round); more partition the graph's
+    # per-iteration assets by iteration.
+    iterations: PositiveInt = 1
+    iteration: IterationSpec = IterationSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentSpec:
@@ -583,6 +625,8 @@ def same_shape(run: ExperimentSpec, built: ExperimentSpec) -> None:
         spec.generation.caps,
         spec.sft.cap,
         spec.corrections.rounds,
+        spec.iterations,
+        spec.training.all_seeds(),
     )
     if shape(run) != shape(built):
         raise ConfigError(

@@ -16,7 +16,7 @@ import dagster as dg
 from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.eta import eta_assets
 from prover_assets.assets.generation import generation_assets
-from prover_assets.assets.keys import Schedule, schedule_of
+from prover_assets.assets.keys import Schedule, iteration_partitions, schedule_of
 from prover_assets.assets.problems import problem_assets
 from prover_assets.assets.report import report_assets
 from prover_assets.assets.sft import sft_assets
@@ -84,7 +84,11 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *eta_assets(spec),
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec, schedule), *sft_checks(spec)],
-        jobs=build_jobs(launch_validation(resources), unlaunchable=list(config.placeholders)),
+        jobs=build_jobs(
+            launch_validation(resources),
+            unlaunchable=list(config.placeholders),
+            iterations=iteration_partitions(spec.iterations),
+        ),
         executor=_executor(schedule),
         sensors=[reaper_sensor(_data_root(spec.data_root))],
         resources=resources,

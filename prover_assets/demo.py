@@ -3,7 +3,10 @@
 It first marks failed any run left dead by an earlier kill (so that no dead run holds the
 `heavy` pool), ends the children such runs left and removes their publishes' debris, then materializes `full_round` and `eta` in this process, so the runs,
 materializations and checks show in `make ui` afterwards, and ends by saying where the report
-is and how to open the UI.
+is and how to open the UI. A config of several iterations (`make demo-iterations`) runs the
+baseline, then each iteration's partition of the `iteration` job in order (iteration i samples
+with iteration i-1's export), then the report. Run again after a kill, it resumes where the
+kill left it.
 """
 
 import os
@@ -19,6 +22,19 @@ from prover_assets.sensors import sweep
 
 MAIN_JOB = "full_round"
 ETA_JOB = "operations"
+ITERATION_JOB = "iteration"
+
+
+def launches(iterations: int) -> list[tuple[str, str | None]]:
+    """The jobs the demo runs, each with its partition: `full_round` for one iteration;
+    otherwise the baseline, each iteration in order, the report."""
+    if iterations == 1:
+        return [(MAIN_JOB, None)]
+    return [
+        ("baseline", None),
+        *((ITERATION_JOB, str(i)) for i in range(1, iterations + 1)),
+        ("report", None),
+    ]
 
 
 def main() -> int:
@@ -31,9 +47,13 @@ def main() -> int:
     with dg.DagsterInstance.get() as instance:
         experiment = definitions.resources["experiment"]
         print(f"before the run: {sweep(instance, experiment.data_root()).describe()}")
-        result = definitions.resolve_job_def(MAIN_JOB).execute_in_process(
-            instance=instance, raise_on_error=False
-        )
+        for job, partition in launches(experiment.model().iterations):
+            print(f"{job}" + (f" (iteration {partition})" if partition else ""), flush=True)
+            result = definitions.resolve_job_def(job).execute_in_process(
+                instance=instance, raise_on_error=False, partition_key=partition
+            )
+            if not result.success:
+                break
         elapsed = time.monotonic() - started
         eta = definitions.resolve_job_def(ETA_JOB).execute_in_process(
             instance=instance, raise_on_error=False
@@ -42,7 +62,7 @@ def main() -> int:
     experiment = definitions.resources["experiment"]
     print()
     print(
-        f"{MAIN_JOB}: {'succeeded' if result.success else 'FAILED'} in {clock_time(elapsed)} "
+        f"{result.job_def.name}: {'succeeded' if result.success else 'FAILED'} in {clock_time(elapsed)} "
         f"(run {result.run_id}, config {os.environ.get(CONFIG_ENV) or config_path()})"
     )
     print(f"outputs: {experiment.data_root().resolve()}")

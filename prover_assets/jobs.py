@@ -1,4 +1,11 @@
-"""Jobs are asset selections over the one asset graph."""
+"""Jobs are asset selections over the one asset graph.
+
+In a graph of several iterations the per-iteration jobs (`pool_round`, `sft`,
+`candidate_eval`, and `iteration`: one iteration whole) are partitioned: a run is one
+iteration's partition. Dagster takes no ConfigMapping on a partitioned job, so their run config
+is the config file's (a PartitionedConfig), checked when the run's resources start instead of
+at launch; `full_round` is not offered there (the report needs every iteration first).
+"""
 
 from __future__ import annotations
 
@@ -62,20 +69,49 @@ _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
 ]
 
 
+_PER_ITERATION = ("pool_round", "sft", "candidate_eval")
+_ITERATION_JOB = (
+    "iteration",
+    dg.AssetSelection.groups(POOL_ROUND_GROUP, SFT_GROUP, CANDIDATE).upstream()
+    - dg.AssetSelection.groups(BASELINE),
+    "One expert iteration whole (pick its partition; iteration i needs iteration i-1's export): "
+    "its pool rounds, SFT data, every training seed's checkpoint, export and evaluation.",
+)
+
+
 def build_jobs(
-    run_config: dg.ConfigMapping, *, unlaunchable: list[str] = ()
+    run_config: dg.ConfigMapping,
+    *,
+    unlaunchable: list[str] = (),
+    iterations: dg.PartitionsDefinition | None = None,
 ) -> list[dg.UnresolvedAssetJobDefinition]:
     """Every job, with `run_config` (the launch-time validation) as its config; `unlaunchable`
-    (placeholders still in the config file) is said in each job's description."""
+    (placeholders still in the config file) is said in each job's description. With
+    `iterations` (a graph of several), the per-iteration jobs are partitioned by them."""
     note = (
         f" NOT LAUNCHABLE YET: fill in the {len(unlaunchable)} placeholders of the config file "
         f"({', '.join(unlaunchable)})."
         if unlaunchable
         else ""
     )
+    if iterations is None:
+        return [
+            dg.define_asset_job(
+                name, selection=selection, description=description + note, config=run_config
+            )
+            for name, selection, description in _JOBS
+        ]
+    per_iteration = dg.PartitionedConfig(
+        partitions_def=iterations, run_config_for_partition_key_fn=lambda _: {}
+    )
+    jobs = [job for job in _JOBS if job[0] != "full_round"] + [_ITERATION_JOB]
     return [
         dg.define_asset_job(
-            name, selection=selection, description=description + note, config=run_config
+            name,
+            selection=selection,
+            description=description + note,
+            config=per_iteration if name in (*_PER_ITERATION, _ITERATION_JOB[0]) else run_config,
+            partitions_def=iterations if name in (*_PER_ITERATION, _ITERATION_JOB[0]) else None,
         )
-        for name, selection, description in _JOBS
+        for name, selection, description in jobs
     ]

@@ -199,3 +199,24 @@ def test_the_demo_plants_an_effect_and_its_null_control_plants_none():
     own = {"name": True, "data_root": True, "sft": {"exclude_solved_all"}}
     assert null.experiment.model_dump(exclude=own) == demo.experiment.model_dump(exclude=own)
     assert not null.experiment.sft.exclude_solved_all
+
+
+def test_training_seeds_list_the_registered_seed_first_and_must_include_it():
+    spec = load_run_config(CONFIGS / "demo-iterations.yaml").experiment
+    assert spec.training.all_seeds() == [20261012, 7]
+    assert spec.training.for_seed(7).seed == 7
+    with pytest.raises(ValueError, match="not one of training's seeds"):
+        spec.training.for_seed(8)
+    raw = spec.model_dump(mode="json")
+    raw["training"]["seeds"] = [7, 8]
+    with pytest.raises(ConfigError, match=r"must include training\.seed 20261012"):
+        parse_experiment_spec(raw)
+    raw["training"]["seeds"] = [20261012, 7, 7]
+    with pytest.raises(ConfigError, match="repeats a seed"):
+        parse_experiment_spec(raw)
+
+
+def test_the_registered_config_is_one_iteration_of_one_training_seed():
+    spec = load_run_config(CONFIGS / "p2.yaml").experiment
+    assert spec.iterations == 1
+    assert spec.training.all_seeds() == [spec.training.seed]

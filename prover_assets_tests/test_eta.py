@@ -272,3 +272,27 @@ def test_a_step_s_wall_time_is_measured_unless_it_reused_its_output():
         assert wall is not None and 0 < wall < 60
         assert step_wall_s(instance, reused.key) is None
         assert step_wall_s(instance, dg.AssetKey("never")) is None
+
+
+def test_iterations_and_seeds_repeat_their_steps_and_nothing_else():
+    one = {s["step"]: s["central"] * 3600 for s in eta_table(PLAN, ALL_MEASURED)["steps"]}
+    plan = RoundPlan(**{**PLAN.__dict__, "iterations": 2, "seeds": 3})
+    table = eta_table(plan, ALL_MEASURED)
+    seconds = {s["step"]: s["central"] * 3600 for s in table["steps"]}
+    # once: the problems, the baseline, the report; per iteration: the pool rounds and the
+    # shards; per iteration and seed: SFT training, the export, the candidate's evaluation
+    for once in ("eval sets", "train pool", "report", "baseline minif2f c100: generate"):
+        assert seconds[once] == pytest.approx(one[once])
+    assert seconds["SFT shards"] == pytest.approx(2 * 5)
+    assert seconds["export"] == pytest.approx(2 * 3 * 6)
+    for i in (1, 2):
+        assert seconds[f"iteration {i}: pool round 0: generate"] == pytest.approx(205)
+        assert seconds[f"iteration {i}: SFT training (3 seeds)"] == pytest.approx(3 * 120)
+        for seed in (1, 2, 3):
+            assert seconds[f"iteration {i}: candidate (seed {seed}) minif2f c100: verify"] == (
+                pytest.approx(23)
+            )
+    # fixed 1+2+3+4 + 2x5 + 6x6 + 7 = 63; the baseline 128; per iteration the pool 376, training
+    # 3 x 120, the candidates 3 x 128
+    total_s = 63 + 128 + 2 * (376 + 360 + 384)
+    assert table["total_hours"]["central"] == pytest.approx(total_s / 3600)

@@ -54,3 +54,34 @@ def test_a_stream_holding_a_sample_outside_the_plan_is_refused_before_anything_i
     with pytest.raises(RecordError, match=r"generations.jsonl:2: sample \('elsewhere'"):
         materialize(folder, Samples(planned, {}, samples_per_problem=1))
     assert (folder / GENERATIONS_FILE).read_bytes() == before
+
+
+def test_a_later_iterations_round_0_leaves_out_every_problem_an_earlier_round_solved(tmp_path):
+    from prover_assets.generation.stages import round0_problems, round0_samples, solved_problems
+    from prover_assets.records import publish_records
+    from prover_assets_tests.factories import make_verification
+
+    problems = [make_problem(pid) for pid in ("p1", "p2", "p3", "p4")]
+    publish_records(tmp_path / "problems.jsonl", problems)
+    rounds = []
+    # round 0 solves p1 (one of two samples); its correction round solves p3; p2 fails in both
+    for name, accepted in (
+        ("r0", {("p1", 0): False, ("p1", 1): True, ("p2", 0): False}),
+        ("r1", {("p2", 2): False, ("p3", 2): True}),
+    ):
+        generations = [make_generation(pid, idx) for pid, idx in accepted]
+        verdicts = [
+            make_verification(g, accepted=accepted[(g.problem_id, g.sample_idx)])
+            for g in generations
+        ]
+        publish_records(tmp_path / f"{name}_gen.jsonl", generations)
+        publish_records(tmp_path / f"{name}_ver.jsonl", verdicts)
+        rounds.append((tmp_path / f"{name}_gen.jsonl", tmp_path / f"{name}_ver.jsonl"))
+    assert solved_problems(rounds) == {"p1", "p3"}
+    kept = round0_problems(tmp_path / "problems.jsonl", rounds)
+    assert [p.problem_id for p in kept] == ["p2", "p4"]
+    samples = round0_samples(tmp_path / "problems.jsonl", 2, 64, solved_before=rounds)
+    assert (samples.plan.problems, samples.plan.samples) == (2, 4)
+    assert samples.inputs["solved_before_1_verdicts"] == rounds[1][1]  # hashed as an input
+    everything = round0_samples(tmp_path / "problems.jsonl", 2, 64)
+    assert (everything.plan.problems, set(everything.inputs)) == (4, {"problems"})

@@ -257,3 +257,11 @@ def test_infrastructure_share_above_the_bound_fails_and_no_rows_never_pass(tmp_p
     assert check_infrastructure_share(ver, 0.25).passed
     (tmp_path / "empty.jsonl").write_bytes(b"")
     assert not check_infrastructure_share(tmp_path / "empty.jsonl", 1.0).passed
+    assert check_infrastructure_share(tmp_path / "empty.jsonl", 0.0, nothing_generated=True).passed
+
+
+def test_an_empty_batch_passes_the_infrastructure_check_and_a_filled_one_still_counts(tmp_path):
+    gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
+    write_generations(gen, ["decide", "omega -- 1"])
+    run(tmp_path, gen, ver, [{"match": {"substring": "decide"}, "action": "crash"}], commit_every=4)
+    assert not check_infrastructure_share(ver, 0.2, nothing_generated=True).passed  # 1 of 2

@@ -44,7 +44,8 @@ TARGETS: dict[str, list[str]] = {
     "records/store.py": ["test_records.py"],
     "stats/core.py": ["test_stats.py"],
     "stats/bootstrap.py": ["test_stats.py"],
-    "report/analysis.py": ["test_report.py"],
+    "report/analysis.py": ["test_report.py", "test_report_iterations.py"],
+    "report/iterations.py": ["test_report_iterations.py"],
     "sft/builder.py": ["test_sft_builder.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.

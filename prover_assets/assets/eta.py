@@ -9,9 +9,8 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
+from prover_assets.assets.generation import evaluated_systems
 from prover_assets.assets.keys import (
-    BASELINE,
-    CANDIDATE,
     DECONTAMINATION_KEY,
     DEMO_BASE_MODEL,
     ETA_KEY,
@@ -66,7 +65,7 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         (eval_set, system, cap)
         for eval_set in built.eval_sets
         for cap in built.caps_of(eval_set)
-        for system in (BASELINE, CANDIDATE)
+        for system, _ in evaluated_systems(built)
     ]
     rounds = range(built.corrections.rounds + 1)
 
@@ -74,18 +73,19 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         key=ETA_KEY,
         group_name=OPERATIONS_GROUP,
         kinds={"markdown"},
-        description="Hours of a full round, per step, low / central / high: measured inputs from "
-        "the metadata of materialized assets, stated priors for the rest. Materialize at any time.",
+        description="Hours of a full round (every iteration and training seed), per step, low / "
+        "central / high: measured inputs from the metadata of materialized assets (any "
+        "iteration's), stated priors for the rest. Materialize at any time.",
     )
     def eta(context: dg.AssetExecutionContext, experiment: ExperimentResource):
         spec = experiment.model(built)
         instance = context.instance
 
         def found(keys: list[dg.AssetKey], model: type[R]) -> list[R]:
-            return [r for key in keys if (r := latest_result(instance, key, model)) is not None]
+            return [r for key in keys if (r := measured_result(instance, key, model)) is not None]
 
         correction = (
-            latest_result(instance, pool_generations_key(1), GenerationBatchResult)
+            measured_result(instance, pool_generations_key(1), GenerationBatchResult)
             if rounds[-1]
             else None
         )
@@ -94,8 +94,8 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             return [
                 (result, wall)
                 for key in keys
-                if (result := latest_result(instance, key, model)) is not None
-                and (wall := step_wall_s(instance, key)) is not None
+                if (result := measured_result(instance, key, model)) is not None
+                and (wall := step_wall_s(instance, key, any_partition=True)) is not None
             ]
 
         generation_keys = [generations_key(*run) for run in runs]
@@ -105,9 +105,9 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             found(generation_keys, GenerationBatchResult),
             found(verdict_keys, VerificationResult),
             correction_plan=correction.plan.corrections if correction else None,
-            train_pool=latest_result(instance, TRAIN_POOL, TrainPoolResult),
-            sft_shards=latest_result(instance, SFT_SHARDS, SftShardsResult),
-            sft_checkpoint=latest_result(instance, SFT_CHECKPOINT, TrainingResult),
+            train_pool=measured_result(instance, TRAIN_POOL, TrainPoolResult),
+            sft_shards=measured_result(instance, SFT_SHARDS, SftShardsResult),
+            sft_checkpoint=measured_result(instance, SFT_CHECKPOINT, TrainingResult),
             step_seconds=_fixed_step_seconds(built, instance),
             generation_walls=walled(generation_keys, GenerationBatchResult),
             verification_walls=walled(verdict_keys, VerificationResult),
@@ -140,7 +140,7 @@ def _fixed_step_seconds(built: ExperimentSpec, instance: dg.DagsterInstance) -> 
     }
     seconds = {}
     for name, step_keys in keys.items():
-        walls = [step_wall_s(instance, key) for key in step_keys]
+        walls = [step_wall_s(instance, key, any_partition=True) for key in step_keys]
         if walls and all(wall is not None for wall in walls):
             seconds[name] = sum(w for w in walls if w is not None)
     return seconds
@@ -151,7 +151,7 @@ def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan
     return RoundPlan(
         eval_problems={
             name: _eval_problem_count(
-                spec, name, latest_result(instance, eval_set_key(name), EvalSetResult)
+                spec, name, measured_result(instance, eval_set_key(name), EvalSetResult)
             )
             for name in spec.eval_sets
         },
@@ -164,7 +164,14 @@ def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan
         max_rows_per_problem=spec.sft.max_per_problem,
         sft_epochs=spec.training.epochs,
         demo=spec.demo is not None,
+        iterations=spec.iterations,
+        seeds=len(spec.training.all_seeds()),
     )
+
+
+def measured_result(instance: dg.DagsterInstance, key: dg.AssetKey, model: type[R]) -> R | None:
+    """The result of `key`'s latest materialization, of any iteration: each measures a rate."""
+    return latest_result(instance, key, model, any_partition=True)
 
 
 def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict[str, Any]:

@@ -17,12 +17,16 @@ from prover_assets.assets.keys import (
     Schedule,
     eval_set_key,
     generations_key,
+    iteration_number,
+    iteration_partitions,
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
+    previous_iteration,
+    training_runs,
     verdicts_key,
 )
-from prover_assets.assets.metadata import step_metadata
+from prover_assets.assets.metadata import partition_of, step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ConfigError, ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
@@ -46,7 +50,16 @@ from prover_assets.verify.stages import (
     verdicts_alongside,
 )
 
-__all__ = ["generation_assets", "model_for"]
+__all__ = [
+    "Trained",
+    "earlier_pool_rounds",
+    "evaluated_systems",
+    "generation_assets",
+    "model_deps",
+    "model_for",
+    "pool_model",
+    "pool_rounds",
+]
 
 RETRY = dg.RetryPolicy(max_retries=2, delay=30)
 
@@ -57,20 +70,34 @@ class GenerationConfig(dg.Config):
     recompute: bool = False  # move the existing output aside and generate again
 
 
-def model_deps(spec: ExperimentSpec, system: str) -> list[dg.AssetKey]:
-    """The assets the model of `system` comes from (the demo's base model, or the export)."""
-    if system == CANDIDATE:
-        return [EXPORTED_MODEL]
+# An SFT export and its iteration partition: the model a candidate (or a later iteration) uses.
+Trained = tuple[dg.AssetKey, str | None]
+
+
+def model_deps(spec: ExperimentSpec, export: dg.AssetKey | None = None) -> list[dg.AssetKey]:
+    """The assets a model comes from: the export `export`, else the base model (the demo's
+    tiny model, or nothing: the hub snapshot is outside the graph)."""
+    if export is not None:
+        return [export]
     return [DEMO_BASE_MODEL] if spec.model.source == "demo_tiny" else []
 
 
+def pool_model(partition: str | None) -> Trained | None:
+    """The model that samples the train pool in iteration `partition`: the baseline in the
+    first, then the registered seed's export of the iteration before. Not a graph edge: the
+    export depends on this iteration's pool rounds, so the edge to the one before would be a
+    cycle; the export's manifest is checked when it is read instead."""
+    previous = previous_iteration(partition)
+    return None if previous is None else (EXPORTED_MODEL, previous)
+
+
 def model_for(
-    spec: ExperimentSpec, system: str, experiment: ExperimentResource
+    spec: ExperimentSpec, experiment: ExperimentResource, trained: Trained | None
 ) -> tuple[Path, str]:
-    """The model folder and its revision: the hub snapshot (baseline), the demo's tiny model
-    (demo baseline), or the SFT export (candidate)."""
-    if system == CANDIDATE:
-        folder = experiment.complete_folder(EXPORTED_MODEL) / MODEL_DIR
+    """The model folder and its revision: an SFT export (`trained`), else the base model: the
+    hub snapshot, or the demo's tiny model."""
+    if trained is not None:
+        folder = experiment.complete_folder(*trained) / MODEL_DIR
         return folder, model_revision(folder)
     if spec.model.source == "demo_tiny":
         folder = experiment.complete_folder(DEMO_BASE_MODEL) / MODEL_DIR
@@ -105,12 +132,13 @@ def _alongside(
     spec: ExperimentSpec,
     experiment: ExperimentResource,
     lean: LeanResource,
+    partition: str | None,
 ) -> contextlib.AbstractContextManager[StreamedVerdicts]:
     """Verification of the samples as they are committed, into the verdict asset's stream."""
 
     def stream(until) -> StreamedVerdicts:
         return stream_verdicts(
-            experiment.asset_dir(verdicts.key),
+            experiment.asset_dir(verdicts.key, partition),
             generations_file=generations_file,
             problems_file=experiment.complete_file(*verdicts.problems),
             open_verifier=lambda: lean.open_verifier(
@@ -136,22 +164,28 @@ def _require_schedule(gpu: GpuResource, schedule: Schedule, source: str) -> None
         )
 
 
+# The samples of a generation asset, from the spec, the upstream files and its partition.
+SampleChoice = Callable[[ExperimentSpec, ExperimentResource, str | None], Samples]
+
+
 def _generation_asset(
     key: dg.AssetKey,
     *,
     built: ExperimentSpec,
-    system: str,
+    model: Callable[[str | None], Trained | None],
     group: str,
     deps: list[dg.AssetKey],
     description: str,
-    samples: Callable[[ExperimentSpec, ExperimentResource], Samples],
+    samples: SampleChoice,
     verdicts: VerdictsOf,
     schedule: Schedule,
+    per_iteration: bool,
 ) -> dg.AssetsDefinition:
     @dg.asset(
         key=key,
         group_name=group,
         deps=deps,
+        partitions_def=iteration_partitions(built.iterations) if per_iteration else None,
         pool=schedule.gpu_pool,
         retry_policy=RETRY,
         kinds=node_kinds(key, "jsonl"),
@@ -167,13 +201,14 @@ def _generation_asset(
     ) -> dg.MaterializeResult:
         spec = experiment.model(built)
         _require_schedule(gpu, schedule, experiment.source)
-        folder = experiment.asset_dir(key)
+        partition = partition_of(context)
+        folder = experiment.asset_dir(key, partition)
         start_attempt(context, folder, GENERATIONS_FILE, recompute=config.recompute)
-        chosen = samples(spec, experiment)
-        model_path, model_rev = model_for(spec, system, experiment)
+        chosen = samples(spec, experiment, partition)
+        model_path, model_rev = model_for(spec, experiment, model(partition))
         sampling = sampling_settings(spec)
         alongside = (
-            _alongside(verdicts, folder / GENERATIONS_FILE, spec, experiment, lean)
+            _alongside(verdicts, folder / GENERATIONS_FILE, spec, experiment, lean, partition)
             if schedule.overlapped
             else contextlib.nullcontext(None)
         )
@@ -240,22 +275,34 @@ def generation_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
     return [*_evaluation_generations(built, schedule), *_pool_generations(built, schedule)]
 
 
+def evaluated_systems(built: ExperimentSpec) -> list[tuple[str, dg.AssetKey | None]]:
+    """Each evaluated system and the export it samples with: the baseline (the base model),
+    then one candidate per training seed, the registered seed's first."""
+    runs = training_runs(built.training.all_seeds())
+    return [(BASELINE, None), *((run.system, run.export) for run in runs)]
+
+
 def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """Per system, eval set and cap. Caps run in order, the primary first: a cap's generation
     waits for the previous cap's verdicts (exclusive), or only for its generation (overlapped:
-    the GPU goes on while the Lean workers verify)."""
+    the GPU goes on while the Lean workers verify). The candidates are per iteration."""
     assets = []
     n = built.generation.n_samples
-    for system in (BASELINE, CANDIDATE):
+    for system, export in evaluated_systems(built):
         for eval_set in built.eval_sets:
             previous: dg.AssetKey | None = None
             for cap in built.caps_of(eval_set):
-                deps = [eval_set_key(eval_set), *model_deps(built, system)]
+                deps = [eval_set_key(eval_set), *model_deps(built, export)]
                 if previous is not None:
                     deps.append(previous)  # caps in order: the primary cap first
 
                 def samples(
-                    spec: ExperimentSpec, experiment: ExperimentResource, *, s=eval_set, c=cap
+                    spec: ExperimentSpec,
+                    experiment: ExperimentResource,
+                    partition: str | None,
+                    *,
+                    s=eval_set,
+                    c=cap,
                 ) -> Samples:
                     return round0_samples(
                         experiment.complete_file(eval_set_key(s), PROBLEMS_FILE),
@@ -268,8 +315,8 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[d
                     _generation_asset(
                         generations_key(eval_set, system, cap),
                         built=built,
-                        system=system,
-                        group=system,
+                        model=lambda partition, e=export: None if e is None else (e, partition),
+                        group=BASELINE if export is None else CANDIDATE,
                         deps=deps,
                         samples=samples,
                         description=f"{system} samples on {eval_set}: {n} per problem at a completion cap of {cap} tokens.",
@@ -279,6 +326,7 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[d
                             feedback=False,
                         ),
                         schedule=schedule,
+                        per_iteration=export is not None,
                     )
                 )
                 previous = (generations_key if schedule.overlapped else verdicts_key)(
@@ -292,36 +340,47 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
     assets = []
     n = built.generation.n_samples
 
-    def pool_round0(spec: ExperimentSpec, experiment: ExperimentResource) -> Samples:
+    def pool_round0(
+        spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
+    ) -> Samples:
         return round0_samples(
             experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
             spec.generation.n_samples,
             spec.sft.cap,
             allow_empty=spec.pool.allow_empty,
+            solved_before=earlier_pool_rounds(spec, experiment, partition)
+            if spec.iteration.problems == "unsolved"
+            else (),
         )
 
+    iterations = (
+        f" (per iteration: {built.iteration.problems} problems, sampled with the model of the iteration before)"
+        if built.iterations > 1
+        else ""
+    )
     assets.append(
         _generation_asset(
             pool_generations_key(0),
             built=built,
-            system=BASELINE,
+            model=pool_model,
             group=POOL_ROUND_GROUP,
-            deps=[TRAIN_POOL, *model_deps(built, BASELINE)],
+            deps=[TRAIN_POOL, *model_deps(built)],
             samples=pool_round0,
-            description=f"Round 0 on the train pool: {n} samples per problem at cap {built.sft.cap}.",
+            description=f"Round 0 on the train pool: {n} samples per problem at cap {built.sft.cap}{iterations}.",
             verdicts=VerdictsOf(pool_verdicts_key(0), (TRAIN_POOL, TRAIN_POOL_FILE), feedback=True),
             schedule=schedule,
+            per_iteration=True,
         )
     )
     for round in range(1, built.corrections.rounds + 1):
 
         def corrections(
-            spec: ExperimentSpec, experiment: ExperimentResource, *, r=round
+            spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None, *, r=round
         ) -> Samples:
             return correction_samples(
                 experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
-                experiment.complete_file(pool_generations_key(r - 1), GENERATIONS_FILE),
-                experiment.complete_file(pool_verdicts_key(r - 1), VERDICTS_FILE),
+                experiment.complete_file(pool_generations_key(r - 1), GENERATIONS_FILE, partition),
+                experiment.complete_file(pool_verdicts_key(r - 1), VERDICTS_FILE, partition),
                 round=r,
                 n=spec.generation.n_samples,
                 samples_per_parent=spec.corrections.samples_per_parent,
@@ -332,13 +391,13 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
             _generation_asset(
                 pool_generations_key(round),
                 built=built,
-                system=BASELINE,
+                model=pool_model,
                 group=POOL_ROUND_GROUP,
                 deps=[
                     TRAIN_POOL,
                     pool_generations_key(round - 1),
                     pool_verdicts_key(round - 1),
-                    *model_deps(built, BASELINE),
+                    *model_deps(built),
                 ],
                 samples=corrections,
                 description=f"Correction round {round}: failed samples with Lean errors of problems "
@@ -347,6 +406,32 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
                     pool_verdicts_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), feedback=True
                 ),
                 schedule=schedule,
+                per_iteration=True,
             )
         )
     return assets
+
+
+def pool_rounds(
+    spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
+) -> list[tuple[Path, Path]]:
+    """The (generations, verdicts) files of every pool round of iteration `partition`, each
+    re-hashed against its manifest."""
+    return [
+        (
+            experiment.complete_file(pool_generations_key(r), GENERATIONS_FILE, partition),
+            experiment.complete_file(pool_verdicts_key(r), VERDICTS_FILE, partition),
+        )
+        for r in range(spec.corrections.rounds + 1)
+    ]
+
+
+def earlier_pool_rounds(
+    spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
+) -> list[tuple[Path, Path]]:
+    """The pool rounds of every iteration before `partition` (none for the first)."""
+    return [
+        files
+        for i in range(1, iteration_number(partition))
+        for files in pool_rounds(spec, experiment, str(i))
+    ]

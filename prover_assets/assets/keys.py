@@ -14,6 +14,7 @@ __all__ = [
     "EXPORTED_MODEL",
     "GPU_POOL",
     "HEAVY",
+    "ITERATION",
     "LEAN_POOL",
     "OPERATIONS_GROUP",
     "POOL_CANDIDATES_KEY",
@@ -26,12 +27,17 @@ __all__ = [
     "SFT_SHARDS",
     "TRAIN_POOL",
     "Schedule",
+    "TrainingRun",
     "eval_set_key",
     "generations_key",
+    "iteration_number",
+    "iteration_partitions",
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
+    "previous_iteration",
     "schedule_of",
+    "training_runs",
     "verdicts_key",
 ]
 
@@ -114,3 +120,64 @@ def node_kinds(key: dg.AssetKey, *formats: str) -> set[str]:
     The UI labels a node with the key's last part only (`c256` for baseline and candidate
     alike), and shows kinds on the node, so the whole key reads without hovering."""
     return {*key.path[:-1], *formats}
+
+
+ITERATION = "iteration"  # the partition dimension of the per-iteration assets
+
+
+def iteration_partitions(iterations: int) -> dg.StaticPartitionsDefinition | None:
+    """The partitions of the per-iteration assets (pool rounds, SFT, the candidates): one per
+    expert iteration, "1" to "K". None for one iteration: the registered design's graph stays
+    unpartitioned, its keys, paths and jobs as they were."""
+    if iterations == 1:
+        return None
+    return dg.StaticPartitionsDefinition([str(i) for i in range(1, iterations + 1)])
+
+
+def iteration_number(partition: str | None) -> int:
+    """The iteration a per-iteration asset's partition is (None: the one iteration)."""
+    return 1 if partition is None else int(partition)
+
+
+def previous_iteration(partition: str | None) -> str | None:
+    """The partition of the iteration before `partition`; None for the first (whose model is
+    the baseline)."""
+    number = iteration_number(partition)
+    return None if number == 1 else str(number - 1)
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One training seed's assets: its LoRA checkpoint, its export, and the system name its
+    candidate evaluation goes by. The registered seed keeps the one-seed graph's keys."""
+
+    seed: int
+    system: str
+    checkpoint: dg.AssetKey
+    export: dg.AssetKey
+
+    @property
+    def registered(self) -> bool:
+        return self.system == CANDIDATE
+
+
+def training_runs(seeds: list[int]) -> list[TrainingRun]:
+    """The training run of each seed, the registered seed (the first) first.
+
+    Seeds are keys, not a second partition dimension: a Dagster job targets one partitions
+    definition, and with seeds as keys one run of a partition materializes its iteration whole,
+    every seed included (a two-dimensional partition would split each iteration over two jobs
+    and two partition keys); and seeds, like caps, are fixed by the config."""
+    registered, *others = seeds
+    return [
+        TrainingRun(registered, CANDIDATE, SFT_CHECKPOINT, EXPORTED_MODEL),
+        *(
+            TrainingRun(
+                seed,
+                f"{CANDIDATE}_seed{seed}",
+                dg.AssetKey([f"{SFT_CHECKPOINT.path[0]}_seed{seed}"]),
+                dg.AssetKey([f"{EXPORTED_MODEL.path[0]}_seed{seed}"]),
+            )
+            for seed in others
+        ),
+    ]

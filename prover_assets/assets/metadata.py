@@ -17,8 +17,10 @@ __all__ = [
     "display_number",
     "files_table",
     "histogram",
+    "latest_materialization",
     "latest_result",
     "output_dir",
+    "partition_of",
     "result_metadata",
     "step_metadata",
     "step_wall_s",
@@ -125,9 +127,49 @@ def step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
     }
 
 
-def _recorded_dir(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
-    """The folder `key`'s latest materialization recorded; None if it was never materialized."""
+def partition_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> str | None:
+    """The iteration partition a step runs for; None in an unpartitioned run."""
+    step = (
+        context if isinstance(context, dg.AssetExecutionContext) else context.op_execution_context
+    )
+    return step.partition_key if step.has_partition_key else None
+
+
+def latest_materialization(
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    partition: str | None = None,
+    *,
+    any_partition: bool = False,
+) -> dg.EventLogEntry | None:
+    """The latest materialization event of `key`: of its `partition` where `key` is partitioned
+    (its materializations carry partitions), else its only one; with `any_partition`, the latest
+    of any (what measures a rate). None if never materialized."""
     event = instance.get_latest_materialization_event(key)
+    if event is None or event.asset_materialization is None:
+        return None
+    if event.asset_materialization.partition is None or any_partition:
+        return event
+    if partition is None:
+        raise dg.Failure(
+            f"{key.to_user_string()} is partitioned by iteration: name the partition to read"
+        )
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+    ).records
+    return records[0].event_log_entry if records else None
+
+
+def _recorded_dir(
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    partition: str | None = None,
+    *,
+    any_partition: bool = False,
+) -> str | None:
+    """The folder `key`'s latest materialization (of `partition`) recorded; None if it was
+    never materialized."""
+    event = latest_materialization(instance, key, partition, any_partition=any_partition)
     if event is None or event.asset_materialization is None:
         return None
     value = event.asset_materialization.metadata.get(OUTPUT_DIR)
@@ -136,22 +178,34 @@ def _recorded_dir(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
     return value.value
 
 
-def output_dir(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> str:
+def output_dir(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, partition: str | None = None
+) -> str:
     """The folder of the latest materialization of `key`, as that materialization recorded it.
 
-    Checks read what was materialized, never a path of their own making.
+    Checks read what was materialized, never a path of their own making; a check of an
+    iteration reads that iteration's materialization of every per-iteration asset (or
+    `partition`'s: an earlier iteration's).
     """
-    folder = _recorded_dir(context.instance, key)
+    partition = partition or partition_of(context)
+    folder = _recorded_dir(context.instance, key, partition)
     if folder is None:
-        raise dg.Failure(f"{key.to_user_string()} has not been materialized")
+        where = f" (iteration {partition})" if partition else ""
+        raise dg.Failure(f"{key.to_user_string()}{where} has not been materialized")
     return folder
 
 
-def step_wall_s(instance: dg.DagsterInstance, key: dg.AssetKey) -> float | None:
-    """Seconds the step of `key`'s latest materialization ran, start to end (every attempt);
-    None when it was never materialized, reused finished output (it measured no work), or its
-    step's times are not recorded."""
-    event = instance.get_latest_materialization_event(key)
+def step_wall_s(
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    partition: str | None = None,
+    *,
+    any_partition: bool = False,
+) -> float | None:
+    """Seconds the step of `key`'s latest materialization (of `partition`) ran, start to end
+    (every attempt); None when it was never materialized, reused finished output (it measured no
+    work), or its step's times are not recorded."""
+    event = latest_materialization(instance, key, partition, any_partition=any_partition)
     if event is None or event.asset_materialization is None or event.step_key is None:
         return None
     reused = event.asset_materialization.metadata.get("reused_complete_output")
@@ -163,10 +217,18 @@ def step_wall_s(instance: dg.DagsterInstance, key: dg.AssetKey) -> float | None:
     return stats[0].end_time - stats[0].start_time
 
 
-def latest_result(instance: dg.DagsterInstance, key: dg.AssetKey, model: type[R]) -> R | None:
-    """The result model in the manifest of `key`'s latest materialization; None when it was
-    never materialized or its folder holds no manifest any more (moved aside)."""
-    folder = _recorded_dir(instance, key)
+def latest_result(
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    model: type[R],
+    partition: str | None = None,
+    *,
+    any_partition: bool = False,
+) -> R | None:
+    """The result model in the manifest of `key`'s latest materialization (of `partition`, or
+    of any); None when it was never materialized or its folder holds no manifest any more
+    (moved aside)."""
+    folder = _recorded_dir(instance, key, partition, any_partition=any_partition)
     if folder is None or not (Path(folder) / MANIFEST_NAME).exists():
         return None
     return model.read(Path(folder))

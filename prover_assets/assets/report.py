@@ -6,6 +6,7 @@ from typing import Any
 
 import dagster as dg
 
+from prover_assets.assets.generation import evaluated_systems, pool_rounds
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
@@ -13,8 +14,8 @@ from prover_assets.assets.keys import (
     REPORT_KEY,
     eval_set_key,
     generations_key,
-    pool_generations_key,
     pool_verdicts_key,
+    training_runs,
     verdicts_key,
 )
 from prover_assets.assets.metadata import OUTPUT_DIR
@@ -23,6 +24,7 @@ from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
+from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.render import embedded_image, render_markdown
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.resources import ExperimentResource
@@ -43,7 +45,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     """The evaluation report asset, with its evidence bundle, for `built`'s eval sets and caps."""
     pairs = [(name, cap) for name in built.eval_sets for cap in built.caps_of(name)]
     rounds = range(built.corrections.rounds + 1)
-    deps = [verdicts_key(s, system, c) for s, c in pairs for system in (BASELINE, CANDIDATE)]
+    deps = [verdicts_key(s, system, c) for s, c in pairs for system, _ in evaluated_systems(built)]
     deps += [pool_verdicts_key(r) for r in rounds]
 
     @dg.asset(
@@ -53,7 +55,8 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         kinds={"markdown"},
         description="The registered comparison (PRIMARY only for the registered design) and every "
         "secondary one: tables, exact McNemar, intervals, power, correction lift, limitations, "
-        "published as a verifiable evidence bundle.",
+        "published as a verifiable evidence bundle. With several iterations or training seeds: "
+        "every other comparison (exploratory), the seed spread and the expert-iteration curve.",
     )
     def eval_report(
         context: dg.AssetExecutionContext, config: ReportConfig, experiment: ExperimentResource
@@ -61,15 +64,53 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         report = spec.report
 
-        def files(eval_set: str, system: str, cap: int) -> RunFiles:
+        several = spec.iterations > 1 or len(spec.training.all_seeds()) > 1
+        first = "1" if spec.iterations > 1 else None  # the registered comparison's iteration
+
+        def files(
+            eval_set: str, system: str, cap: int, partition: str | None = None, name: str = ""
+        ) -> RunFiles:
             return RunFiles(
-                system,
+                name or system,
                 eval_set,
                 cap,
                 experiment.complete_file(eval_set_key(eval_set), PROBLEMS_FILE),
-                experiment.complete_file(generations_key(eval_set, system, cap), GENERATIONS_FILE),
-                experiment.complete_file(verdicts_key(eval_set, system, cap), VERDICTS_FILE),
+                experiment.complete_file(
+                    generations_key(eval_set, system, cap), GENERATIONS_FILE, partition
+                ),
+                experiment.complete_file(
+                    verdicts_key(eval_set, system, cap), VERDICTS_FILE, partition
+                ),
             )
+
+        def candidate_name(system: str, iteration: int) -> str:
+            return system if spec.iterations == 1 else f"{system} (iteration {iteration})"
+
+        iterations = (
+            IterationInputs(
+                registered_seed=spec.training.seed,
+                candidates=[
+                    CandidateRuns(
+                        i,
+                        run.seed,
+                        {
+                            (s, c): files(s, run.system, c, p, candidate_name(run.system, i))
+                            for s, c in pairs
+                        },
+                    )
+                    for i in range(1, spec.iterations + 1)
+                    for p in [str(i) if spec.iterations > 1 else None]
+                    for run in training_runs(spec.training.all_seeds())
+                ],
+                pool_rounds=[
+                    pool_rounds(spec, experiment, str(i) if spec.iterations > 1 else None)
+                    for i in range(1, spec.iterations + 1)
+                ],
+                primary=(report.primary_set, report.primary_cap),
+            )
+            if several
+            else None
+        )
 
         settings = ReportSettings(
             experiment=spec.name,
@@ -90,18 +131,16 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         )
         result = materialize_report(
             experiment.asset_dir(REPORT_KEY),
-            [(files(s, BASELINE, c), files(s, CANDIDATE, c)) for s, c in pairs],
             [
-                (
-                    experiment.complete_file(pool_generations_key(r), GENERATIONS_FILE),
-                    experiment.complete_file(pool_verdicts_key(r), VERDICTS_FILE),
-                )
-                for r in rounds
+                (files(s, BASELINE, c), files(s, CANDIDATE, c, first, candidate_name(CANDIDATE, 1)))
+                for s, c in pairs
             ],
+            pool_rounds(spec, experiment, first),
             prereg_path=Path(report.prereg),
             config_files=[Path(experiment.source)] if experiment.source else [],
             settings=settings,
             config=spec.model_dump(mode="json"),
+            iterations=iterations,
         )
         folder = result.folder
         summary = json.loads((folder / SUMMARY_FILE).read_text())

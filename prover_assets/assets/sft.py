@@ -1,27 +1,29 @@
 """SFT assets: shards (read back through the trainer), the LoRA checkpoint, the exported model."""
 
 import json
+from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.assets.generation import RETRY, model_deps, model_for
+from prover_assets.assets.generation import RETRY, Trained, model_deps, model_for, pool_rounds
 from prover_assets.assets.keys import (
-    BASELINE,
     DECONTAMINATION_KEY,
-    EXPORTED_MODEL,
-    SFT_CHECKPOINT,
     SFT_GROUP,
     SFT_SHARDS,
     TRAIN_POOL,
     Schedule,
+    TrainingRun,
+    iteration_number,
+    iteration_partitions,
     pool_generations_key,
     pool_verdicts_key,
+    previous_iteration,
+    training_runs,
 )
-from prover_assets.assets.metadata import display_number, histogram, step_metadata
+from prover_assets.assets.metadata import display_number, histogram, partition_of, step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
-from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import SETS_FILE
 from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import line_plot
@@ -33,22 +35,47 @@ from prover_assets.sft.stages import (
     materialize_shards,
 )
 from prover_assets.sft.trainer import DATA_ORDER_FILE, METRICS_FILE
-from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+from prover_assets.verify.stages import TRAIN_POOL_FILE
 
 __all__ = ["sft_assets"]
 
 
+def sft_rounds(
+    spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
+) -> list[tuple[Path, Path]]:
+    """The pool rounds whose accepted proofs are iteration `partition`'s SFT data: its own, or
+    (`iteration.sft_data: cumulative`) every iteration's so far."""
+    if spec.iteration.sft_data == "iteration" or partition is None:
+        return pool_rounds(spec, experiment, partition)
+    return [
+        files
+        for i in range(1, iteration_number(partition) + 1)
+        for files in pool_rounds(spec, experiment, str(i))
+    ]
+
+
+def training_start(spec: ExperimentSpec, run: TrainingRun, partition: str | None) -> Trained | None:
+    """The model iteration `partition`'s LoRA of `run` trains on: the base model, or
+    (`iteration.start: previous`) the same seed's export of the iteration before."""
+    previous = previous_iteration(partition)
+    if spec.iteration.start == "base" or previous is None:
+        return None
+    return (run.export, previous)
+
+
 def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
-    """The SFT assets: shards from the pool rounds' accepted samples, the LoRA checkpoint, the
-    export."""
+    """The SFT assets: shards from the pool rounds' accepted samples, and per training seed the
+    LoRA checkpoint and the export; all per iteration."""
     rounds = range(built.corrections.rounds + 1)
     pool_keys = [key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))]
+    partitions = iteration_partitions(built.iterations)
 
     @dg.asset(
         key=SFT_SHARDS,
         group_name=SFT_GROUP,
         kinds={"numpy"},
-        deps=[*pool_keys, TRAIN_POOL, DECONTAMINATION_KEY, *model_deps(built, BASELINE)],
+        deps=[*pool_keys, TRAIN_POOL, DECONTAMINATION_KEY, *model_deps(built)],
+        partitions_def=partitions,
         description="Accepted, faithful, distinct pool proofs as training rows (prompt_ids + "
         "completion_ids as sampled), every rule counted, read back through the trainer's path.",
     )
@@ -56,15 +83,13 @@ def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefin
         context: dg.AssetExecutionContext, experiment: ExperimentResource
     ) -> dg.MaterializeResult:
         spec = experiment.model(built)
-        base_dir, _ = model_for(spec, BASELINE, experiment)
+        partition = partition_of(context)
+        base_dir, _ = model_for(spec, experiment, None)
+        rounds_files = sft_rounds(spec, experiment, partition)
         result = materialize_shards(
-            experiment.asset_dir(SFT_SHARDS),
-            generation_files=[
-                experiment.complete_file(pool_generations_key(r), GENERATIONS_FILE) for r in rounds
-            ],
-            verdict_files=[
-                experiment.complete_file(pool_verdicts_key(r), VERDICTS_FILE) for r in rounds
-            ],
+            experiment.asset_dir(SFT_SHARDS, partition),
+            generation_files=[generations for generations, _ in rounds_files],
+            verdict_files=[verdicts for _, verdicts in rounds_files],
             pool_file=experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
             sets_file=experiment.complete_file(DECONTAMINATION_KEY, SETS_FILE),
             base_model_dir=base_dir,
@@ -84,32 +109,51 @@ def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefin
             }
         )
 
+    return [
+        sft_shards,
+        *(
+            asset
+            for run in training_runs(built.training.all_seeds())
+            for asset in _training_assets(built, schedule, run)
+        ),
+    ]
+
+
+def _training_assets(
+    built: ExperimentSpec, schedule: Schedule, run: TrainingRun
+) -> list[dg.AssetsDefinition]:
+    """The LoRA checkpoint and the export of one training seed."""
+    partitions = iteration_partitions(built.iterations)
+    seed = "" if run.registered and len(built.training.all_seeds()) == 1 else f" Seed {run.seed}."
+
     @dg.asset(
-        key=SFT_CHECKPOINT,
+        key=run.checkpoint,
         group_name=SFT_GROUP,
-        deps=[SFT_SHARDS, *model_deps(built, BASELINE)],
+        deps=[SFT_SHARDS, *model_deps(built)],
+        partitions_def=partitions,
         pool=schedule.gpu_pool,
         retry_policy=RETRY,
         kinds={"pytorch"},
         description="LoRA training (transformers Trainer + peft) on packed micro-batches, "
-        "resumable to the micro-step; a SIGTERM saves and stops, running again resumes.",
+        f"resumable to the micro-step; a SIGTERM saves and stops, running again resumes.{seed}",
     )
     @fail_fast
     def sft_checkpoint(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
     ):
         spec = experiment.model(built)
-        base_dir, base_rev = model_for(spec, BASELINE, experiment)
-        folder = experiment.asset_dir(SFT_CHECKPOINT)
+        partition = partition_of(context)
+        base_dir, base_rev = model_for(spec, experiment, training_start(spec, run, partition))
+        folder = experiment.asset_dir(run.checkpoint, partition)
         start_attempt(context, folder, DATA_ORDER_FILE)
         reporter = ProgressReporter(context, "optimizer steps")
         try:
             result = materialize_checkpoint(
                 folder,
-                shards_dir=experiment.asset_dir(SFT_SHARDS),  # re-hashed by the step
+                shards_dir=experiment.asset_dir(SFT_SHARDS, partition),  # re-hashed by the step
                 base_model_dir=base_dir,
                 base_revision=base_rev,
-                training=spec.training,
+                training=spec.training.for_seed(run.seed),
                 device=gpu.model().device,
                 on_progress=lambda at: reporter(
                     at.step, at.steps, at.steps_per_s(), "steps", at.extra()
@@ -144,26 +188,28 @@ def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefin
         )
 
     @dg.asset(
-        key=EXPORTED_MODEL,
+        key=run.export,
         group_name=SFT_GROUP,
-        deps=[SFT_CHECKPOINT],
+        deps=[run.checkpoint],
+        partitions_def=partitions,
         pool=schedule.gpu_pool,
         kinds={"huggingface"},
         description="The adapter merged into the base, saved as a plain Hugging Face folder with "
-        "revision sft-<sha256 of the weight shards>; its log-probabilities equal the adapter model's.",
+        f"revision sft-<sha256 of the weight shards>; its log-probabilities equal the adapter model's.{seed}",
     )
     def exported_model(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
     ):
         spec = experiment.model(built)
-        base_dir, _ = model_for(spec, BASELINE, experiment)
+        partition = partition_of(context)
+        base_dir, _ = model_for(spec, experiment, training_start(spec, run, partition))
         dtype = "bfloat16" if spec.training.uses_bf16(gpu.model().device) else "float32"
         reporter = ProgressReporter(context, "export phases", log_every_s=0.0)
         result = materialize_export(
-            experiment.asset_dir(EXPORTED_MODEL),
-            checkpoint_dir=experiment.asset_dir(SFT_CHECKPOINT),  # re-hashed by the step
+            experiment.asset_dir(run.export, partition),
+            checkpoint_dir=experiment.asset_dir(run.checkpoint, partition),  # re-hashed by the step
             base_model_dir=base_dir,
-            shards_dir=experiment.complete_folder(SFT_SHARDS),
+            shards_dir=experiment.complete_folder(SFT_SHARDS, partition),
             dtype=dtype,
             on_phase=lambda done, total, phase: reporter(
                 done, total, None, "phases", {"now": phase}
@@ -177,4 +223,4 @@ def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefin
             }
         )
 
-    return [sft_shards, sft_checkpoint, exported_model]
+    return [sft_checkpoint, exported_model]

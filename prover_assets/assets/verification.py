@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prover_assets.assets.generation import RETRY
+from prover_assets.assets.generation import RETRY, evaluated_systems
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
@@ -13,12 +13,13 @@ from prover_assets.assets.keys import (
     Schedule,
     eval_set_key,
     generations_key,
+    iteration_partitions,
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import histogram, step_metadata
+from prover_assets.assets.metadata import histogram, partition_of, step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -55,11 +56,13 @@ def _verdict_asset(
     group: str,
     description: str,
     schedule: Schedule,
+    per_iteration: bool,
 ) -> dg.AssetsDefinition:
     @dg.asset(
         key=key,
         group_name=group,
         deps=[generation, problems[0]],
+        partitions_def=iteration_partitions(built.iterations) if per_iteration else None,
         pool=schedule.lean_pool,
         retry_policy=RETRY,
         kinds=node_kinds(key, "lean", "jsonl"),
@@ -73,7 +76,8 @@ def _verdict_asset(
         lean: LeanResource,
     ) -> dg.MaterializeResult:
         spec = experiment.model(built)
-        folder = experiment.asset_dir(key)
+        partition = partition_of(context)
+        folder = experiment.asset_dir(key, partition)
         start_attempt(context, folder, VERDICTS_FILE, recompute=config.recompute)
         reporter = ProgressReporter(context, "verified")
 
@@ -92,7 +96,7 @@ def _verdict_asset(
 
         result = materialize_verdicts(
             folder,
-            generations_file=experiment.complete_file(generation, GENERATIONS_FILE),
+            generations_file=experiment.complete_file(generation, GENERATIONS_FILE, partition),
             problems_file=experiment.complete_file(*problems),
             open_verifier=lambda: lean.open_verifier(spec, feedback=feedback),
             self_test=lean.require_self_test,
@@ -167,7 +171,7 @@ def _train_pool_asset(built: ExperimentSpec, schedule: Schedule) -> dg.AssetsDef
 def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """Every verdict asset of `built`, and the train pool (the candidates that elaborate)."""
     assets = [_train_pool_asset(built, schedule)]
-    for system in (BASELINE, CANDIDATE):
+    for system, export in evaluated_systems(built):
         for eval_set in built.eval_sets:
             for cap in built.caps_of(eval_set):
                 assets.append(
@@ -177,9 +181,10 @@ def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.As
                         generation=generations_key(eval_set, system, cap),
                         problems=(eval_set_key(eval_set), PROBLEMS_FILE),
                         feedback=False,
-                        group=system,
+                        group=BASELINE if export is None else CANDIDATE,
                         description=f"Strict verdicts of the {system} samples on {eval_set} at cap {cap}.",
                         schedule=schedule,
+                        per_iteration=export is not None,
                     )
                 )
     for round in range(built.corrections.rounds + 1):
@@ -193,6 +198,7 @@ def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.As
                 group=POOL_ROUND_GROUP,
                 description=f"Strict verdicts of pool round {round}, with the REPL's errors for corrections.",
                 schedule=schedule,
+                per_iteration=True,
             )
         )
     return assets

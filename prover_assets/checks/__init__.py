@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,13 +15,23 @@ from prover_assets.records.validity import CheckOutcome
 
 R = TypeVar("R", bound=StageResult)
 
+# The checks of per-iteration assets carry the iteration partitions, so that the UI shows each
+# iteration's check results; Dagster 1.13 calls partitioned checks a preview and warns once per
+# check, which would bury the definitions' own warnings.
+warnings.filterwarnings(
+    "ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning
+)
+
 __all__ = ["complete_file", "complete_folder", "manifest_of", "result_of", "to_result"]
 
 
 def _verified(
-    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, names: list[str] | None
+    context: dg.AssetCheckExecutionContext,
+    key: dg.AssetKey,
+    names: list[str] | None,
+    partition: str | None = None,
 ) -> Path:
-    folder = Path(output_dir(context, key))
+    folder = Path(output_dir(context, key, partition))
     try:
         verified_outputs(folder, names)
     except (ChecksumError, OSError, ValueError) as exc:
@@ -34,9 +45,15 @@ def complete_folder(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) ->
     return _verified(context, key, None)
 
 
-def complete_file(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, name: str) -> Path:
-    """One output file of `key`'s latest materialization, re-hashed against its manifest."""
-    return _verified(context, key, [name]) / name
+def complete_file(
+    context: dg.AssetCheckExecutionContext,
+    key: dg.AssetKey,
+    name: str,
+    partition: str | None = None,
+) -> Path:
+    """One output file of `key`'s latest materialization (of the check's iteration, or of
+    `partition`), re-hashed against its manifest."""
+    return _verified(context, key, [name], partition) / name
 
 
 def manifest_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict[str, Any]:

@@ -1,23 +1,28 @@
 """Blocking checks of the generation and verdict assets, and the reference elaboration check."""
 
+from pathlib import Path
+
 import dagster as dg
 
+from prover_assets.assets.generation import evaluated_systems
 from prover_assets.assets.keys import (
     BASELINE,
-    CANDIDATE,
     TRAIN_POOL,
     Schedule,
     eval_set_key,
     generations_key,
+    iteration_number,
+    iteration_partitions,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
+from prover_assets.assets.metadata import partition_of
 from prover_assets.checks import complete_file, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
 from prover_assets.generation.runner import GenerationBatchResult
-from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.generation.stages import GENERATIONS_FILE, round0_problems
 from prover_assets.generation.validity import (
     check_design_match,
     check_rows_valid,
@@ -48,15 +53,35 @@ from prover_assets.verify.validity import (
 __all__ = ["loop_checks"]
 
 
+def _earlier_pool_rounds(
+    context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
+) -> list[tuple[Path, Path]]:
+    """The pool rounds of the iterations before the check's whose solved problems round 0
+    leaves out (none unless `iteration.problems` is unsolved), each re-hashed."""
+    spec = experiment.model()
+    if spec.iteration.problems != "unsolved":
+        return []
+    return [
+        (
+            complete_file(context, pool_generations_key(r), GENERATIONS_FILE, str(i)),
+            complete_file(context, pool_verdicts_key(r), VERDICTS_FILE, str(i)),
+        )
+        for i in range(1, iteration_number(partition_of(context)))
+        for r in range(spec.corrections.rounds + 1)
+    ]
+
+
 def _generation_checks(
     key: dg.AssetKey,
     problems: tuple[dg.AssetKey, str],
     *,
     previous: tuple[dg.AssetKey, dg.AssetKey] | None,
+    partitions: dg.PartitionsDefinition | None,
 ) -> list:
     @dg.asset_check(
         asset=key,
         name="rows_satisfy_contract",
+        partitions_def=partitions,
         blocking=True,
         description="every generation row validates against the record contract, as many as the manifest says",
     )
@@ -70,14 +95,23 @@ def _generation_checks(
             asset=key,
             name="samples_per_problem",
             blocking=True,
+            partitions_def=partitions,
             description="every problem has at least the run's `generation.n_samples` samples "
-            "(a validity condition)",
+            "(a validity condition; a later iteration's pool round 0: every problem no earlier "
+            "iteration solved)",
         )
-        def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        def samples_per_problem(
+            context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
+        ) -> dg.AssetCheckResult:
             # The n of the run that made this output, as its manifest records it.
             n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
+            earlier = (
+                _earlier_pool_rounds(context, experiment)
+                if partitions and key == pool_generations_key(0)
+                else []
+            )
             problem_ids = [
-                p.problem_id for p in read_records(complete_file(context, *problems), Problem)
+                p.problem_id for p in round0_problems(complete_file(context, *problems), earlier)
             ]
             generations = complete_file(context, key, GENERATIONS_FILE)
             return to_result(check_samples_per_problem(generations, problem_ids, n))
@@ -88,6 +122,7 @@ def _generation_checks(
         asset=key,
         name="children_have_failed_parents",
         blocking=True,
+        partitions_def=partitions,
         description="every correction child has an existing failed parent (with Lean errors) of an unsolved problem",
     )
     def children_have_failed_parents(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
@@ -106,9 +141,11 @@ def _generation_checks(
     return [rows_satisfy_contract, children_have_failed_parents]
 
 
-def _design_match_check(eval_set: str, cap: int) -> dg.AssetChecksDefinition:
+def _design_match_check(
+    eval_set: str, cap: int, system: str, partitions: dg.PartitionsDefinition | None
+) -> dg.AssetChecksDefinition:
     key, baseline = (
-        generations_key(eval_set, CANDIDATE, cap),
+        generations_key(eval_set, system, cap),
         generations_key(eval_set, BASELINE, cap),
     )
 
@@ -116,6 +153,7 @@ def _design_match_check(eval_set: str, cap: int) -> dg.AssetChecksDefinition:
         asset=key,
         name="design_match",
         blocking=True,
+        partitions_def=partitions,
         additional_deps=[baseline],
         description="round-0 prompts and sampling identical to the baseline's, sample by sample",
     )
@@ -131,7 +169,10 @@ def _design_match_check(eval_set: str, cap: int) -> dg.AssetChecksDefinition:
 
 
 def _verdict_checks(
-    key: dg.AssetKey, generation: dg.AssetKey, compare_with: dg.AssetKey | None
+    key: dg.AssetKey,
+    generation: dg.AssetKey,
+    compare_with: dg.AssetKey | None,
+    partitions: dg.PartitionsDefinition | None,
 ) -> list:
     deps = [generation] + ([compare_with] if compare_with else [])
 
@@ -139,6 +180,7 @@ def _verdict_checks(
         asset=key,
         name="verifier_identical",
         blocking=True,
+        partitions_def=partitions,
         additional_deps=deps,
         description="pins, verifier config and budget identical across the comparison",
     )
@@ -152,6 +194,7 @@ def _verdict_checks(
         asset=key,
         name="verdicts_cover_generations",
         blocking=True,
+        partitions_def=partitions,
         additional_deps=[generation],
         description="exactly one current verdict per generation: same keys, same code sha256",
     )
@@ -167,6 +210,7 @@ def _verdict_checks(
         asset=key,
         name="no_length_capped_accepted",
         blocking=True,
+        partitions_def=partitions,
         additional_deps=[generation],
         description="no accepted proof comes from a sample cut by its token cap or a clipped context",
     )
@@ -182,6 +226,7 @@ def _verdict_checks(
         asset=key,
         name="no_chunk_half_dead",
         blocking=True,
+        partitions_def=partitions,
         description="no commit chunk in which more than half the samples died for infrastructure reasons",
     )
     def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
@@ -191,15 +236,21 @@ def _verdict_checks(
         asset=key,
         name="infrastructure_within_bound",
         blocking=True,
+        partitions_def=partitions,
+        additional_deps=[generation],
         description="at most lean.max_infrastructure_share of the verdicts are infrastructure "
-        "(never judgements; a re-run verifies them again)",
+        "(never judgements; a re-run verifies them again); none only of an empty batch",
     )
     def infrastructure_within_bound(
         context: dg.AssetCheckExecutionContext, lean: LeanResource
     ) -> dg.AssetCheckResult:
+        # The generation step refuses an empty batch the config does not allow.
+        generated = result_of(context, generation, GenerationBatchResult).rows
         return to_result(
             check_infrastructure_share(
-                complete_file(context, key, VERDICTS_FILE), lean.model().max_infrastructure_share
+                complete_file(context, key, VERDICTS_FILE),
+                lean.model().max_infrastructure_share,
+                nothing_generated=generated == 0,
             )
         )
 
@@ -251,27 +302,37 @@ def loop_checks(built: ExperimentSpec, schedule: Schedule) -> list:
     """The blocking checks of the generation and verdict assets, and the reference elaboration of
     each eval set."""
     checks: list = []
+    per_iteration = iteration_partitions(built.iterations)
     for eval_set in built.eval_sets:
         checks.append(_reference_check(eval_set, built, schedule))
         for cap in built.caps_of(eval_set):
-            for system in (BASELINE, CANDIDATE):
+            for system, export in evaluated_systems(built):
+                partitions = None if export is None else per_iteration
                 checks += _generation_checks(
                     generations_key(eval_set, system, cap),
                     (eval_set_key(eval_set), PROBLEMS_FILE),
                     previous=None,
+                    partitions=partitions,
                 )
                 checks += _verdict_checks(
                     verdicts_key(eval_set, system, cap),
                     generations_key(eval_set, system, cap),
-                    verdicts_key(eval_set, BASELINE, cap) if system == CANDIDATE else None,
+                    None if export is None else verdicts_key(eval_set, BASELINE, cap),
+                    partitions,
                 )
-            checks.append(_design_match_check(eval_set, cap))
+                if export is not None:
+                    checks.append(_design_match_check(eval_set, cap, system, partitions))
     for round in range(built.corrections.rounds + 1):
         previous = (
             None if round == 0 else (pool_generations_key(round - 1), pool_verdicts_key(round - 1))
         )
         checks += _generation_checks(
-            pool_generations_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), previous=previous
+            pool_generations_key(round),
+            (TRAIN_POOL, TRAIN_POOL_FILE),
+            previous=previous,
+            partitions=per_iteration,
         )
-        checks += _verdict_checks(pool_verdicts_key(round), pool_generations_key(round), None)
+        checks += _verdict_checks(
+            pool_verdicts_key(round), pool_generations_key(round), None, per_iteration
+        )
     return checks

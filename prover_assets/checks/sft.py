@@ -7,18 +7,22 @@ import dagster as dg
 
 from prover_assets.assets.keys import (
     DECONTAMINATION_KEY,
-    EXPORTED_MODEL,
-    SFT_CHECKPOINT,
     SFT_SHARDS,
     TRAIN_POOL,
+    TrainingRun,
+    iteration_number,
+    iteration_partitions,
     pool_generations_key,
+    training_runs,
 )
+from prover_assets.assets.metadata import partition_of
 from prover_assets.checks import complete_file, complete_folder, manifest_of, result_of, to_result
 from prover_assets.config import ExperimentSpec, TrainingSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
 from prover_assets.records.validity import CheckOutcome
+from prover_assets.resources import ExperimentResource
 from prover_assets.sft.export import ExportResult
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
@@ -34,10 +38,30 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE
 __all__ = ["sft_checks"]
 
 
+def _sft_generation_files(
+    context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
+) -> list[Path]:
+    """The pool generations an iteration's SFT data comes from (its own, or with
+    `iteration.sft_data: cumulative` every iteration's so far), each re-hashed."""
+    spec = experiment.model()
+    partition = partition_of(context)
+    iterations: list[str | None] = (
+        [partition]
+        if spec.iteration.sft_data == "iteration" or partition is None
+        else [str(i) for i in range(1, iteration_number(partition) + 1)]
+    )
+    return [
+        complete_file(context, pool_generations_key(r), GENERATIONS_FILE, iteration)
+        for iteration in iterations
+        for r in range(spec.corrections.rounds + 1)
+    ]
+
+
 def sft_checks(built: ExperimentSpec) -> list:
-    """The blocking checks of the SFT shards, the checkpoint's data order and the export's
-    parity."""
+    """The blocking checks of the SFT shards, and of each seed's checkpoint (data order) and
+    export (parity)."""
     generations = [pool_generations_key(r) for r in range(built.corrections.rounds + 1)]
+    partitions = iteration_partitions(built.iterations)
 
     def shards(context: dg.AssetCheckExecutionContext) -> Path:
         return complete_folder(context, SFT_SHARDS)
@@ -47,17 +71,21 @@ def sft_checks(built: ExperimentSpec) -> list:
         name="read_back_exact",
         blocking=True,
         additional_deps=generations,
+        partitions_def=partitions,
         description="every row, through the trainer's dataset and collate, is its generation's "
         "prompt (no loss) and completion (loss), token for token",
     )
-    def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        files = [complete_file(context, key, GENERATIONS_FILE) for key in generations]
+    def read_back_exact(
+        context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
+    ) -> dg.AssetCheckResult:
+        files = _sft_generation_files(context, experiment)
         return to_result(check_rows_match_generations(shards(context), files))
 
     @dg.asset_check(
         asset=SFT_SHARDS,
         name="no_eval_leak",
         blocking=True,
+        partitions_def=partitions,
         additional_deps=[TRAIN_POOL, DECONTAMINATION_KEY],
         description="every SFT row is a train-pool problem whose statement (exact or alpha-renamed) is no evaluation statement",
     )
@@ -71,6 +99,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         asset=SFT_SHARDS,
         name="counts_reconcile",
         blocking=True,
+        partitions_def=partitions,
         description="candidate samples = rows written + rows dropped by each rule",
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
@@ -81,25 +110,43 @@ def sft_checks(built: ExperimentSpec) -> list:
         asset=SFT_SHARDS,
         name="at_least_one_row",
         blocking=True,
+        partitions_def=partitions,
         description="there is something to train on",
     )
     def at_least_one_row(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(check_at_least_one_row(shards(context)))
 
+    return [
+        read_back_exact,
+        no_eval_leak,
+        counts_reconcile,
+        at_least_one_row,
+        *(
+            check
+            for run in training_runs(built.training.all_seeds())
+            for check in _training_checks(run, partitions)
+        ),
+    ]
+
+
+def _training_checks(run: TrainingRun, partitions: dg.PartitionsDefinition | None) -> list:
+    """The data-order check of one seed's checkpoint and the parity check of its export."""
+
     @dg.asset_check(
-        asset=SFT_CHECKPOINT,
+        asset=run.checkpoint,
         name="data_order",
         blocking=True,
+        partitions_def=partitions,
         description="across stops and resumes: each micro-step once, no row more than the run's "
         "`training.epochs` times",
     )
     def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        manifest = manifest_of(context, SFT_CHECKPOINT)
-        counts = TrainingResult.of(manifest, SFT_CHECKPOINT.to_user_string())
+        manifest = manifest_of(context, run.checkpoint)
+        counts = TrainingResult.of(manifest, run.checkpoint.to_user_string())
         training = TrainingSpec.model_validate(manifest["config"]["training"])  # the run's
         return to_result(
             check_data_order(
-                complete_file(context, SFT_CHECKPOINT, DATA_ORDER_FILE),
+                complete_file(context, run.checkpoint, DATA_ORDER_FILE),
                 micro_steps=counts.trained_micro_steps(training.gradient_accumulation),
                 rows=counts.rows,
                 epochs=training.epochs,
@@ -107,13 +154,14 @@ def sft_checks(built: ExperimentSpec) -> list:
         )
 
     @dg.asset_check(
-        asset=EXPORTED_MODEL,
+        asset=run.export,
         name="logprob_parity",
         blocking=True,
+        partitions_def=partitions,
         description="the merged export reproduces base + adapter token logprobs within the dtype's tolerance",
     )
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        counts = result_of(context, EXPORTED_MODEL, ExportResult)
+        counts = result_of(context, run.export, ExportResult)
         return to_result(
             CheckOutcome(
                 counts.parity_max_abs_diff <= counts.parity_tolerance,
@@ -123,11 +171,4 @@ def sft_checks(built: ExperimentSpec) -> list:
             )
         )
 
-    return [
-        read_back_exact,
-        no_eval_leak,
-        counts_reconcile,
-        at_least_one_row,
-        data_order,
-        logprob_parity,
-    ]
+    return [data_order, logprob_parity]

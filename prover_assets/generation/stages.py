@@ -50,8 +50,10 @@ __all__ = [
     "Samples",
     "correction_samples",
     "materialize_generations",
+    "round0_problems",
     "round0_samples",
     "sampling_settings",
+    "solved_problems",
 ]
 
 log = logging.getLogger(__name__)
@@ -89,12 +91,45 @@ def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
     return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
 
 
-def round0_samples(problems_file: Path, n: int, cap: int, *, allow_empty: bool = False) -> Samples:
-    """The round-0 batch of the problems in `problems_file`: `n` samples each at cap `cap`."""
-    problems = read_records(problems_file, Problem)
+def solved_problems(rounds: Sequence[tuple[Path, Path]]) -> set[str]:
+    """The problems with an accepted current verdict in any of `rounds` (generations file,
+    verdicts file)."""
+    solved: set[str] = set()
+    for generations_file, verdicts_file in rounds:
+        generations = {g.key: g for g in iter_records(generations_file, Generation)}
+        judged = current_verdicts(generations, iter_records(verdicts_file, Verification))
+        solved |= {key.problem_id for key, verdict in judged.items() if verdict.accepted}
+    return solved
+
+
+def round0_problems(
+    problems_file: Path, solved_before: Sequence[tuple[Path, Path]] = ()
+) -> list[Problem]:
+    """The problems of `problems_file` that round 0 samples: those no round of
+    `solved_before` (an earlier iteration's pool rounds) solved."""
+    solved = solved_problems(solved_before)
+    return [p for p in read_records(problems_file, Problem) if p.problem_id not in solved]
+
+
+def round0_samples(
+    problems_file: Path,
+    n: int,
+    cap: int,
+    *,
+    allow_empty: bool = False,
+    solved_before: Sequence[tuple[Path, Path]] = (),
+) -> Samples:
+    """The round-0 batch of the problems in `problems_file` (less those solved in
+    `solved_before`): `n` samples each at cap `cap`."""
+    problems = round0_problems(problems_file, solved_before)
+    earlier = {
+        f"solved_before_{i}_{kind}": path
+        for i, files in enumerate(solved_before)
+        for kind, path in zip(("generations", "verdicts"), files, strict=True)
+    }
     return Samples(
         round0_specs(problems, n, cap),
-        {"problems": problems_file},
+        {"problems": problems_file, **earlier},
         samples_per_problem=n,
         allow_empty=allow_empty,
     )

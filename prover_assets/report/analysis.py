@@ -360,9 +360,12 @@ class Comparison:
     design_override: str | None
     baseline: dict[str, Any] = field(default_factory=dict)
     candidate: dict[str, Any] = field(default_factory=dict)
+    exploratory: bool = False  # past the registered design: another iteration, seed or pairing
 
     @property
     def label(self) -> str:
+        if self.exploratory:
+            return "exploratory"
         return "PRIMARY" if self.primary else "secondary"
 
 
@@ -534,8 +537,10 @@ def compare_runs(
     seed: int,
     prereg: Prereg | None = None,
     allow_design_mismatch: str | None = None,
+    exploratory: str | None = None,
 ) -> Comparison:
-    """The paired comparison of two runs on the same problems at the same cap."""
+    """The paired comparison of two runs on the same problems at the same cap. An
+    `exploratory` comparison (what it is, in words) is never PRIMARY, whatever its design."""
     _refuse_incomparable(baseline, candidate, allow_design_mismatch)
     per_problem = _per_problem(baseline, candidate, k)
     table = _paired_table(baseline, candidate, k)
@@ -553,7 +558,11 @@ def compare_runs(
         resamples=resamples,
         seed=seed,
     )
-    reasons = _primary_reasons(baseline, candidate, k, prereg, allow_design_mismatch)
+    reasons = (
+        [f"exploratory: {exploratory}, outside the registered question"]
+        if exploratory is not None
+        else _primary_reasons(baseline, candidate, k, prereg, allow_design_mismatch)
+    )
     return Comparison(
         eval_set=baseline.files.eval_set,
         cap=baseline.files.cap,
@@ -570,6 +579,7 @@ def compare_runs(
         design_override=allow_design_mismatch,
         baseline=_system_side(baseline, k),
         candidate=_system_side(candidate, k),
+        exploratory=exploratory is not None,
     )
 
 

@@ -103,6 +103,15 @@ class RoundPlan:
     max_rows_per_problem: int
     sft_epochs: int
     demo: bool = False  # a demo round also tunes its tiny base model
+    iterations: int = 1  # expert iterations: each samples the pool, trains and evaluates again
+    seeds: int = 1  # training seeds per iteration: each trains, exports and evaluates
+
+    def repeats(self, step: str) -> int:
+        """How many times a fixed step runs: the SFT shards once per iteration, the export once
+        per iteration and seed, every other step once."""
+        return {"SFT shards s": self.iterations, "export s": self.iterations * self.seeds}.get(
+            step, 1
+        )
 
 
 def fixed_steps(plan: RoundPlan) -> tuple[str, ...]:
@@ -137,7 +146,9 @@ def _sample_steps(
 
 
 def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, Any]]:
-    """Round 0 on the train pool, the correction rounds and SFT training."""
+    """Round 0 on the train pool, the correction rounds and SFT training (of every seed). A
+    later iteration is costed as the first (an over-estimate where it samples only the
+    problems still unsolved)."""
     pool_samples = plan.pool_problems * plan.n_samples
     steps = _sample_steps("pool round 0", _fixed(pool_samples), plan.pool_cap, inputs)
     # Children come from the failed samples of unsolved problems; later rounds are bounded by
@@ -150,13 +161,20 @@ def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, 
         steps += _sample_steps(f"pool correction round {round}", children, plan.pool_cap, inputs)
     training = _combine(
         lambda r, t, s: (
-            plan.pool_problems * min(r, plan.max_rows_per_problem) * t * plan.sft_epochs / s / 3600
+            plan.seeds
+            * plan.pool_problems
+            * min(r, plan.max_rows_per_problem)
+            * t
+            * plan.sft_epochs
+            / s
+            / 3600
         ),
         inputs["sft_rows_per_problem"],
         inputs["sft_row_tokens"],
         inputs["sft_tokens_per_s"],
     )
-    return [*steps, {"step": "SFT training", **training}]
+    seeds = f" ({plan.seeds} seeds)" if plan.seeds > 1 else ""
+    return [*steps, {"step": f"SFT training{seeds}", **training}]
 
 
 def _fixed(count: float) -> Range:
@@ -168,17 +186,36 @@ def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
     names = [n for n in INPUTS if n not in FIXED_PRIORS_S or n in STARTUP_INPUTS]
     names += fixed_steps(plan)
     inputs = {name: Range.of(name, measured) for name in names}
+
+    def hours(name: str) -> dict[str, float]:
+        return _combine(lambda v: plan.repeats(name) * v / 3600, inputs[name])
+
     steps: list[dict[str, Any]] = [
-        {"step": name.removesuffix(" s"), **_combine(lambda v: v / 3600, inputs[name])}
-        for name in fixed_steps(plan)
+        {"step": name.removesuffix(" s"), **hours(name)} for name in fixed_steps(plan)
     ]
-    for system in ("baseline", "candidate"):
-        for eval_set, problems in plan.eval_problems.items():
-            for cap in plan.eval_caps[eval_set]:
-                samples = _fixed(problems * plan.n_samples)
-                steps += _sample_steps(f"{system} {eval_set} c{cap}", samples, cap, inputs)
-        if system == "baseline":
-            steps += _pool_steps(plan, inputs)
+
+    def evaluation(system: str) -> list[dict[str, Any]]:
+        return [
+            step
+            for eval_set, problems in plan.eval_problems.items()
+            for cap in plan.eval_caps[eval_set]
+            for step in _sample_steps(
+                f"{system} {eval_set} c{cap}", _fixed(problems * plan.n_samples), cap, inputs
+            )
+        ]
+
+    steps += evaluation("baseline")
+    for iteration in range(1, plan.iterations + 1):
+        prefix = f"iteration {iteration}: " if plan.iterations > 1 else ""
+        candidates = [
+            step
+            for seed in range(1, plan.seeds + 1)
+            for step in evaluation(f"candidate (seed {seed})" if plan.seeds > 1 else "candidate")
+        ]
+        steps += [
+            {**step, "step": prefix + step["step"]}
+            for step in [*_pool_steps(plan, inputs), *candidates]
+        ]
     total = {bound: sum(step[bound] for step in steps) for bound in BOUNDS}
     return {
         "steps": steps,

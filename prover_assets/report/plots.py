@@ -15,10 +15,12 @@ __all__ = [
     "bar_plot",
     "discordance_plot",
     "funnel_plot",
+    "iteration_curve_plot",
     "lift_plot",
     "line_plot",
     "pass_at_k_plot",
     "reasons_plot",
+    "seed_spread_plot",
     "solved_plot",
 ]
 
@@ -349,4 +351,77 @@ def funnel_plot(stages: Sequence[tuple[str, int]], *, title: str, unit: str) -> 
     axes.set_xlim(left=0)
     _integer_axis(axes.xaxis)
     axes.set(title=title, xlabel=unit)
+    return _png(plt, figure)
+
+
+def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
+    """The expert-iteration curve, three panels by iteration (0: the baseline): pool problems
+    solved so far; evaluation solved@k with 95 % Wilson bars; pool samples and completion
+    tokens spent."""
+    plt, figure, (pool, evaluation, spent) = _figure(10.5, 3.4, columns=3)
+    iterations = [r["iteration"] for r in rows]
+    colour, marker, line = _style(0)
+    pool.plot(
+        iterations,
+        [r["pool_solved_cumulative"] for r in rows],
+        color=colour,
+        marker=marker,
+        linestyle=line,
+    )
+    pool.set(title="pool problems solved so far", xlabel="iteration", ylabel="problems")
+    pool.set_ylim(bottom=0)
+    solved = [r["solved_at_k"] / r["problems"] for r in rows]
+    low = [s - r["wilson"][0] for s, r in zip(solved, rows, strict=True)]
+    high = [r["wilson"][1] - s for s, r in zip(solved, rows, strict=True)]
+    colour, marker, line = _style(1)
+    evaluation.errorbar(
+        iterations, solved, yerr=[low, high], color=colour, marker=marker, linestyle=line, capsize=3
+    )
+    evaluation.set(title="evaluation solved@k (95 % Wilson)", xlabel="iteration", ylabel="share")
+    evaluation.set_ylim(0, 1)
+    spent_rows = [r for r in rows if r["iteration"] > 0]
+    x = [r["iteration"] for r in spent_rows]
+    spent.bar(x, [r["pool_samples"] for r in spent_rows], color=_style(0)[0], width=0.5)
+    spent.set(title="pool samples (bars), tokens (line)", xlabel="iteration", ylabel="samples")
+    tokens = spent.twinx()
+    tokens.plot(
+        x, [r["pool_completion_tokens"] for r in spent_rows], color=_style(2)[0], marker="^"
+    )
+    tokens.set_ylabel("completion tokens")
+    tokens.set_ylim(bottom=0)
+    for axes in (pool, evaluation, spent):
+        axes.set_xticks(iterations if axes is not spent else x)
+    _integer_axis(pool.yaxis)
+    figure.suptitle(title)
+    return _png(plt, figure)
+
+
+def seed_spread_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
+    """Solved@k of each training seed, per iteration: one point per seed, the registered seed's
+    filled, the range as a bar, the baseline as a dotted line; y from 0 to the problems."""
+    plt, figure, axes = _figure(5.6, 3.4)
+    for row in rows:
+        x = row["iteration"]
+        values = [s["solved_at_k"] for s in row["seeds"]]
+        axes.vlines(x, min(values), max(values), color="#999999", linewidth=6, alpha=0.4)
+        for index, seed in enumerate(row["seeds"]):
+            colour, marker, _ = _style(index)
+            axes.plot(
+                x + 0.06 * (index - (len(values) - 1) / 2),
+                seed["solved_at_k"],
+                marker=marker,
+                color=colour,
+                markerfacecolor=colour if seed["registered"] or index == 0 else "white",
+                linestyle="none",
+                label=f"seed {seed['seed']}" if x == rows[0]["iteration"] else None,
+            )
+    axes.axhline(rows[0]["baseline_solved_at_k"], color="#555555", linestyle=":", label="baseline")
+    axes.set_xticks([row["iteration"] for row in rows])
+    axes.set_xlim(rows[0]["iteration"] - 0.5, rows[-1]["iteration"] + 0.5)
+    axes.set_ylim(0, rows[0]["problems"] * 1.06)
+    _integer_axis(axes.yaxis)
+    axes.set(
+        title=title, xlabel="iteration", ylabel=f"problems solved@k (of {rows[0]['problems']})"
+    )
+    axes.legend(fontsize=8, loc="lower right")
     return _png(plt, figure)

@@ -14,9 +14,11 @@ from typing import Any
 from prover_assets.report.markdown import markdown_table
 from prover_assets.report.plots import (
     discordance_plot,
+    iteration_curve_plot,
     lift_plot,
     pass_at_k_plot,
     reasons_plot,
+    seed_spread_plot,
     solved_plot,
 )
 
@@ -111,6 +113,8 @@ def plot_name(kind: str, eval_set: str, cap: int) -> str:
 
 
 LIFT_PLOT = "correction_lift.png"
+CURVE_PLOT = "iteration_curve.png"
+SPREAD_PLOT = "seed_spread.png"
 
 
 def _system_table(summaries: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
@@ -353,6 +357,94 @@ def _lift_parts(lift: Sequence[Mapping[str, Any]], image: ImageLink) -> list[str
     ]
 
 
+def _exploratory_line(comparison: Mapping[str, Any]) -> list[str]:
+    table, diff, k = comparison["table"], comparison["pass1_difference"], comparison["k"]
+    before, after = comparison["baseline"], comparison["candidate"]
+    return [
+        f"{comparison['what']}, {comparison['eval_set']} cap {comparison['cap']}: **exploratory**",
+        f"solved@{k} {before['solved_at_k']} -> {after['solved_at_k']} of {after['problems']} "
+        f"(Wilson {_pct(after['wilson'][0])} to {_pct(after['wilson'][1])})",
+        f"{table['candidate_only']} / {table['baseline_only']}",
+        f"{comparison['p_value']:.4g}",
+        f"{_points(diff['estimate'])} [{_points(diff['low'])}, {_points(diff['high'])}]",
+        comparison["decision"],
+    ]
+
+
+def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
+    """The expert-iteration curve, the seed spread and every exploratory comparison."""
+    if "iteration_curve" not in summary:
+        return []
+    k = summary["k"]
+    curve = markdown_table(
+        [
+            "iteration",
+            "pool problems solved so far",
+            "pool samples",
+            "pool completion tokens",
+            f"eval solved@{k}",
+            "95 % Wilson",
+        ],
+        [
+            [
+                f"{r['iteration']}" + (" (baseline)" if r["iteration"] == 0 else ""),
+                r["pool_solved_cumulative"],
+                r["pool_samples"],
+                r["pool_completion_tokens"],
+                f"{r['solved_at_k']} of {r['problems']}",
+                f"{_pct(r['wilson'][0])} to {_pct(r['wilson'][1])}",
+            ]
+            for r in summary["iteration_curve"]
+        ],
+    )
+    spread = markdown_table(
+        [
+            "iteration",
+            *[f"seed {s['seed']}" for s in summary["seed_spread"][0]["seeds"]],
+            "min to max",
+            "sd",
+        ],
+        [
+            [
+                row["iteration"],
+                *[f"{s['solved_at_k']} ({s['decision']})" for s in row["seeds"]],
+                f"{row['min']} to {row['max']}",
+                "n/a" if row["sd"] is None else f"{row['sd']:.2f}",
+            ]
+            for row in summary["seed_spread"]
+        ],
+    )
+    explored = markdown_table(
+        [
+            "comparison",
+            "solved",
+            "discordant (new / lost)",
+            "McNemar p",
+            "pass@1 difference (points)",
+            "decision",
+        ],
+        [_exploratory_line(c) for c in summary["exploratory"]],
+    )
+    first = summary["seed_spread"][0]
+    return [
+        "## Expert iterations and training seeds\n",
+        "Only the registered comparison above (iteration 1, registered training seed, against "
+        "the baseline) answers the registered question. Everything in this section is "
+        "exploratory: never PRIMARY, whatever its p-value.\n",
+        "### The expert-iteration curve\n",
+        curve + "\n",
+        image(CURVE_PLOT, "expert-iteration curve") + "\n",
+        f"### Training-seed spread ({first['eval_set']} cap {first['cap']}, solved@{first['k']} "
+        "against the baseline, each seed's decision)\n",
+        spread + "\n",
+        *[f"- {row['sentence']}" for row in summary["seed_spread"]],
+        "",
+        image(SPREAD_PLOT, "training-seed spread") + "\n",
+        "### Exploratory comparisons\n",
+        explored + "\n",
+    ]
+
+
 def limitations(summary: Mapping[str, Any]) -> list[str]:
     """The report's limitations, written from this run's configuration."""
     budgets = sorted(
@@ -365,9 +457,18 @@ def limitations(summary: Mapping[str, Any]) -> list[str]:
     )
     budget = " and ".join(f"{b:g} s" for b in budgets) if budgets else "the configured"
     problems = summary["power_problems"]
+    spread = summary.get("seed_spread", [])
+    seeds = len(spread[0]["seeds"]) if spread else 1
+    variance = (
+        f"Training variance is outside the p-value; it is measured over {seeds} training seeds "
+        "in the seed-spread table, whose sentences say whether every seed agrees with the "
+        "registered seed's decision."
+        if seeds > 1
+        else "Training variance is outside the p-value: one SFT run is compared; another "
+        "training seed could move the candidate by more than the difference measured here."
+    )
     return [
-        "Training variance is outside the p-value: one SFT run is compared; another training "
-        "seed could move the candidate by more than the difference measured here.",
+        variance,
         f"Power: with {problems} problems the registered design detects only gains of several "
         "points with useful probability (see the power table); 'no detectable improvement' is "
         "not evidence of no improvement.",
@@ -398,6 +499,7 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
     parts.append(_prereg_part(summary["prereg"]))
     parts.append("## Comparisons\n")
     parts += [_comparison_part(c, image) + "\n" for c in summary["comparisons"]]
+    parts += _iteration_parts(summary, image)
     parts += _systems_parts(summary, image)
     parts += _lift_parts(summary["correction_lift"], image)
     parts += _power_parts(summary)
@@ -490,4 +592,11 @@ def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
         plots.update(_comparison_plots(comparison))
     if summary["correction_lift"]:
         plots[LIFT_PLOT] = lift_plot(summary["correction_lift"], title="correction-round lift")
+    if "iteration_curve" in summary:
+        plots[CURVE_PLOT] = iteration_curve_plot(
+            summary["iteration_curve"], title="expert iteration (registered seed)"
+        )
+        plots[SPREAD_PLOT] = seed_spread_plot(
+            summary["seed_spread"], title="solved@k per training seed"
+        )
     return plots

@@ -12,6 +12,7 @@ from prover_assets.records import MANIFEST_NAME, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import (
+    RunData,
     RunFiles,
     compare_runs,
     correction_lift,
@@ -24,6 +25,12 @@ from prover_assets.report.bundle import (
     bundle_name,
     publish_bundle,
     verify_bundle,
+)
+from prover_assets.report.iterations import (
+    IterationInputs,
+    exploratory_comparisons,
+    iteration_curve,
+    seed_spread,
 )
 from prover_assets.report.prereg import Prereg, read_prereg
 from prover_assets.report.render import (
@@ -61,6 +68,7 @@ class _Measured:
 
     systems: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     comparisons: list[dict[str, Any]] = field(default_factory=list)
+    baselines: dict[tuple[str, int], RunData] = field(default_factory=dict)
     simulated: bool = False
     pins: Any = None
     simulated_rule: str | None = None
@@ -76,6 +84,7 @@ def _measure(
         measured.simulated |= baseline.simulated or candidate.simulated
         measured.pins = measured.pins or baseline.identity.get("pins")
         measured.simulated_rule = measured.simulated_rule or baseline.simulated_rule
+        measured.baselines[(baseline_files.eval_set, baseline_files.cap)] = baseline
         key = f"{baseline_files.eval_set} cap {baseline_files.cap}"
         measured.systems[key] = [
             summarize_run(run, ks=settings.ks, resamples=settings.resamples, seed=settings.seed)
@@ -108,13 +117,39 @@ def _prereg_summary(prereg: Prereg | None) -> dict[str, Any] | None:
     }
 
 
+def _iteration_summary(
+    measured: _Measured, iterations: IterationInputs, settings: ReportSettings
+) -> dict[str, Any]:
+    """The exploratory comparisons, the seed spread and the expert-iteration curve."""
+    exploratory = exploratory_comparisons(
+        measured.baselines,
+        iterations,
+        lambda files: load_run(files, samples_required=settings.samples_required),
+        k=settings.k,
+        alpha=settings.alpha,
+        resamples=settings.resamples,
+        seed=settings.seed,
+    )
+    registered = next(
+        c for c in measured.comparisons if (c["eval_set"], c["cap"]) == iterations.primary
+    )
+    return {
+        "exploratory": exploratory,
+        "seed_spread": seed_spread(registered, exploratory, iterations),
+        "iteration_curve": iteration_curve(registered, exploratory, iterations),
+    }
+
+
 def build_report(
     pairs: Sequence[tuple[RunFiles, RunFiles]],
     pool_rounds: Sequence[tuple[Path, Path]],
     prereg_path: Path | None,
     settings: ReportSettings,
+    iterations: IterationInputs | None = None,
 ) -> tuple[dict[str, Any], str, dict[str, bytes]]:
-    """Compute, then render: the summary (JSON), the markdown, the plots."""
+    """Compute, then render: the summary (JSON), the markdown, the plots. `iterations` (a
+    graph of several iterations or training seeds) adds the exploratory comparisons, the seed
+    spread and the expert-iteration curve; the registered comparison is the same either way."""
     prereg = read_prereg(prereg_path) if prereg_path is not None else None
     measured = _measure(pairs, prereg, settings)
     # The power table is the registered design's: its problem count, not this run's.
@@ -144,6 +179,8 @@ def build_report(
         "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
         "package_version": __version__,
     }
+    if iterations is not None:
+        summary |= _iteration_summary(measured, iterations, settings)
     return summary, render_markdown(summary), render_plots(summary)
 
 
@@ -162,6 +199,7 @@ def materialize_report(
     config_files: Sequence[Path],
     settings: ReportSettings,
     config: Mapping[str, Any],
+    iterations: IterationInputs | None = None,
 ) -> StepResult[ReportResult]:
     """The bundle for these inputs under `root`: reused when it exists and verifies, refused
     (never overwritten) when it exists and does not."""
@@ -172,6 +210,14 @@ def materialize_report(
         for path in (run.problems, run.generations, run.verdicts)
     ]
     inputs += [path for round_files in pool_rounds for path in round_files]
+    if iterations is not None:
+        inputs += [
+            path
+            for candidate in iterations.candidates
+            for run in candidate.runs.values()
+            for path in (run.problems, run.generations, run.verdicts)
+        ]
+        inputs += [path for rounds in iterations.pool_rounds for files in rounds for path in files]
     inputs += [*config_files, *([prereg_path] if prereg_path else [])]
     inputs = list(dict.fromkeys(inputs))
     folder = root / bundle_name(inputs)
@@ -186,7 +232,7 @@ def materialize_report(
         result = ReportResult.of(manifest, folder / MANIFEST_NAME)
         return StepResult(folder, manifest, reused=True, result=result)
     started = now_utc()
-    summary, markdown, plots = build_report(pairs, pool_rounds, prereg_path, settings)
+    summary, markdown, plots = build_report(pairs, pool_rounds, prereg_path, settings, iterations)
     manifest = publish_bundle(
         folder,
         markdown=markdown,

@@ -93,19 +93,22 @@ class ExperimentResource(dg.ConfigurableResource):
         path = resolve_path(self.model().data_root, "resources.experiment.config.spec.data_root")
         return path.resolve()
 
-    def asset_dir(self, key: dg.AssetKey) -> Path:
-        return self.data_root().joinpath(*key.path)
+    def asset_dir(self, key: dg.AssetKey, partition: str | None = None) -> Path:
+        """The folder of `key` (of its iteration `partition`, for a per-iteration asset of a
+        graph of several iterations)."""
+        folder = self.data_root().joinpath(*key.path)
+        return folder if partition is None else folder / f"iteration-{partition}"
 
-    def complete_file(self, key: dg.AssetKey, filename: str) -> Path:
+    def complete_file(self, key: dg.AssetKey, filename: str, partition: str | None = None) -> Path:
         """A file of an upstream asset whose step completed, re-hashed against that step's
         manifest (raises, naming the file, if the step did not complete or the file changed)."""
-        folder = self.asset_dir(key)
+        folder = self.asset_dir(key, partition)
         verified_outputs(folder, [filename])
         return folder / filename
 
-    def complete_folder(self, key: dg.AssetKey) -> Path:
+    def complete_folder(self, key: dg.AssetKey, partition: str | None = None) -> Path:
         """An upstream asset's folder, every output file re-hashed against its manifest."""
-        folder = self.asset_dir(key)
+        folder = self.asset_dir(key, partition)
         verified_outputs(folder)
         return folder
 

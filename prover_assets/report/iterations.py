@@ -1,0 +1,230 @@
+"""Expert iterations and training seeds in the report: every comparison past the registered one
+(exploratory, never PRIMARY), the spread of the candidate over training seeds, and the
+expert-iteration curve (pool problems solved, evaluation solved@k, samples and tokens spent)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from prover_assets.generation.stages import solved_problems
+from prover_assets.report.analysis import RunData, RunFiles, compare_runs, correction_lift
+
+__all__ = [
+    "CandidateRuns",
+    "IterationInputs",
+    "exploratory_comparisons",
+    "iteration_curve",
+    "seed_spread",
+]
+
+RunKey = tuple[str, int]  # (eval set, cap)
+
+
+@dataclass(frozen=True)
+class CandidateRuns:
+    """One iteration's candidate of one training seed: its runs by (eval set, cap)."""
+
+    iteration: int
+    seed: int
+    runs: Mapping[RunKey, RunFiles]
+
+
+@dataclass(frozen=True)
+class IterationInputs:
+    """What a graph of several iterations or training seeds adds to the report: every
+    candidate (the registered one, iteration 1 of the registered seed, included), each
+    iteration's pool rounds, and the registered eval set and cap the spread and curve read."""
+
+    registered_seed: int
+    candidates: Sequence[CandidateRuns]
+    pool_rounds: Sequence[Sequence[tuple[Path, Path]]]  # per iteration, its rounds in order
+    primary: RunKey
+
+    def registered(self, candidate: CandidateRuns) -> bool:
+        return candidate.iteration == 1 and candidate.seed == self.registered_seed
+
+    def of(self, iteration: int, seed: int) -> CandidateRuns:
+        return next(c for c in self.candidates if (c.iteration, c.seed) == (iteration, seed))
+
+
+def exploratory_comparisons(
+    baselines: Mapping[RunKey, RunData],
+    inputs: IterationInputs,
+    load: Callable[[RunFiles], RunData],
+    *,
+    k: int,
+    alpha: float,
+    resamples: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Every comparison but the registered one, each labelled exploratory: each iteration and
+    seed against the baseline, and each iteration of the registered seed against the one before.
+    `load` reads a run's files (`RunFiles -> RunData`)."""
+    loaded: dict[tuple[int, int, RunKey], RunData] = {}
+
+    def run(candidate: CandidateRuns, key: RunKey) -> RunData:
+        at = (candidate.iteration, candidate.seed, key)
+        if at not in loaded:
+            loaded[at] = load(candidate.runs[key])
+        return loaded[at]
+
+    comparisons = []
+    for candidate in inputs.candidates:
+        pairs: list[tuple[str, RunData | None, dict[str, Any]]] = []
+        for key, baseline in baselines.items():
+            who = {"iteration": candidate.iteration, "seed": candidate.seed}
+            if not inputs.registered(candidate):
+                pairs.append(
+                    (
+                        f"iteration {candidate.iteration}, seed {candidate.seed} against "
+                        "the baseline",
+                        baseline,
+                        {**who, "against": "baseline", "key": key},
+                    )
+                )
+            if candidate.iteration > 1 and candidate.seed == inputs.registered_seed:
+                before = inputs.of(candidate.iteration - 1, candidate.seed)
+                pairs.append(
+                    (
+                        f"iteration {candidate.iteration} against iteration "
+                        f"{candidate.iteration - 1}, seed {candidate.seed}",
+                        run(before, key),
+                        {**who, "against": f"iteration {candidate.iteration - 1}", "key": key},
+                    )
+                )
+        for words, against, where in pairs:
+            key = where.pop("key")
+            comparison = compare_runs(
+                against,
+                run(candidate, key),
+                k=k,
+                alpha=alpha,
+                resamples=resamples,
+                seed=seed,
+                exploratory=words,
+            )
+            comparisons.append({**asdict(comparison), **where, "what": words})
+    return comparisons
+
+
+def seed_spread(
+    registered: Mapping[str, Any],
+    exploratory: Sequence[Mapping[str, Any]],
+    inputs: IterationInputs,
+) -> list[dict[str, Any]]:
+    """Per iteration, on the registered eval set and cap: each seed's solved@k against the
+    baseline and its decision, their range and standard deviation (n - 1), and whether every
+    seed's decision agrees with the registered seed's, said in a sentence."""
+    eval_set, cap = inputs.primary
+    against_baseline = {
+        (c["iteration"], c["seed"]): c
+        for c in exploratory
+        if c["against"] == "baseline" and (c["eval_set"], c["cap"]) == (eval_set, cap)
+    }
+    against_baseline[(1, inputs.registered_seed)] = registered
+    seeds = [
+        inputs.registered_seed,
+        *sorted({c.seed for c in inputs.candidates} - {inputs.registered_seed}),
+    ]
+    rows = []
+    for iteration in sorted({c.iteration for c in inputs.candidates}):
+        per_seed = [
+            {
+                "seed": s,
+                "solved_at_k": against_baseline[(iteration, s)]["candidate"]["solved_at_k"],
+                "decision": against_baseline[(iteration, s)]["decision"],
+                "registered": iteration == 1 and s == inputs.registered_seed,
+            }
+            for s in seeds
+        ]
+        solved = [row["solved_at_k"] for row in per_seed]
+        reference = per_seed[0]["decision"]
+        disagreeing = [row["seed"] for row in per_seed if row["decision"] != reference]
+        rows.append(
+            {
+                "iteration": iteration,
+                "eval_set": eval_set,
+                "cap": cap,
+                "k": registered["k"],
+                "problems": registered["candidate"]["problems"],
+                "baseline_solved_at_k": registered["baseline"]["solved_at_k"],
+                "seeds": per_seed,
+                "min": min(solved),
+                "max": max(solved),
+                "sd": statistics.stdev(solved) if len(solved) > 1 else None,
+                "agree": not disagreeing,
+                "sentence": _agreement(iteration, per_seed, disagreeing),
+            }
+        )
+    return rows
+
+
+def _agreement(
+    iteration: int, per_seed: Sequence[Mapping[str, Any]], disagreeing: list[int]
+) -> str:
+    first = per_seed[0]
+    whose = f"the registered seed's ({first['seed']})"
+    if len(per_seed) == 1:
+        return f"Iteration {iteration}: one training seed, so no spread is measured."
+    if not disagreeing:
+        return (
+            f"Iteration {iteration}: every one of the {len(per_seed)} training seeds agrees with "
+            f"{whose} decision: {first['decision']}."
+        )
+    return (
+        f"Iteration {iteration}: {len(disagreeing)} of {len(per_seed)} training seeds "
+        f"(seed {', '.join(map(str, disagreeing))}) disagree with {whose} decision "
+        f"({first['decision']}): training variance alone could change the answer."
+    )
+
+
+def iteration_curve(
+    registered: Mapping[str, Any],
+    exploratory: Sequence[Mapping[str, Any]],
+    inputs: IterationInputs,
+) -> list[dict[str, Any]]:
+    """Per iteration (0: the baseline): pool problems solved so far, pool samples and completion
+    tokens spent in it, and the registered seed's solved@k on the registered eval set and cap
+    with its Wilson interval."""
+    eval_set, cap = inputs.primary
+    evaluations = {
+        c["iteration"]: c
+        for c in exploratory
+        if c["against"] == "baseline"
+        and c["seed"] == inputs.registered_seed
+        and (c["eval_set"], c["cap"]) == (eval_set, cap)
+    }
+    evaluations[1] = registered
+    baseline = registered["baseline"]
+    rows = [
+        {
+            "iteration": 0,
+            "pool_solved_cumulative": 0,
+            "pool_samples": 0,
+            "pool_completion_tokens": 0,
+            "solved_at_k": baseline["solved_at_k"],
+            "wilson": baseline["wilson"],
+            "problems": baseline["problems"],
+        }
+    ]
+    solved: set[str] = set()
+    for iteration, rounds in enumerate(inputs.pool_rounds, start=1):
+        lift = correction_lift(rounds)
+        solved |= solved_problems(rounds)
+        side = evaluations[iteration]["candidate"]
+        rows.append(
+            {
+                "iteration": iteration,
+                "pool_solved_cumulative": len(solved),
+                "pool_samples": sum(r["samples"] for r in lift),
+                "pool_completion_tokens": sum(r["completion_tokens"] for r in lift),
+                "solved_at_k": side["solved_at_k"],
+                "wilson": side["wilson"],
+                "problems": side["problems"],
+            }
+        )
+    return rows

@@ -1,0 +1,52 @@
+"""Which data and which model an iteration's training reads, by the iteration settings."""
+
+from pathlib import Path
+
+import pytest
+
+from prover_assets.assets.keys import EXPORTED_MODEL, training_runs
+from prover_assets.assets.sft import sft_rounds, training_start
+from prover_assets.config import load_run_config
+from prover_assets_tests.conftest import CONFIGS
+
+SPEC = load_run_config(CONFIGS / "demo-iterations.yaml").experiment
+
+
+def with_iteration(**settings):
+    return SPEC.model_copy(update={"iteration": SPEC.iteration.model_copy(update=settings)})
+
+
+class Files:
+    """The experiment resource's `complete_file`, naming each file by its key and partition."""
+
+    def complete_file(self, key, name, partition=None) -> Path:
+        return Path(*key.path, f"iteration-{partition}", name)
+
+
+def iterations_read(spec, partition) -> list[tuple[str, str]]:
+    return [(g.parts[-2], g.parts[-3]) for g, _ in sft_rounds(spec, Files(), partition)]
+
+
+def test_an_iterations_sft_data_is_its_own_rounds_or_every_iterations_so_far():
+    own = with_iteration(sft_data="iteration")
+    cumulative = with_iteration(sft_data="cumulative")
+    assert iterations_read(own, "2") == [("iteration-2", "r0"), ("iteration-2", "r1")]
+    assert iterations_read(cumulative, "2") == [
+        ("iteration-1", "r0"),
+        ("iteration-1", "r1"),
+        ("iteration-2", "r0"),
+        ("iteration-2", "r1"),
+    ]
+    assert iterations_read(cumulative, "1") == [("iteration-1", "r0"), ("iteration-1", "r1")]
+
+
+@pytest.mark.parametrize("seed_index", [0, 1])
+def test_training_starts_from_the_base_or_from_the_same_seeds_export_of_the_iteration_before(
+    seed_index,
+):
+    run = training_runs(SPEC.training.all_seeds())[seed_index]
+    assert training_start(with_iteration(start="base"), run, "2") is None
+    previous = with_iteration(start="previous")
+    assert training_start(previous, run, "1") is None  # the first iteration: the base
+    assert training_start(previous, run, "3") == (run.export, "2")
+    assert (run.export == EXPORTED_MODEL) == (seed_index == 0)
