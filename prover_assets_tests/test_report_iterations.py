@@ -92,6 +92,13 @@ def test_every_comparison_but_the_registered_one_is_exploratory_and_never_primar
         (2, REGISTERED, "iteration 1"),
         (2, OTHER, "baseline"),
     ]
+    assert [c["what"] for c in comparisons] == [
+        f"iteration 1, seed {OTHER} against the baseline",
+        f"iteration 2, seed {REGISTERED} against the baseline",
+        f"iteration 2 against iteration 1, seed {REGISTERED}",
+        f"iteration 2, seed {OTHER} against the baseline",
+    ]
+    assert {c["pass1_difference"]["seed"] for c in comparisons} == {1}  # the report's seed
     assert not any(c["primary"] for c in comparisons)
     assert all(c["exploratory"] for c in comparisons)
     assert all(c["secondary_reasons"][0].startswith("exploratory: ") for c in comparisons)
@@ -173,6 +180,20 @@ def test_the_seed_spread_gives_each_seeds_solved_its_range_and_sd_and_whether_de
         "(11) decision (improvement): training variance alone could change the answer."
     )
     assert [s["registered"] for s in first["seeds"] + second["seeds"]] == [True] + [False] * 5
+
+
+def test_two_training_seeds_have_a_standard_deviation():
+    rows = seed_spread(
+        registered_comparison(2, "no detectable change"),
+        [
+            against_baseline(1, 22, 4, "no detectable change"),
+            against_baseline(2, 11, 5, "no detectable change"),
+            against_baseline(2, 22, 2, "no detectable change"),
+        ],
+        spread_inputs([11, 22]),
+    )
+    # 2 and 4: sd sqrt(2); 5 and 2: sd 3 / sqrt(2) (n - 1)
+    assert [row["sd"] for row in rows] == [pytest.approx(2**0.5), pytest.approx(3 / 2**0.5)]
 
 
 def test_one_training_seed_has_no_spread_and_says_so():
