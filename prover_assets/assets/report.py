@@ -64,83 +64,24 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         report = spec.report
 
-        several = spec.iterations > 1 or len(spec.training.all_seeds()) > 1
         first = "1" if spec.iterations > 1 else None  # the registered comparison's iteration
-
-        def files(
-            eval_set: str, system: str, cap: int, partition: str | None = None, name: str = ""
-        ) -> RunFiles:
-            return RunFiles(
-                name or system,
-                eval_set,
-                cap,
-                experiment.complete_file(eval_set_key(eval_set), PROBLEMS_FILE),
-                experiment.complete_file(
-                    generations_key(eval_set, system, cap), GENERATIONS_FILE, partition
-                ),
-                experiment.complete_file(
-                    verdicts_key(eval_set, system, cap), VERDICTS_FILE, partition
-                ),
-            )
-
-        def candidate_name(system: str, iteration: int) -> str:
-            return system if spec.iterations == 1 else f"{system} (iteration {iteration})"
-
-        iterations = (
-            IterationInputs(
-                registered_seed=spec.training.seed,
-                candidates=[
-                    CandidateRuns(
-                        i,
-                        run.seed,
-                        {
-                            (s, c): files(s, run.system, c, p, candidate_name(run.system, i))
-                            for s, c in pairs
-                        },
-                    )
-                    for i in range(1, spec.iterations + 1)
-                    for p in [str(i) if spec.iterations > 1 else None]
-                    for run in training_runs(spec.training.all_seeds())
-                ],
-                pool_rounds=[
-                    pool_rounds(spec, experiment, str(i) if spec.iterations > 1 else None)
-                    for i in range(1, spec.iterations + 1)
-                ],
-                primary=(report.primary_set, report.primary_cap),
-            )
-            if several
-            else None
-        )
-
-        settings = ReportSettings(
-            experiment=spec.name,
-            k=report.k,
-            ks=tuple(report.ks),
-            alpha=report.alpha,
-            resamples=report.bootstrap_resamples,
-            seed=report.bootstrap_seed,
-            samples_required=spec.generation.n_samples,
-            power_fractions=tuple(report.power_discordant_fractions),
-            power_gains_points=tuple(report.power_gains_points),
-            allow_design_mismatch=config.allow_design_mismatch,
-            endpoints={
-                name: spec_set.endpoint
-                for name, spec_set in spec.eval_sets.items()
-                if spec_set.endpoint is not None
-            },
-        )
         result = materialize_report(
             experiment.asset_dir(REPORT_KEY),
             [
-                (files(s, BASELINE, c), files(s, CANDIDATE, c, first, candidate_name(CANDIDATE, 1)))
+                (
+                    _run_files(experiment, s, BASELINE, c),
+                    _run_files(
+                        experiment, s, CANDIDATE, c, first, _candidate_name(spec, CANDIDATE, 1)
+                    ),
+                )
                 for s, c in pairs
             ],
             pool_rounds(spec, experiment, first),
             prereg_path=Path(report.prereg),
             config_files=[Path(experiment.source)] if experiment.source else [],
-            settings=settings,
+            settings=_report_settings(spec, config),
             config=spec.model_dump(mode="json"),
-            iterations=iterations,
+            iterations=_iteration_inputs(spec, experiment, pairs),
         )
         folder = result.folder
         summary = json.loads((folder / SUMMARY_FILE).read_text())
@@ -159,6 +100,91 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         return dg.MaterializeResult(metadata=metadata)
 
     return [eval_report]
+
+
+def _run_files(
+    experiment: ExperimentResource,
+    eval_set: str,
+    system: str,
+    cap: int,
+    partition: str | None = None,
+    name: str = "",
+) -> RunFiles:
+    """The files of `system`'s run on `eval_set` at `cap` (of iteration `partition`), each
+    re-hashed; named `name` in the report (default: the system)."""
+    return RunFiles(
+        name or system,
+        eval_set,
+        cap,
+        experiment.complete_file(eval_set_key(eval_set), PROBLEMS_FILE),
+        experiment.complete_file(
+            generations_key(eval_set, system, cap), GENERATIONS_FILE, partition
+        ),
+        experiment.complete_file(verdicts_key(eval_set, system, cap), VERDICTS_FILE, partition),
+    )
+
+
+def _candidate_name(spec: ExperimentSpec, system: str, iteration: int) -> str:
+    return system if spec.iterations == 1 else f"{system} (iteration {iteration})"
+
+
+def _iteration_inputs(
+    spec: ExperimentSpec, experiment: ExperimentResource, pairs: list[tuple[str, int]]
+) -> IterationInputs | None:
+    """Every iteration's and seed's candidate runs and pool rounds, for a graph of several
+    (None for the registered design's one iteration of one seed)."""
+    if spec.iterations == 1 and len(spec.training.all_seeds()) == 1:
+        return None
+
+    def partition(i: int) -> str | None:
+        return str(i) if spec.iterations > 1 else None
+
+    iterations = range(1, spec.iterations + 1)
+    return IterationInputs(
+        registered_seed=spec.training.seed,
+        candidates=[
+            CandidateRuns(
+                i,
+                run.seed,
+                {
+                    (s, c): _run_files(
+                        experiment,
+                        s,
+                        run.system,
+                        c,
+                        partition(i),
+                        _candidate_name(spec, run.system, i),
+                    )
+                    for s, c in pairs
+                },
+            )
+            for i in iterations
+            for run in training_runs(spec.training.all_seeds())
+        ],
+        pool_rounds=[pool_rounds(spec, experiment, partition(i)) for i in iterations],
+        primary=(spec.report.primary_set, spec.report.primary_cap),
+    )
+
+
+def _report_settings(spec: ExperimentSpec, config: ReportConfig) -> ReportSettings:
+    report = spec.report
+    return ReportSettings(
+        experiment=spec.name,
+        k=report.k,
+        ks=tuple(report.ks),
+        alpha=report.alpha,
+        resamples=report.bootstrap_resamples,
+        seed=report.bootstrap_seed,
+        samples_required=spec.generation.n_samples,
+        power_fractions=tuple(report.power_discordant_fractions),
+        power_gains_points=tuple(report.power_gains_points),
+        allow_design_mismatch=config.allow_design_mismatch,
+        endpoints={
+            name: spec_set.endpoint
+            for name, spec_set in spec.eval_sets.items()
+            if spec_set.endpoint is not None
+        },
+    )
 
 
 def headline_metadata(comparison: dict[str, Any]) -> dict[str, Any]:

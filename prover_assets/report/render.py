@@ -371,12 +371,9 @@ def _exploratory_line(comparison: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
-    """The expert-iteration curve, the seed spread and every exploratory comparison."""
-    if "iteration_curve" not in summary:
-        return []
+def _curve_table(summary: Mapping[str, Any]) -> str:
     k = summary["k"]
-    curve = markdown_table(
+    return markdown_table(
         [
             "iteration",
             "pool problems solved so far",
@@ -397,7 +394,10 @@ def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
             for r in summary["iteration_curve"]
         ],
     )
-    spread = markdown_table(
+
+
+def _spread_table(summary: Mapping[str, Any]) -> str:
+    return markdown_table(
         [
             "iteration",
             *[f"seed {s['seed']}" for s in summary["seed_spread"][0]["seeds"]],
@@ -414,6 +414,12 @@ def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
             for row in summary["seed_spread"]
         ],
     )
+
+
+def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
+    """The expert-iteration curve, the seed spread and every exploratory comparison."""
+    if "iteration_curve" not in summary:
+        return []
     explored = markdown_table(
         [
             "comparison",
@@ -432,11 +438,11 @@ def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
         "the baseline) answers the registered question. Everything in this section is "
         "exploratory: never PRIMARY, whatever its p-value.\n",
         "### The expert-iteration curve\n",
-        curve + "\n",
+        _curve_table(summary) + "\n",
         image(CURVE_PLOT, "expert-iteration curve") + "\n",
         f"### Training-seed spread ({first['eval_set']} cap {first['cap']}, solved@{first['k']} "
         "against the baseline, each seed's decision)\n",
-        spread + "\n",
+        _spread_table(summary) + "\n",
         *[f"- {row['sentence']}" for row in summary["seed_spread"]],
         "",
         image(SPREAD_PLOT, "training-seed spread") + "\n",
