@@ -7,7 +7,9 @@ from prover_assets.assets.keys import (
     EXPORTED_MODEL,
     SFT_CHECKPOINT,
     iteration_number,
+    iteration_partition,
     iteration_partitions,
+    iterations_before,
     previous_iteration,
     training_runs,
 )
@@ -36,3 +38,8 @@ def test_the_registered_seed_keeps_the_one_seed_keys_and_each_other_seed_has_its
         dg.AssetKey(["sft_checkpoint_seed9"]),
         dg.AssetKey(["exported_model_seed9"]),
     )
+
+
+def test_the_iterations_before_one_are_listed_first_to_last_and_one_iteration_has_no_partition():
+    assert [iterations_before(p) for p in (None, "1", "3")] == [[], [], ["1", "2"]]
+    assert [iteration_partition(1, 1), iteration_partition(3, 2)] == [None, "2"]

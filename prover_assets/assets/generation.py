@@ -17,8 +17,8 @@ from prover_assets.assets.keys import (
     Schedule,
     eval_set_key,
     generations_key,
-    iteration_number,
     iteration_partitions,
+    iterations_before,
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
@@ -432,6 +432,6 @@ def earlier_pool_rounds(
     """The pool rounds of every iteration before `partition` (none for the first)."""
     return [
         files
-        for i in range(1, iteration_number(partition))
-        for files in pool_rounds(spec, experiment, str(i))
+        for earlier in iterations_before(partition)
+        for files in pool_rounds(spec, experiment, earlier)
     ]

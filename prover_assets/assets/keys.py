@@ -31,7 +31,9 @@ __all__ = [
     "eval_set_key",
     "generations_key",
     "iteration_number",
+    "iteration_partition",
     "iteration_partitions",
+    "iterations_before",
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
@@ -137,6 +139,17 @@ def iteration_partitions(iterations: int) -> dg.StaticPartitionsDefinition | Non
 def iteration_number(partition: str | None) -> int:
     """The iteration a per-iteration asset's partition is (None: the one iteration)."""
     return 1 if partition is None else int(partition)
+
+
+def iteration_partition(iterations: int, number: int) -> str | None:
+    """The partition of iteration `number` in a graph of `iterations` (None: the one
+    iteration's assets are unpartitioned)."""
+    return str(number) if iterations > 1 else None
+
+
+def iterations_before(partition: str | None) -> list[str]:
+    """The partitions of every iteration before `partition`, first to last."""
+    return [str(i) for i in range(1, iteration_number(partition))]
 
 
 def previous_iteration(partition: str | None) -> str | None:

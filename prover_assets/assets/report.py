@@ -14,6 +14,7 @@ from prover_assets.assets.keys import (
     REPORT_KEY,
     eval_set_key,
     generations_key,
+    iteration_partition,
     pool_verdicts_key,
     training_runs,
     verdicts_key,
@@ -64,7 +65,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         report = spec.report
 
-        first = "1" if spec.iterations > 1 else None  # the registered comparison's iteration
+        first = iteration_partition(spec.iterations, 1)  # the registered comparison's
         result = materialize_report(
             experiment.asset_dir(REPORT_KEY),
             [
@@ -137,7 +138,7 @@ def _iteration_inputs(
         return None
 
     def partition(i: int) -> str | None:
-        return str(i) if spec.iterations > 1 else None
+        return iteration_partition(spec.iterations, i)
 
     iterations = range(1, spec.iterations + 1)
     return IterationInputs(

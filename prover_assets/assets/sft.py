@@ -13,8 +13,8 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     Schedule,
     TrainingRun,
-    iteration_number,
     iteration_partitions,
+    iterations_before,
     pool_generations_key,
     pool_verdicts_key,
     previous_iteration,
@@ -40,17 +40,22 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE
 __all__ = ["sft_assets"]
 
 
+def sft_iterations(spec: ExperimentSpec, partition: str | None) -> list[str | None]:
+    """The iterations whose pool rounds' accepted proofs are iteration `partition`'s SFT data:
+    its own, or (`iteration.sft_data: cumulative`) every iteration's so far."""
+    if spec.iteration.sft_data == "iteration":
+        return [partition]
+    return [*iterations_before(partition), partition]
+
+
 def sft_rounds(
     spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
 ) -> list[tuple[Path, Path]]:
-    """The pool rounds whose accepted proofs are iteration `partition`'s SFT data: its own, or
-    (`iteration.sft_data: cumulative`) every iteration's so far."""
-    if spec.iteration.sft_data == "iteration" or partition is None:
-        return pool_rounds(spec, experiment, partition)
+    """The pool rounds (files) of iteration `partition`'s SFT data."""
     return [
         files
-        for i in range(1, iteration_number(partition) + 1)
-        for files in pool_rounds(spec, experiment, str(i))
+        for iteration in sft_iterations(spec, partition)
+        for files in pool_rounds(spec, experiment, iteration)
     ]
 
 

@@ -11,8 +11,8 @@ from prover_assets.assets.keys import (
     Schedule,
     eval_set_key,
     generations_key,
-    iteration_number,
     iteration_partitions,
+    iterations_before,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
@@ -63,10 +63,10 @@ def _earlier_pool_rounds(
         return []
     return [
         (
-            complete_file(context, pool_generations_key(r), GENERATIONS_FILE, str(i)),
-            complete_file(context, pool_verdicts_key(r), VERDICTS_FILE, str(i)),
+            complete_file(context, pool_generations_key(r), GENERATIONS_FILE, i),
+            complete_file(context, pool_verdicts_key(r), VERDICTS_FILE, i),
         )
-        for i in range(1, iteration_number(partition_of(context)))
+        for i in iterations_before(partition_of(context))
         for r in range(spec.corrections.rounds + 1)
     ]
 

@@ -10,12 +10,12 @@ from prover_assets.assets.keys import (
     SFT_SHARDS,
     TRAIN_POOL,
     TrainingRun,
-    iteration_number,
     iteration_partitions,
     pool_generations_key,
     training_runs,
 )
 from prover_assets.assets.metadata import partition_of
+from prover_assets.assets.sft import sft_iterations
 from prover_assets.checks import complete_file, complete_folder, manifest_of, result_of, to_result
 from prover_assets.config import ExperimentSpec, TrainingSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -44,15 +44,9 @@ def _sft_generation_files(
     """The pool generations an iteration's SFT data comes from (its own, or with
     `iteration.sft_data: cumulative` every iteration's so far), each re-hashed."""
     spec = experiment.model()
-    partition = partition_of(context)
-    iterations: list[str | None] = (
-        [partition]
-        if spec.iteration.sft_data == "iteration" or partition is None
-        else [str(i) for i in range(1, iteration_number(partition) + 1)]
-    )
     return [
         complete_file(context, pool_generations_key(r), GENERATIONS_FILE, iteration)
-        for iteration in iterations
+        for iteration in sft_iterations(spec, partition_of(context))
         for r in range(spec.corrections.rounds + 1)
     ]
 
