@@ -38,7 +38,7 @@ def test_remote_accepts_a_clean_proof_after_checking_axioms():
         assert verdict.diagnostics["axioms"] == ["propext", "Classical.choice", "Quot.sound"]
         (request,) = server.requests
         code = request["snippets"][0]["code"]
-        assert "\n\n#print axioms t\n\n" in code
+        assert "\n\n#print axioms _root_.t\n\n" in code
         assert code.endswith(":= @_root_.t")
         assert request["timeout"] == 5
 

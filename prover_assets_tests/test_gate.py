@@ -143,7 +143,7 @@ def test_scope_commands_the_trusted_statement_has_may_be_repeated():
     assert static_check(
         code("  positivity", before="variable (y : ℝ)\nvariable (hF : False)\n"),
         statement=statement,
-    ) == ["banned:scope:variable"]
+    ) == ["dropped_by_reinsertion:variable", "banned:scope:variable"]
 
 
 def test_a_proof_that_names_root_is_banned_as_scope_even_inside_tactics():
@@ -167,28 +167,24 @@ def test_unterminated_comment_is_a_lex_error():
     "source",
     [
         code("  -- we could use sorry here\n  positivity"),
-        code("  /- sorry /- nested sorry -/ admit -/\n  positivity"),
         code('  have : "sorry" = "sorry" := rfl\n  positivity'),
         code("  have sorry_free : 0 < x := h₀\n  positivity"),
         code("  have h_admit : 0 < x := h₀\n  nlinarith [h_admit]"),
         code("  decide"),
         code("  set_option maxHeartbeats 400000 in\n  positivity"),
         code("  set_option maxRecDepth 10000 in\n  nlinarith [sq_nonneg x]"),
-        code("  positivity", before="lemma helper (y : ℝ) : 0 ≤ y ^ 2 := by positivity\n"),
         "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
         + SIGNATURE
         + "\n  positivity",
     ],
     ids=[
         "line_comment",
-        "nested_comment",
         "string",
         "identifier_sorry_free",
         "identifier_h_admit",
         "decide",
         "maxHeartbeats_in",
         "maxRecDepth_in",
-        "helper_lemma_before",
         "model_header",
     ],
 )
@@ -196,20 +192,37 @@ def test_controls_pass(source):
     assert static_check(source, statement=STATEMENT) == []
 
 
+def test_a_nested_comment_is_refused_and_what_the_regex_leaves_of_it_is_judged_as_lean_gets_it():
+    # Lean reads one comment; Goedel's non-greedy regex ends it at the first `-/`, so Lean
+    # would compile ` admit -/`: the differential is named, and so is the word Lean would run.
+    nested = code("  /- sorry /- nested sorry -/ admit -/\n  positivity")
+    assert static_check(nested, statement=STATEMENT) == [
+        "protocol_differential:nested_comment",
+        "protocol_differential:comment_removal",
+        "banned:admit",
+    ]
+
+
+def test_a_helper_lemma_before_the_theorem_is_refused_as_dropped_by_reinsertion():
+    # Goedel's problem_check keeps only the text after the first `theorem ... := by`.
+    helper = code("  positivity", before="lemma helper (y : ℝ) : 0 ≤ y ^ 2 := by positivity\n")
+    assert static_check(helper, statement=STATEMENT) == ["dropped_by_reinsertion:lemma"]
+
+
 @pytest.mark.parametrize(
     ("source", "reasons"),
     [
         (
             code("  positivity", before="lemma helper : True := trivial\nopen Real Nat in\n"),
-            ["banned:open_in", "banned:scope:open"],
+            ["banned:open_in", "dropped_by_reinsertion:lemma", "banned:scope:open"],
         ),
         (
             code("  positivity", before="lemma helper : True := trivial\nopen Real in\n"),
-            ["banned:open_in", "banned:scope:open"],
+            ["banned:open_in", "dropped_by_reinsertion:lemma", "banned:scope:open"],
         ),
         (
             code("  positivity", before="lemma helper : True := trivial\nopen Real Nat\n"),
-            ["banned:scope:open"],
+            ["dropped_by_reinsertion:lemma", "banned:scope:open"],
         ),
         (
             GOEDEL_HEADER + "lemma helper : True := trivial\nopen Real",
@@ -226,15 +239,18 @@ def test_an_open_in_after_the_header_is_banned_and_a_plain_open_is_a_scope_chang
     ("source", "reasons"),
     [
         (GOEDEL_HEADER + "open", ["no_theorem"]),
-        (code("  positivity", after="set_option"), ["banned:set_option:"]),
+        (
+            code("  positivity", after="set_option"),
+            ["banned:set_option:", "protocol_differential:dropped_line"],
+        ),
         (code("  simp [native]"), []),
         (
             code("  positivity", before="lemma helper : True := trivial\nopen private foo in\n"),
-            ["banned:open_private", "banned:scope:open"],
+            ["banned:open_private", "dropped_by_reinsertion:lemma", "banned:scope:open"],
         ),
         (
             code("  positivity", before="lemma helper : (1 : ℕ) = 1 := (rfl)\nopen Real in\n"),
-            ["banned:open_in", "banned:scope:open"],
+            ["banned:open_in", "dropped_by_reinsertion:lemma", "banned:scope:open"],
         ),
         (code("  exact Foo.sorryAx _ true"), ["banned:Foo.sorryAx"]),
         (code("  exact Foo.unsafeCast ()"), ["banned:Foo.unsafeCast"]),
@@ -258,7 +274,10 @@ def test_a_root_name_beyond_the_statements_own_is_a_scope_change():
     candidate = statement.replace(":= by sorry", ":= by\n  positivity")
     assert static_check(candidate, statement=statement) == []
     extra = candidate.replace("theorem t", "def _root_.Foo : ℕ := 1\ntheorem t")
-    assert static_check(extra, statement=statement) == ["banned:scope:_root_"]
+    assert static_check(extra, statement=statement) == [
+        "dropped_by_reinsertion:def",
+        "banned:scope:_root_",
+    ]
 
 
 # The trusted preamble (issue: MOBench whole): a candidate must repeat it token for token.
@@ -345,10 +364,10 @@ def test_what_a_candidate_adds_after_the_preamble_is_held_to_the_bans(added, rea
     assert not any(r.startswith("preamble_mismatch") for r in reasons)
 
 
-def test_a_fully_proven_helper_lemma_after_the_preamble_is_allowed():
+def test_a_fully_proven_helper_lemma_after_the_preamble_is_dropped_by_reinsertion():
     helper = "lemma f_pos (x : ℝ) : 0 < f x := by\n  unfold f\n  positivity\n\n"
     code = preamble_code("  exact f_pos x", before_theorem=helper)
-    assert static_check(code, statement=PREAMBLE_STATEMENT) == []
+    assert static_check(code, statement=PREAMBLE_STATEMENT) == ["dropped_by_reinsertion:lemma"]
 
 
 def test_the_preambles_banned_words_are_trusted_only_where_the_statement_has_them():

@@ -83,7 +83,7 @@ def test_axiom_check_runs_in_the_proofs_env(tmp_path):
     requests = [e["request"] for e in repl_log(tmp_path)]
     proof_answer = next(e["answer"] for e in repl_log(tmp_path) if is_proof(e["request"]))
     printed = next(r for r in requests if r["cmd"].startswith("#print axioms"))
-    assert printed == {"cmd": "#print axioms t", "env": proof_answer["env"]}
+    assert printed == {"cmd": "#print axioms _root_.t", "env": proof_answer["env"]}
 
 
 def test_no_code_needs_no_lean(tmp_path):
@@ -575,7 +575,7 @@ def test_an_honest_preamble_proof_is_accepted_after_the_statement_check_in_its_n
     commands = [
         e["request"]["cmd"] for e in repl_log(tmp_path) if e["request"].get("env") is not None
     ]
-    assert "#print axioms Geo.p" in commands
+    assert "#print axioms _root_.Geo.p" in commands
     (check,) = [c for c in commands if c.startswith("axiom prover_assets_trusted_statement")]
     assert check.endswith(":= @_root_.Geo.p")
 

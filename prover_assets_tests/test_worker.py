@@ -144,7 +144,9 @@ def test_check_timeout_is_scaled_from_the_budget_and_recorded(tmp_path):
         assert backend.config()["check_timeout_s"] == 10.0
 
 
-def test_honest_candidate_with_a_helper_lemma_is_accepted(tmp_path):
+def test_a_helper_lemma_is_refused_before_lean_not_dropped_and_sent_to_fail(tmp_path):
+    # Goedel's re-insertion keeps only the text after the theorem's `:= by`: Lean would get
+    # `exact helper x` without `helper` and fail on an unknown identifier.
     helper = "lemma helper (y : ℕ) : 0 < y + 1 := by omega\n"
     generation = make_generation(
         completion_text=f"```lean4\n{helper}{SIGNATURE}\n  exact helper x\n```"
@@ -153,7 +155,7 @@ def test_honest_candidate_with_a_helper_lemma_is_accepted(tmp_path):
         verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
             make_problem(), generation
         )
-    assert verdict.accepted, verdict.reasons
+    assert (verdict.stage, verdict.reasons) == (Stage.GATE, ["dropped_by_reinsertion:lemma"])
 
 
 @pytest.mark.parametrize(
@@ -188,9 +190,8 @@ def info(data: str) -> dict:
             [info("'t' depends on axioms: [propext, sorryAx, Quot.sound]")],
             ("propext", "sorryAx", "Quot.sound"),
         ),
-        ([{"severity": "info"}, info("'t' depends on axioms: [propext]")], ("propext",)),
     ],
-    ids=["none", "three", "after_a_message_without_data"],
+    ids=["none", "three"],
 )
 def test_the_axioms_are_read_from_the_print_axioms_answer(messages, axioms):
     from prover_assets.lean.repl import read_answer

@@ -5,6 +5,13 @@
   after the displayed theorem's `:= by`. Failures raise `ReinsertionError` (Goedel returned an
   error string that was then compiled as if it were code).
 - `compile_view`: ONE function for what the REPL receives and what error positions index.
+- `lean_input`: the body the REPL receives for a proof (re-insertion, then the compile view) and
+  where the candidate's own text starts in it: the gate's final reading is of these bytes.
+- `protocol_differentials`: where the protocol's text transforms (Goedel's regex comment
+  removal, its first `theorem ... := by`, the compile view's dropped lines) read a candidate
+  otherwise than Lean's lexer does. Each is refused as `protocol_differential:<what>`; where
+  there is none, the code Lean compiles after the trusted `:= by` is token for token the code
+  the candidate displayed after its theorem's `:= by`, less plain option lines.
 - `displayed_theorem`: the theorem the completion displays (and the preamble it repeats) and its
   proof's sha, from one lexing pass; `displayed_statement_faithful`: whether that theorem, and
   its preamble, are the problem's. The verifier computes it once per sample, hands it to the
@@ -19,7 +26,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from prover_assets.lean.lexer import LexError, Token, code_tokens
+from prover_assets.lean.lexer import TRIVIA as _TRIVIA
+from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens, tokenize
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     Signature,
@@ -33,11 +41,14 @@ from prover_assets.lean.statements import (
 
 __all__ = [
     "DisplayedTheorem",
+    "LeanInput",
     "ReinsertionError",
     "compile_view",
     "displayed_statement_faithful",
     "displayed_theorem",
     "extract_lean_code",
+    "lean_input",
+    "protocol_differentials",
     "reinsert_statement",
     "reinsertion_keeps_statement",
     "remove_comments",
@@ -80,28 +91,182 @@ def remove_comments(text: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in text.split("\n")).strip()
 
 
-def reinsert_statement(statement: str, code: str) -> str:
-    """The problem's statement with the proof that follows the displayed theorem's `:= by`."""
+def _proof_tail(code: str) -> str:
+    """The candidate's text after its first `theorem ... := by`, comments removed (Goedel)."""
+    cleaned_code = remove_comments(code)
+    proof_match = _PROOF_THEOREM.search(cleaned_code)
+    if proof_match is None:
+        raise ReinsertionError("code_has_no_theorem")
+    return cleaned_code[proof_match.end() :]
+
+
+def _reinsertion_parts(statement: str, code: str) -> tuple[str, str]:
+    """Goedel's `problem_check` in two parts: the trusted statement up to its `:= by` (sorry
+    removed), and the candidate's text after its first `theorem ... := by` (comments removed)."""
     if "apply?" in code or "exact?" in code:
         raise ReinsertionError("apply?_or_exact?")
     cleaned_statement = remove_comments(statement)
     statement_match = _STATEMENT_THEOREM.search(cleaned_statement)
     if statement_match is None:
         raise ReinsertionError("statement_has_no_theorem_sorry")
-    cleaned_code = remove_comments(code)
-    proof_match = _PROOF_THEOREM.search(cleaned_code)
-    if proof_match is None:
-        raise ReinsertionError("code_has_no_theorem")
     head = cleaned_statement[: statement_match.end()].replace("sorry", "")
-    return head + cleaned_code[proof_match.end() :]
+    return head, _proof_tail(code)
+
+
+def reinsert_statement(statement: str, code: str) -> str:
+    """The problem's statement with the proof that follows the displayed theorem's `:= by`."""
+    head, tail = _reinsertion_parts(statement, code)
+    return head + tail
+
+
+def _dropped(line: str) -> bool:
+    return line.strip().startswith(_COMPILE_VIEW_DROPPED)
 
 
 def compile_view(code: str) -> str:
     """The text the REPL compiles against the header env: lines whose stripped text starts with
     `import`, `set_option` or `open` are dropped (including indented `set_option ... in`)."""
-    return "\n".join(
-        line for line in code.split("\n") if not line.strip().startswith(_COMPILE_VIEW_DROPPED)
-    )
+    return "\n".join(line for line in code.split("\n") if not _dropped(line))
+
+
+@dataclass(frozen=True)
+class LeanInput:
+    """What the REPL receives for one proof against the header's env: `body` (the compile view
+    of the re-inserted text), of which `body[:proof_start]` is the trusted statement's and the
+    rest the candidate's text after its theorem's `:= by`, as Lean gets it."""
+
+    body: str
+    proof_start: int
+
+    @property
+    def proof(self) -> str:
+        return self.body[self.proof_start :]
+
+
+def lean_input(statement: str, code: str) -> LeanInput:
+    """The bytes Lean compiles for `code` judged against `statement`; raises ReinsertionError.
+
+    The trusted part's last line (`... := by`) is joined by the proof's first line, so the
+    compile view keeps or drops the two together: a statement whose last line it would drop
+    cannot carry a proof (`statement_line_dropped`)."""
+    head, tail = _reinsertion_parts(statement, code)
+    if _dropped(head.split("\n")[-1]):
+        raise ReinsertionError("statement_line_dropped")
+    return LeanInput(compile_view(head + tail), len(compile_view(head)))
+
+
+def protocol_differentials(code: str) -> list[str]:
+    """`protocol_differential:<what>` for each way the protocol's transforms read `code`
+    otherwise than Lean's lexer. None for code that does not lex (the gate refuses it as
+    `lex_error`) or that has no theorem for re-insertion (re-insertion refuses it)."""
+    try:
+        tokens = tokenize(code)
+        tail = _proof_tail(code)
+    except (LexError, ReinsertionError):
+        return []
+    found = [_comment_differential(t) or _literal_differential(t) for t in tokens]
+    found.append(_theorem_differential(code))
+    try:
+        tail_tokens = code_tokens(tail)
+    except LexError:
+        found.append("comment_removal")
+    else:
+        found.append(_comment_removal_differential(tokens, tail_tokens))
+        found.append(_dropped_line_differential(tail, tail_tokens))
+    reasons: list[str] = []
+    for what in found:
+        if what is not None and f"protocol_differential:{what}" not in reasons:
+            reasons.append(f"protocol_differential:{what}")
+    return reasons
+
+
+def _literal_differential(token: Token) -> str | None:
+    """A comment marker inside a literal or a «» name, which Goedel's comment removal cuts."""
+    if token.kind is TokenKind.STRING:
+        what = "raw_string" if token.text.startswith("r") else "string"
+    elif token.kind is TokenKind.CHAR:
+        what = "char"
+    elif token.kind is TokenKind.IDENT and "«" in token.text:
+        what = "quoted_name"
+    else:
+        return None
+    return f"comment_marker_in_{what}" if "--" in token.text or "/-" in token.text else None
+
+
+def _comment_differential(token: Token) -> str | None:
+    """A comment opener inside a comment: Lean nests `/-`; the regex closes at the first `-/`
+    and removes `/- ... -/` across lines before it cuts `--` comments."""
+    if token.kind is TokenKind.BLOCK_COMMENT and "/-" in token.text[2:]:
+        return "nested_comment"
+    if token.kind is TokenKind.LINE_COMMENT and "/-" in token.text:
+        return "comment_opener_in_line_comment"
+    return None
+
+
+def _theorem_differential(code: str) -> str | None:
+    """Whether the `theorem ... := by` re-insertion takes (the regex's first, in the
+    comment-free text) is the first theorem Lean reads, ended by its signature's own `:= by`."""
+    cleaned = remove_comments(code)
+    found = _PROOF_THEOREM.search(cleaned)
+    try:
+        tokens = code_tokens(cleaned)
+    except LexError:
+        return "comment_removal"
+    signature = first_theorem_signature(tokens)
+    if found is None or signature is None:
+        return "theorem"
+    if signature.theorem_start != cleaned.index("theorem", found.start()):
+        return "theorem"
+    assign = next(i for i, t in enumerate(tokens) if t.start == signature.assign_start)
+    following = tokens[assign + 1] if assign + 1 < len(tokens) else None
+    if following is None or following.text != "by" or following.end != found.end():
+        return "theorem"
+    return None
+
+
+def _texts(tokens: list[Token]) -> list[tuple[TokenKind, str]]:
+    return [(t.kind, t.text) for t in tokens]
+
+
+def _comment_removal_differential(tokens: list[Token], tail_tokens: list[Token]) -> str | None:
+    """Whether the proof after comment removal has the code tokens Lean reads after the
+    displayed theorem's `:= by` (a comment the regex and Lean end at different places)."""
+    code = [t for t in tokens if t.kind not in _TRIVIA]
+    signature = first_theorem_signature(code)
+    if signature is None:
+        return None  # the theorem differential says it
+    after = [t for t in code if t.start > signature.assign_start][1:]  # past `by`
+    return None if _texts(after) == _texts(tail_tokens) else "comment_removal"
+
+
+def _dropped_line_differential(tail: str, tail_tokens: list[Token]) -> str | None:
+    """Whether the compile view drops, from the proof, a line that is not a whole plain
+    `set_option`/`open`/`import` command (a token crossing the line, a string opened on it, a
+    proof line that merely starts with `open...`)."""
+    offset = 0
+    for number, line in enumerate(tail.split("\n")):
+        start, end = offset, offset + len(line)
+        offset = end + 1
+        if number == 0 or not _dropped(line):
+            continue  # the first line is joined to the trusted statement's last line
+        inside = [t for t in tail_tokens if t.end > start and t.start < end]
+        if any(t.start < start or t.end > end for t in inside) or not _plain_command(inside):
+            return "dropped_line"
+    return None
+
+
+def _plain_command(tokens: list[Token]) -> bool:
+    """`set_option <name> <value>`, `open <names>` or `import <name>`, each optionally `in`."""
+    if tokens and tokens[-1].text == "in":
+        tokens = tokens[:-1]
+    if len(tokens) < 2 or any(t.kind is not TokenKind.IDENT for t in tokens[:2]):
+        return False
+    keyword = tokens[0].text
+    if keyword == "set_option":
+        return len(tokens) == 3 and tokens[2].kind in (TokenKind.NUMBER, TokenKind.IDENT)
+    if keyword == "import":
+        return len(tokens) == 2
+    return all(t.kind is TokenKind.IDENT for t in tokens)  # `open A B C`
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,28 @@
-"""The static gate: lexical rules on the full Lean text, before any compile view.
+"""The static gate: lexical rules on the code the model displayed and on the code Lean gets.
 
-It runs on the code exactly as the model displayed it (header + block), because Goedel's
-compile view drops every line starting with `set_option` or `open` (indented `set_option ...
-in` included): a banned option would otherwise never be seen. Built on the lexer, so a word in
-a comment or a string never counts, and `sorry_free` is not `sorry`.
+Two readings, one decision. The rules run on the code exactly as the model displayed it
+(header + block), because that is what becomes training data and because Goedel's compile view
+drops every line starting with `set_option` or `open`: a banned option would otherwise never be
+seen. With the problem's statement they run again on the bytes the REPL receives (`lean_input`:
+re-insertion, then the compile view), from the trusted `:= by` on, and every way the protocol's
+text transforms read the candidate otherwise than Lean's lexer is refused
+(`protocol_differential:<what>`, `extract.protocol_differentials`). Built on the lexer, so a
+word in a comment or a string never counts, `sorry_free` is not `sorry`, and a name is compared
+as Lean reads it (`«Lean».«addDecl»` is `Lean.addDecl`, `theorem «t»` declares `t`).
+
+What a candidate may display is a list: its header, the trusted preamble repeated, `set_option`
+of the allowed options, one `theorem` and its proof. Goedel's re-insertion drops everything else
+before the theorem (a helper `lemma`, a `def`, an attribute), so a proof using it would fail
+for an unknown name and one not using it would train on text Lean never checked: it is refused
+before Lean as `dropped_by_reinsertion:<first token>`.
 
 Reasons are specific: `banned:<word>`, `banned:set_option:<option>`, `banned:#<command>`,
 `banned:decl:<keyword>` (a declaration after the theorem), `banned:open_private`,
 `banned:open_in` (before the theorem), `banned:import` (after the header),
-`banned:scope:<command>`, `lex_error`, `no_theorem`, and with the problem's statement
-`header_mismatch`, `preamble_mismatch:<first differing token>`, `statement_mismatch` and
-`theorem_renamed`.
+`banned:scope:<command>`, `banned:interpolated_string`, `lex_error`, `no_theorem`,
+`dropped_by_reinsertion:<token>`, and with the problem's statement `header_mismatch`,
+`preamble_mismatch:<first differing token>`, `statement_mismatch`, `theorem_renamed` and
+`protocol_differential:<what>`.
 
 Preamble: a problem whose theorem is stated in declarations (MOBench's `abbrev solution`, a
 `structure` and its `def`s) is accepted only if the candidate repeats that trusted preamble
@@ -22,11 +34,8 @@ Scope: the theorem Lean proves must be the trusted one, at the root, under the p
 A candidate may add no command that changes the scope the statement is elaborated in
 (`namespace`, `section`, `end`, `variable`, `include`, `omit`, `universe`, `export`,
 `attribute`, an `open` after the header, a `_root_` name) beyond those the trusted statement
-itself has (in its signature; its preamble is exempt as a whole). What stays allowed before
-the theorem: fully proven helper `lemma`/`theorem`/`def`
-(models write them; at the root a helper cannot shadow an existing name, Lean refuses the
-redeclaration) with `@[...]` attributes, `set_option` of the allowed options. The REPL's
-statement check (`statement_check_command`) catches what a lexical rule misses.
+itself has (in its signature; its preamble is exempt as a whole). The REPL's statement check
+(`statement_check_command`) catches what a lexical rule misses.
 """
 
 from __future__ import annotations
@@ -34,8 +43,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from prover_assets.lean.extract import DisplayedTheorem, displayed_theorem
-from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens, line_col
+from prover_assets.lean.extract import (
+    DisplayedTheorem,
+    ReinsertionError,
+    displayed_theorem,
+    lean_input,
+    protocol_differentials,
+)
+from prover_assets.lean.lexer import (
+    LexError,
+    Token,
+    TokenKind,
+    code_tokens,
+    line_col,
+    name_components,
+)
 from prover_assets.lean.statements import (
     ParsedStatement,
     header_end,
@@ -133,10 +155,6 @@ def _scope_reasons(
     ]
 
 
-def _word_reasons(token: Token) -> list[str]:
-    return [f"banned:{token.text}"] if banned_word(token.text) else []
-
-
 def _add(reasons: list[str], reason: str) -> None:
     if reason not in reasons:
         reasons.append(reason)
@@ -155,10 +173,10 @@ def static_check(
 
     With the problem's `statement`, also `header_mismatch` (an import the problem's header does
     not have), `preamble_mismatch:<where>` (the trusted preamble is not repeated token for token
-    right after the header: the first differing token named) and `statement_mismatch` (the
-    displayed theorem's signature tokens differ); the repeated preamble is trusted text, exempt
-    from the word and scope bans. `displayed` is `code`'s displayed theorem when the caller has
-    read it already.
+    right after the header: the first differing token named), `statement_mismatch` (the
+    displayed theorem's signature tokens differ), the protocol's differentials, and the rules
+    again on the proof as Lean gets it; the repeated preamble is trusted text, exempt from the
+    word and scope bans. `displayed` is `code`'s displayed theorem when the caller has read it.
     """
     try:
         tokens = code_tokens(code)
@@ -170,39 +188,103 @@ def static_check(
     scan_start, mismatch = _after_trusted_preamble(code, tokens, body_start, trusted)
     if mismatch is not None:
         _add(reasons, mismatch)
-    theorem_seen = False
-    for index in range(scan_start, len(tokens)):
-        token = tokens[index]
-        following = tokens[index + 1].text if index + 1 < len(tokens) else ""
-        text = token.text
-        if token.kind is TokenKind.HASH_COMMAND:
-            _add(reasons, f"banned:{text}")
-        elif token.kind is not TokenKind.IDENT:
-            if text == "@[" and theorem_seen:
-                _add(reasons, "banned:decl:attribute")
-            elif text == "+" and following == "native":
-                _add(reasons, "banned:native_decide")
-        elif text == "import":
-            _add(reasons, "banned:import")
-        elif text == "set_option":
-            if following not in ALLOWED_OPTIONS:
-                _add(reasons, f"banned:set_option:{following}")
-        elif text == "open":
-            if following == "private":
-                _add(reasons, "banned:open_private")
-            elif not theorem_seen and _open_in(tokens, index):
-                _add(reasons, "banned:open_in")
-        elif text == "theorem" and not theorem_seen:
-            theorem_seen = True
-        elif theorem_seen and text in DECLARATION_KEYWORDS:
-            _add(reasons, f"banned:decl:{text}")
-        else:
-            for reason in _word_reasons(token):
-                _add(reasons, reason)
+    # A candidate that does not repeat the trusted preamble has its own version of it before
+    # the theorem: `preamble_mismatch` says so, and Lean compiles the trusted one.
+    theorem_seen = _code_reasons(
+        tokens, scan_start, reasons, in_proof=False, report_dropped=mismatch is None
+    )
     for reason in _scope_reasons(tokens, scan_start, trusted):
         _add(reasons, reason)
-    tail = ["no_theorem"] if not theorem_seen else _statement_reasons(code, statement, displayed)
-    return reasons + [r for r in tail if r not in reasons]
+    if not theorem_seen:
+        return [*reasons, *(r for r in ["no_theorem"] if r not in reasons)]
+    tail = [*_statement_reasons(code, statement, displayed), *protocol_differentials(code)]
+    if statement is not None:
+        tail += _compiled_reasons(statement, code)
+    return reasons + [r for r in dict.fromkeys(tail) if r not in reasons]
+
+
+def _code_reasons(
+    tokens: Sequence[Token],
+    start: int,
+    reasons: list[str],
+    *,
+    in_proof: bool,
+    report_dropped: bool = True,
+) -> bool:
+    """Add to `reasons` what the candidate's own tokens from `start` on may not do; whether a
+    theorem was seen. Before the theorem only allowed `set_option`s may stand: anything else is
+    dropped by re-insertion (said once a theorem follows); after it nothing may be declared."""
+    theorem_seen = in_proof
+    option_end = 0
+    dropped: str | None = None
+    for index in range(start, len(tokens)):
+        text = tokens[index].text
+        if not theorem_seen and text == "set_option":
+            option_end = _option_end(tokens, index)
+        elif not theorem_seen and index >= option_end and text != "theorem":
+            dropped = dropped or text
+        theorem_seen = _token_reasons(tokens, index, reasons, theorem_seen)
+        if theorem_seen and dropped is not None:
+            if report_dropped:
+                _add(reasons, f"dropped_by_reinsertion:{dropped}")
+            dropped = None
+    return theorem_seen
+
+
+def _option_end(tokens: Sequence[Token], index: int) -> int:
+    """The index after `set_option <name> <value>` (and its `in`) at `index`."""
+    end = index + 3
+    return end + 1 if end < len(tokens) and tokens[end].text == "in" else end
+
+
+def _token_reasons(
+    tokens: Sequence[Token], index: int, reasons: list[str], theorem_seen: bool
+) -> bool:
+    """Add the reasons token `index` gives; whether a theorem has been seen after it."""
+    token = tokens[index]
+    following = tokens[index + 1].text if index + 1 < len(tokens) else ""
+    text = token.text
+    if token.kind is TokenKind.HASH_COMMAND:
+        _add(reasons, f"banned:{text}")
+    elif token.kind is TokenKind.STRING and "{" in text:
+        _add(reasons, "banned:interpolated_string")  # `s!"{...}"` elaborates code in a string
+    elif token.kind is not TokenKind.IDENT:
+        if text == "@[" and theorem_seen:
+            _add(reasons, "banned:decl:attribute")
+        elif text == "+" and following == "native":
+            _add(reasons, "banned:native_decide")
+    elif text == "import":
+        _add(reasons, "banned:import")
+    elif text == "set_option":
+        if following not in ALLOWED_OPTIONS:
+            _add(reasons, f"banned:set_option:{following}")
+    elif text == "open":
+        if following == "private":
+            _add(reasons, "banned:open_private")
+        elif not theorem_seen and _open_in(tokens, index):
+            _add(reasons, "banned:open_in")
+    elif text == "theorem" and not theorem_seen:
+        return True
+    elif theorem_seen and text in DECLARATION_KEYWORDS:
+        _add(reasons, f"banned:decl:{text}")
+    elif banned_word(text):
+        _add(reasons, f"banned:{text}")
+    return theorem_seen
+
+
+def _compiled_reasons(statement: str, code: str) -> list[str]:
+    """The rules on the proof as the REPL receives it, from the trusted `:= by` on (re-insertion's
+    own refusals are the verifier's to report)."""
+    try:
+        compiled = lean_input(statement, code)
+        tokens = code_tokens(compiled.proof)
+    except ReinsertionError:
+        return []
+    except LexError:
+        return ["protocol_differential:compiled_text"]
+    reasons: list[str] = []
+    _code_reasons(tokens, 0, reasons, in_proof=True)
+    return reasons
 
 
 def _header_reasons(
@@ -258,7 +340,7 @@ def _statement_reasons(
     if (
         displayed.signature is not None
         and trusted is not None
-        and displayed.signature.name != trusted.name
+        and name_components(displayed.signature.name) != name_components(trusted.name)
     ):
         reasons.append("theorem_renamed")
     return reasons

@@ -18,7 +18,9 @@ __all__ = [
     "Token",
     "TokenKind",
     "code_tokens",
+    "is_plain_identifier",
     "line_col",
+    "name_components",
     "tokenize",
 ]
 
@@ -198,6 +200,29 @@ _KINDS = {
 def code_tokens(text: str) -> list[Token]:
     """The tokens that are code: comments and whitespace removed."""
     return tokenize(text, keep_trivia=False)
+
+
+_PLAIN_ATOM = re.compile(rf"[{_ID_FIRST}][{_ID_REST}]*")
+_NAME_ATOM = re.compile(rf"«([^»]*)»|([{_ID_FIRST}][{_ID_REST}]*)")
+
+
+def name_components(name: str) -> tuple[str, ...]:
+    """The components of an identifier token as Lean reads them: `«Lean».«addDecl»` and
+    `Lean.addDecl` are both `("Lean", "addDecl")`, and `«a.b»` is one component."""
+    components = []
+    position = 0
+    while position < len(name):
+        atom = _NAME_ATOM.match(name, position)
+        if atom is None:
+            raise ValueError(f"{name!r} is not an identifier")
+        components.append(atom.group(1) if atom.group(1) is not None else atom.group(2))
+        position = atom.end() + 1  # past the `.` between components
+    return tuple(components)
+
+
+def is_plain_identifier(component: str) -> bool:
+    """Whether a name component needs no «» quotes (Lean prints it bare)."""
+    return _PLAIN_ATOM.fullmatch(component) is not None
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:

@@ -20,7 +20,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens
+from prover_assets.lean.lexer import (
+    LexError,
+    Token,
+    TokenKind,
+    code_tokens,
+    is_plain_identifier,
+    name_components,
+)
 from prover_assets.lean.words import PREAMBLE_DECLARATIONS, banned_word
 
 __all__ = [
@@ -417,6 +424,8 @@ def parse_statement(text: str) -> ParsedStatement:
         signature = _signature_from(tokens, preamble_end)
         if signature is None:
             reason = "no_signature"
+        elif not all(map(is_plain_identifier, name_components(signature.name))):
+            reason = "theorem_name"  # printed in «» by `#print axioms`: not worth supporting
     if reason is None and (markers := count_by_markers(text[tokens[preamble_end].start :])) != 1:
         reason = f"by_count:{markers}"
     preamble_tokens = tuple(tokens[body_start:preamble_end]) if theorem_index is not None else ()
@@ -427,7 +436,7 @@ def parse_statement(text: str) -> ParsedStatement:
     return ParsedStatement(
         supported=reason is None,
         reason=reason,
-        theorem_name=signature.name if signature is not None else None,
+        theorem_name=".".join(name_components(signature.name)) if signature else None,
         header=header,
         header_commands=header_commands,
         signature=signature,

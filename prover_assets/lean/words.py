@@ -1,12 +1,16 @@
 """Words no candidate may use, and the declaration words a trusted preamble may hold.
 
 Both the gate (what a candidate writes) and the statement parser (what a benchmark's trusted
-preamble may contain) read these, so that a word is banned in one place.
+preamble may contain) read these, so that a word is banned in one place. A name is compared
+as Lean reads it, component by component with «» quotes removed: `«Lean».«addDecl»` is
+`Lean.addDecl`.
 """
 
 from __future__ import annotations
 
-__all__ = ["BANNED_NAMESPACES", "BANNED_WORDS", "PREAMBLE_DECLARATIONS", "banned_word"]
+from prover_assets.lean.lexer import name_components
+
+__all__ = ["BANNED_NAMESPACE", "BANNED_WORDS", "PREAMBLE_DECLARATIONS", "banned_word"]
 
 # Identifiers (or a component of a dotted identifier) that reject wherever they are.
 BANNED_WORDS = frozenset(
@@ -24,9 +28,12 @@ BANNED_WORDS = frozenset(
         "unsafe",
         "implemented_by",
         "extern",
+        # Code run by the elaborator from a term, a tactic or a command (Lean core and Mathlib).
         "run_tac",
         "run_cmd",
         "run_elab",
+        "run_meta",
+        "by_elab",
         "elab",
         "elab_rules",
         "macro",
@@ -44,10 +51,21 @@ BANNED_WORDS = frozenset(
         "addDecl",
         "addDeclCore",
         "instance",
+        # Mathlib commands that declare or define syntax under a name of their own choosing.
+        "alias",
+        "notation3",
+        "irreducible_def",
+        "simproc",
+        "dsimproc",
+        "initialize",
+        "builtin_initialize",
+        # Discards the rest of a proof (`repeat sorry`).
+        "stop",
     }
 )
-# Namespaces whose constants reach the elaborator or the environment itself.
-BANNED_NAMESPACES = ("Lean.",)
+# The namespace whose constants reach the elaborator or the environment itself: the meta API.
+BANNED_NAMESPACE = "Lean"
+_ROOT = "_root_"
 # Banned in anything a candidate adds, but a benchmark's preamble may declare them (MOBench has
 # `notation "ℝ+" => PosReal`, `instance : Fintype (fiber α k) := ...`): the preamble is trusted
 # text that the candidate must repeat token for token, and Lean compiles the trusted copy.
@@ -57,10 +75,12 @@ PREAMBLE_DECLARATIONS = frozenset(
 
 
 def banned_word(name: str) -> bool:
-    """Whether identifier `name` (or a component of it) is banned wherever it stands."""
-    components = name.split(".")
+    """Whether identifier `name` (or a component of it, «» removed) is banned wherever it
+    stands; a name in the meta API (`Lean.…`, `_root_.Lean.…`) is banned whole."""
+    components = name_components(name)
+    unrooted = components[1:] if components[0] == _ROOT else components
     return (
-        name.startswith(BANNED_NAMESPACES)
+        (len(unrooted) > 1 and unrooted[0] == BANNED_NAMESPACE)
         or any(part in BANNED_WORDS for part in components)
         or any(part.startswith("unsafe") for part in components)  # unsafeCast, unsafeIO, ...
     )

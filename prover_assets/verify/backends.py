@@ -44,7 +44,14 @@ from prover_assets.verify.simulator import (
     SELF_TEST_PREAMBLE_STATEMENT,
     describe_rule,
 )
-from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, WarmSpare, parse_axioms
+from prover_assets.verify.worker import (
+    LeanJob,
+    LeanResult,
+    ReplWorker,
+    WarmSpare,
+    parse_axioms,
+    print_axioms_command,
+)
 
 log = logging.getLogger(__name__)
 
@@ -223,16 +230,20 @@ class RemoteBackend(LeanBackend):
             stripped += 1
         return header_lines - min(stripped, header_lines)
 
-    def _snippet(self, job: LeanJob) -> tuple[str, int | None]:
-        """The code sent (header, compile view, `#print axioms`, the statement check) and the
-        line on which the statement check starts (its messages are not the proof's)."""
+    def _snippet(self, job: LeanJob) -> tuple[str, int | None, int | None]:
+        """The code sent (header, compile view, `#print axioms`, the statement check), the line
+        of the `#print axioms` (only its messages answer it: a proof's own `trace` could print
+        the same words) and the line on which the statement check starts."""
         code = job.header + "\n" + job.body
+        print_line = None
         if job.theorem_name is not None:
-            code += f"\n\n#print axioms {job.theorem_name}"
+            code += "\n\n"
+            print_line = code.count("\n") + 1
+            code += print_axioms_command(job.theorem_name)
         if job.statement_check is None:
-            return code, None
+            return code, print_line, None
         code += "\n\n"
-        return code + job.statement_check, code.count("\n") + 1
+        return code + job.statement_check, print_line, code.count("\n") + 1
 
     def _post(self, code: str, job: LeanJob) -> dict[str, Any]:
         payload = {
@@ -258,7 +269,7 @@ class RemoteBackend(LeanBackend):
 
     def _check_once(self, job: LeanJob) -> LeanResult:
         started = time.monotonic()
-        code, check_line = self._snippet(job)
+        code, print_line, check_line = self._snippet(job)
         result = self._post(code, job)
         elapsed = time.monotonic() - started
         error = result.get("error")
@@ -270,13 +281,10 @@ class RemoteBackend(LeanBackend):
         offset = self._line_offset(job.header)
         printed, messages, statement = [], [], []
         for message in response.get("messages", []):
-            data = str(message.get("data", ""))
             line = (message.get("pos") or {}).get("line", 0)
             if check_line is not None and line >= check_line:
                 statement.append(message)
-            elif message.get("severity") == "info" and (
-                "depends on axioms" in data or "does not depend on any axioms" in data
-            ):
+            elif line == print_line:
                 printed.append(message)
             else:
                 messages.append(_shift(message, offset))

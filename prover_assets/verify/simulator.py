@@ -319,7 +319,10 @@ class ReplSimulator:
         return {}
 
     def print_axioms(self, name: str, base: int) -> dict[str, Any]:
-        """`#print axioms name` in env `base`: what the env that declared `name` recorded."""
+        """`#print axioms name` in env `base`: what the env that declared `name` recorded, under
+        the name as it resolved (`_root_.` removed, as Lean prints it)."""
+        asked = name
+        name = name.removeprefix("_root_.")
         for env in reversed(self.envs[: base + 1]):
             if name in env.axioms:
                 axioms = env.axioms[name]
@@ -333,7 +336,7 @@ class ReplSimulator:
         else:
             data, severity = f"unknown constant '{name}'", "error"
         self.envs.append(Env())
-        end = len(f"#print axioms {name}")
+        end = len(f"#print axioms {asked}")
         message = {
             "severity": severity,
             "pos": {"line": 1, "column": 0},

@@ -1,10 +1,12 @@
 """The strict verifier: (problem, generation) -> verdict, in the order of design section 4.
 
 1. `no_code` without Lean: no extractable block, a length-capped completion, or no room;
-2. the static gate on the displayed code (and the displayed statement against the problem's);
-3. Goedel's re-insertion of the problem's own statement;
+2. the static gate on the displayed code (and the displayed statement against the problem's)
+   and on the bytes Lean will get, refusing every reading the two disagree on;
+3. Goedel's re-insertion of the problem's own statement, then the compile view;
 4. the REPL, against the header env, under the wall budget: errors, sorries, sorry warnings;
-5. `#print axioms` in the proof's env: only propext, Classical.choice, Quot.sound accept;
+5. `#print axioms _root_.<theorem>` in the proof's env, its one answer read in Lean's exact
+   shape: only propext, Classical.choice, Quot.sound accept;
 6. the statement check in the proof's env: the root theorem's type is the trusted statement
    elaborated afresh (`statement_changed` otherwise), as kernel-replay checkers do.
 An infrastructure failure is recorded as such, never as a judgement of the proof.
@@ -25,12 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from prover_assets.lean.extract import (
-    ReinsertionError,
-    compile_view,
-    displayed_theorem,
-    reinsert_statement,
-)
+from prover_assets.lean.extract import ReinsertionError, displayed_theorem, lean_input
 from prover_assets.lean.gate import STATEMENT_REASONS, static_check
 from prover_assets.lean.protocol import STANDARD_AXIOMS
 from prover_assets.lean.repl import ReplOutcome
@@ -194,7 +191,7 @@ class StrictVerifier:
             if reasons:
                 return self._verdict(generation, Stage.GATE, reasons, diagnostics=diagnostics)
         try:
-            reinserted = reinsert_statement(problem.formal_statement, code)
+            compiled = lean_input(problem.formal_statement, code)
         except ReinsertionError as exc:
             return self._verdict(
                 generation,
@@ -211,7 +208,7 @@ class StrictVerifier:
         return LeanJob(
             key=generation.key,
             header=problem.header,
-            body=compile_view(reinserted),
+            body=compiled.body,
             theorem_name=trusted.qualified_name if self.policy.axiom_check else None,
             budget_s=self.policy.budget_s,
             priority=self.history.predicted_s(problem.formal_statement, len(code)),

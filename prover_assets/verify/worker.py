@@ -13,7 +13,6 @@ fresh REPL, then reported as `infrastructure:<stage>:<kind>`, never as a judgeme
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,10 +28,13 @@ __all__ = [
     "WarmSpare",
     "checked_answer",
     "parse_axioms",
+    "print_axioms_command",
 ]
 
-_DEPENDS = re.compile(r"depends on axioms: \[(.*)\]", re.DOTALL)
-_NO_AXIOMS = "does not depend on any axioms"
+# Lean's `printAxiomsOf` (Lean/Elab/Print.lean): one info message per declaration, of exactly
+# these two shapes, the name as it resolved.
+_DEPENDS = "' depends on axioms: ["
+_NO_AXIOMS = "' does not depend on any axioms"
 # Measuring a REPL's resident memory scans /proc (about 5 ms, more on a busy host); memory grows
 # over many proofs, so once a second per worker catches it as well as after every proof would.
 MEMORY_CHECK_INTERVAL_S = 1.0
@@ -72,15 +74,27 @@ class LeanResult:
     failure_detail: str | None = None
 
 
+def print_axioms_command(name: str) -> str:
+    """`#print axioms` of the root declaration `name`. Asked by a relative name inside the
+    namespace a preamble leaves open, `Ns.t` would resolve to a candidate's `Ns.Ns.t` (an
+    `alias`, any declaration), which would answer for the theorem."""
+    return f"#print axioms _root_.{name}"
+
+
 def parse_axioms(outcome: ReplOutcome, name: str) -> tuple[str, ...]:
-    """The axioms of `name` from a `#print axioms` answer; raises ReplFailure if unreadable."""
-    for message in outcome.infos:
-        data = str(message.get("data", ""))
-        if _NO_AXIOMS in data:
+    """The axioms of `name` from the answer to its `#print axioms`: that answer's only message,
+    an info of Lean's exact shape naming `name`; raises ReplFailure for any other answer."""
+    messages = (*outcome.errors, *outcome.warnings, *outcome.infos)
+    data = str(messages[0].get("data", "")) if len(messages) == 1 else None
+    if outcome.infos and data is not None:
+        if data == f"'{name}{_NO_AXIOMS}":
             return ()
-        if (found := _DEPENDS.search(data)) is not None:
-            return tuple(part.strip() for part in found.group(1).split(",") if part.strip())
-    detail = "; ".join(str(m.get("data")) for m in (*outcome.errors, *outcome.infos))
+        prefix = f"'{name}{_DEPENDS}"
+        if data.startswith(prefix) and data.endswith("]"):
+            listed = data[len(prefix) : -1].split(",")
+            if all(part.strip() for part in listed):
+                return tuple(part.strip() for part in listed)
+    detail = "; ".join(str(m.get("data")) for m in messages)
     raise ReplFailure("axioms_unreadable", f"#print axioms {name}: {detail[:300]}")
 
 
@@ -244,7 +258,7 @@ class ReplWorker:
             printed = self._command(
                 process,
                 "axioms",
-                f"#print axioms {job.theorem_name}",
+                print_axioms_command(job.theorem_name),
                 outcome.env,
                 self._check_timeout_s,
             )
