@@ -65,7 +65,7 @@ from prover_assets.lean.statements import (
     preamble_difference,
     theorem_signature,
 )
-from prover_assets.lean.words import BANNED_WORDS, banned_word
+from prover_assets.lean.words import BANNED_NAMESPACE, BANNED_WORDS, banned_word
 
 __all__ = [
     "ALLOWED_OPTIONS",
@@ -191,7 +191,12 @@ def static_check(
     # A candidate that does not repeat the trusted preamble has its own version of it before
     # the theorem: `preamble_mismatch` says so, and Lean compiles the trusted one.
     theorem_seen = _code_reasons(
-        tokens, scan_start, reasons, in_proof=False, report_dropped=mismatch is None
+        tokens,
+        scan_start,
+        reasons,
+        in_proof=False,
+        report_dropped=mismatch is None,
+        option_end=_header_option_in_end(tokens, header_spans, body_start),
     )
     for reason in _scope_reasons(tokens, scan_start, trusted):
         _add(reasons, reason)
@@ -210,12 +215,12 @@ def _code_reasons(
     *,
     in_proof: bool,
     report_dropped: bool = True,
+    option_end: int = 0,
 ) -> bool:
     """Add to `reasons` what the candidate's own tokens from `start` on may not do; whether a
     theorem was seen. Before the theorem only allowed `set_option`s may stand: anything else is
     dropped by re-insertion (said once a theorem follows); after it nothing may be declared."""
     theorem_seen = in_proof
-    option_end = 0
     dropped: str | None = None
     for index in range(start, len(tokens)):
         text = tokens[index].text
@@ -229,6 +234,17 @@ def _code_reasons(
                 _add(reasons, f"dropped_by_reinsertion:{dropped}")
             dropped = None
     return theorem_seen
+
+
+def _header_option_in_end(
+    tokens: Sequence[Token], spans: Sequence[tuple[int, int]], body_start: int
+) -> int:
+    """Past the `in` of a `set_option ... in` whose option the header consumed (a model writes
+    `set_option maxHeartbeats 400000 in` right before its theorem), else 0."""
+    follows_option = bool(spans) and tokens[spans[-1][0]].text == "set_option"
+    if follows_option and body_start < len(tokens) and tokens[body_start].text == "in":
+        return body_start + 1
+    return 0
 
 
 def _option_end(tokens: Sequence[Token], index: int) -> int:
@@ -294,10 +310,12 @@ def _header_reasons(
     trusted: ParsedStatement | None,
 ) -> list[str]:
     """What the candidate's header may not do: `open ... in`, an import the trusted header
-    lacks, a banned option, `open private`."""
+    lacks, a banned option, `open private`, a banned word or the meta API among the names it
+    opens (Lean never compiles the candidate's header, but the displayed code is training
+    data)."""
     reasons = ["banned:open_in"] if header_reason == "open_in" else []
     allowed_imports = _header_imports(trusted) if trusted is not None else None
-    for start, _ in spans:
+    for start, end in spans:
         keyword = tokens[start].text
         argument = tokens[start + 1].text if start + 1 < len(tokens) else ""
         if keyword == "import" and allowed_imports is not None and argument not in allowed_imports:
@@ -306,7 +324,17 @@ def _header_reasons(
             _add(reasons, f"banned:set_option:{argument}")
         elif keyword == "open" and argument == "private":
             _add(reasons, "banned:open_private")
+        elif keyword == "open":
+            _open_reasons(tokens[start + 1 : end], reasons)
     return reasons
+
+
+def _open_reasons(names: Sequence[Token], reasons: list[str]) -> None:
+    for name in names:
+        if banned_word(name.text):
+            _add(reasons, f"banned:{name.text}")
+        elif name_components(name.text)[0] == BANNED_NAMESPACE:
+            _add(reasons, f"banned:open:{name.text}")
 
 
 def _after_trusted_preamble(

@@ -102,6 +102,7 @@ COMMAND_KEYWORDS = frozenset(
         "end",
         "unsafe",
         "partial",
+        "prelude",
         "initialize",
         "builtin_initialize",
         "declare_syntax_cat",
