@@ -364,3 +364,19 @@ def test_real_lean_statement_check_rejects_another_statement_under_a_preamble_pr
     (result,) = list(real_backend.run([job]))
     assert result.failure is None, result.failure
     assert result.outcome.complete and result.statement_errors, result
+
+
+def test_remote_reads_the_axioms_from_the_print_axioms_line_not_from_a_proofs_own_trace():
+    # The proof's `trace` prints the words of a clean answer; the real answer names sorryAx.
+    spoof = "'t' does not depend on any axioms"
+    rules = [
+        {
+            "match": {"substring": "trace"},
+            "reply": {},
+            "messages_at": [{"severity": "info", "at": "trace", "data": spoof}],
+            "axioms": ["sorryAx"],
+        }
+    ]
+    with KiminaDouble(rules) as server:
+        verdict = remote_verdict(server, f'trace "{spoof}"\n  omega')
+    assert verdict.reasons == ["axiom:sorryAx"]

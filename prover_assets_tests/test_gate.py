@@ -380,3 +380,37 @@ def test_a_candidate_that_stops_inside_the_preamble_is_told_where_it_ended():
     reasons = static_check(truncated, statement=PREAMBLE_STATEMENT)
     assert reasons[0] == "preamble_mismatch:expected `def`, found the end of the code"
     assert reasons[-1] == "no_theorem"
+
+
+def test_the_protocols_own_imports_are_allowed_whatever_the_problems_header():
+    # Extraction puts GOEDEL_HEADER (with `import Aesop`) before every block.
+    statement = "import Mathlib\n\n" + SIGNATURE + " sorry"
+    assert static_check(code("  positivity"), statement=statement) == []
+    cheat = "import Mathlib\nimport MyCheats\n" + code("  positivity")
+    assert static_check(cheat, statement=statement) == ["header_mismatch"]
+
+
+@pytest.mark.parametrize(
+    ("proof", "reason"),
+    [
+        ("  exact «Lean».«addDecl» default", "banned:«Lean».«addDecl»"),
+        ("  exact Lean.«addDecl» default", "banned:Lean.«addDecl»"),
+        ("  exact «sorryAx» _ true", "banned:«sorryAx»"),
+        ("  exact _root_.Lean.trustCompiler", "banned:_root_.Lean.trustCompiler"),
+        ("  exact Foo.«unsafeCast» ()", "banned:Foo.«unsafeCast»"),
+    ],
+    ids=["both_quoted", "one_quoted", "quoted_word", "rooted", "quoted_unsafe"],
+)
+def test_names_are_compared_as_lean_reads_them_without_guillemets(proof, reason):
+    assert reason in static_check(code(proof), statement=STATEMENT)
+
+
+def test_a_quoted_a_dot_b_is_one_component_not_the_meta_namespace():
+    assert (
+        static_check(code("  have «Lean.x» : 0 < x := h₀\n  positivity"), statement=STATEMENT) == []
+    )
+
+
+def test_a_theorem_named_in_guillemets_is_not_renamed():
+    quoted = code("  positivity").replace("theorem t ", "theorem «t» ")
+    assert static_check(quoted, statement=STATEMENT) == []

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from prover_assets.lean.lexer import code_tokens
+from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     StatementError,
     alpha_sha,
@@ -562,3 +563,25 @@ def test_renaming_survives_nested_brackets_and_projections(one, two):
 def test_a_statement_without_header_lines_has_an_empty_header():
     parsed = parse_statement("theorem t : True := by sorry")
     assert (parsed.supported, parsed.header, parsed.header_commands) == (True, "", ())
+
+
+def test_a_let_in_the_statements_type_does_not_end_its_signature():
+    # MOBench's 2006_A4 and six others state `let T := ...` inside the theorem's type.
+    statement = GOEDEL_HEADER + "theorem t (n : ℕ) :\n    let m := n + 1\n    0 < m := by sorry"
+    parsed = parse_statement(statement)
+    assert [t.text for t in parsed.signature.tokens] == [
+        *["(", "n", ":", "ℕ", ")", ":", "let", "m", ":=", "n", "+", "1", "0", "<", "m"]
+    ]
+    assert statement_check_command(statement) == (
+        "example : ∀ (n : ℕ), let m := n + 1\n    0 < m := @_root_.t"
+    )
+
+
+def test_a_theorem_name_in_guillemets_is_the_plain_name():
+    parsed = parse_statement(GOEDEL_HEADER + "theorem «t» : True := by sorry")
+    assert (parsed.supported, parsed.qualified_name) == (True, "t")
+
+
+def test_a_theorem_name_lean_would_print_in_guillemets_is_unsupported():
+    parsed = parse_statement(GOEDEL_HEADER + "theorem «a b» : True := by sorry")
+    assert (parsed.supported, parsed.reason) == (False, "theorem_name")

@@ -200,6 +200,48 @@ def test_the_axioms_are_read_from_the_print_axioms_answer(messages, axioms):
     assert parse_axioms(read_answer({"messages": messages, "env": 2}), "t") == axioms
 
 
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [info("'t' does not depend on any axioms"), info("'t' does not depend on any axioms")],
+        [{"severity": "info"}, info("'t' depends on axioms: [propext]")],
+        [info("'s' does not depend on any axioms")],
+        [info("'Geo.t' does not depend on any axioms")],
+        [info("note: 't' does not depend on any axioms")],
+        [info("'t' does not depend on any axioms, honestly")],
+        [info("'t' depends on axioms: [propext, ]")],
+        [info("'t' depends on axioms: [propext")],
+        [{"severity": "warning", "data": "'t' does not depend on any axioms"}],
+        [],
+    ],
+    ids=[
+        "two_answers",
+        "a_second_message",
+        "another_declaration",
+        "a_namespaced_namesake",
+        "words_inside_a_longer_text",
+        "words_followed_by_more",
+        "an_empty_axiom",
+        "an_open_list",
+        "not_an_info",
+        "no_message",
+    ],
+)
+def test_only_one_info_in_leans_exact_shape_for_the_theorem_is_an_axioms_answer(messages):
+    from prover_assets.lean.repl import ReplFailure, read_answer
+    from prover_assets.verify.worker import parse_axioms
+
+    with pytest.raises(ReplFailure) as failure:
+        parse_axioms(read_answer({"messages": messages, "env": 2}), "t")
+    assert failure.value.kind == "axioms_unreadable"
+
+
+def test_the_axioms_are_asked_of_the_root_declaration():
+    from prover_assets.verify.worker import print_axioms_command
+
+    assert print_axioms_command("Geo.p") == "#print axioms _root_.Geo.p"
+
+
 def test_an_unreadable_axioms_answer_names_the_theorem_and_what_lean_said():
     from prover_assets.lean.repl import ReplFailure, read_answer
     from prover_assets.verify.worker import parse_axioms

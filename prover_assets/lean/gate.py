@@ -58,6 +58,7 @@ from prover_assets.lean.lexer import (
     line_col,
     name_components,
 )
+from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     ParsedStatement,
     header_end,
@@ -161,9 +162,10 @@ def _add(reasons: list[str], reason: str) -> None:
 
 
 def _header_imports(trusted: ParsedStatement) -> set[str]:
-    return {
-        command.split()[1] for command in trusted.header_commands if command.startswith("import")
-    }
+    """The imports a candidate's header may have: the trusted header's, and the protocol's own
+    (extraction puts `GOEDEL_HEADER` before every block, whatever the problem's header)."""
+    commands = (*trusted.header_commands, *GOEDEL_HEADER.split("\n"))
+    return {command.split()[1] for command in commands if command.startswith("import")}
 
 
 def static_check(

@@ -148,6 +148,7 @@ _MODIFIERS = frozenset({"noncomputable", "private", "protected"})
 # Separates a preamble's tokens from the signature's in the identity hash.
 _PREAMBLE_END = "\x1e"
 
+_TYPE_BINDINGS = frozenset({"let", "have"})
 _OPENING = {"(": ")", "{": "}", "[": "]", "⦃": "⦄", "⟨": "⟩"}
 _CLOSING = frozenset(_OPENING.values())
 _BINDER_KEYWORDS = frozenset({"∀", "∃", "λ", "fun", "∑", "∏", "⋃", "⋂", "⨆", "⨅", "Π", "Σ", "∫"})
@@ -252,12 +253,17 @@ def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | 
     if theorem_index + 1 >= len(tokens) or tokens[theorem_index + 1].kind is not TokenKind.IDENT:
         return None
     depth = 0
+    bindings = 0  # `let`/`have` in the type whose `:=` is still to come
     for j in range(theorem_index + 2, len(tokens)):
         text = tokens[j].text
         if text in _OPENING:
             depth += 1
         elif text in _CLOSING:
             depth -= 1
+        elif depth == 0 and text in _TYPE_BINDINGS and tokens[j].kind is TokenKind.IDENT:
+            bindings += 1
+        elif text == ":=" and depth == 0 and bindings:
+            bindings -= 1  # `let T := ...` inside the statement's type (MOBench has seven)
         elif text == ":=" and depth == 0:
             return Signature(
                 name=tokens[theorem_index + 1].text,

@@ -1,0 +1,101 @@
+"""Every real proof in the shipped data reaches Lean as Goedel's protocol sends it.
+
+The 100 Goedel-Prover proofs of the Kimina fixtures (and its two small controls), judged against
+their statements by Goedel's own prompt rule, and every miniF2F and MOBench statement with its
+`sorry` replaced by a tactic (synthetic proofs of real statements, preambles included): none is
+refused before Lean, and the body each sends the REPL is byte-identical to the independent
+oracle's (`goedel_oracle.py`). Where the pool sources hold a proof's statement, the derived
+statement is the same statement.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.statements import statement_sha
+from prover_assets.problems.eval_sets import (
+    goedel_prompt_statement,
+    load_minif2f,
+    load_mobench,
+)
+from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
+from prover_assets.verify.worker import LeanJob
+from prover_assets_tests.factories import make_generation, make_problem
+from prover_assets_tests.goedel_oracle import goedel_body
+from prover_assets_tests.lean_double import double_backend
+
+DATA = Path(__file__).parent / "data"
+PROOFS = sorted((DATA / "repl-fixtures/kimina-lean-server/input").glob("*.lean"))
+EVAL = Path(__file__).parents[1] / "prover_assets/data/goedel-prover-v2"
+
+
+def _pool_statements() -> dict[str, str]:
+    statements = {}
+    for path in sorted((DATA / "pool-sources").glob("leanworkbook_*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            statements.setdefault(row["name"], row["formal_statement"])
+    return statements
+
+
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory):
+    with double_backend(tmp_path_factory.mktemp("real"), workers=1) as backend:
+        yield StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
+
+
+def _refused_or_changed(verifier, problems_and_blocks):
+    """The names refused before Lean (with why) or sent other bytes than Goedel's protocol."""
+    wrong = {}
+    for problem, block in problems_and_blocks:
+        # The code as extraction makes it (one MOBench docstring holds a ``` fence of its own).
+        generation = make_generation(problem.problem_id, lean_code=GOEDEL_HEADER + block)
+        decided = verifier.prepare(problem, generation)
+        if not isinstance(decided, LeanJob):
+            wrong[problem.problem_id] = decided.reasons
+        elif decided.body != goedel_body(problem.formal_statement, generation.lean_code):
+            wrong[problem.problem_id] = "bytes differ from Goedel's"
+    return wrong
+
+
+def _proof_problems():
+    for path in PROOFS:
+        code = path.read_text(encoding="utf-8")
+        yield make_problem(path.stem, statement=goedel_prompt_statement(code)), code
+
+
+def test_the_real_proofs_are_one_hundred_and_two():
+    assert len(PROOFS) == 102
+
+
+def test_every_real_proof_reaches_lean_with_goedels_bytes(verifier):
+    assert _refused_or_changed(verifier, _proof_problems()) == {}
+
+
+def test_the_derived_statements_are_the_pools_where_the_pool_has_them():
+    pool = _pool_statements()
+    compared = 0
+    for problem, _ in _proof_problems():
+        name = problem.problem_id.removeprefix("goedel-")
+        if name in pool:
+            compared += 1
+            assert statement_sha(pool[name] + " sorry") == problem.statement_sha, name
+    assert compared == 39
+
+
+def _with_a_proof(problem):
+    return problem, problem.formal_statement.removesuffix("sorry") + "\n  norm_num"
+
+
+def test_every_minif2f_statement_with_a_proof_reaches_lean_with_goedels_bytes(verifier):
+    problems = load_minif2f(EVAL / "minif2f.jsonl")
+    assert len(problems) == 244
+    assert _refused_or_changed(verifier, map(_with_a_proof, problems)) == {}
+
+
+def test_every_mobench_statement_with_a_proof_reaches_lean_with_goedels_bytes(verifier):
+    problems, _ = load_mobench(EVAL / "MOBench.jsonl")
+    assert len(problems) == 359
+    assert _refused_or_changed(verifier, map(_with_a_proof, problems)) == {}
