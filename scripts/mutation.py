@@ -30,9 +30,10 @@ HERE = Path(__file__).resolve().parent.parent
 TESTS = "prover_assets_tests"
 # module (under prover_assets/) -> the test files that are its own
 TARGETS: dict[str, list[str]] = {
-    "lean/gate.py": ["test_gate.py"],
+    # The red team and the real data judge the gate and the protocol's transforms together.
+    "lean/gate.py": ["test_gate.py", "test_gate_redteam.py", "test_gate_real_data.py"],
     "lean/statements.py": ["test_statements.py"],
-    "lean/extract.py": ["test_extract.py"],
+    "lean/extract.py": ["test_extract.py", "test_gate_redteam.py", "test_gate_real_data.py"],
     "lean/repl.py": ["test_repl.py"],
     # The verifier's cache, batch duplicates and copies are tested with the cache.
     "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
