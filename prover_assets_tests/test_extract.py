@@ -278,3 +278,139 @@ def test_nothing_is_faithful_to_a_statement_without_a_theorem():
 )
 def test_reinsertion_keeps_a_statement_exactly_when_lean_gets_its_own_code(statement, keeps):
     assert reinsertion_keeps_statement(statement) is keeps
+
+
+# --- Protocol differentials: the exact reasons, hand-derived from Lean's reading and Goedel's.
+DIFF_SIGNATURE = "theorem t (x : ℝ) (h₀ : 0 < x) : 0 < x ^ 2 := by"
+
+
+def candidate(proof: str, before: str = "") -> str:
+    return GOEDEL_HEADER + before + DIFF_SIGNATURE + "\n" + proof
+
+
+@pytest.mark.parametrize(
+    ("code", "reasons"),
+    [
+        (candidate("  positivity"), []),
+        (candidate("  /-/- a -/ -/\n  positivity"), ["nested_comment", "comment_removal"]),
+        (candidate("  /-- doc -/\n  positivity"), []),
+        (candidate("  -- a /- b\n  positivity"), ["comment_opener_in_line_comment"]),
+        (
+            candidate('  have : "a--b" = "a--b" := rfl\n  positivity'),
+            ["comment_marker_in_string", "comment_removal"],
+        ),
+        (
+            candidate('  have : r"a--b" = r"a--b" := rfl\n  positivity'),
+            ["comment_marker_in_raw_string", "comment_removal"],
+        ),
+        (
+            candidate("  have «a/-b» : True := trivial\n  positivity\n  -- -/"),
+            ["comment_marker_in_quoted_name", "comment_removal"],
+        ),
+        (candidate("  exact (x -/- c -/- x)"), ["comment_removal"]),
+        (candidate("  positivity", before="def mytheorem := 1\n"), []),
+        (candidate("  exact my_theorem_about x"), []),
+        (candidate(""), []),
+        (candidate("  positivity").replace(":= by", ":=\n  by"), []),
+        (
+            GOEDEL_HEADER + "theorem t (h : 0 < 1 := by norm_num) : True :=",
+            ["theorem"],
+        ),
+        (
+            GOEDEL_HEADER + 'def s := "a theorem s := by"\nexample : True := trivial',
+            ["theorem"],
+        ),
+        (
+            candidate("  positivity", before='def s := " theorem t (x : ℝ) : 0 < 1 := by"\n'),
+            ["theorem"],
+        ),
+    ],
+    ids=[
+        "none",
+        "nested_right_after_the_opener",
+        "doc_comment_is_no_nesting",
+        "opener_in_a_line_comment",
+        "dashes_in_a_string",
+        "dashes_in_a_raw_string",
+        "opener_in_a_quoted_name",
+        "two_dashes_joined_by_removal",
+        "a_theorem_substring_before_the_theorem",
+        "a_theorem_substring_in_the_proof",
+        "an_empty_proof",
+        "by_on_the_next_line",
+        "the_signature_ends_the_text",
+        "theorem_only_in_a_string",
+        "theorem_in_a_string_first",
+    ],
+)
+def test_protocol_differentials_name_each_disagreement(code, reasons):
+    from prover_assets.lean.extract import protocol_differentials
+
+    assert protocol_differentials(code) == [f"protocol_differential:{r}" for r in reasons]
+
+
+@pytest.mark.parametrize(
+    ("lines", "differs"),
+    [
+        ("set_option maxHeartbeats 400000 in\npositivity", False),
+        ("set_option maxHeartbeats 400000\npositivity", False),
+        ("set_option pp.all true in\npositivity", False),
+        ("open Real in\npositivity", False),
+        ("open Real Nat\npositivity", False),
+        ("import Mathlib.Tactic\npositivity", False),
+        ("import\npositivity", True),
+        ("import A B\npositivity", True),
+        ("open Real 1\npositivity", True),
+        ("open\npositivity", True),
+        ("set_option maxHeartbeats\npositivity", True),
+        ('set_option maxHeartbeats "x"\npositivity', True),
+        ("set_option maxHeartbeats 400000 in positivity\npositivity", True),
+        ("opening_lemma\npositivity", True),
+        ('set_option maxHeartbeats 400000 in "\nrun_tac x\n"\npositivity', True),
+    ],
+    ids=[
+        "option_in",
+        "option",
+        "option_with_an_ident_value",
+        "open_in",
+        "open_names",
+        "import",
+        "bare_import",
+        "import_of_two",
+        "open_a_number",
+        "bare_open",
+        "option_without_value",
+        "option_with_a_string",
+        "option_carrying_a_tactic",
+        "a_word_starting_with_open",
+        "option_opening_a_string",
+    ],
+)
+def test_a_dropped_line_must_be_one_plain_command_even_at_column_zero(lines, differs):
+    from prover_assets.lean.extract import protocol_differentials
+
+    # At column 0, a line's tokens touch its neighbours' lines: an off-by-one in the line
+    # spans would take a neighbour's token for this line's.
+    reasons = protocol_differentials(candidate(lines))
+    assert (reasons == ["protocol_differential:dropped_line"]) is differs, reasons
+    assert reasons in ([], ["protocol_differential:dropped_line"])
+
+
+def test_a_statement_whose_last_line_the_compile_view_drops_cannot_carry_a_proof():
+    from prover_assets.lean.extract import ReinsertionError, lean_input
+
+    statement = GOEDEL_HEADER + "theorem t (h : True)\nopen_goal : True := by sorry"
+    with pytest.raises(ReinsertionError) as refused:
+        lean_input(statement, statement.replace("sorry", "trivial"))
+    assert refused.value.reason == "statement_line_dropped"
+
+
+def test_the_lean_input_is_the_compile_view_of_the_reinsertion_split_at_the_trusted_by():
+    from prover_assets.lean.extract import lean_input
+
+    statement = GOEDEL_HEADER + DIFF_SIGNATURE + " sorry"
+    code = candidate("  set_option maxHeartbeats 400000 in\n  positivity")
+    given = lean_input(statement, code)
+    # By hand: the header's lines go, `sorry` goes, the option line goes.
+    assert given.body == "\n\n\n" + DIFF_SIGNATURE + " \n  positivity"
+    assert given.proof == "\n  positivity"  # the space after `by` is the trusted head's

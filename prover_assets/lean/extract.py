@@ -91,13 +91,13 @@ def remove_comments(text: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in text.split("\n")).strip()
 
 
-def _proof_tail(code: str) -> str:
-    """The candidate's text after its first `theorem ... := by`, comments removed (Goedel)."""
+def _theorem_match(code: str) -> tuple[str, re.Match[str]]:
+    """The comment-free code (Goedel's removal) and its first `theorem ... := by`."""
     cleaned_code = remove_comments(code)
     proof_match = _PROOF_THEOREM.search(cleaned_code)
     if proof_match is None:
         raise ReinsertionError("code_has_no_theorem")
-    return cleaned_code[proof_match.end() :]
+    return cleaned_code, proof_match
 
 
 def _reinsertion_parts(statement: str, code: str) -> tuple[str, str]:
@@ -110,7 +110,8 @@ def _reinsertion_parts(statement: str, code: str) -> tuple[str, str]:
     if statement_match is None:
         raise ReinsertionError("statement_has_no_theorem_sorry")
     head = cleaned_statement[: statement_match.end()].replace("sorry", "")
-    return head, _proof_tail(code)
+    cleaned_code, proof_match = _theorem_match(code)
+    return head, cleaned_code[proof_match.end() :]
 
 
 def reinsert_statement(statement: str, code: str) -> str:
@@ -161,32 +162,36 @@ def protocol_differentials(code: str) -> list[str]:
     `lex_error`) or that has no theorem for re-insertion (re-insertion refuses it)."""
     try:
         tokens = tokenize(code)
-        tail = _proof_tail(code)
+        cleaned, found = _theorem_match(code)
     except (LexError, ReinsertionError):
         return []
-    found = [_comment_differential(t) or _literal_differential(t) for t in tokens]
-    found.append(_theorem_differential(code))
+    tail = cleaned[found.end() :]
+    found_what = [_comment_differential(t) or _literal_differential(t) for t in tokens]
     try:
-        tail_tokens = code_tokens(tail)
+        theorem = _theorem_differential(cleaned, code_tokens(cleaned), found)
+        # The proof's readings compare only where both start at the same `:= by`.
+        tail_tokens = code_tokens(tail) if theorem is None else []
     except LexError:
-        found.append("comment_removal")
+        found_what.append("comment_removal")  # the regex's removal leaves text Lean cannot lex
     else:
-        found.append(_comment_removal_differential(tokens, tail_tokens))
-        found.append(_dropped_line_differential(tail, tail_tokens))
+        found_what.append(theorem)
+        if theorem is None:
+            found_what.append(_comment_removal_differential(tokens, tail_tokens))
+            found_what.append(_dropped_line_differential(tail, tail_tokens))
     reasons: list[str] = []
-    for what in found:
+    for what in found_what:
         if what is not None and f"protocol_differential:{what}" not in reasons:
             reasons.append(f"protocol_differential:{what}")
     return reasons
 
 
 def _literal_differential(token: Token) -> str | None:
-    """A comment marker inside a literal or a «» name, which Goedel's comment removal cuts."""
+    """A comment marker inside a string or a «» name, which Goedel's comment removal cuts. (A
+    char literal holds one character, and `-` is no identifier character: neither can hold
+    `--` or `/-`.)"""
     if token.kind is TokenKind.STRING:
         what = "raw_string" if token.text.startswith("r") else "string"
-    elif token.kind is TokenKind.CHAR:
-        what = "char"
-    elif token.kind is TokenKind.IDENT and "«" in token.text:
+    elif token.kind is TokenKind.IDENT:
         what = "quoted_name"
     else:
         return None
@@ -203,25 +208,16 @@ def _comment_differential(token: Token) -> str | None:
     return None
 
 
-def _theorem_differential(code: str) -> str | None:
-    """Whether the `theorem ... := by` re-insertion takes (the regex's first, in the
-    comment-free text) is the first theorem Lean reads, ended by its signature's own `:= by`."""
-    cleaned = remove_comments(code)
-    found = _PROOF_THEOREM.search(cleaned)
-    try:
-        tokens = code_tokens(cleaned)
-    except LexError:
-        return "comment_removal"
+def _theorem_differential(cleaned: str, tokens: list[Token], found: re.Match[str]) -> str | None:
+    """Whether the `theorem ... := by` re-insertion takes (`found`, the regex's first in the
+    comment-free text) is the first theorem Lean reads there, ended by its signature's own
+    `:= by` (a token ending where the regex's `by` ends, right after the `:=`, is `by`)."""
     signature = first_theorem_signature(tokens)
-    if found is None or signature is None:
-        return "theorem"
-    if signature.theorem_start != cleaned.index("theorem", found.start()):
+    if signature is None or signature.theorem_start != cleaned.index("theorem", found.start()):
         return "theorem"
     assign = next(i for i, t in enumerate(tokens) if t.start == signature.assign_start)
     following = tokens[assign + 1] if assign + 1 < len(tokens) else None
-    if following is None or following.text != "by" or following.end != found.end():
-        return "theorem"
-    return None
+    return None if following is not None and following.end == found.end() else "theorem"
 
 
 def _texts(tokens: list[Token]) -> list[tuple[TokenKind, str]]:
@@ -240,24 +236,25 @@ def _comment_removal_differential(tokens: list[Token], tail_tokens: list[Token])
 
 
 def _dropped_line_differential(tail: str, tail_tokens: list[Token]) -> str | None:
-    """Whether the compile view drops, from the proof, a line that is not a whole plain
-    `set_option`/`open`/`import` command (a token crossing the line, a string opened on it, a
-    proof line that merely starts with `open...`)."""
+    """Whether the compile view drops, from the proof, a line that is not one whole plain
+    `set_option`/`open`/`import` command (a string crossing the line, a tactic after the option,
+    a proof line that merely starts with `open...`). Only a string crosses a line in a
+    comment-free text, and no plain command holds one."""
     offset = 0
     for number, line in enumerate(tail.split("\n")):
         start, end = offset, offset + len(line)
         offset = end + 1
         if number == 0 or not _dropped(line):
             continue  # the first line is joined to the trusted statement's last line
-        inside = [t for t in tail_tokens if t.end > start and t.start < end]
-        if any(t.start < start or t.end > end for t in inside) or not _plain_command(inside):
+        if not _plain_command([t for t in tail_tokens if t.end > start and t.start < end]):
             return "dropped_line"
     return None
 
 
 def _plain_command(tokens: list[Token]) -> bool:
-    """`set_option <name> <value>`, `open <names>` or `import <name>`, each optionally `in`."""
-    if tokens and tokens[-1].text == "in":
+    """`set_option <name> <value>`, `open <names>` or `import <name>`, each optionally `in`
+    (`tokens`: those of a line that starts with one of the three words, so never none)."""
+    if tokens[-1].text == "in":
         tokens = tokens[:-1]
     if len(tokens) < 2 or any(t.kind is not TokenKind.IDENT for t in tokens[:2]):
         return False
