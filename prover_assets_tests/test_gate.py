@@ -414,3 +414,85 @@ def test_a_quoted_a_dot_b_is_one_component_not_the_meta_namespace():
 def test_a_theorem_named_in_guillemets_is_not_renamed():
     quoted = code("  positivity").replace("theorem t ", "theorem «t» ")
     assert static_check(quoted, statement=STATEMENT) == []
+
+
+@pytest.mark.parametrize(
+    ("before_theorem", "reasons"),
+    [
+        ("set_option maxHeartbeats 400000 in\n", []),
+        ("set_option maxHeartbeats 400000\n", []),
+        ("set_option maxHeartbeats 400000 in\nlemma h : True := trivial\n", ["lemma"]),
+        ("set_option maxHeartbeats 400000\nlemma h : True := trivial\n", ["lemma"]),
+        ("set_option maxHeartbeats 400000 in\n@[simp] lemma h : True := trivial\n", ["@["]),
+    ],
+    ids=["option_in", "option", "option_in_then_helper", "option_then_helper", "attribute"],
+)
+def test_after_a_preamble_only_allowed_options_stand_before_the_theorem(before_theorem, reasons):
+    candidate = preamble_code(before_theorem=before_theorem)
+    assert static_check(candidate, statement=PREAMBLE_STATEMENT) == [
+        f"dropped_by_reinsertion:{r}" for r in reasons
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "reasons"),
+    [
+        (GOEDEL_HEADER + "set_option maxHeartbeats 400000 in\n" + SIGNATURE + "\n  positivity", []),
+        (
+            GOEDEL_HEADER
+            + "set_option maxHeartbeats 400000 in\nlemma h : True := trivial\n"
+            + SIGNATURE
+            + "\n  positivity",
+            ["dropped_by_reinsertion:lemma"],
+        ),
+        (GOEDEL_HEADER + "set_option maxHeartbeats 400000", ["no_theorem"]),
+        (
+            "lemma h : True := trivial\n" + SIGNATURE + "\n  positivity",
+            ["dropped_by_reinsertion:lemma"],
+        ),
+        (GOEDEL_HEADER + "open Real in\n" + SIGNATURE + "\n  positivity", ["banned:open_in"]),
+    ],
+    ids=[
+        "header_option_in",
+        "header_option_in_then_helper",
+        "header_ends_in_an_option",
+        "no_header",
+        "header_open_in",
+    ],
+)
+def test_what_stands_between_the_header_and_the_theorem(source, reasons):
+    assert static_check(source, statement=STATEMENT) == reasons
+
+
+@pytest.mark.parametrize(
+    ("opened", "reason"),
+    [
+        ("sorryAx", "banned:sorryAx"),
+        ("Lean", "banned:open:Lean"),
+        ("Lean.Elab", "banned:Lean.Elab"),
+    ],
+)
+def test_the_names_a_candidates_header_opens_are_held_to_the_bans(opened, reason):
+    source = code("  positivity").replace("open BigOperators", f"open {opened} BigOperators")
+    assert static_check(source, statement=STATEMENT) == [reason]
+
+
+def test_a_tampered_preamble_is_only_a_preamble_mismatch_not_a_dropped_text():
+    tampered = PREAMBLE.replace("9 * Real.sqrt 2 / 32", "9 * Real.sqrt 2 / 31")
+    reasons = static_check(preamble_code(preamble=tampered), statement=PREAMBLE_STATEMENT)
+    # From the first differing token on, the copy is the candidate's own and held to the bans.
+    assert reasons == [
+        "preamble_mismatch:expected `32`, found `31` at line 9",
+        "banned:instance",
+        "banned:scope:namespace",
+    ]
+
+
+def test_a_proof_lean_would_get_cut_open_is_named_by_each_reading():
+    # `--` in a string: the regex cuts the line, so the text Lean gets does not even lex.
+    cut = code('  have : "a--b" = "a--b" := rfl\n  positivity')
+    assert static_check(cut, statement=STATEMENT) == [
+        "protocol_differential:comment_marker_in_string",
+        "protocol_differential:comment_removal",
+        "protocol_differential:compiled_text",
+    ]

@@ -196,9 +196,8 @@ def static_check(
         tokens,
         scan_start,
         reasons,
-        in_proof=False,
         report_dropped=mismatch is None,
-        option_end=_header_option_in_end(tokens, header_spans, body_start),
+        option_end=_header_in_end(tokens, body_start),
     )
     for reason in _scope_reasons(tokens, scan_start, trusted):
         _add(reasons, reason)
@@ -215,14 +214,14 @@ def _code_reasons(
     start: int,
     reasons: list[str],
     *,
-    in_proof: bool,
-    report_dropped: bool = True,
-    option_end: int = 0,
+    report_dropped: bool,
+    option_end: int,
 ) -> bool:
     """Add to `reasons` what the candidate's own tokens from `start` on may not do; whether a
-    theorem was seen. Before the theorem only allowed `set_option`s may stand: anything else is
-    dropped by re-insertion (said once a theorem follows); after it nothing may be declared."""
-    theorem_seen = in_proof
+    theorem was seen. Before the theorem only allowed `set_option`s may stand (the header's own
+    `set_option ... in` ends at `option_end`): anything else is dropped by re-insertion (said
+    once a theorem follows); after it nothing may be declared."""
+    theorem_seen = False
     dropped: str | None = None
     for index in range(start, len(tokens)):
         text = tokens[index].text
@@ -238,15 +237,11 @@ def _code_reasons(
     return theorem_seen
 
 
-def _header_option_in_end(
-    tokens: Sequence[Token], spans: Sequence[tuple[int, int]], body_start: int
-) -> int:
-    """Past the `in` of a `set_option ... in` whose option the header consumed (a model writes
-    `set_option maxHeartbeats 400000 in` right before its theorem), else 0."""
-    follows_option = bool(spans) and tokens[spans[-1][0]].text == "set_option"
-    if follows_option and body_start < len(tokens) and tokens[body_start].text == "in":
-        return body_start + 1
-    return 0
+def _header_in_end(tokens: Sequence[Token], body_start: int) -> int:
+    """Past the `in` that ends the header's last command (`set_option maxHeartbeats 400000 in`
+    right before the theorem, or an `open ... in`, refused on its own), else 0: the header scan
+    stops at an `in`, which is no text of the candidate's own."""
+    return body_start + 1 if body_start < len(tokens) and tokens[body_start].text == "in" else 0
 
 
 def _option_end(tokens: Sequence[Token], index: int) -> int:
@@ -301,7 +296,8 @@ def _compiled_reasons(statement: str, code: str) -> list[str]:
     except LexError:
         return ["protocol_differential:compiled_text"]
     reasons: list[str] = []
-    _code_reasons(tokens, 0, reasons, in_proof=True)
+    for index in range(len(tokens)):
+        _token_reasons(tokens, index, reasons, theorem_seen=True)
     return reasons
 
 
