@@ -253,7 +253,8 @@ def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | 
     if theorem_index + 1 >= len(tokens) or tokens[theorem_index + 1].kind is not TokenKind.IDENT:
         return None
     depth = 0
-    bindings = 0  # `let`/`have` in the type whose `:=` is still to come
+    # A `let`/`have` in the type whose `:=` is still to come (each comes before the next).
+    binding = False
     for j in range(theorem_index + 2, len(tokens)):
         text = tokens[j].text
         if text in _OPENING:
@@ -261,9 +262,9 @@ def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | 
         elif text in _CLOSING:
             depth -= 1
         elif depth == 0 and text in _TYPE_BINDINGS and tokens[j].kind is TokenKind.IDENT:
-            bindings += 1
-        elif text == ":=" and depth == 0 and bindings:
-            bindings -= 1  # `let T := ...` inside the statement's type (MOBench has seven)
+            binding = True
+        elif text == ":=" and depth == 0 and binding:
+            binding = False  # `let T := ...` inside the statement's type (MOBench has seven)
         elif text == ":=" and depth == 0:
             return Signature(
                 name=tokens[theorem_index + 1].text,
