@@ -353,6 +353,7 @@ def test_protocol_differentials_name_each_disagreement(code, reasons):
     ("lines", "differs"),
     [
         ("set_option maxHeartbeats 400000 in\npositivity", False),
+        ("x\ny\nset_option maxHeartbeats 400000 in\npositivity", False),
         ("set_option maxHeartbeats 400000\npositivity", False),
         ("set_option pp.all true in\npositivity", False),
         ("open Real in\npositivity", False),
@@ -370,6 +371,7 @@ def test_protocol_differentials_name_each_disagreement(code, reasons):
     ],
     ids=[
         "option_in",
+        "option_after_short_lines",
         "option",
         "option_with_an_ident_value",
         "open_in",

@@ -344,12 +344,14 @@ def test_stderr_tail_is_the_last_bytes_decoded_with_replacement_and_empty_once_g
     assert process.stderr_tail() == ""
 
 
-def test_kill_closes_the_pipes_and_removes_the_tmpdir(repl):
+def test_kill_closes_stdin_and_the_terminal_and_removes_the_tmpdir(repl):
     process = repl()
-    handle, tmpdir = process._process, probe(process)["tmpdir"]
+    handle, stdout_fd, tmpdir = process._process, process._stdout_fd, probe(process)["tmpdir"]
     process.kill()
     assert handle.returncode == -signal.SIGKILL
-    assert handle.stdin.closed and handle.stdout.closed
+    assert handle.stdin.closed and process._stdout_fd is None
+    with pytest.raises(OSError):
+        os.fstat(stdout_fd)
     assert not os.path.exists(tmpdir)
     assert not process.alive
 
@@ -398,5 +400,80 @@ def test_the_repl_runs_in_its_workspace(tmp_path):
     process.start()
     try:
         assert probe(process)["cwd"] == str(workspace)
+    finally:
+        process.close()
+
+
+def _pipe_answer_within(argv, seconds):
+    """What a reader of a plain pipe gets for `import Mathlib` within `seconds` (today's
+    reading before the terminal: `select` on the REPL's stdout pipe)."""
+    import select
+    import subprocess
+
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.stdin.write(b'{"cmd": "import Mathlib"}\n\n')
+        child.stdin.flush()
+        ready, _, _ = select.select([child.stdout], [], [], seconds)
+        return os.read(child.stdout.fileno(), 1 << 16) if ready else b""
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_pipe_reader_waits_on_the_pinned_repls_unflushed_answer_the_terminal_reader_does_not():
+    # The double writes as the pinned REPL does: IO.println, never flushed, 4 KiB blocks on a
+    # pipe. Read from a pipe, its answer of a few dozen bytes never comes.
+    assert _pipe_answer_within(DOUBLE, 2.0) == b""
+    # A REPL that flushes each answer (since 4fc1e6d) is answered through the same pipe.
+    assert b'"env": 0' in _pipe_answer_within([*DOUBLE, "--flush-each"], 10.0)
+    process = ReplProcess(DOUBLE, sandbox=False)
+    process.start()
+    try:
+        assert process.send({"cmd": "import Mathlib"}, 10)["env"] == 0
+    finally:
+        process.close()
+
+
+def test_the_terminal_reader_gets_a_flushing_repls_answers_too():
+    process = ReplProcess([*DOUBLE, "--flush-each"], sandbox=False)
+    process.start()
+    try:
+        assert process.send({"cmd": "import Mathlib"}, 10)["env"] == 0
+    finally:
+        process.close()
+
+
+def test_the_terminal_passes_newlines_as_they_are_written():
+    # Raw mode: no output processing, so `\n` never arrives as `\r\n`.
+    process = ReplProcess(["printf", "a\\nb\\n"], sandbox=False)
+    process.start()
+    try:
+        received = b""
+        while len(received) < 4:
+            received += os.read(process._stdout_fd, 64)
+        assert received == b"a\nb\n"
+    finally:
+        process.kill()
+
+
+def test_an_answer_far_larger_than_the_terminals_buffer_arrives_whole(tmp_path):
+    data = "x" * 2_000_000
+    rules = tmp_path / "rules.json"
+    rules.write_text(
+        json.dumps(
+            [
+                {
+                    "match": {"substring": "big"},
+                    "reply": {"messages": [{"severity": "info", "data": data}]},
+                }
+            ]
+        )
+    )
+    process = ReplProcess([*DOUBLE, "--rules", str(rules)], sandbox=False)
+    process.start()
+    try:
+        answer = process.send({"cmd": "big"}, 30)
+        assert answer["messages"][0]["data"] == data
     finally:
         process.close()

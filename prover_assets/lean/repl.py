@@ -4,8 +4,21 @@
 session, killed if this process dies (`spawn_tied`), under an RLIMIT_AS cap, without network
 access and with a private TMPDIR where the OS allows it. A request is ONE JSON line plus one
 blank line; an answer is read as bytes until a complete JSON text is followed by a blank line,
-whatever the pieces it arrives in (REPLs of the v4.9 era do not flush per line). Any fault (timeout, crash, EOF, an empty or non-JSON
+whatever the pieces it arrives in. Any fault (timeout, crash, EOF, an empty or non-JSON
 answer) kills the whole process group and raises a `ReplFailure`; the caller restarts.
+
+The REPL's stdout is a pseudo-terminal in raw mode, not a pipe. The registered REPL
+(leanprover-community/repl 7df77c0, Lean v4.9.0-rc1) answers with `IO.println` and never
+flushes (the fix, 4fc1e6d, came with v4.10). Lean's handles are C `FILE *`s
+(`src/runtime/io.cpp`: `io_wrap_handle(FILE *)`, writes by `fwrite`), so its stdout is
+buffered by C stdio: in 4 KiB blocks on a pipe, where an answer of a few hundred bytes would
+wait for the next ones, and by line on a terminal, where each line of an answer is written as
+it ends. A terminal needs nothing of the binary. `stdbuf -o0` would instead need glibc's stdio
+in a dynamically linked binary that honours LD_PRELOAD, in lake's child as well. Raw mode turns
+off the output processing that would write `\n` as `\r\n`. The input side, with its line
+discipline (canonical lines of at most 4 KiB, echo), is never used: requests go through a
+pipe on stdin. `lake exe repl` starts the REPL as its child with the same stdout, so it is
+answered the same way. Current REPLs, which flush each answer, read the same.
 
 `read_answer` is Goedel's reading made strict: errors are messages of severity `error`;
 complete means no errors, no sorries, no warning `declaration uses 'sorry'` in either quoting
@@ -25,6 +38,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import tty
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +168,7 @@ class ReplProcess:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     commands_sent: int = 0
     _process: subprocess.Popen[bytes] | None = None
+    _stdout_fd: int | None = None  # the pseudo-terminal's controlling side: the REPL's stdout
     _buffer: bytearray = field(default_factory=bytearray)
     _tmpdir: Path | None = None
     _stderr_path: Path | None = None
@@ -169,16 +184,25 @@ class ReplProcess:
             "TMP": str(self._tmpdir),
             "TEMP": str(self._tmpdir),
         }
-        with open(self._stderr_path, "wb") as stderr:
-            self._process = spawn_tied(
-                [*prefix, *self.command],
-                cwd=self.cwd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=env,
-                address_space_mb=self.memory_cap_mb,
-            )
+        controller, terminal = os.openpty()
+        tty.setraw(terminal)  # no `\r\n` for `\n`, no echo
+        try:
+            with open(self._stderr_path, "wb") as stderr:
+                self._process = spawn_tied(
+                    [*prefix, *self.command],
+                    cwd=self.cwd,
+                    stdin=subprocess.PIPE,
+                    stdout=terminal,
+                    stderr=stderr,
+                    env=env,
+                    address_space_mb=self.memory_cap_mb,
+                )
+        except BaseException:
+            os.close(controller)
+            raise
+        finally:
+            os.close(terminal)  # the REPL holds it now: its last close is our EOF
+        self._stdout_fd = controller
         self._buffer.clear()
         self.commands_sent = 0
 
@@ -207,9 +231,9 @@ class ReplProcess:
 
     def _read(self, timeout: float) -> dict[str, Any]:
         assert self._process is not None
-        assert self._process.stdout is not None
+        assert self._stdout_fd is not None
         deadline = time.monotonic() + timeout
-        fd = self._process.stdout.fileno()
+        fd = self._stdout_fd
         while True:
             text = take_answer(self._buffer)
             if text is not None:
@@ -228,7 +252,10 @@ class ReplProcess:
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
-            chunk = os.read(fd, _READ_CHUNK)
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except OSError:  # EIO: every holder of the terminal's side closed it (Linux)
+                chunk = b""
             if not chunk:
                 code = self._process.wait(timeout=5)
                 self._fail("crash", f"EOF, exit code {code}; stderr: {self.stderr_tail()!r}")
@@ -253,10 +280,13 @@ class ReplProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
             forget_child(process)
-            for stream in (process.stdin, process.stdout):
+            if process.stdin is not None:
                 with contextlib.suppress(OSError):
-                    if stream is not None:
-                        stream.close()
+                    process.stdin.close()
+        if self._stdout_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._stdout_fd)
+            self._stdout_fd = None
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -8,7 +8,9 @@ Protocol (as leanprover-community/repl): a query is the lines read up to a white
 EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; malformed JSON prints
 `uncaught exception: ...` on stderr and exits 1; an answer is JSON followed by a blank line.
 `{"cmd": ...}` without `env` starts a fresh environment; an unknown `env` is answered
-`{"message": "Unknown environment."}`; every other command allocates a new env id.
+`{"message": "Unknown environment."}`; every other command allocates a new env id. Answers are
+written as the pinned REPL writes them (`IO.println`, never flushed: `CStdioStdout`), so a
+client that reads a pipe waits as it would on the real one.
 
 Answers, first match wins: the self-test's known-good proof compiles and its known-bad one gets
 an error; a literal `sorry` gives a `sorries` entry and the sorry warning; a theorem is judged by
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -441,22 +444,53 @@ def parse_query(query: str) -> dict[str, Any] | int | None:
         return 1
 
 
-def _write_stdout(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+class CStdioStdout:
+    """Standard output buffered as C stdio buffers a `FILE *` that is never flushed: by line
+    when it is a terminal, in blocks of `block` bytes otherwise (glibc's buffer is the
+    descriptor's `st_blksize`, 4096 for a pipe); what is left is written at a normal exit and
+    lost to a kill, as Lean's runtime would lose it."""
+
+    def __init__(self, fd: int = 1, block: int = 4096) -> None:
+        self.fd = fd
+        self.by_line = os.isatty(fd)
+        self.block = block
+        self.pending = bytearray()
+
+    def write(self, text: str) -> None:
+        self.pending += text.encode("utf-8")
+        if self.by_line:
+            cut = self.pending.rfind(b"\n") + 1
+        else:
+            cut = len(self.pending) - len(self.pending) % self.block
+        self._emit(cut)
+
+    def close(self) -> None:
+        self._emit(len(self.pending))
+
+    def _emit(self, count: int) -> None:
+        written = 0
+        while written < count:
+            written += os.write(self.fd, self.pending[written:count])
+        del self.pending[:count]
 
 
-def serve(simulator: ReplSimulator, write: Callable[[str], None] = _write_stdout) -> int:
-    """Answer requests from stdin until EOF (exit 0) or a query the REPL dies on."""
-    while (query := read_query(sys.stdin)) is not None:
-        request = parse_query(query)
-        if isinstance(request, int):
-            return request
-        if request is None:
-            continue
-        simulator.commands += 1
-        write(simulator.respond(request, query))
-    return 0
+def serve(simulator: ReplSimulator, write: Callable[[str], None] | None = None) -> int:
+    """Answer requests from stdin until EOF (exit 0) or a query the REPL dies on; by default
+    written as the pinned REPL writes (`CStdioStdout`)."""
+    stdout = CStdioStdout()
+    emit = write or stdout.write
+    try:
+        while (query := read_query(sys.stdin)) is not None:
+            request = parse_query(query)
+            if isinstance(request, int):
+                return request
+            if request is None:
+                continue
+            simulator.commands += 1
+            emit(simulator.respond(request, query))
+        return 0
+    finally:
+        stdout.close()
 
 
 def main(argv: list[str] | None = None) -> int:

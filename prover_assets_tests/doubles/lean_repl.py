@@ -9,7 +9,9 @@ Protocol (as leanprover-community/repl):
 - a query is the lines read up to a whitespace-only line; EOF on stdin exits 0;
 - a query starting with `#` or `--` gets no answer; malformed JSON prints
   `uncaught exception: ...` on stderr and exits 1;
-- an answer is pretty-printed JSON followed by a blank line, then a flush;
+- an answer is pretty-printed JSON followed by a blank line, written as the pinned REPL
+  writes it (`IO.println`, no flush: C stdio buffers it in 4 KiB blocks on a pipe and by line
+  on a terminal), or flushed after each answer with --flush-each (REPLs since 4fc1e6d);
 - `{"cmd": ...}` without `env` starts a fresh environment (the header, after --import-delay);
   with an unknown `env` it answers `{"message": "Unknown environment."}` and allocates nothing;
   every other command allocates a new env id, also when it has errors.
@@ -268,12 +270,14 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _write(text: str, chunked: bool) -> None:
+def _write_flushed(text: str) -> None:
+    """As a REPL since 4fc1e6d writes: each answer flushed."""
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
+def _write_chunked(text: str) -> None:
     data = text.encode("utf-8")
-    if not chunked:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return
     for start in range(0, len(data), 7):
         sys.stdout.buffer.write(data[start : start + 7])
         sys.stdout.buffer.flush()
@@ -295,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--startup-delay", type=float, default=0.0)
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--chunked-output", action="store_true")
+    parser.add_argument("--flush-each", action="store_true")
     args = parser.parse_args(argv)
     rules = json.loads(Path(args.rules).read_text(encoding="utf-8")) if args.rules else []
     double = Double(
@@ -306,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         die_after=args.die_after,
     )
     time.sleep(args.startup_delay)
-    return serve(double, write=lambda text: _write(text, args.chunked_output))
+    if args.chunked_output:
+        return serve(double, write=_write_chunked)
+    # As the pinned REPL writes (never flushed) unless told to write as a current one.
+    return serve(double, write=_write_flushed if args.flush_each else None)
 
 
 if __name__ == "__main__":
