@@ -496,3 +496,18 @@ def test_a_proof_lean_would_get_cut_open_is_named_by_each_reading():
         "protocol_differential:comment_removal",
         "protocol_differential:compiled_text",
     ]
+
+
+def test_a_declaration_only_lean_would_get_is_named_by_the_compiled_reading():
+    # To the lexer one nested comment; after the regex, Lean gets a second theorem.
+    hidden = code("  /- /- -/\ntheorem evil : 1 = 1 := rfl\n-/\n  positivity")
+    assert static_check(hidden, statement=STATEMENT) == [
+        "protocol_differential:nested_comment",
+        "protocol_differential:comment_removal",
+        "banned:decl:theorem",
+    ]
+
+
+def test_an_option_that_ends_the_text_before_any_theorem_is_no_theorem():
+    source = GOEDEL_HEADER + "lemma h : True := trivial\nset_option maxHeartbeats 1"
+    assert static_check(source, statement=STATEMENT) == ["no_theorem"]
