@@ -5,8 +5,9 @@ the local one, so the demo runs the product's REPL client, worker pool and verif
 every verdict it leads to is labelled simulated.
 
 Protocol (as leanprover-community/repl): a query is the lines read up to a whitespace-only line;
-EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; malformed JSON prints
-`uncaught exception: ...` on stderr and exits 1; an answer is JSON followed by a blank line.
+EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; a query that is no JSON,
+or no command, prints `uncaught exception: {"message": "Could not parse ..."}` on stderr and
+exits 1; an answer is JSON followed by a blank line.
 `{"cmd": ...}` without `env` starts a fresh environment; an unknown `env` is answered
 `{"message": "Unknown environment."}`; every other command allocates a new env id. Answers are
 written as the pinned REPL writes them (`IO.println`, never flushed: `CStdioStdout`), so a
@@ -239,8 +240,6 @@ class ReplSimulator:
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The REPL's answer to one request."""
-        if "cmd" not in request:
-            return {"message": "the simulator answers only `cmd` requests"}
         command, base = request["cmd"], request.get("env")
         if base is not None and not self.known_env(base):
             return {"message": "Unknown environment."}
@@ -431,17 +430,24 @@ def read_query(stdin: TextIO) -> str | None:
 
 def parse_query(query: str) -> dict[str, Any] | int | None:
     """The request in a query; None for a comment (no answer); an exit code for a query the
-    REPL dies on (its message on stderr)."""
-    if not query.strip():
-        sys.stderr.write("uncaught exception: empty query\n")
-        return 1
-    if query.lstrip().startswith(("#", "--")):
+    REPL dies on, its message on stderr as the pinned REPL's `parse` throws it
+    (`REPL/Main.lean` 283-303 at 7df77c0): a blank line alone and text that is no JSON
+    (`Could not parse JSON`), JSON that is no command (`... as a valid JSON command`)."""
+    if query.startswith(("#", "--")):  # as read: `query.startsWith`, nothing stripped
         return None
     try:
-        return json.loads(query)
+        request = json.loads(query)
     except json.JSONDecodeError as exc:
-        sys.stderr.write(f"uncaught exception: {exc}\n")
-        return 1
+        return _uncaught(f"Could not parse JSON:\n{exc}")
+    if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
+        return _uncaught(f"Could not parse as a valid JSON command:\n{query.strip()[:200]}")
+    return request
+
+
+def _uncaught(message: str) -> int:
+    """Lean's `uncaught exception: <error>` for an `IO.userError` out of `main`: exit 1."""
+    sys.stderr.write(f"uncaught exception: {json.dumps({'message': message})}\n")
+    return 1
 
 
 class CStdioStdout:
