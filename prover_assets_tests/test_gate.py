@@ -511,3 +511,14 @@ def test_a_declaration_only_lean_would_get_is_named_by_the_compiled_reading():
 def test_an_option_that_ends_the_text_before_any_theorem_is_no_theorem():
     source = GOEDEL_HEADER + "lemma h : True := trivial\nset_option maxHeartbeats 1"
     assert static_check(source, statement=STATEMENT) == ["no_theorem"]
+
+
+def test_a_scope_change_only_lean_would_get_is_named_by_the_compiled_reading():
+    hidden = code("  /- /- -/\nend\nnamespace Evil\n-/\n  positivity")
+    assert static_check(hidden, statement=STATEMENT) == [
+        "protocol_differential:nested_comment",
+        "protocol_differential:comment_removal",
+        "banned:decl:namespace",
+        "banned:scope:end",
+        "banned:scope:namespace",
+    ]

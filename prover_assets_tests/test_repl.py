@@ -427,19 +427,18 @@ def test_a_pipe_reader_waits_on_the_pinned_repls_unflushed_answer_the_terminal_r
     assert _pipe_answer_within(DOUBLE, 2.0) == b""
     # A REPL that flushes each answer (since 4fc1e6d) is answered through the same pipe.
     assert b'"env": 0' in _pipe_answer_within([*DOUBLE, "--flush-each"], 10.0)
-    process = ReplProcess(DOUBLE, sandbox=False)
-    process.start()
-    try:
-        assert process.send({"cmd": "import Mathlib"}, 10)["env"] == 0
-    finally:
-        process.close()
+    assert _terminal_answer(DOUBLE)["env"] == 0
 
 
 def test_the_terminal_reader_gets_a_flushing_repls_answers_too():
-    process = ReplProcess([*DOUBLE, "--flush-each"], sandbox=False)
+    assert _terminal_answer([*DOUBLE, "--flush-each"])["env"] == 0
+
+
+def _terminal_answer(argv):
+    process = ReplProcess(argv, sandbox=False)
     process.start()
     try:
-        assert process.send({"cmd": "import Mathlib"}, 10)["env"] == 0
+        return process.send({"cmd": "import Mathlib"}, 10)
     finally:
         process.close()
 

@@ -205,7 +205,7 @@ def static_check(
         return [*reasons, *(r for r in ["no_theorem"] if r not in reasons)]
     tail = [*_statement_reasons(code, statement, displayed), *protocol_differentials(code)]
     if statement is not None:
-        tail += _compiled_reasons(statement, code)
+        tail += _compiled_reasons(statement, code, trusted)
     return reasons + [r for r in dict.fromkeys(tail) if r not in reasons]
 
 
@@ -285,9 +285,9 @@ def _token_reasons(
     return theorem_seen
 
 
-def _compiled_reasons(statement: str, code: str) -> list[str]:
-    """The rules on the proof as the REPL receives it, from the trusted `:= by` on (re-insertion's
-    own refusals are the verifier's to report)."""
+def _compiled_reasons(statement: str, code: str, trusted: ParsedStatement | None) -> list[str]:
+    """The rules on the proof as the REPL receives it, from the trusted `:= by` on, scope rules
+    included (re-insertion's own refusals are the verifier's to report)."""
     try:
         compiled = lean_input(statement, code)
         tokens = code_tokens(compiled.proof)
@@ -298,7 +298,7 @@ def _compiled_reasons(statement: str, code: str) -> list[str]:
     reasons: list[str] = []
     for index in range(len(tokens)):
         _token_reasons(tokens, index, reasons, theorem_seen=True)
-    return reasons
+    return reasons + _scope_reasons(tokens, 0, trusted)
 
 
 def _header_reasons(
