@@ -19,10 +19,11 @@ before Lean as `dropped_by_reinsertion:<first token>`.
 Reasons are specific: `banned:<word>`, `banned:set_option:<option>`, `banned:#<command>`,
 `banned:decl:<keyword>` (a declaration after the theorem), `banned:open_private`,
 `banned:open_in` (before the theorem), `banned:import` (after the header),
-`banned:scope:<command>`, `banned:interpolated_string`, `lex_error`, `no_theorem`,
-`dropped_by_reinsertion:<token>`, and with the problem's statement `header_mismatch`,
-`preamble_mismatch:<first differing token>`, `statement_mismatch`, `theorem_renamed` and
-`protocol_differential:<what>`.
+`banned:scope:<command>`, `banned:interpolated_string`, `banned:open:<meta namespace>` (in the
+header), `lex_error`, `no_theorem`, `dropped_by_reinsertion:<token>`, and with the problem's
+statement `header_mismatch`, `preamble_mismatch:<first differing token>`, `statement_mismatch`,
+`theorem_renamed`, `protocol_differential:<what>` (`compiled_text`: what Lean would get does
+not even lex).
 
 Preamble: a problem whose theorem is stated in declarations (MOBench's `abbrev solution`, a
 `structure` and its `def`s) is accepted only if the candidate repeats that trusted preamble
