@@ -522,3 +522,9 @@ def test_a_scope_change_only_lean_would_get_is_named_by_the_compiled_reading():
         "banned:scope:end",
         "banned:scope:namespace",
     ]
+
+
+def test_a_proof_may_name_root_once_in_neither_reading_even_where_the_statement_does():
+    statement = STATEMENT.replace("0 < x ^ 2", "0 < x ^ 2 + _root_.Real.pi")
+    proof = statement.replace(":= by sorry", ":= by\n  exact _root_.foo")
+    assert static_check(proof, statement=statement) == ["banned:scope:_root_"]

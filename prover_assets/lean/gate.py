@@ -206,7 +206,7 @@ def static_check(
         return [*reasons, *(r for r in ["no_theorem"] if r not in reasons)]
     tail = [*_statement_reasons(code, statement, displayed), *protocol_differentials(code)]
     if statement is not None:
-        tail += _compiled_reasons(statement, code, trusted)
+        tail += _compiled_reasons(statement, code)
     return reasons + [r for r in dict.fromkeys(tail) if r not in reasons]
 
 
@@ -286,9 +286,10 @@ def _token_reasons(
     return theorem_seen
 
 
-def _compiled_reasons(statement: str, code: str, trusted: ParsedStatement | None) -> list[str]:
-    """The rules on the proof as the REPL receives it, from the trusted `:= by` on, scope rules
-    included (re-insertion's own refusals are the verifier's to report)."""
+def _compiled_reasons(statement: str, code: str) -> list[str]:
+    """The rules on the proof as the REPL receives it, from the trusted `:= by` on: a proof may
+    change no scope at all (the trusted signature's own scope words stand before it).
+    Re-insertion's own refusals are the verifier's to report."""
     try:
         compiled = lean_input(statement, code)
         tokens = code_tokens(compiled.proof)
@@ -299,7 +300,7 @@ def _compiled_reasons(statement: str, code: str, trusted: ParsedStatement | None
     reasons: list[str] = []
     for index in range(len(tokens)):
         _token_reasons(tokens, index, reasons, theorem_seen=True)
-    return reasons + _scope_reasons(tokens, 0, trusted)
+    return reasons + [f"banned:scope:{command}" for command in sorted(_scope_counts(tokens))]
 
 
 def _header_reasons(
