@@ -1,6 +1,7 @@
 """Backends: the remote (Kimina) client against a local HTTP double, settings, the self-test."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -380,3 +381,45 @@ def test_remote_reads_the_axioms_from_the_print_axioms_line_not_from_a_proofs_ow
     with KiminaDouble(rules) as server:
         verdict = remote_verdict(server, f'trace "{spoof}"\n  omega')
     assert verdict.reasons == ["axiom:sorryAx"]
+
+
+LET_STATEMENTS = (
+    "2006_A4",
+    "2010_A2",
+    "Imo1970P6",
+    "Imo1983P6",
+    "Imo2001P1",
+    "Imo2014P4",
+    "Usa1983P5",
+)
+
+
+@pytest.mark.lean
+@real_lean
+@pytest.mark.parametrize("problem_id", LET_STATEMENTS)
+def test_real_repl_elaborates_the_statement_check_of_a_statement_with_a_let_in_its_type(
+    problem_id,
+):
+    # The signature of these seven MOBench statements holds `let T := ...`; the statement check
+    # built from it must be Lean that holds for the statement's own theorem.
+    from prover_assets.lean.extract import lean_input
+    from prover_assets.lean.repl import ReplProcess, read_answer
+    from prover_assets.lean.statements import statement_check_command
+    from prover_assets.problems.eval_sets import load_mobench
+
+    mobench = Path(__file__).parents[1] / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
+    problem = next(p for p in load_mobench(mobench)[0] if p.problem_id == problem_id)
+    statement = problem.formal_statement
+    body = lean_input(statement, statement).body  # the theorem, proved by `sorry`
+    process = ReplProcess(["lake", "exe", "repl"], cwd=WORKSPACE, sandbox=False)
+    process.start()
+    try:
+        env = read_answer(process.send({"cmd": problem.header}, 600)).env
+        declared = read_answer(process.send({"cmd": body, "env": env}, 300))
+        assert declared.passed, declared.errors
+        checked = process.send(
+            {"cmd": statement_check_command(statement), "env": declared.env}, 300
+        )
+        assert read_answer(checked).passed, checked
+    finally:
+        process.close()
