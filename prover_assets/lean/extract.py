@@ -26,8 +26,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from prover_assets.lean.lexer import TRIVIA as _TRIVIA
-from prover_assets.lean.lexer import LexError, Token, TokenKind, code_tokens, tokenize
+from prover_assets.lean.lexer import TRIVIA, LexError, Token, TokenKind, code_tokens, tokenize
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     Signature,
@@ -227,7 +226,7 @@ def _texts(tokens: list[Token]) -> list[tuple[TokenKind, str]]:
 def _comment_removal_differential(tokens: list[Token], tail_tokens: list[Token]) -> str | None:
     """Whether the proof after comment removal has the code tokens Lean reads after the
     displayed theorem's `:= by` (a comment the regex and Lean end at different places)."""
-    code = [t for t in tokens if t.kind not in _TRIVIA]
+    code = [t for t in tokens if t.kind not in TRIVIA]
     signature = first_theorem_signature(code)
     if signature is None:
         return None  # the theorem differential says it

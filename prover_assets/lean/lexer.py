@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 __all__ = [
+    "TRIVIA",
     "LexError",
     "Token",
     "TokenKind",
