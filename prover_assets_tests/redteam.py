@@ -194,6 +194,12 @@ for name, proof, reason, why in [
     ("run_tac", "  run_tac pure ()", "banned:run_tac", "Runs TacticM code."),
     ("stop", "  stop\n  positivity", "banned:stop", "`stop` is `repeat sorry`."),
     (
+        "eval_percent",
+        "  have : 2 ^ 10 = eval% 2 ^ 10 := rfl\n  positivity",
+        "banned:eval%",
+        "Mathlib's `eval%` runs its term in the interpreter (`safety := .unsafe`).",
+    ),
+    (
         "quoted_meta_api",
         "  exact «Lean».«addDecl» default",
         "banned:«Lean».«addDecl»",

@@ -528,3 +528,17 @@ def test_a_proof_may_name_root_once_in_neither_reading_even_where_the_statement_
     statement = STATEMENT.replace("0 < x ^ 2", "0 < x ^ 2 + _root_.Real.pi")
     proof = statement.replace(":= by sorry", ":= by\n  exact _root_.foo")
     assert static_check(proof, statement=statement) == ["banned:scope:_root_"]
+
+
+@pytest.mark.parametrize(
+    ("proof", "reasons"),
+    [
+        ("  have : 2 ^ 10 = eval% 2 ^ 10 := rfl\n  positivity", ["banned:eval%"]),
+        ("  have : 2 ^ 10 = eval % 2 := rfl\n  positivity", []),
+        ("  have := Polynomial.eval x 0\n  positivity", []),
+        ("  have : 7 % 2 = 1 := rfl\n  positivity", []),
+    ],
+    ids=["eval_percent", "eval_then_a_spaced_percent", "polynomial_eval", "a_modulo"],
+)
+def test_mathlibs_eval_percent_is_refused_and_eval_alone_is_not(proof, reasons):
+    assert static_check(code(proof), statement=STATEMENT) == reasons

@@ -267,6 +267,8 @@ def _token_reasons(
             _add(reasons, "banned:decl:attribute")
         elif text == "+" and following == "native":
             _add(reasons, "banned:native_decide")
+        elif text == "%" and _follows_word(tokens, index, "eval"):
+            _add(reasons, "banned:eval%")  # Mathlib's `eval% x` runs `x` in the interpreter
     elif text == "import":
         _add(reasons, "banned:import")
     elif text == "set_option":
@@ -284,6 +286,13 @@ def _token_reasons(
     elif banned_word(text):
         _add(reasons, f"banned:{text}")
     return theorem_seen
+
+
+def _follows_word(tokens: Sequence[Token], index: int, word: str) -> bool:
+    """Whether token `index` comes right after the identifier `word`, with nothing between
+    (`eval%` lexes as `eval` and `%`; `Polynomial.eval` alone is honest)."""
+    before = tokens[index - 1] if index > 0 else None
+    return before is not None and before.text == word and before.end == tokens[index].start
 
 
 def _compiled_reasons(statement: str, code: str) -> list[str]:
