@@ -435,3 +435,17 @@ def test_closing_while_a_spare_warms_waits_for_it_closes_it_and_starts_no_other(
     for thread in threads_started_since(before):
         thread.join(timeout=10)
     assert len(started) == 1
+
+
+def test_a_proof_that_does_not_compile_gets_no_axioms_or_statement_check(tmp_path):
+    rules = [{"match": {"substring": "nlinarith"}, "reply": error_reply("linarith failed")}]
+    generation = make_generation(completion_text=f"```lean4\n{SIGNATURE}\n  nlinarith\n```")
+    with double_backend(tmp_path, rules, workers=1) as backend:
+        verdict = StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify(
+            make_problem(), generation
+        )
+    assert verdict.stage is Stage.COMPILE_ERROR
+    commands = [entry["request"]["cmd"] for entry in repl_log(tmp_path)]
+    # The headers (the worker's and the warm spare's, one log), then the proof, then nothing.
+    assert "nlinarith" in commands[-1]
+    assert all(c.startswith("import") for c in commands[:-1])
