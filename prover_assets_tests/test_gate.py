@@ -542,3 +542,7 @@ def test_a_proof_may_name_root_once_in_neither_reading_even_where_the_statement_
 )
 def test_mathlibs_eval_percent_is_refused_and_eval_alone_is_not(proof, reasons):
     assert static_check(code(proof), statement=STATEMENT) == reasons
+
+
+def test_eval_percent_is_refused_even_as_the_texts_first_tokens():
+    assert "banned:eval%" in static_check("eval% 1")
