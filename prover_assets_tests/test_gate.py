@@ -469,6 +469,7 @@ def test_what_stands_between_the_header_and_the_theorem(source, reasons):
     [
         ("sorryAx", "banned:sorryAx"),
         ("Lean", "banned:open:Lean"),
+        ("_root_.Lean", "banned:open:_root_.Lean"),
         ("Lean.Elab", "banned:Lean.Elab"),
     ],
 )

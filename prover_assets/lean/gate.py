@@ -67,7 +67,7 @@ from prover_assets.lean.statements import (
     preamble_difference,
     theorem_signature,
 )
-from prover_assets.lean.words import BANNED_NAMESPACE, BANNED_WORDS, banned_word
+from prover_assets.lean.words import BANNED_WORDS, banned_word, in_meta_namespace
 
 __all__ = [
     "ALLOWED_OPTIONS",
@@ -342,7 +342,7 @@ def _open_reasons(names: Sequence[Token], reasons: list[str]) -> None:
     for name in names:
         if banned_word(name.text):
             _add(reasons, f"banned:{name.text}")
-        elif name_components(name.text)[0] == BANNED_NAMESPACE:
+        elif in_meta_namespace(name.text):
             _add(reasons, f"banned:open:{name.text}")
 
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from prover_assets.lean.lexer import name_components
 
-__all__ = ["BANNED_NAMESPACE", "BANNED_WORDS", "PREAMBLE_DECLARATIONS", "banned_word"]
+__all__ = [
+    "BANNED_NAMESPACE",
+    "BANNED_WORDS",
+    "PREAMBLE_DECLARATIONS",
+    "banned_word",
+    "in_meta_namespace",
+]
 
 # Identifiers (or a component of a dotted identifier) that reject wherever they are.
 BANNED_WORDS = frozenset(
@@ -78,9 +84,18 @@ def banned_word(name: str) -> bool:
     """Whether identifier `name` (or a component of it, «» removed) is banned wherever it
     stands; a name in the meta API (`Lean.…`, `_root_.Lean.…`) is banned whole."""
     components = name_components(name)
-    unrooted = components[1:] if components[0] == _ROOT else components
     return (
-        (len(unrooted) > 1 and unrooted[0] == BANNED_NAMESPACE)
+        (in_meta_namespace(name) and _unrooted(components) != (BANNED_NAMESPACE,))
         or any(part in BANNED_WORDS for part in components)
         or any(part.startswith("unsafe") for part in components)  # unsafeCast, unsafeIO, ...
     )
+
+
+def in_meta_namespace(name: str) -> bool:
+    """Whether `name` is the meta namespace or in it (`Lean`, `Lean.Elab`, `_root_.Lean.x`)."""
+    unrooted = _unrooted(name_components(name))
+    return bool(unrooted) and unrooted[0] == BANNED_NAMESPACE
+
+
+def _unrooted(components: tuple[str, ...]) -> tuple[str, ...]:
+    return components[1:] if components[0] == _ROOT else components
