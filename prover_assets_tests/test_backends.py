@@ -7,6 +7,7 @@ import pytest
 
 from prover_assets.config import LocalLeanSettings, SimulatedLeanSettings
 from prover_assets.lean.feedback import format_error_block
+from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Stage, Verification, publish_records, read_records
 from prover_assets.verify.backends import RemoteBackend, backend_from_settings, self_test
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
@@ -122,9 +123,9 @@ def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_
         }
     ]
     with double_backend(tmp_path / "ok", rules) as backend:
-        assert self_test(backend, 5.0).passed
+        assert self_test(backend, 5.0, GOEDEL_HEADER.strip()).passed
     with double_backend(tmp_path / "broken") as backend:  # accepts everything: broken
-        outcome = self_test(backend, 5.0)
+        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
     assert not outcome.passed
     assert "known-bad NOT rejected" in outcome.description
 
@@ -134,7 +135,7 @@ def test_self_test_fails_when_the_preamble_statement_check_passes_a_changed_stat
     # A REPL whose statement check answers without looking (every check elaborates).
     blind = {"match": {"substring": "axiom prover_assets_trusted_statement"}, "reply": {}}
     with double_backend(tmp_path, [bad, blind]) as backend:
-        outcome = self_test(backend, 5.0)
+        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
     assert not outcome.passed
     assert outcome.description.endswith("preamble proof accepted, changed statement NOT rejected")
 
@@ -144,7 +145,7 @@ def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_pa
     with backend_from_settings(settings) as backend:
         assert backend.pins.simulated
         assert backend.pins.lean_version == "SIMULATED"
-        assert self_test(backend, 5.0).passed
+        assert self_test(backend, 5.0, GOEDEL_HEADER.strip()).passed
 
 
 def make_workspace(tmp_path, toolchain="leanprover/lean4:v4.9.0-rc1"):
@@ -207,7 +208,7 @@ def real_verdict(backend, tactic: str):
 def test_real_repl_passes_the_self_test_with_the_workspaces_pins(real_backend):
     assert not real_backend.pins.simulated
     assert real_backend.pins.lean_version.startswith("v4")
-    assert self_test(real_backend, 120.0).passed
+    assert self_test(real_backend, 120.0, GOEDEL_HEADER.strip()).passed
 
 
 @pytest.mark.lean

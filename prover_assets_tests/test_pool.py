@@ -9,9 +9,9 @@ from prover_assets.verify.pool import JobQueue, serve_jobs
 from prover_assets.verify.worker import LeanJob, LeanResult
 
 
-def job(index: int, priority: float = 0.0) -> LeanJob:
+def job(index: int, priority: float = 0.0, header: str = "") -> LeanJob:
     return LeanJob(
-        key=(index,), header="", body="", theorem_name=None, budget_s=1.0, priority=priority
+        key=(index,), header=header, body="", theorem_name=None, budget_s=1.0, priority=priority
     )
 
 
@@ -41,6 +41,35 @@ def test_one_worker_takes_waiting_jobs_highest_priority_first():
     feed = JobQueue([job(0, 1.0), job(1, 5.0), job(2, 3.0), job(3, 5.0)], closed=True)
     keys = [result.key for result in serve_jobs(feed, [answered])]
     assert keys == [(1,), (3,), (2,), (0,)]  # ties in the order they came
+
+
+def test_a_worker_takes_jobs_of_a_header_it_holds_before_higher_priority_ones_of_another():
+    jobs = [job(0, 9.0, "B"), job(1, 1.0, "A"), job(2, 5.0, "B"), job(3, 2.0, "A")]
+    feed = JobQueue(jobs, closed=True)
+    taken = [feed.take(held) for held in (("A",), ("A",), ("A",), ("C",))]
+    # A's jobs by priority while A's wait, then the first of all; a header held by nobody: any.
+    assert [j.key for j in taken if j is not None] == [(3,), (1,), (0,), (2,)]
+    assert feed.take(("A",)) is None
+
+
+def test_each_worker_of_a_pool_takes_its_own_headers_jobs_first():
+    jobs = [job(i, float(i), "AB"[i % 2]) for i in range(8)]
+    feed = JobQueue(jobs, closed=True)
+    order: dict[str, list[str]] = {"A": [], "B": []}
+
+    def taker(header: str):
+        def handle(job: LeanJob) -> LeanResult:
+            order[header].append(job.header)
+            return answered(job)
+
+        return handle
+
+    list(serve_jobs(feed, [taker("A"), taker("B")], held=[lambda: ("A",), lambda: ("B",)]))
+    # Each takes its own header's four jobs; another's only once its own are gone.
+    assert all(
+        taken[: taken.count(h)] == [h] * taken.count(h) for h, taken in order.items() if taken
+    )
+    assert sorted(order["A"] + order["B"]) == ["A"] * 4 + ["B"] * 4
 
 
 def test_cancel_drops_the_waiting_jobs_and_lets_the_running_one_finish():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from prover_assets.records import (
     publish_records,
     read_records,
 )
+from prover_assets.verify.backends import self_test
 from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.stages import (
     LeanWorkersBusy,
@@ -35,7 +37,7 @@ from prover_assets.verify.stages import (
 )
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import make_generation, make_problem
-from prover_assets_tests.lean_double import double_backend
+from prover_assets_tests.lean_double import double_backend, error_reply, repl_log
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 SLOW_OMEGA = [{"match": {"substring": "omega"}, "action": "delay", "argument": "0.15"}]
@@ -86,7 +88,7 @@ def generate_beside_verification(root: Path, delay_s: float):
             generations_file=root / "generations.jsonl",
             problems_file=problems,
             open_verifier=lambda: open_verifier(root / "repl", root, give_up=until),
-            self_test=lambda verifier: None,
+            self_test=lambda verifier, header: None,
             commit_every=2,
             until=until,
             wanted=lambda: lean_workers_wanted(root),
@@ -105,7 +107,7 @@ def finish_verdicts(root: Path):
         generations_file=root / "generations.jsonl",
         problems_file=root / "problems.jsonl",
         open_verifier=lambda: open_verifier(root / "repl", root),
-        self_test=lambda verifier: None,
+        self_test=lambda verifier, header: None,
         commit_every=2,
     )
 
@@ -242,3 +244,41 @@ def test_kill_9_mid_generation_with_verification_running_resumes_to_identical_ve
     rows = read_records(verdicts, Verification)
     assert len(rows) == len({v.key for v in rows}) == SAMPLES
     assert {judgement(v) for v in rows} == sequential_reference(tmp_path / "sequential")
+
+
+POOL_HEADER = (
+    "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\n"
+    "open BigOperators Real Nat Topology Rat"
+)
+
+
+def test_a_batch_of_one_header_is_imported_once_by_each_repl_process(tmp_path):
+    # Pool statements carry a header of their own (not the protocol's), as the demo's do.
+    statement = POOL_HEADER + "\n\ntheorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by sorry"
+    problems = [make_problem(f"p{i}", statement, header=POOL_HEADER) for i in range(3)]
+    publish_records(tmp_path / "problems.jsonl", problems)
+    samples = [make_generation(f"p{i}", j) for i in range(3) for j in range(3)]
+    publish_records(tmp_path / "generations.jsonl", samples)
+    rules = [{"match": {"substring": "selftest_bad"}, "reply": error_reply("unsolved goals")}]
+
+    def require_self_test(verifier: StrictVerifier, header: str) -> None:
+        assert self_test(verifier.backend, 5.0, header).passed
+
+    with double_backend(tmp_path / "repl", rules, workers=2) as backend:
+        step = materialize_verdicts(
+            tmp_path / "verdicts",
+            generations_file=tmp_path / "generations.jsonl",
+            problems_file=tmp_path / "problems.jsonl",
+            open_verifier=lambda: contextlib.nullcontext(
+                StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
+            ),
+            self_test=require_self_test,
+            commit_every=4,
+        )
+    log = repl_log(tmp_path / "repl")
+    headers = [entry for entry in log if "env" not in entry["request"]]
+    imports_by_process = Counter(entry["pid"] for entry in headers)
+    assert all(count == 1 for count in imports_by_process.values())
+    assert {entry["request"]["cmd"] for entry in headers} == {POOL_HEADER}
+    assert step.result.accepted_now == len(samples)
+    assert step.result.header_imports["worker-0"] == step.result.header_imports["worker-1"] == 1

@@ -39,6 +39,7 @@ from prover_assets.records import (
 from prover_assets.records.staleness import current_verdicts
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.resources import ExperimentResource, LeanResource
+from prover_assets.verify.backends import batch_header
 from prover_assets.verify.elaboration import ElaborationStatus, elaborate_references
 from prover_assets.verify.runner import CHUNKS_FILE
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
@@ -282,7 +283,7 @@ def _reference_check(
         spec = experiment.model(built)
         problems = read_records(complete_file(context, key, PROBLEMS_FILE), Problem)
         with lean.open_verifier(spec, feedback=False) as verifier:
-            lean.require_self_test(verifier)
+            lean.require_self_test(verifier, batch_header(p.header for p in problems))
             results = elaborate_references(
                 problems, verifier.backend, budget_s=verifier.policy.budget_s
             )

@@ -166,10 +166,10 @@ class LeanResource(dg.ConfigurableResource):
             held.callback(history.close)
             yield StrictVerifier(backend, policy, cache, history)
 
-    def require_self_test(self, verifier: StrictVerifier) -> None:
+    def require_self_test(self, verifier: StrictVerifier, header: str) -> None:
         """Refuse to verify with a broken instrument: a known-good proof must be accepted and a
-        known-bad one rejected."""
-        outcome = self_test(verifier.backend, verifier.policy.budget_s)
+        known-bad one rejected, under `header` (the batch's, which the workers warm with)."""
+        outcome = self_test(verifier.backend, verifier.policy.budget_s, header)
         if not outcome.passed:
             raise LeanInstrumentError(
                 f"the verifier failed its self-test ({outcome.description}); it refuses to "

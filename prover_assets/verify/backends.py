@@ -15,7 +15,8 @@ import math
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ __all__ = [
     "LocalReplBackend",
     "RemoteBackend",
     "backend_from_settings",
+    "batch_header",
     "self_test",
 ]
 
@@ -85,6 +87,10 @@ class LeanBackend(ABC):
 
     def warm(self, header: str) -> None:  # noqa: B027 - optional hook
         """Start every worker with `header` imported (a server warms its own)."""
+
+    def header_imports(self) -> dict[str, int]:
+        """Header imports so far, per worker; empty where a server imports its own."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -175,6 +181,9 @@ class LocalReplBackend(LeanBackend):
 
     def warm(self, header: str) -> None:
         self.pool.warm(header)
+
+    def header_imports(self) -> dict[str, int]:
+        return self.pool.header_imports()
 
     def close(self) -> None:
         self.pool.close()
@@ -385,9 +394,18 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
     return LocalReplBackend(settings.command, pins=pins, cwd=workspace, **common)
 
 
-def _self_test_jobs(budget_s: float) -> list[LeanJob]:
-    """The known-good and known-bad proofs, and the preamble pair with its statement check."""
-    header = GOEDEL_HEADER.strip()
+def batch_header(headers: Iterable[str]) -> str:
+    """The header most of a batch's problems carry (the protocol's for none): the one its
+    workers warm with and its self-test runs under, so that they import it once."""
+    counts = Counter(headers)
+    if not counts:
+        return GOEDEL_HEADER.strip()
+    return min(counts, key=lambda header: (-counts[header], header))
+
+
+def _self_test_jobs(budget_s: float, header: str) -> list[LeanJob]:
+    """The known-good and known-bad proofs, and the preamble pair with its statement check,
+    under `header`."""
     check = statement_check_command(GOEDEL_HEADER + SELF_TEST_PREAMBLE_STATEMENT)
     name = "prover_assets_selftest_preamble"
     return [
@@ -414,7 +432,7 @@ def _self_test_jobs(budget_s: float) -> list[LeanJob]:
     ]
 
 
-def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
+def self_test(backend: LeanBackend, budget_s: float, header: str) -> CheckOutcome:
     """A known-good proof must be complete with the standard axioms; a known-bad one must fail;
     a preamble problem's proof must pass its statement check, and a theorem of another statement
     under its name must fail it.
@@ -422,9 +440,12 @@ def self_test(backend: LeanBackend, budget_s: float) -> CheckOutcome:
     A verifier that fails this is a broken instrument, not a judge of proofs. The preamble pair
     runs the statement check a preamble problem gets (`statement_check_command`) on the real
     REPL before any proof is judged by it.
+
+    `header`: the batch's (`batch_header`). Every worker warms with it, all at once, and the
+    self-test runs in that env, so the batch starts warm and each worker imports it once.
     """
-    jobs = _self_test_jobs(budget_s)
-    backend.warm(jobs[0].header)  # every worker, at once: the batch then starts warm
+    jobs = _self_test_jobs(budget_s, header)
+    backend.warm(header)
     results = {result.key[1]: result for result in backend.run(jobs)}
     good, bad = results["good"], results["bad"]
     preamble, changed = results["preamble"], results["changed"]

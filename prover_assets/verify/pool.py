@@ -12,13 +12,27 @@ import heapq
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 from prover_assets.verify.worker import LeanJob, LeanResult, ReplWorker, WarmSpare
 
 __all__ = ["JobQueue", "WorkStealingPool", "serve_jobs"]
 
 _DONE = object()
+# Waiting jobs by header, each a heap of (-priority, arrival, job).
+_Heaps = dict[str, list[tuple[float, int, LeanJob]]]
+
+
+def _entries(heaps: _Heaps) -> list[tuple[float, int, LeanJob]]:
+    return [entry for heap in heaps.values() for entry in heap]
+
+
+def _pop(heaps: _Heaps, held: Collection[str]) -> LeanJob:
+    """The first waiting job of a header in `held`, else the first of any header."""
+    mine = [header for header in held if heaps.get(header)]
+    candidates = mine or [header for header, heap in heaps.items() if heap]
+    header = min(candidates, key=lambda h: heaps[h][0][:2])
+    return heapq.heappop(heaps[header])[2]
 
 
 class JobQueue:
@@ -33,8 +47,8 @@ class JobQueue:
         self, jobs: Iterable[LeanJob] = (), *, closed: bool = False, defer_while_running: int = 1
     ) -> None:
         self._order = itertools.count()
-        self._heap: list[tuple[float, int, LeanJob]] = []
-        self._deferred: list[tuple[float, int, LeanJob]] = []
+        self._heap: _Heaps = {}
+        self._deferred: _Heaps = {}
         self._running = 0
         self._defer_while_running = defer_while_running
         self._ready = threading.Condition()
@@ -48,12 +62,13 @@ class JobQueue:
     def defer(self, jobs: Iterable[LeanJob]) -> None:
         self._add(self._deferred, jobs)
 
-    def _add(self, heap: list[tuple[float, int, LeanJob]], jobs: Iterable[LeanJob]) -> None:
+    def _add(self, heaps: _Heaps, jobs: Iterable[LeanJob]) -> None:
         with self._ready:
             if self._closed:
                 raise RuntimeError("a closed job queue takes no more jobs")
             for job in jobs:
-                heapq.heappush(heap, (-job.priority, next(self._order), job))
+                entry = (-job.priority, next(self._order), job)
+                heapq.heappush(heaps.setdefault(job.header, []), entry)
             self._ready.notify_all()
 
     def close(self) -> None:
@@ -65,24 +80,30 @@ class JobQueue:
     def cancel(self) -> list[LeanJob]:
         """Close, and drop every job not yet taken; returns them."""
         with self._ready:
-            dropped = [job for _, _, job in sorted(self._heap) + sorted(self._deferred)]
+            waiting = [*_entries(self._heap), *_entries(self._deferred)]
+            dropped = [job for _, _, job in sorted(waiting)]
             self._heap.clear()
             self._deferred.clear()
             self._closed = True
             self._ready.notify_all()
             return dropped
 
-    def take(self) -> LeanJob | None:
-        """The next job, waiting for one while the queue is open; None once closed and empty."""
+    def take(self, held: Collection[str] = ()) -> LeanJob | None:
+        """The next job, waiting for one while the queue is open; None once closed and empty.
+
+        `held`: the headers the taker has imported. Its next job is the first of those headers
+        while one waits, else the first of all: each header costs a worker one import (time,
+        and gigabytes for Mathlib), so a worker takes another header only when its own are
+        done."""
         with self._ready:
             while True:
-                if self._heap:
-                    job = heapq.heappop(self._heap)[2]
+                if any(self._heap.values()):
+                    job = _pop(self._heap, held)
                     break
-                if self._deferred and self._running < self._defer_while_running:
-                    job = heapq.heappop(self._deferred)[2]
+                if any(self._deferred.values()) and self._running < self._defer_while_running:
+                    job = _pop(self._deferred, held)
                     break
-                if self._closed and not self._deferred:
+                if self._closed and not any(self._deferred.values()):
                     return None
                 self._ready.wait()
             self._running += 1
@@ -100,15 +121,18 @@ def serve_jobs(
     handlers: Sequence[Callable[[LeanJob], LeanResult]],
     *,
     name: str = "lean-worker",
+    held: Sequence[Callable[[], Collection[str]]] | None = None,
 ) -> Iterator[LeanResult]:
     """One thread per handler, each taking the next job as it frees up; results as each
-    finishes. Stopping early drops the jobs still waiting and lets current ones finish."""
+    finishes. Stopping early drops the jobs still waiting and lets current ones finish.
+    `held[i]`: the headers handler i has imported, which it takes first (`JobQueue.take`)."""
     feed = jobs if isinstance(jobs, JobQueue) else JobQueue(jobs, closed=True)
     results: queue.Queue[object] = queue.Queue()
+    held_by = held or [tuple] * len(handlers)
 
-    def work(handle: Callable[[LeanJob], LeanResult]) -> None:
+    def work(handle: Callable[[LeanJob], LeanResult], holds: Callable[[], Collection[str]]) -> None:
         try:
-            while (job := feed.take()) is not None:
+            while (job := feed.take(holds())) is not None:
                 try:
                     results.put(handle(job))
                 finally:
@@ -119,8 +143,8 @@ def serve_jobs(
             results.put(_DONE)
 
     threads = [
-        threading.Thread(target=work, args=(handle,), name=f"{name}-{i}", daemon=True)
-        for i, handle in enumerate(handlers)
+        threading.Thread(target=work, args=(handle, holds), name=f"{name}-{i}", daemon=True)
+        for i, (handle, holds) in enumerate(zip(handlers, held_by, strict=True))
     ]
     for thread in threads:
         thread.start()
@@ -156,7 +180,7 @@ class WorkStealingPool:
         """Yield one result per job, as each finishes; a `JobQueue` may grow while the pool
         runs."""
         handlers = [lambda job, w=worker: w.execute(job, self.retries) for worker in self.workers]
-        return serve_jobs(jobs, handlers)
+        return serve_jobs(jobs, handlers, held=[w.held_headers for w in self.workers])
 
     def warm(self, header: str) -> None:
         """Every worker starts its REPL and imports `header`, all at once."""
@@ -174,6 +198,11 @@ class WorkStealingPool:
 
     def restarts(self) -> int:
         return sum(worker.restarts for worker in self.workers)
+
+    def header_imports(self) -> dict[str, int]:
+        """Header imports so far, per worker (restarts included) and by the warm spare."""
+        imports = {f"worker-{w.index}": w.header_imports for w in self.workers}
+        return imports | ({"spare": self.spare.header_imports} if self.spare else {})
 
     def recycles(self) -> int:
         return sum(worker.recycles for worker in self.workers)

@@ -120,6 +120,7 @@ class VerifyStats:
     stages: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     verify_seconds: list[float] = field(default_factory=list)
+    header_imports: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -152,6 +153,7 @@ class VerifyStats:
             timeouts_rechecked=self.timeouts_rechecked,
             timeouts_after_recheck=self.timeouts_after_recheck,
             ordered_by_history=self.ordered_by_history,
+            header_imports=dict(self.header_imports),
             stages=dict(self.stages),
             reasons=dict(self.reasons),
             verify_s=self.percentiles(),
@@ -176,6 +178,9 @@ class VerificationResult(StageResult):
     timeouts_after_recheck: int = 0  # of those, still timeouts
     # Lean jobs ordered by their statement's measured history, not by their length alone
     ordered_by_history: int = 0
+    # Header imports per worker (and by the warm spare) while the step's backend was open, the
+    # self-test's warm-up included: one per worker for a batch of one header, unless it restarts.
+    header_imports: dict[str, int] = Field(default_factory=dict)
     stages: dict[str, int]
     reasons: dict[str, int]
     verify_s: dict[str, float | None]  # median, p90, max of the verified-now proofs
@@ -355,10 +360,12 @@ def verify_generations(
             if len(chunk) >= commit_every:
                 commit()
             stats.ordered_by_history = verifier.ordered_by_history - ordered_before
+            stats.header_imports = verifier.backend.header_imports()
             if progress is not None:  # every verdict: the caller decides how often to show it
                 progress(stats)
         if chunk:
             commit()
+    stats.header_imports = verifier.backend.header_imports()
     if progress is not None:
         progress(stats)
     return stats

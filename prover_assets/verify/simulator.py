@@ -234,7 +234,12 @@ class ReplSimulator:
     accept_share: float = 0.0
     seed: int = 0
     warning_style: str = "v4.9"
+    # What a header costs, as `import Mathlib` does in the real REPL: each command without an
+    # env imports again (its .olean files mapped anew: the env is fresh), taking this long and
+    # holding this much resident memory for the process's life.
     import_delay_s: float = 0.0
+    import_memory_mb: int = 0
+    imported: list[bytearray] = field(default_factory=list)
     envs: list[Env] = field(default_factory=list)
     commands: int = 0
 
@@ -248,6 +253,7 @@ class ReplSimulator:
             return self.answer_print_axioms(command, printed.group(1), base)
         if base is None:
             time.sleep(self.import_delay_s)
+            self.imported.append(bytearray(b"x" * (self.import_memory_mb << 20)))  # resident
         reply = self.judge(command, base)
         if reply.pop(RAW, False):  # an answer as a REPL that lost its state gives: no env
             return reply

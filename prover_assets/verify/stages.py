@@ -34,6 +34,7 @@ from prover_assets.records.outputs import (
     StepResult,
     begin_stream,
 )
+from prover_assets.verify.backends import batch_header
 from prover_assets.verify.elaboration import ElaborationCounts, elaborate_in_rank_order
 from prover_assets.verify.runner import (
     CHUNKS_FILE,
@@ -69,6 +70,8 @@ LEAN_LEASE_DIR = ".lean-workers"
 LEAN_WANTED_DIR = ".lean-workers-wanted"
 _FOREVER = float("inf")
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
+# Refuses a broken instrument (raises), under the batch's header.
+SelfTest = Callable[[StrictVerifier, str], None]
 
 
 class TrainPoolResult(StageResult):
@@ -87,7 +90,7 @@ def _holds_infrastructure(verdicts: Path) -> bool:
 def _verify_into(
     folder: Path,
     verifier: StrictVerifier,
-    self_test: Callable[[StrictVerifier], None],
+    self_test: SelfTest,
     *,
     generations_file: Path,
     problems_file: Path,
@@ -96,8 +99,8 @@ def _verify_into(
     """Pin the verifier as the stream's identity, refuse a broken instrument, then verify
     (`settings` go to `verify_generations`)."""
     begin_stream(folder, verdict_identity(verifier.info))
-    self_test(verifier)
     problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
+    self_test(verifier, batch_header(p.header for p in problems.values()))
     return verify_generations(
         problems, generations_file, folder / VERDICTS_FILE, verifier, **settings
     )
@@ -109,7 +112,7 @@ def materialize_verdicts(
     generations_file: Path,
     problems_file: Path,
     open_verifier: VerifierFactory,
-    self_test: Callable[[StrictVerifier], None],
+    self_test: SelfTest,
     commit_every: int,
     reverify_stale: bool = False,
     progress: Callable[[VerifyStats], None] | None = None,
@@ -214,7 +217,7 @@ def stream_verdicts(
     generations_file: Path,
     problems_file: Path,
     open_verifier: VerifierFactory,
-    self_test: Callable[[StrictVerifier], None],
+    self_test: SelfTest,
     commit_every: int,
     until: threading.Event,
     wanted: Callable[[], bool] = lambda: False,
@@ -311,7 +314,7 @@ def materialize_train_pool(
     candidates_file: Path,
     size: int,
     open_verifier: VerifierFactory,
-    self_test: Callable[[StrictVerifier], None],
+    self_test: SelfTest,
     progress: Callable[[ElaborationCounts], None] | None = None,
 ) -> StepResult[TrainPoolResult]:
     """The first `size` candidates, in rank order, whose statements elaborate."""
@@ -322,8 +325,8 @@ def materialize_train_pool(
         if (reused := step.reused()) is not None:
             return reused
         step.begin_stream()
-        self_test(verifier)
         candidates = read_records(candidates_file, Problem)
+        self_test(verifier, batch_header(c.header for c in candidates))
         result = elaborate_in_rank_order(
             candidates,
             verifier.backend,

@@ -132,6 +132,7 @@ class WarmSpare:
         self._warming: threading.Thread | None = None
         self._closed = False
         self.taken = 0
+        self.header_imports = 0  # by the spare's processes, each taken or not
 
     def take(self, header: str) -> tuple[ReplProcess, int] | None:
         """The spare and its env, when it is warm for `header`; a new one starts warming."""
@@ -159,6 +160,7 @@ class WarmSpare:
         process = self._factory()
         try:
             process.start()
+            self.header_imports += 1
             env = _import_header(process, header, self._header_timeout_s)
         except ReplFailure:
             process.kill()
@@ -207,6 +209,11 @@ class ReplWorker:
         self._envs: dict[str, int] = {}
         self.restarts = 0
         self.recycles = 0
+        self.header_imports = 0  # by this worker's processes (a spare's are the spare's)
+
+    def held_headers(self) -> tuple[str, ...]:
+        """The headers this worker's REPL has imported: its cheapest next jobs."""
+        return tuple(self._envs)
 
     def _ready(self, header: str) -> ReplProcess:
         if self._process is None or not self._process.alive:
@@ -223,6 +230,7 @@ class ReplWorker:
 
     def _header_env(self, process: ReplProcess, header: str) -> int:
         if header not in self._envs:
+            self.header_imports += 1
             self._envs[header] = _import_header(process, header, self._header_timeout_s)
         return self._envs[header]
 

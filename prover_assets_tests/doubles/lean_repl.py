@@ -12,7 +12,8 @@ Protocol (as leanprover-community/repl):
 - an answer is pretty-printed JSON followed by a blank line, written as the pinned REPL
   writes it (`IO.println`, no flush: C stdio buffers it in 4 KiB blocks on a pipe and by line
   on a terminal), or flushed after each answer with --flush-each (REPLs since 4fc1e6d);
-- `{"cmd": ...}` without `env` starts a fresh environment (the header, after --import-delay);
+- `{"cmd": ...}` without `env` starts a fresh environment: the header, imported anew each time,
+  at the cost of --import-delay seconds and --import-memory-mb resident MB held from then on;
   with an unknown `env` it answers `{"message": "Unknown environment."}` and allocates nothing;
   every other command allocates a new env id, also when it has errors.
 
@@ -93,7 +94,8 @@ class Double(ReplSimulator):
         except _RawAnswer as raw:
             _log(self.log_path, {"request": request, "event": "garbage"})
             return f"{raw}\n\n"
-        _log(self.log_path, {"request": request, "raw": query, "answer": answer})
+        entry = {"request": request, "raw": query, "answer": answer, "pid": os.getpid()}
+        _log(self.log_path, entry)
         return json.dumps(answer, ensure_ascii=False, indent=1) + "\n\n"
 
     def answer_print_axioms(self, command: str, name: str, base: int) -> dict[str, Any]:
@@ -296,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log")
     parser.add_argument("--warning-style", choices=sorted(SORRY_WARNING), default="v4.9")
     parser.add_argument("--import-delay", type=float, default=0.0)
+    parser.add_argument("--import-memory-mb", type=int, default=0)
     parser.add_argument("--startup-delay", type=float, default=0.0)
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--chunked-output", action="store_true")
@@ -305,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     double = Double(
         warning_style=args.warning_style,
         import_delay_s=args.import_delay,
+        import_memory_mb=args.import_memory_mb,
         rules=rules,
         rules_path=args.rules,
         log_path=args.log,

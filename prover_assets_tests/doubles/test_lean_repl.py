@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets.lean.repl import read_answer
+from prover_assets.lean.repl import ReplProcess, read_answer
 
 DATA = Path(__file__).parents[1] / "data"
 REPL_TESTS = DATA / "repl-fixtures/leanprover-community-repl/test"
@@ -255,3 +255,23 @@ def test_rules_match_by_substring_regex_and_sha256(tmp_path):
         "from regex",
         "from sha",
     ]
+
+
+def test_each_header_command_costs_an_import_of_resident_memory():
+    header = {"cmd": "import Mathlib"}
+    process = ReplProcess([*DOUBLE, "--import-memory-mb", "64"], sandbox=False)
+    process.start()
+    try:
+        process.send({"cmd": "example : True := trivial", "env": 7}, 30)  # up, nothing imported
+        started = process.resident_mb()
+        first = read_answer(process.send(header, 30))
+        once = process.resident_mb()
+        second = read_answer(process.send(header, 30))  # the same header, imported again
+        twice = process.resident_mb()
+        read_answer(process.send({"cmd": "example : True := trivial", "env": 0}, 30))
+        after_proof = process.resident_mb()
+    finally:
+        process.close()
+    assert (first.env, second.env) == (0, 1)
+    assert 60 < once - started < 80 and 60 < twice - once < 80
+    assert abs(after_proof - twice) < 16  # a proof in an env imports nothing
