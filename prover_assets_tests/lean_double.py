@@ -29,6 +29,12 @@ def error_reply(
     }
 
 
+def working_instrument() -> list[dict[str, Any]]:
+    """Rules under which the double passes the self-test, as a sound Lean would: it rejects the
+    known-bad proof (the double knows no self-test of its own)."""
+    return [{"match": {"substring": "selftest_bad"}, "reply": error_reply("unsolved goals")}]
+
+
 def double_backend(
     tmp_path: Path,
     rules: list[dict] | None = None,

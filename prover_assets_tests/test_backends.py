@@ -16,7 +16,12 @@ from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.conftest import LEAN_WORKSPACE_ENV, lean_workspace
 from prover_assets_tests.doubles.kimina_server import KiminaDouble
 from prover_assets_tests.factories import make_generation, make_pins, make_problem
-from prover_assets_tests.lean_double import double_backend, error_reply
+from prover_assets_tests.lean_double import (
+    double_backend,
+    error_reply,
+    repl_log,
+    working_instrument,
+)
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 
@@ -41,7 +46,7 @@ def test_remote_accepts_a_clean_proof_after_checking_axioms():
         (request,) = server.requests
         code = request["snippets"][0]["code"]
         assert "\n\n#print axioms _root_.t\n\n" in code
-        assert code.endswith(":= @_root_.t")
+        assert code.endswith("\n  apply _root_.t <;> assumption")
         assert request["timeout"] == 5
 
 
@@ -107,37 +112,47 @@ def test_an_unreachable_remote_server_is_infrastructure_naming_the_cause():
 
 
 def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_path):
-    rules = [
-        {
-            "match": {"substring": "selftest_bad"},
-            "reply": {
-                "messages": [
-                    {
-                        "severity": "error",
-                        "pos": {"line": 1, "column": 0},
-                        "endPos": None,
-                        "data": "unsolved goals",
-                    }
-                ]
-            },
-        }
-    ]
-    with double_backend(tmp_path / "ok", rules) as backend:
-        assert self_test(backend, 5.0, GOEDEL_HEADER.strip()).passed
+    with double_backend(tmp_path / "ok", working_instrument()) as backend:
+        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
+    assert outcome.passed, outcome.description
     with double_backend(tmp_path / "broken") as backend:  # accepts everything: broken
         outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
     assert not outcome.passed
     assert "known-bad NOT rejected" in outcome.description
+    assert not outcome.metadata["bad"]["held"]
 
 
-def test_self_test_fails_when_the_preamble_statement_check_passes_a_changed_statement(tmp_path):
-    bad = {"match": {"substring": "selftest_bad"}, "reply": error_reply("unsolved goals")}
+def test_self_test_fails_when_the_statement_check_passes_a_changed_statement(tmp_path):
     # A REPL whose statement check answers without looking (every check elaborates).
-    blind = {"match": {"substring": "axiom prover_assets_trusted_statement"}, "reply": {}}
-    with double_backend(tmp_path, [bad, blind]) as backend:
+    blind = {"match": {"regex": "(?s)^example .* <;> assumption$"}, "reply": {}}
+    with double_backend(tmp_path, [*working_instrument(), blind]) as backend:
         outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
     assert not outcome.passed
-    assert outcome.description.endswith("preamble proof accepted, changed statement NOT rejected")
+    assert "changed statement NOT refused by the statement check" in outcome.description
+
+
+def test_self_test_fails_where_a_statement_relying_on_an_auto_bound_implicit_fails_its_check(
+    tmp_path,
+):
+    # As a check of type equality would answer: `example : ∀ (h : a = 1), ...` binds `a` as its
+    # own parameter, and `@t` then has another type.
+    mismatch = {
+        "match": {"regex": "^example \\(h : \\(a"},
+        "reply": error_reply("type mismatch\n  @prover_assets_selftest_auto_bound", line=2),
+    }
+    with double_backend(tmp_path, [*working_instrument(), mismatch]) as backend:
+        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
+    assert not outcome.passed
+    assert "auto-bound implicit NOT accepted" in outcome.description
+    assert outcome.metadata["auto_bound"]["statement_errors"][0]["data"].startswith("type mis")
+
+
+def test_the_self_test_runs_under_the_header_it_is_given(tmp_path):
+    header = "import Mathlib\nset_option maxHeartbeats 400000"
+    with double_backend(tmp_path, working_instrument()) as backend:
+        assert self_test(backend, 5.0, header).passed
+    imported = {e["request"]["cmd"] for e in repl_log(tmp_path) if "env" not in e["request"]}
+    assert imported == {header}
 
 
 def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_path):

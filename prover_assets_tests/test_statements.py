@@ -1,6 +1,7 @@
 """Statement normalisation, shape checks and identity hashes."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,10 @@ from prover_assets.lean.statements import (
 
 DATA = Path(__file__).parents[1] / "prover_assets/data/goedel-prover-v2"
 HEADER = "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\nopen BigOperators Real Nat Topology Rat\n\n"
+
+# The statement check's tactic line, written out by hand.
+APPLY = ":= by\n  apply _root_."
+ASSUMPTION = " <;> assumption"
 
 
 def minif2f_rows():
@@ -334,15 +339,14 @@ def test_the_prompt_statement_carries_the_preamble_exactly_as_the_source_has_it(
     assert statement == source  # it already ends `:= by sorry`: the prompt is the source
 
 
-def test_a_preamble_statement_is_checked_against_its_signature_as_an_axiom_in_its_namespace():
+def test_a_preamble_statement_is_checked_from_its_signature_at_the_root_of_its_namespace():
     statement = (
         HEADER
         + "variable {R : Type} [CommRing R]\nnamespace Game\ndef P (x : R) : R := x\n"
         + "theorem sym (x y : R) :\n    P x = P y ↔ x = y := by sorry"
     )
     assert statement_check_command(statement) == (
-        "axiom prover_assets_trusted_statement (x y : R) :\n    P x = P y ↔ x = y\n"
-        "example : type_of% @prover_assets_trusted_statement := @_root_.Game.sym"
+        "example (x y : R) :\n    P x = P y ↔ x = y := by\n  apply _root_.Game.sym <;> assumption"
     )
 
 
@@ -519,20 +523,28 @@ def test_a_statement_without_a_theorem_has_no_hash_and_says_so():
     [
         (
             "theorem t (x : ℕ) (h : 0 < x) : 0 < x + 1 := by sorry",
-            "example : ∀ (x : ℕ) (h : 0 < x), 0 < x + 1 := @_root_.t",
+            f"example (x : ℕ) (h : 0 < x) : 0 < x + 1 {APPLY}t{ASSUMPTION}",
         ),
-        ("theorem t : 1 + 1 = 2 := by sorry", "example : 1 + 1 = 2 := @_root_.t"),
+        ("theorem t : 1 + 1 = 2 := by sorry", f"example : 1 + 1 = 2 {APPLY}t{ASSUMPTION}"),
+        (
+            "theorem t (h : (a : ℕ) = 1) : a + 1 = 2 := by sorry",
+            f"example (h : (a : ℕ) = 1) : a + 1 = 2 {APPLY}t{ASSUMPTION}",
+        ),
         (
             "theorem Foo.bar {y : ℕ} [NeZero y] (f : ℕ → (ℕ → ℕ)) : f y y = y := by sorry",
-            "example : ∀ {y : ℕ} [NeZero y] (f : ℕ → (ℕ → ℕ)), f y y = y := @_root_.Foo.bar",
+            f"example {{y : ℕ}} [NeZero y] (f : ℕ → (ℕ → ℕ)) : f y y = y {APPLY}Foo.bar{ASSUMPTION}",
         ),
         ("lemma l : True := trivial", None),
         ("theorem t : True := by sorry /- never closed", None),
         ("theorem t := by sorry", None),
+        ("theorem t (x : ℕ) := by sorry", None),
     ],
-    ids=["binders", "no_binders", "implicit_instance_nested", "no_theorem", "no_lex", "no_colon"],
+    ids=[
+        *["binders", "no_binders", "auto_bound", "implicit_instance_nested", "no_theorem"],
+        *["no_lex", "no_colon", "binders_without_type"],
+    ],
 )
-def test_the_statement_check_quantifies_the_trusted_binders_over_the_root_constant(
+def test_the_statement_check_states_the_trusted_signature_as_an_axiom_the_theorem_must_match(
     statement, command
 ):
     assert statement_check_command(statement) == command
@@ -573,7 +585,7 @@ def test_a_let_in_the_statements_type_does_not_end_its_signature():
         *["(", "n", ":", "ℕ", ")", ":", "let", "m", ":=", "n", "+", "1", "0", "<", "m"]
     ]
     assert statement_check_command(statement) == (
-        "example : ∀ (n : ℕ), let m := n + 1\n    0 < m := @_root_.t"
+        f"example (n : ℕ) :\n    let m := n + 1\n    0 < m {APPLY}t{ASSUMPTION}"
     )
 
 
@@ -585,3 +597,26 @@ def test_a_theorem_name_in_guillemets_is_the_plain_name():
 def test_a_theorem_name_lean_would_print_in_guillemets_is_unsupported():
     parsed = parse_statement(GOEDEL_HEADER + "theorem «a b» : True := by sorry")
     assert (parsed.supported, parsed.reason) == (False, "theorem_name")
+
+
+def test_every_real_statement_is_checked_from_its_own_signature_bytes_at_the_root():
+    # Independently of the lexer: the signature is the text between `theorem <name>` and the
+    # statement's final `:= by sorry`, so the example's header is elaborated from the very bytes
+    # the theorem's was (the same auto-bound implicits, the same section variables in scope).
+    checked = 0
+    for row in [*minif2f_rows(), *mobench_rows()]:
+        statement = row["formal_statement"].rstrip()
+        parsed = parse_statement(statement)
+        if not parsed.supported:
+            continue
+        name = parsed.qualified_name.rsplit(".", 1)[-1]
+        start = statement.rindex(f"theorem {name}") + len(f"theorem {name}")
+        end = re.search(r":=\s*by(\s+sorry)?\s*$", statement).start()
+        signature = statement[start:end].strip()
+        while signature.startswith("--"):  # a comment before the first binder is no part of it
+            signature = signature.split("\n", 1)[1].strip()
+        assert statement_check_command(statement) == (
+            f"example {signature} := by\n  apply _root_.{parsed.qualified_name} <;> assumption"
+        ), row.get("name")
+        checked += 1
+    assert checked == 244 + 359

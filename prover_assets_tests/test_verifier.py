@@ -35,9 +35,7 @@ def verify(tmp_path, proof=None, rules=None, *args, policy=None, generation=None
 
 def is_proof(request: dict) -> bool:
     """A proof command: sent in an env, neither `#print axioms` nor the statement check."""
-    return request.get("env") is not None and not request["cmd"].startswith(
-        ("#print", "example", "axiom prover_assets_trusted_statement")
-    )
+    return request.get("env") is not None and not request["cmd"].startswith(("#print", "example"))
 
 
 def proof_commands(tmp_path):
@@ -494,7 +492,9 @@ def test_a_job_carries_the_checks_the_policy_asks_for_and_its_length_as_priority
         float(len(generation.lean_code)),
         5.0,
     )
-    assert job.statement_check == "example : ∀ (x : ℕ) (h₀ : 0 < x), 0 < x + 1 := @_root_.t"
+    assert job.statement_check == (
+        "example (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by\n  apply _root_.t <;> assumption"
+    )
     bare = prepared(tmp_path, generation, axiom_check=False, recheck_statement=False)
     assert (bare.theorem_name, bare.statement_check) == (None, None)
 
@@ -576,8 +576,8 @@ def test_an_honest_preamble_proof_is_accepted_after_the_statement_check_in_its_n
         e["request"]["cmd"] for e in repl_log(tmp_path) if e["request"].get("env") is not None
     ]
     assert "#print axioms _root_.Geo.p" in commands
-    (check,) = [c for c in commands if c.startswith("axiom prover_assets_trusted_statement")]
-    assert check.endswith(":= @_root_.Geo.p")
+    (check,) = [c for c in commands if c.startswith("example")]
+    assert check.endswith("apply _root_.Geo.p <;> assumption")
 
 
 def test_in_record_mode_a_tampered_preamble_is_recorded_and_lean_compiles_the_trusted_one(
@@ -601,7 +601,7 @@ def test_in_record_mode_a_tampered_preamble_is_recorded_and_lean_compiles_the_tr
 
 
 def test_a_preamble_statement_check_that_fails_is_statement_changed(tmp_path):
-    check = {"substring": "axiom prover_assets_trusted_statement"}
+    check = {"regex": "(?s)^example .* <;> assumption$"}
     rules = [{"match": check, "reply": error_reply("type mismatch", 2, 0, None)}]
     verdict = preamble_verdict(tmp_path, preamble_code(), rules)
     assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])

@@ -37,7 +37,7 @@ from prover_assets.verify.stages import (
 )
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import make_generation, make_problem
-from prover_assets_tests.lean_double import double_backend, error_reply, repl_log
+from prover_assets_tests.lean_double import double_backend, repl_log, working_instrument
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 SLOW_OMEGA = [{"match": {"substring": "omega"}, "action": "delay", "argument": "0.15"}]
@@ -259,7 +259,7 @@ def test_a_batch_of_one_header_is_imported_once_by_each_repl_process(tmp_path):
     publish_records(tmp_path / "problems.jsonl", problems)
     samples = [make_generation(f"p{i}", j) for i in range(3) for j in range(3)]
     publish_records(tmp_path / "generations.jsonl", samples)
-    rules = [{"match": {"substring": "selftest_bad"}, "reply": error_reply("unsolved goals")}]
+    rules = working_instrument()
 
     def require_self_test(verifier: StrictVerifier, header: str) -> None:
         assert self_test(verifier.backend, 5.0, header).passed

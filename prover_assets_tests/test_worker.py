@@ -17,7 +17,7 @@ from prover_assets_tests.lean_double import DOUBLE, double_backend, error_reply,
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 HEADER = {"regex": "^import Mathlib"}
 AXIOMS = {"substring": "#print axioms"}
-STATEMENT = {"regex": "^example : "}
+STATEMENT = {"regex": "(?s)^example .* <;> assumption$"}
 
 
 def verify(tmp_path, rules, *, retries=1, budget_s=5.0, check_timeout_s=0.5, proof="  omega"):
@@ -111,7 +111,7 @@ def test_statement_check_is_sent_in_the_proofs_env_at_the_root(tmp_path):
     check = next(e for e in entries if e["request"]["cmd"].startswith("example"))
     assert verdict.accepted
     assert check["request"] == {
-        "cmd": "example : ∀ (x : ℕ) (h₀ : 0 < x), 0 < x + 1 := @_root_.t",
+        "cmd": "example (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by\n  apply _root_.t <;> assumption",
         "env": proof["answer"]["env"],
     }
 

@@ -32,7 +32,6 @@ from prover_assets.lean.words import PREAMBLE_DECLARATIONS, banned_word
 
 __all__ = [
     "BY_MARKER",
-    "TRUSTED_STATEMENT_AXIOM",
     "ParsedStatement",
     "Signature",
     "StatementError",
@@ -141,8 +140,6 @@ PREAMBLE_COMMANDS = frozenset(
         *PREAMBLE_DECLARATIONS,
     }
 )
-# The name under which the statement check elaborates a preamble statement's signature afresh.
-TRUSTED_STATEMENT_AXIOM = "prover_assets_trusted_statement"
 # Words that only modify the declaration command that follows them.
 _MODIFIERS = frozenset({"noncomputable", "private", "protected"})
 # Separates a preamble's tokens from the signature's in the identity hash.
@@ -276,42 +273,47 @@ def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | 
 
 
 def statement_check_command(statement: str) -> str | None:
-    """A command that elaborates only if the theorem Lean proved is the trusted statement.
+    """A command that elaborates only if the trusted statement follows from the theorem Lean
+    proved: `example <trusted signature> := by apply _root_.<namespace>.<name> <;> assumption`.
 
     Sent in the proof's env, where the header's `open`s and the preamble's scope (namespace,
-    `variable`s) hold, so the trusted signature is elaborated afresh there and a candidate that
-    changed what the statement means (a shadowing definition, a section variable, another
-    namespace) fails it. Without a preamble: `example : ∀ <binders>, <type> :=
-    @_root_.<name>`. With one, the signature is elaborated as an `axiom` (its section variables
-    included exactly as the trusted theorem's, which a bare `∀` would not) and the theorem must
-    have that axiom's type: `example : type_of% @<axiom> := @_root_.<namespace>.<name>`.
-    None when the statement has no theorem signature.
+    `variable`s) hold, so the trusted signature is elaborated afresh there, as the theorem's own
+    header was, and a candidate that changed what the statement means (a shadowing definition,
+    another namespace, a theorem of another statement under the name) fails it. Its proof uses
+    the theorem and the example's own context alone (no `sorry`, no axiom), so when it
+    elaborates the statement is proved from the theorem; the theorem's axioms are checked apart.
+
+    Derivation, not equality of types, because under the pinned Lean 4.9 the theorem's type is
+    not fixed by its text alone:
+    - section variables: before Lean 4.10 a theorem includes the `variable`s its proof uses, so
+      a proof of MOBench's imo_sl_2009_N3 that uses the preamble's hypothesis `h` (every honest
+      one) has the type `∀ {f} (h : ...) (h0 : ...) (K : ℕ), ...`, which no `axiom` of the
+      signature has (an axiom includes only the variables its type mentions). The example sees
+      the same variables, and `assumption` supplies them; a hypothesis the statement does not
+      give (a binder or a variable it lacks) is in no context, and the check fails;
+    - auto-bound implicits (on by default outside Mathlib): a name the signature leaves unbound
+      is bound by the example's header as by the theorem's, and unification matches the two.
+    None when the statement has no signature with a type.
     """
     parsed = parse_statement(statement)
     signature = parsed.signature
-    if signature is None or not signature.tokens:
+    if signature is None or not _has_type(signature.tokens):
         return None
-    target = f"@_root_.{parsed.qualified_name}"
-    text = lambda part: statement[part[0].start : part[-1].end] if part else ""  # noqa: E731
-    if parsed.preamble_tokens:
-        return (
-            f"axiom {TRUSTED_STATEMENT_AXIOM} {text(signature.tokens)}\n"
-            f"example : type_of% @{TRUSTED_STATEMENT_AXIOM} := {target}"
-        )
-    depth, colon = 0, None
-    for index, token in enumerate(signature.tokens):
+    text = statement[signature.tokens[0].start : signature.tokens[-1].end]
+    return f"example {text} := by\n  apply _root_.{parsed.qualified_name} <;> assumption"
+
+
+def _has_type(tokens: Sequence[Token]) -> bool:
+    """Whether a signature has its `:` outside every bracket (binders alone are no statement)."""
+    depth = 0
+    for token in tokens:
         if token.text in _OPENING:
             depth += 1
         elif token.text in _CLOSING:
             depth -= 1
         elif token.text == ":" and depth == 0:
-            colon = index
-            break
-    if colon is None:
-        return None
-    binders, claim = text(signature.tokens[:colon]), text(signature.tokens[colon + 1 :])
-    quantified = f"∀ {binders}, {claim}" if binders else claim
-    return f"example : {quantified} := {target}"
+            return True
+    return False
 
 
 def theorem_signature(text: str) -> Signature | None:

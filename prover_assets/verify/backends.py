@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import logging
 import math
@@ -17,6 +18,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +40,16 @@ from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
 from prover_assets.verify.pool import JobQueue, WorkStealingPool, serve_jobs
 from prover_assets.verify.simulator import (
+    SELF_TEST_AUTO_BOUND_GOOD,
+    SELF_TEST_AUTO_BOUND_STATEMENT,
     SELF_TEST_BAD,
     SELF_TEST_GOOD,
     SELF_TEST_PREAMBLE_CHANGED,
     SELF_TEST_PREAMBLE_GOOD,
     SELF_TEST_PREAMBLE_STATEMENT,
+    SELF_TEST_VARIABLE_GOOD,
+    SELF_TEST_VARIABLE_STATEMENT,
+    SELF_TEST_VARIABLE_WEAKER,
     describe_rule,
 )
 from prover_assets.verify.worker import (
@@ -403,73 +410,133 @@ def batch_header(headers: Iterable[str]) -> str:
     return min(counts, key=lambda header: (-counts[header], header))
 
 
-def _self_test_jobs(budget_s: float, header: str) -> list[LeanJob]:
-    """The known-good and known-bad proofs, and the preamble pair with its statement check,
-    under `header`."""
-    check = statement_check_command(GOEDEL_HEADER + SELF_TEST_PREAMBLE_STATEMENT)
-    name = "prover_assets_selftest_preamble"
-    return [
-        LeanJob(
-            ("selftest", "good"), header, SELF_TEST_GOOD, "prover_assets_selftest_good", budget_s
-        ),
-        LeanJob(("selftest", "bad"), header, SELF_TEST_BAD, "prover_assets_selftest_bad", budget_s),
-        LeanJob(
-            ("selftest", "preamble"),
-            header,
-            SELF_TEST_PREAMBLE_GOOD,
-            name,
-            budget_s,
-            statement_check=check,
-        ),
-        LeanJob(
-            ("selftest", "changed"),
-            header,
-            SELF_TEST_PREAMBLE_CHANGED,
-            name,
-            budget_s,
-            statement_check=check,
-        ),
-    ]
+class _Expect(enum.Enum):
+    ACCEPTED = "accepted"  # complete, the standard axioms read, its statement check passed
+    NOT_COMPILED = "rejected"  # Lean's errors
+    STATEMENT_REFUSED = "refused by the statement check"  # compiles, fails the check
+    NOT_ACCEPTED = "refused"  # either of the two
+
+
+@dataclass(frozen=True)
+class _SelfTestCase:
+    key: str
+    what: str  # in words, for the outcome's description
+    body: str
+    theorem_name: str
+    statement: str | None  # whose statement check the proof gets
+    expect: _Expect
+
+
+_SELF_TEST_CASES = (
+    _SelfTestCase(
+        "good", "known-good", SELF_TEST_GOOD, "prover_assets_selftest_good", None, _Expect.ACCEPTED
+    ),
+    _SelfTestCase(
+        "bad", "known-bad", SELF_TEST_BAD, "prover_assets_selftest_bad", None, _Expect.NOT_COMPILED
+    ),
+    _SelfTestCase(
+        "preamble",
+        "preamble proof",
+        SELF_TEST_PREAMBLE_GOOD,
+        "prover_assets_selftest_preamble",
+        SELF_TEST_PREAMBLE_STATEMENT,
+        _Expect.ACCEPTED,
+    ),
+    _SelfTestCase(
+        "changed",
+        "changed statement",
+        SELF_TEST_PREAMBLE_CHANGED,
+        "prover_assets_selftest_preamble",
+        SELF_TEST_PREAMBLE_STATEMENT,
+        _Expect.STATEMENT_REFUSED,
+    ),
+    _SelfTestCase(
+        "auto_bound",
+        "auto-bound implicit",
+        SELF_TEST_AUTO_BOUND_GOOD,
+        "prover_assets_selftest_auto_bound",
+        SELF_TEST_AUTO_BOUND_STATEMENT,
+        _Expect.ACCEPTED,
+    ),
+    _SelfTestCase(
+        "variable",
+        "section variables",
+        SELF_TEST_VARIABLE_GOOD,
+        "prover_assets_selftest_variable",
+        SELF_TEST_VARIABLE_STATEMENT,
+        _Expect.ACCEPTED,
+    ),
+    _SelfTestCase(
+        "variable_used",
+        "a hypothesis the statement lacks",
+        SELF_TEST_VARIABLE_WEAKER,
+        "prover_assets_selftest_variable",
+        SELF_TEST_VARIABLE_STATEMENT,
+        _Expect.NOT_ACCEPTED,
+    ),
+)
+
+
+def _self_test_job(case: _SelfTestCase, budget_s: float, header: str) -> LeanJob:
+    check = None
+    if case.statement is not None:
+        check = statement_check_command(GOEDEL_HEADER + case.statement)
+    return LeanJob(
+        ("selftest", case.key),
+        header,
+        case.body,
+        case.theorem_name,
+        budget_s,
+        statement_check=check,
+    )
+
+
+def _judged(result: LeanResult) -> set[_Expect]:
+    """What a self-test job's result shows (empty when Lean gave no answer to all of it)."""
+    outcome = result.outcome
+    if outcome is None or result.failure is not None:
+        return set()
+    if not outcome.complete:
+        return {_Expect.NOT_COMPILED, _Expect.NOT_ACCEPTED}
+    if result.statement_errors:
+        return {_Expect.STATEMENT_REFUSED, _Expect.NOT_ACCEPTED}
+    return {_Expect.ACCEPTED} if result.axioms is not None else set()
 
 
 def self_test(backend: LeanBackend, budget_s: float, header: str) -> CheckOutcome:
     """A known-good proof must be complete with the standard axioms; a known-bad one must fail;
     a preamble problem's proof must pass its statement check, and a theorem of another statement
-    under its name must fail it.
+    under its name must fail it; a statement relying on an auto-bound implicit, and one under
+    section variables, must pass their checks with honest proofs, and a proof that uses a
+    variable its statement does not mention must not be accepted.
 
-    A verifier that fails this is a broken instrument, not a judge of proofs. The preamble pair
-    runs the statement check a preamble problem gets (`statement_check_command`) on the real
-    REPL before any proof is judged by it.
+    A verifier that fails this is a broken instrument, not a judge of proofs. The statement
+    checks are the ones problems get (`statement_check_command`), run on the real REPL under
+    the pinned Lean's rules before any proof is judged by them.
 
     `header`: the batch's (`batch_header`). Every worker warms with it, all at once, and the
     self-test runs in that env, so the batch starts warm and each worker imports it once.
     """
-    jobs = _self_test_jobs(budget_s, header)
+    jobs = [_self_test_job(case, budget_s, header) for case in _SELF_TEST_CASES]
     backend.warm(header)
     results = {result.key[1]: result for result in backend.run(jobs)}
-    good, bad = results["good"], results["bad"]
-    preamble, changed = results["preamble"], results["changed"]
-    good_ok = good.outcome is not None and good.outcome.complete and good.axioms is not None
-    bad_ok = bad.outcome is not None and not bad.outcome.passed
-    preamble_ok = (
-        preamble.outcome is not None
-        and preamble.outcome.complete
-        and preamble.statement_errors is not None
-        and not preamble.statement_errors
-    )
-    changed_ok = bool(changed.statement_errors)
+    verdicts = []
+    for case in _SELF_TEST_CASES:
+        held = case.expect in _judged(results[case.key])
+        verdicts.append((case, held))
     return CheckOutcome(
-        good_ok and bad_ok and preamble_ok and changed_ok,
-        f"known-good {'accepted' if good_ok else 'NOT accepted'}, "
-        f"known-bad {'rejected' if bad_ok else 'NOT rejected'}, "
-        f"preamble proof {'accepted' if preamble_ok else 'NOT accepted'}, "
-        f"changed statement {'rejected' if changed_ok else 'NOT rejected'}",
+        all(held for _, held in verdicts),
+        ", ".join(
+            f"{case.what} {case.expect.value if held else 'NOT ' + case.expect.value}"
+            for case, held in verdicts
+        ),
         {
-            "good_failure": good.failure,
-            "bad_failure": bad.failure,
-            "good_axioms": list(good.axioms or ()),
-            "preamble_failure": preamble.failure,
-            "preamble_statement_errors": [dict(e) for e in preamble.statement_errors or ()],
-            "changed_failure": changed.failure,
+            case.key: {
+                "held": held,
+                "failure": results[case.key].failure,
+                "axioms": list(results[case.key].axioms or ()),
+                "statement_errors": [dict(e) for e in results[case.key].statement_errors or ()],
+            }
+            for case, held in verdicts
         },
     )

@@ -46,18 +46,23 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from prover_assets.lean.lexer import LexError, code_tokens
-from prover_assets.lean.statements import TRUSTED_STATEMENT_AXIOM, first_theorem_signature
+from prover_assets.lean.statements import first_theorem_signature
 
 __all__ = [
     "DECLARED_AXIOMS",
     "DEMO_TACTICS",
     "RAW",
     "RULES",
+    "SELF_TEST_AUTO_BOUND_GOOD",
+    "SELF_TEST_AUTO_BOUND_STATEMENT",
     "SELF_TEST_BAD",
     "SELF_TEST_GOOD",
     "SELF_TEST_PREAMBLE_CHANGED",
     "SELF_TEST_PREAMBLE_GOOD",
     "SELF_TEST_PREAMBLE_STATEMENT",
+    "SELF_TEST_VARIABLE_GOOD",
+    "SELF_TEST_VARIABLE_STATEMENT",
+    "SELF_TEST_VARIABLE_WEAKER",
     "SORRY_WARNING",
     "STANDARD_AXIOMS",
     "Env",
@@ -89,6 +94,23 @@ SELF_TEST_PREAMBLE_GOOD = (
 SELF_TEST_PREAMBLE_CHANGED = (
     SELF_TEST_PREAMBLE + "theorem prover_assets_selftest_preamble : True := by\n  trivial"
 )
+# The statement check under the pinned Lean's rules (`statement_check_command`): a signature
+# that relies on an auto-bound implicit (`a`), and a section variable (`hn`) the signature does
+# not mention, which the proof uses (Lean 4.9 then makes it a hypothesis of the theorem, as
+# MOBench's imo_sl_2009_N3 needs); a theorem that also assumes what the statement does not
+# give (`h : 1 = 2`) must not pass.
+SELF_TEST_AUTO_BOUND_STATEMENT = (
+    "theorem prover_assets_selftest_auto_bound (h : (a : ℕ) = 1) : a + 1 = 2 := by sorry"
+)
+SELF_TEST_AUTO_BOUND_GOOD = SELF_TEST_AUTO_BOUND_STATEMENT.replace("by sorry", "by\n  omega")
+SELF_TEST_VARIABLES = "variable (n : ℕ) (hn : 0 < n)\n\n"
+SELF_TEST_VARIABLE_STATEMENT = (
+    SELF_TEST_VARIABLES + "theorem prover_assets_selftest_variable : 0 < n := by sorry"
+)
+SELF_TEST_VARIABLE_GOOD = SELF_TEST_VARIABLE_STATEMENT.replace("by sorry", "by\n  exact hn")
+SELF_TEST_VARIABLE_WEAKER = SELF_TEST_VARIABLE_GOOD.replace(
+    "_variable :", "_variable (_h : 1 = 2) :"
+)
 # Keys a `judge` reply may carry for `answer`: the axioms its declarations depend on, and that
 # it is to be sent as it is (no env allocated).
 DECLARED_AXIOMS = "__axioms__"
@@ -113,11 +135,10 @@ RULES = ("planted_tactic", "seeded_theorems", "seeded_share")
 _DECLARATION = re.compile(r"\b(theorem|lemma|def|example)\s+([^\s(:{\[]+)")
 _NAMESPACE = re.compile(r"^\s*namespace\s+(\S+)")
 _END = re.compile(r"^\s*end\s+(\S+)")
-# The statement check of a preamble statement (`statement_check_command`): the trusted
-# signature as an axiom, and the theorem that must have its type.
-_AXIOM_CHECK = re.compile(
-    rf"^axiom {TRUSTED_STATEMENT_AXIOM} (?P<signature>.*)\nexample : type_of% "
-    rf"@{TRUSTED_STATEMENT_AXIOM} := @_root_\.(?P<name>\S+)$",
+# The statement check (`statement_check_command`): the trusted signature, and the theorem it
+# must follow from.
+_STATEMENT_CHECK = re.compile(
+    r"^example (?P<signature>.*) := by\n  apply _root_\.(?P<name>\S+) <;> assumption$",
     re.DOTALL,
 )
 _SORRY = re.compile(r"(?<![\w.'])sorry(?![\w'!?])")
@@ -282,17 +303,18 @@ class ReplSimulator:
         """The answer's messages and sorries for a command (without its env)."""
         if (checked := self.statement_check_answer(command, base)) is not None:
             return checked
-        if "prover_assets_selftest_good" in command or "prover_assets_selftest_preamble" in command:
-            return {}
         if "prover_assets_selftest_bad" in command:
             return {"messages": [dict(_SELF_TEST_BAD_ERROR)]}
+        if "prover_assets_selftest_" in command:
+            return {}
         return self.content_answer(command)
 
     def statement_check_answer(self, command: str, base: int | None) -> dict[str, Any] | None:
-        """The answer to a preamble statement check (None for any other command): Lean's type
-        mismatch unless the theorem the env declared under that name has the trusted
-        signature's tokens."""
-        check = _AXIOM_CHECK.match(command)
+        """The answer to a statement check (None for any other command): Lean's error unless
+        the theorem the env declared under that name has the trusted signature's tokens (a
+        theorem of that very signature, from which Lean's `apply` derives the statement; the
+        simulator derives nothing else)."""
+        check = _STATEMENT_CHECK.match(command)
         if check is None or base is None:
             return None
         name = check.group("name")
@@ -309,7 +331,7 @@ class ReplSimulator:
                     "severity": "error",
                     "pos": {"line": line, "column": 0},
                     "endPos": None,
-                    "data": f"type mismatch\n  @{name}\nhas a type other than the trusted statement",
+                    "data": f"tactic 'apply' failed to unify {name} with the trusted statement",
                 }
             ]
         }

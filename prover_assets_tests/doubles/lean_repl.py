@@ -33,8 +33,8 @@ Verdicts, first match wins:
    (TEXT as the answer), `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
    (an info message saying what the process sees: its TMPDIR, TMP, TEMP, working directory,
    RLIMIT_AS, whether it can connect);
-3. the simulator's answers: a preamble statement check (`axiom prover_assets_trusted_statement
-   ...`) fails unless the env declared the named theorem with the trusted signature's tokens;
+3. the simulator's answers: a statement check (`example <signature> := by apply _root_.<name>
+   <;> assumption`) fails unless the env declared the named theorem with the trusted signature's tokens;
    a literal `sorry` gives a `sorries` entry and the sorry warning; else `{"env": n}` (the
    double knows no self-test).
 
