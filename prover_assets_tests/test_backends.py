@@ -150,7 +150,12 @@ def test_self_test_fails_where_a_statement_relying_on_an_auto_bound_implicit_fai
 def test_the_self_test_runs_under_the_header_it_is_given(tmp_path):
     header = "import Mathlib\nset_option maxHeartbeats 400000"
     with double_backend(tmp_path, working_instrument()) as backend:
-        assert self_test(backend, 5.0, header).passed
+        outcome = self_test(backend, 5.0, header)
+    assert outcome.passed
+    # Both workers warmed, each measured for what a memory cap must allow.
+    measured = outcome.metadata["warmed_repl_memory"]
+    assert set(measured) == {"worker-0", "worker-1"}
+    assert all(m["address_space_mb"] >= m["resident_mb"] > 0 for m in measured.values())
     imported = {e["request"]["cmd"] for e in repl_log(tmp_path) if "env" not in e["request"]}
     assert imported == {header}
 
@@ -439,3 +444,12 @@ def test_real_repl_elaborates_the_statement_check_of_a_statement_with_a_let_in_i
         assert read_answer(checked).passed, checked
     finally:
         process.close()
+
+
+def test_a_backends_config_names_how_its_memory_cap_is_enforced(tmp_path):
+    with double_backend(tmp_path) as uncapped:
+        assert uncapped.config()["memory_limit"]["mechanism"] == "none"
+    with double_backend(tmp_path, memory_cap_mb=4000) as capped:
+        limit = capped.config()["memory_limit"]
+    assert limit["mechanism"] in ("cgroup", "rlimit_as")
+    assert limit["malloc_arena_max"] == 2

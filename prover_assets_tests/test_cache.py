@@ -3,6 +3,7 @@ that is not exactly the key's (the REPL double's log says what Lean was asked)."
 
 import json
 
+import prover_assets.verify.verifier as verifier_module
 from prover_assets.records import Stage
 from prover_assets.verify.cache import VerdictCache, cache_key
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
@@ -69,6 +70,16 @@ def test_another_config_is_another_key_and_is_verified_again(tmp_path):
     cache = VerdictCache(tmp_path / "cache")
     run(tmp_path, cache, [sample(0)])
     run(tmp_path, cache, [sample(0)], statement_check="record")
+    assert proofs_sent(tmp_path) == 2
+
+
+def test_a_verifier_of_other_rules_is_another_key_and_verifies_again(tmp_path, monkeypatch):
+    cache = VerdictCache(tmp_path / "cache")
+    run(tmp_path, cache, [sample(0)])
+    # The gate's, the statement check's, ... code changed: not the verifier that judged it.
+    monkeypatch.setattr(verifier_module, "rules_sha256", lambda: "0" * 64)
+    verifier, _ = run(tmp_path, cache, [sample(0)])
+    assert verifier.info.config["rules_sha256"] == "0" * 64
     assert proofs_sent(tmp_path) == 2
 
 

@@ -1,16 +1,21 @@
 """The REPL client: reading answers, framing requests, faults, sandbox, memory cap."""
 
+import functools
 import json
 import os
+import resource
 import signal
 import socket
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+import prover_assets.lean.repl as repl_module
 from prover_assets.lean.repl import (
+    MALLOC_ARENA_MAX,
     ReplFailure,
     ReplProcess,
     read_answer,
@@ -58,7 +63,9 @@ def test_read_answer_is_goedels_reading_in_both_quotings(answer, passed, complet
 
 
 @pytest.fixture
-def repl(tmp_path):
+def repl(tmp_path, monkeypatch):
+    # The caps below are RLIMIT_AS's, whatever this host offers (the cgroup has its own test).
+    monkeypatch.setattr(repl_module, "memory_limit", lambda: "rlimit_as")
     processes = []
 
     def start(*args, memory_cap_mb=None, sandbox=False):
@@ -476,3 +483,59 @@ def test_an_answer_far_larger_than_the_terminals_buffer_arrives_whole(tmp_path):
         assert answer["messages"][0]["data"] == data
     finally:
         process.close()
+
+
+def test_the_repl_runs_with_malloc_arenas_bounded(repl):
+    assert probe(repl())["malloc_arena_max"] == MALLOC_ARENA_MAX == "2"
+
+
+def stand_in_systemd_run(folder: Path, *, works: bool) -> Path:
+    """A `systemd-run` on PATH that records its arguments and runs the command after `--` (or
+    fails as one without a user bus does)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "systemd-run"
+    body = 'shift_to_command() { while [ "$1" != "--" ]; do shift; done; shift; exec "$@"; }\n'
+    failing = 'echo "Failed to connect to bus: No medium found" >&2; exit 1\n'
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> "{folder}/calls"\n'
+        + (body + 'shift_to_command "$@"\n' if works else failing)
+    )
+    script.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("works", [True, False], ids=["cgroup", "no_user_bus"])
+def test_a_memory_cap_is_a_cgroup_where_the_host_gives_one_else_rlimit_as(
+    tmp_path, monkeypatch, works
+):
+    bin_dir = stand_in_systemd_run(tmp_path / "bin", works=works)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    # A fresh probe for this host, not the session's cached one.
+    fresh = functools.cache(repl_module.memory_limit.__wrapped__)
+    monkeypatch.setattr(repl_module, "memory_limit", fresh)
+    process = ReplProcess(DOUBLE, memory_cap_mb=700, sandbox=False)
+    process.start()
+    try:
+        seen = probe(process)
+    finally:
+        process.close()
+    calls = (bin_dir / "calls").read_text().splitlines()
+    mechanism = "cgroup" if works else "rlimit_as"
+    assert repl_module.describe_memory_limit(700)["mechanism"] == mechanism
+    if works:  # the probe, then the REPL in its own scope, its address space unbounded
+        assert calls[-1].split(" -- ")[0] == (
+            "--user --scope --quiet --collect -p MemoryMax=700M -p MemorySwapMax=0"
+        )
+        assert len(calls) == 2 and seen["address_space_limit"] == resource.RLIM_INFINITY
+    else:  # only the probe ran: the cap is the address space's
+        assert len(calls) == 1 and seen["address_space_limit"] == 700 << 20
+
+
+def test_a_warmed_repls_memory_report_names_its_largest_address_space_and_resident_memory(repl):
+    process = repl("--import-memory-mb", "96")
+    before = process.memory_report()
+    process.send({"cmd": "import Mathlib"}, 30)
+    after = process.memory_report()
+    assert after["resident_mb"] - before["resident_mb"] > 90
+    assert after["address_space_mb"] >= after["resident_mb"] - 1

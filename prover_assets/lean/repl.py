@@ -1,8 +1,8 @@
 """The Lean REPL protocol: one process, one JSON request at a time, and reading its answers.
 
 `ReplProcess` starts the REPL (`lake exe repl` in a workspace, or any command) in its own
-session, killed if this process dies (`spawn_tied`), under an RLIMIT_AS cap, without network
-access and with a private TMPDIR where the OS allows it. A request is ONE JSON line plus one
+session, killed if this process dies (`spawn_tied`), under a memory cap (`memory_limit`),
+without network access and with a private TMPDIR where the OS allows it. A request is ONE JSON line plus one
 blank line; an answer is read as bytes until a complete JSON text is followed by a blank line,
 whatever the pieces it arrives in. Any fault (timeout, crash, EOF, an empty or non-JSON
 answer) kills the whole process group and raises a `ReplFailure`; the caller restarts.
@@ -19,6 +19,14 @@ off the output processing that would write `\n` as `\r\n`. The input side, with 
 discipline (canonical lines of at most 4 KiB, echo), is never used: requests go through a
 pipe on stdin. `lake exe repl` starts the REPL as its child with the same stdout, so it is
 answered the same way. Current REPLs, which flush each answer, read the same.
+
+The memory cap is a cgroup's `MemoryMax` (a transient systemd scope) where the host gives this
+user one, else RLIMIT_AS. RLIMIT_AS counts address space, not memory: every `.olean` Mathlib
+maps (about 5 GB of them) and each thread's malloc arena (glibc reserves 64 MiB of address
+space per arena, up to eight per core: dozens of GB on a many-core host) count against it, so
+a cap that means "this much memory" under a cgroup kills a warmed REPL under RLIMIT_AS. The
+REPL runs with `MALLOC_ARENA_MAX` set, which bounds the arenas either way; `memory_report`
+measures what a warmed REPL maps and holds (the self-test records it).
 
 `read_answer` is Goedel's reading made strict: errors are messages of severity `error`;
 complete means no errors, no sorries, no warning `declaration uses 'sorry'` in either quoting
@@ -52,6 +60,8 @@ __all__ = [
     "ReplFailure",
     "ReplOutcome",
     "ReplProcess",
+    "describe_memory_limit",
+    "memory_limit",
     "read_answer",
     "sandbox_prefix",
     "take_answer",
@@ -157,6 +167,44 @@ def sandbox_prefix() -> tuple[tuple[str, ...], str]:
     return (), f"none: unshare refused ({probe.stderr.decode(errors='replace').strip()[:200]})"
 
 
+# glibc's arenas per process: two, not eight per core (each reserves 64 MiB of address space).
+MALLOC_ARENA_MAX = "2"
+
+
+@functools.cache
+def memory_limit() -> str:
+    """How a memory cap is enforced on this host: `cgroup` where `systemd-run --user --scope`
+    can start a scope with `MemoryMax` (cgroup v2 delegated to the user), else `rlimit_as`."""
+    if shutil.which("systemd-run") is None:
+        return "rlimit_as"
+    try:
+        probe = subprocess.run(
+            [*_cgroup_prefix(64), "true"], capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "rlimit_as"
+    return "cgroup" if probe.returncode == 0 else "rlimit_as"
+
+
+def describe_memory_limit(cap_mb: int | None) -> dict[str, object]:
+    """What a verdict records of its REPL's memory cap."""
+    mechanism = "none" if cap_mb is None else memory_limit()
+    described = {
+        "cgroup": "cgroup MemoryMax (systemd-run --user --scope), swap off",
+        "rlimit_as": "RLIMIT_AS (address space: mapped .oleans and malloc arenas count)",
+        "none": "none: no memory_cap_mb",
+    }[mechanism]
+    return {"mechanism": mechanism, "how": described, "malloc_arena_max": int(MALLOC_ARENA_MAX)}
+
+
+def _cgroup_prefix(cap_mb: int) -> tuple[str, ...]:
+    # `--scope` runs the command itself (no fork): the REPL stays this process's child.
+    return (
+        "systemd-run", "--user", "--scope", "--quiet", "--collect",
+        "-p", f"MemoryMax={cap_mb}M", "-p", "MemorySwapMax=0", "--",
+    )  # fmt: skip
+
+
 @dataclass
 class ReplProcess:
     """One running REPL. Not thread-safe: one caller at a time (a pool worker)."""
@@ -177,8 +225,13 @@ class ReplProcess:
         self._tmpdir = Path(tempfile.mkdtemp(prefix="lean-repl-"))
         self._stderr_path = self._tmpdir / "stderr.log"
         prefix: tuple[str, ...] = sandbox_prefix()[0] if self.sandbox else ()
+        address_space_mb = self.memory_cap_mb
+        if self.memory_cap_mb is not None and memory_limit() == "cgroup":
+            prefix = (*_cgroup_prefix(self.memory_cap_mb), *prefix)
+            address_space_mb = None
         env = {
             **os.environ,
+            "MALLOC_ARENA_MAX": MALLOC_ARENA_MAX,
             **self.extra_env,
             "TMPDIR": str(self._tmpdir),
             "TMP": str(self._tmpdir),
@@ -195,7 +248,7 @@ class ReplProcess:
                     stdout=terminal,
                     stderr=stderr,
                     env=env,
-                    address_space_mb=self.memory_cap_mb,
+                    address_space_mb=address_space_mb,
                 )
         except BaseException:
             os.close(controller)
@@ -301,17 +354,31 @@ class ReplProcess:
                 process.wait(timeout=5)
         self.kill()
 
-    def resident_mb(self) -> float:
-        """Resident memory of the REPL's process and its descendants (lake and the repl)."""
+    def _tree(self) -> list[psutil.Process]:
         if self._process is None:
-            return 0.0
+            return []
         try:
             root = psutil.Process(self._process.pid)
-            processes = [root, *root.children(recursive=True)]
+            return [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            return 0.0
+            return []
+
+    def resident_mb(self) -> float:
+        """Resident memory of the REPL's process and its descendants (lake and the repl)."""
         total = 0
-        for process in processes:
+        for process in self._tree():
             with contextlib.suppress(psutil.Error):  # it exited or changed owner meanwhile
                 total += process.memory_info().rss
         return total / (1 << 20)
+
+    def memory_report(self) -> dict[str, float]:
+        """What the cap must allow: the largest address space of one process of the tree (what
+        RLIMIT_AS, per process, limits) and the tree's resident memory (what a cgroup limits)."""
+        largest = 0
+        for process in self._tree():
+            with contextlib.suppress(psutil.Error):
+                largest = max(largest, process.memory_info().vms)
+        return {
+            "address_space_mb": round(largest / (1 << 20), 1),
+            "resident_mb": round(self.resident_mb(), 1),
+        }

@@ -33,7 +33,13 @@ from prover_assets.config import (
 )
 from prover_assets.http import backoff_s, pooled_session
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sandbox_prefix
+from prover_assets.lean.repl import (
+    ReplFailure,
+    ReplProcess,
+    describe_memory_limit,
+    read_answer,
+    sandbox_prefix,
+)
 from prover_assets.lean.statements import statement_check_command
 from prover_assets.records import Pins
 from prover_assets.records.validity import CheckOutcome
@@ -97,6 +103,10 @@ class LeanBackend(ABC):
 
     def header_imports(self) -> dict[str, int]:
         """Header imports so far, per worker; empty where a server imports its own."""
+        return {}
+
+    def memory_report(self) -> dict[str, dict[str, float]]:
+        """What each worker's REPL maps and holds now; empty where a server runs them."""
         return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -171,6 +181,7 @@ class LocalReplBackend(LeanBackend):
             "command": self.command,
             "workers": self.workers,
             "memory_cap_mb": self.memory_cap_mb,
+            "memory_limit": describe_memory_limit(self.memory_cap_mb),
             "memory_ceiling_mb": self.memory_ceiling_mb
             if math.isfinite(self.memory_ceiling_mb)
             else None,
@@ -191,6 +202,9 @@ class LocalReplBackend(LeanBackend):
 
     def header_imports(self) -> dict[str, int]:
         return self.pool.header_imports()
+
+    def memory_report(self) -> dict[str, dict[str, float]]:
+        return self.pool.memory_report()
 
     def close(self) -> None:
         self.pool.close()
@@ -520,6 +534,7 @@ def self_test(backend: LeanBackend, budget_s: float, header: str) -> CheckOutcom
     jobs = [_self_test_job(case, budget_s, header) for case in _SELF_TEST_CASES]
     backend.warm(header)
     results = {result.key[1]: result for result in backend.run(jobs)}
+    warmed = backend.memory_report()  # what the cap must allow, measured on this workspace
     verdicts = []
     for case in _SELF_TEST_CASES:
         held = case.expect in _judged(results[case.key])
@@ -538,5 +553,6 @@ def self_test(backend: LeanBackend, budget_s: float, header: str) -> CheckOutcom
                 "statement_errors": [dict(e) for e in results[case.key].statement_errors or ()],
             }
             for case, held in verdicts
-        },
+        }
+        | {"warmed_repl_memory": warmed},
     )

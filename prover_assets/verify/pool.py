@@ -199,6 +199,11 @@ class WorkStealingPool:
     def restarts(self) -> int:
         return sum(worker.restarts for worker in self.workers)
 
+    def memory_report(self) -> dict[str, dict[str, float]]:
+        """Each running worker's REPL: its largest process's address space, its resident memory."""
+        reports = {f"worker-{w.index}": w.memory_report() for w in self.workers}
+        return {worker: report for worker, report in reports.items() if report is not None}
+
     def header_imports(self) -> dict[str, int]:
         """Header imports so far, per worker (restarts included) and by the warm spare."""
         imports = {f"worker-{w.index}": w.header_imports for w in self.workers}

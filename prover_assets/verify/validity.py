@@ -30,6 +30,8 @@ _COMPARED_CONFIG = (
     "axiom_check",
     "backend",
     "memory_cap_mb",
+    "memory_limit",
+    "rules_sha256",
     "infrastructure_retries",
     "sandbox",
 )

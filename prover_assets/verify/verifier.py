@@ -21,10 +21,13 @@ the verdict records both attempts; accepted on the re-check is accepted.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from prover_assets.lean.extract import ReinsertionError, displayed_theorem, lean_input
@@ -46,7 +49,31 @@ from prover_assets.verify.history import CostHistory
 from prover_assets.verify.pool import JobQueue
 from prover_assets.verify.worker import LeanJob, LeanResult
 
-__all__ = ["StrictVerifier", "VerifierPolicy"]
+__all__ = ["RULES_MODULES", "StrictVerifier", "VerifierPolicy", "rules_sha256"]
+
+# The modules whose code decides a verdict: a change to any of them is another verifier, so its
+# digest is in every verdict's config (the verdict cache's key, the compared identity).
+RULES_MODULES = (
+    "lean/lexer.py",
+    "lean/words.py",
+    "lean/statements.py",
+    "lean/extract.py",
+    "lean/gate.py",
+    "lean/protocol.py",
+    "lean/repl.py",
+    "verify/worker.py",
+    "verify/verifier.py",
+)
+
+
+@functools.cache
+def rules_sha256() -> str:
+    """sha256 over the sources of `RULES_MODULES`, each named, in order."""
+    package = Path(__file__).parents[1]
+    digest = hashlib.sha256()
+    for module in RULES_MODULES:
+        digest.update(module.encode() + b"\0" + (package / module).read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 @dataclass
@@ -135,7 +162,7 @@ class StrictVerifier:
         self.ordered_by_history = 0  # Lean jobs whose statement had earlier measured runs
         self._info = VerifierInfo(
             pins=backend.pins,
-            config={**asdict(self.policy), **backend.config()},
+            config={**asdict(self.policy), **backend.config(), "rules_sha256": rules_sha256()},
             workers=backend.workers,
         )
 

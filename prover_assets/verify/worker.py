@@ -211,6 +211,10 @@ class ReplWorker:
         self.recycles = 0
         self.header_imports = 0  # by this worker's processes (a spare's are the spare's)
 
+    def memory_report(self) -> dict[str, float] | None:
+        """What this worker's REPL maps and holds now (None when none runs)."""
+        return self._process.memory_report() if self._process is not None else None
+
     def held_headers(self) -> tuple[str, ...]:
         """The headers this worker's REPL has imported: its cheapest next jobs."""
         return tuple(self._envs)

@@ -256,6 +256,7 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
         "temp": os.environ.get("TEMP"),
         "cwd": os.getcwd(),
         "address_space_limit": resource.getrlimit(resource.RLIMIT_AS)[0],
+        "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
     }
     if "connect" in spec:
         host, port = spec["connect"].rsplit(":", 1)
