@@ -9,7 +9,7 @@ PORT ?= 3000
 PYTEST_ARGS ?=
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo
+.PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo lean-workspace
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ test: install
 # trials of whole processes): about two minutes on 2 cores.
 test-fast: install
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+
+# The registered Lean workspace (toolchain, Mathlib and the REPL at the pins, the REPL built,
+# the pins read back, the self-test), where configs/p2.yaml's lean workspace points, or in
+# WORKSPACE=<dir>. Resumable: a rerun skips what is done.
+LEAN_CONFIG ?= configs/p2.yaml
+lean-workspace: install
+	$(BIN)/python -m prover_assets.verify.workspace --config $(LEAN_CONFIG) $(if $(WORKSPACE),--workspace $(WORKSPACE))
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	PROVER_ASSETS_CONFIG=configs/demo.yaml $(BIN)/python -m prover_assets.demo

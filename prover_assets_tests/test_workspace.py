@@ -1,0 +1,153 @@
+"""`make lean-workspace` against stand-in elan, lake and git: the commands in order, a rerun
+that resumes, the cache that is no longer served, and the pins read back."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from prover_assets.verify.workspace import (
+    CACHE_DONE,
+    WorkspaceError,
+    WorkspacePins,
+    build_workspace,
+    main,
+)
+from prover_assets_tests.doubles.lean_tools import install_stand_ins
+from prover_assets_tests.lean_double import working_instrument
+
+PINS = WorkspacePins(lean_version="v4.9.0-rc1", mathlib_rev="d1d1e4b7", repl_rev="7df77c0a")
+
+
+@pytest.fixture
+def stand_ins(tmp_path, monkeypatch):
+    """elan, lake and git on PATH, logging to one file; returns a reader of that log."""
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps(working_instrument()))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("STAND_IN_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("STAND_IN_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("STAND_IN_REPL_RULES", str(rules))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    def calls() -> list[str]:
+        log = tmp_path / "calls.jsonl"
+        entries = [json.loads(line) for line in log.read_text().splitlines()]
+        log.unlink()
+        return [" ".join([entry["tool"], *entry["args"]]) for entry in entries]
+
+    return calls
+
+
+def test_a_bare_box_gets_the_toolchain_the_project_the_cache_and_the_repl_in_order(
+    tmp_path, stand_ins
+):
+    folder = tmp_path / "workspace"
+    pins = build_workspace(folder, PINS)
+    assert stand_ins() == [
+        "elan toolchain list",
+        "elan toolchain install leanprover/lean4:v4.9.0-rc1",
+        "lake update",
+        "lake exe cache get",
+        "lake build repl",
+        f"git -C {folder}/.lake/packages/mathlib rev-parse HEAD",
+        f"git -C {folder}/.lake/packages/REPL rev-parse HEAD",
+    ]
+    assert (folder / "lean-toolchain").read_text() == "leanprover/lean4:v4.9.0-rc1\n"
+    assert (folder / "lakefile.lean").read_text() == (
+        "import Lake\nopen Lake DSL\n\npackage prover_assets_workspace\n\n"
+        'require mathlib from git\n  "https://github.com/leanprover-community/mathlib4"'
+        ' @ "d1d1e4b7"\n\n'
+        'require REPL from git\n  "https://github.com/leanprover-community/repl" @ "7df77c0a"\n'
+    )
+    assert (pins.lean_version, pins.mathlib_rev[:8], pins.repl_rev[:8]) == (
+        "v4.9.0-rc1",
+        "d1d1e4b7",
+        "7df77c0a",
+    )
+
+
+def test_a_rerun_resumes_and_repeats_only_the_repl_build_and_the_checks(tmp_path, stand_ins):
+    folder = tmp_path / "workspace"
+    build_workspace(folder, PINS)
+    stand_ins()
+    build_workspace(folder, PINS)
+    assert stand_ins() == [
+        "elan toolchain list",
+        "lake build repl",
+        f"git -C {folder}/.lake/packages/mathlib rev-parse HEAD",
+        f"git -C {folder}/.lake/packages/REPL rev-parse HEAD",
+    ]
+
+
+def test_a_cache_no_longer_served_builds_mathlib_and_says_it_takes_hours(
+    tmp_path, stand_ins, monkeypatch, capsys
+):
+    monkeypatch.setenv("STAND_IN_NO_CACHE", "1")
+    build_workspace(tmp_path / "workspace", PINS)
+    calls = stand_ins()
+    assert calls[calls.index("lake exe cache get") + 1] == "lake build Mathlib"
+    assert "This takes hours" in capsys.readouterr().out
+    assert (tmp_path / "workspace" / CACHE_DONE).read_text() == "d1d1e4b7\n"
+
+
+def test_a_package_checked_out_at_another_commit_is_refused(tmp_path, stand_ins, monkeypatch):
+    monkeypatch.setenv("STAND_IN_HEAD", "f" * 40)
+    with pytest.raises(WorkspaceError, match=r"mathlib is checked out at f{40}, the pins say d1d"):
+        build_workspace(tmp_path / "workspace", PINS)
+
+
+def test_without_elan_it_says_how_to_install_it(tmp_path, stand_ins):
+    (tmp_path / "bin" / "elan").unlink()
+    with pytest.raises(WorkspaceError, match="elan is not installed: install it from"):
+        build_workspace(tmp_path / "workspace", PINS)
+
+
+def write_config(tmp_path: Path, workspace: str) -> Path:
+    config = tmp_path / "p2.yaml"
+    settings = {
+        "workspace": workspace,
+        "command": ["lake", "exe", "repl"],
+        "expected_pins": vars(PINS),
+    }
+    config.write_text(
+        json.dumps({"resources": {"lean": {"config": {"settings": {"local": settings}}}}})
+    )
+    return config
+
+
+def test_make_lean_workspace_builds_reads_the_pins_back_and_passes_the_self_test(
+    tmp_path, stand_ins, capsys
+):
+    config = write_config(tmp_path, str(tmp_path / "workspace"))
+    assert main(["--config", str(config), "--self-test-budget-s", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "pins read back: Lean v4.9.0-rc1, Mathlib d1d1e4b7" in out
+    assert "self-test passed: known-good accepted" in out
+    assert stand_ins()[-1] == "lake exe repl"  # the REPL, started as the verifier starts it
+
+
+def test_a_workspace_still_a_placeholder_is_refused_naming_the_key(tmp_path, stand_ins, capsys):
+    config = write_config(tmp_path, "REPLACE_ME/lean/mathlib4-workspace")
+    assert main(["--config", str(config)]) == 1
+    assert "local.workspace is still 'REPLACE_ME/lean/mathlib4-workspace'" in (
+        capsys.readouterr().err
+    )
+
+
+BUILD_ENV = "PROVER_LEAN_BUILD_DIR"
+
+
+@pytest.mark.lean
+@pytest.mark.skipif(
+    not os.environ.get(BUILD_ENV),
+    reason=f"set {BUILD_ENV} to a folder to build the registered workspace in (elan and the "
+    "network needed; Mathlib's cache, or hours of build)",
+)
+def test_real_build_of_the_registered_workspace_reads_back_its_pins():
+    config = Path(__file__).parents[1] / "configs/p2.yaml"
+    assert main(["--config", str(config), "--workspace", os.environ[BUILD_ENV]]) == 0
