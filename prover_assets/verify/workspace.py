@@ -93,6 +93,7 @@ def _elan() -> str:
 
 
 def _toolchain_installed(elan: str, toolchain: str) -> bool:
+    print(f"$ {elan} toolchain list", flush=True)
     listed = subprocess.run(
         [elan, "toolchain", "list"], capture_output=True, text=True, check=False
     )
