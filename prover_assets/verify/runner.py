@@ -137,6 +137,21 @@ class VerifyStats:
         pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]  # noqa: E731
         return {"median": pick(0.5), "p90": pick(0.9), "max": values[-1]}
 
+    def count(self, verdict: Verification) -> None:
+        """Count one verdict of this attempt."""
+        self.verified_now += 1
+        self.accepted += verdict.accepted
+        self.stages[verdict.stage.value] += 1
+        self.reasons.update(verdict.reasons)
+        self.code_bearing_now += verdict.stage is not Stage.NO_CODE
+        self.cached_now += verdict.cached_from is not None
+        if "timeout_recheck" in verdict.diagnostics and verdict.cached_from is None:
+            self.timeouts_rechecked += 1
+            self.timeouts_after_recheck += verdict.stage is Stage.TIMEOUT
+        measured = verdict.stage not in (Stage.NO_CODE, Stage.GATE, Stage.REINSERTION)
+        if measured and verdict.cached_from is None:
+            self.verify_seconds.append(verdict.verify_s)
+
     def to_result(self) -> VerificationResult:
         """The step's result once every generation is judged."""
         return VerificationResult(
@@ -345,22 +360,10 @@ def verify_generations(
                 diagnostics = {**verdict.diagnostics, "prior_attempts": prior_attempts[verdict.key]}
                 verdict = verdict.model_copy(update={"diagnostics": diagnostics})
             chunk.append(verdict)
-            stats.verified_now += 1
-            stats.accepted += verdict.accepted
-            stats.stages[verdict.stage.value] += 1
-            stats.reasons.update(verdict.reasons)
-            stats.code_bearing_now += verdict.stage is not Stage.NO_CODE
-            stats.cached_now += verdict.cached_from is not None
-            if "timeout_recheck" in verdict.diagnostics and verdict.cached_from is None:
-                stats.timeouts_rechecked += 1
-                stats.timeouts_after_recheck += verdict.stage is Stage.TIMEOUT
-            measured = verdict.stage not in (Stage.NO_CODE, Stage.GATE, Stage.REINSERTION)
-            if measured and verdict.cached_from is None:
-                stats.verify_seconds.append(verdict.verify_s)
+            stats.count(verdict)
             if len(chunk) >= commit_every:
                 commit()
             stats.ordered_by_history = verifier.ordered_by_history - ordered_before
-            stats.header_imports = verifier.backend.header_imports()
             if progress is not None:  # every verdict: the caller decides how often to show it
                 progress(stats)
         if chunk:
