@@ -415,14 +415,27 @@ LET_STATEMENTS = (
 )
 
 
+# MOBench statements (by problem_id: imo_sl_2009_N3 is 2009_N3) whose preamble states a hypothesis as a `variable` the signature does not
+# mention, or that rely on auto-bound implicits (see "The statement check under Lean 4.9").
+VARIABLE_STATEMENTS = (
+    "2009_N3",
+    "2010_A6",
+    "2010_N5",
+    "2018_A2",
+    "2018_N5",
+    "Imo2023P2",
+)
+
+
 @pytest.mark.lean
 @real_lean
-@pytest.mark.parametrize("problem_id", LET_STATEMENTS)
+@pytest.mark.parametrize("problem_id", LET_STATEMENTS + VARIABLE_STATEMENTS)
 def test_real_repl_elaborates_the_statement_check_of_a_statement_with_a_let_in_its_type(
     problem_id,
 ):
-    # The signature of these seven MOBench statements holds `let T := ...`; the statement check
-    # built from it must be Lean that holds for the statement's own theorem.
+    # The signature of seven MOBench statements holds `let T := ...`, six more have section
+    # variables or auto-bound implicits; the statement check built from each must be Lean that
+    # holds for the statement's own theorem.
     from prover_assets.lean.extract import lean_input
     from prover_assets.lean.repl import ReplProcess, read_answer
     from prover_assets.lean.statements import statement_check_command
