@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from prover_assets.verify.pool import JobQueue, serve_jobs
+from prover_assets.verify.pool import JobQueue, WorkStealingPool, serve_jobs
 from prover_assets.verify.worker import LeanJob, LeanResult
 
 
@@ -183,3 +183,37 @@ def test_a_worker_that_raises_surfaces_its_error_to_the_caller():
         assert "bug in a worker" in str(exc)
     else:
         raise AssertionError("the worker's error was swallowed")
+
+
+def test_a_worker_holding_no_waiting_header_takes_the_highest_priority_job_of_any():
+    # Alphabetical order and arrival disagree with priority: only priority may decide.
+    feed = JobQueue([job(0, 1.0, "A"), job(1, 9.0, "B"), job(2, 5.0, "C")], closed=True)
+    assert [feed.take(("Z",)).key for _ in range(3)] == [(1,), (2,), (0,)]
+
+
+class HeaderHolder:
+    """A worker as the pool sees one: it holds one header and records what it ran."""
+
+    def __init__(self, index: int, header: str, seconds: float) -> None:
+        self.index, self.header, self.seconds, self.ran = index, header, seconds, []
+
+    def held_headers(self) -> tuple[str, ...]:
+        return (self.header,)
+
+    def execute(self, job: LeanJob, retries: int) -> LeanResult:
+        self.ran.append(job.header)
+        time.sleep(self.seconds)
+        return answered(job)
+
+
+def test_the_pool_hands_each_worker_the_jobs_of_the_header_it_holds():
+    # The fast worker runs out of its own header's jobs long before the slow one: only then
+    # does it take the other's (in arrival order, it would have taken every second job).
+    holders = [HeaderHolder(0, "A", 0.001), HeaderHolder(1, "B", 0.05)]
+    jobs = [job(i, 0.0, "AB"[i % 2]) for i in range(8)]
+    results = list(WorkStealingPool(holders, retries=0).run(jobs))  # type: ignore[arg-type]
+    assert len(results) == 8
+    for holder in holders:
+        own = holder.ran.count(holder.header)
+        assert holder.ran[:own] == [holder.header] * own
+    assert holders[0].ran[:4] == ["A"] * 4

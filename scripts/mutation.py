@@ -38,7 +38,11 @@ TARGETS: dict[str, list[str]] = {
     # The verifier's cache, batch duplicates and copies are tested with the cache.
     "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
     "verify/cache.py": ["test_cache.py"],
-    "verify/pool.py": ["test_pool.py", "test_verifier.py", "test_worker.py"],
+    # Header imports and memory reports are read through the backend and the verdict step.
+    "verify/pool.py": [
+        *["test_pool.py", "test_verifier.py", "test_worker.py"],
+        *["test_backends.py", "test_verify_stages.py"],
+    ],
     "generation/openai_engine.py": ["test_openai_engine.py"],
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["test_worker.py", "test_verifier.py"],
