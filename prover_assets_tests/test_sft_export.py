@@ -9,7 +9,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from prover_assets.config import TrainingSpec
 from prover_assets.generation.revision import model_revision, weights_sha256
 from prover_assets.records import SftRow
-from prover_assets.sft.export import export_merged
+from prover_assets.sft import export
+from prover_assets.sft.export import MERGE_TOLERANCE, ExportResult, export_merged
 from prover_assets.sft.shards import ShardWriter
 from prover_assets.sft.stages import parity_inputs
 from prover_assets.sft.trainer import FINAL_ADAPTER, TrainRun, train
@@ -17,7 +18,8 @@ from prover_assets_tests.conftest import gpu_missing
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, tiny_model_dir):
+def trained(tmp_path_factory, tiny_model_dir):
+    """A LoRA adapter trained for a few steps on the tiny model, and its shards."""
     root = tmp_path_factory.mktemp("export")
     rng = np.random.default_rng(2)
     writer = ShardWriter(root / "shards")
@@ -63,13 +65,28 @@ def exported(tmp_path_factory, tiny_model_dir):
         device="cpu",
     )
     assert train(run)["status"] == "done"
-    result = export_merged(
+    return root
+
+
+def export_to(root, tiny_model_dir, name, dtype):
+    folder = root / name / "model"
+    return folder, export_merged(
         tiny_model_dir,
         root / "train" / FINAL_ADAPTER,
-        root / "export" / "model",
+        folder,
         parity_inputs=parity_inputs(root / "shards"),
+        dtype=dtype,
     )
-    return root / "export" / "model", result
+
+
+@pytest.fixture(scope="module")
+def exported(trained, tiny_model_dir):
+    return export_to(trained, tiny_model_dir, "export", "float32")
+
+
+@pytest.fixture(scope="module")
+def exported_bf16(trained, tiny_model_dir):
+    return export_to(trained, tiny_model_dir, "export-bf16", "bfloat16")
 
 
 def test_revision_is_sft_and_the_sha256_of_the_weight_shards(exported):
@@ -81,8 +98,93 @@ def test_revision_is_sft_and_the_sha256_of_the_weight_shards(exported):
 def test_reloaded_export_reproduces_the_adapter_models_logprobs(exported):
     _, result = exported
     assert result.parity_passed
-    assert result.parity_max_abs_diff <= 2e-5
+    assert result.merge_max_abs_diff <= 2e-5
+    assert result.cast_drift <= 2e-5  # fp32 saved and reloaded: no cast
     assert result.parity_tokens > 0
+
+
+def test_a_correct_merge_exported_in_bf16_passes_with_a_drift_of_the_base_models_size(
+    exported_bf16,
+):
+    from safetensors import safe_open
+
+    folder, result = exported_bf16
+    assert result.parity_passed, result.parity_failures()
+    assert result.merge_max_abs_diff <= MERGE_TOLERANCE  # merged in fp32, whatever the export
+    # The cast moves log-probabilities far more than the fp32 merge does, for the base as for the
+    # merge: one bound for both would be too loose for the one or too tight for the other.
+    assert result.base_cast_drift > 100 * result.merge_max_abs_diff
+    assert result.cast_drift > 100 * result.merge_max_abs_diff
+    (weights,) = folder.glob("*.safetensors")
+    with safe_open(str(weights), framework="pt") as handle:
+        assert {str(handle.get_tensor(k).dtype) for k in handle.keys()} == {"torch.bfloat16"}
+    recorded = json.loads((folder.parent / "parity.json").read_text())
+    assert recorded["cast_drift"] == result.cast_drift
+
+
+def perturb_one_q_proj(model):
+    import torch
+
+    name, weight = next((n, w) for n, w in model.named_parameters() if n.endswith("q_proj.weight"))
+    with torch.no_grad():
+        weight.add_(0.05)
+    return model
+
+
+def test_a_merge_with_one_perturbed_tensor_fails_the_fp32_merge_parity(
+    trained, tiny_model_dir, monkeypatch
+):
+    from peft.tuners.tuners_utils import BaseTuner
+
+    merge = BaseTuner.merge_and_unload
+    monkeypatch.setattr(
+        BaseTuner, "merge_and_unload", lambda self, **kw: perturb_one_q_proj(merge(self, **kw))
+    )
+    _, result = export_to(trained, tiny_model_dir, "perturbed-merge", "bfloat16")
+    assert not result.parity_passed
+    assert result.merge_max_abs_diff > MERGE_TOLERANCE
+    assert "fp32 merge differs" in result.parity_failures()[0]
+
+
+def test_an_export_with_one_tensor_perturbed_after_the_cast_fails_on_its_drift(
+    trained, tiny_model_dir, monkeypatch
+):
+    cast = export._cast
+    monkeypatch.setattr(export, "_cast", lambda model, dtype: perturb_one_q_proj(cast(model, dtype)))
+    _, result = export_to(trained, tiny_model_dir, "perturbed-cast", "bfloat16")
+    assert result.merge_max_abs_diff <= MERGE_TOLERANCE
+    assert result.cast_drift > result.cast_drift_allowance
+    assert [f for f in result.parity_failures() if "drifts" in f]
+
+
+def measured(merge: float, drift: float, base_drift: float) -> ExportResult:
+    return ExportResult(
+        revision="sft-x",
+        dtype="bfloat16",
+        merge_max_abs_diff=merge,
+        merge_max_abs_diff_full_vocabulary=merge,
+        merge_tolerance=1e-5,
+        cast_drift=drift,
+        base_cast_drift=base_drift,
+        cast_drift_allowance=2 * base_drift + 1e-5,
+        parity_inputs=1,
+        parity_tokens=10,
+    )
+
+
+@pytest.mark.parametrize(
+    ("merge", "drift", "base_drift", "failed"),
+    [
+        (1e-5, 0.02, 0.01, []),  # at both bounds: passes
+        (1.1e-5, 0.0, 0.01, ["merge"]),
+        (0.0, 0.0200101, 0.01, ["drift"]),  # just past 2 x 0.01 + 1e-5
+        (1.0, 1.0, 0.01, ["merge", "drift"]),
+    ],
+)
+def test_the_export_fails_exactly_the_bounds_it_exceeds(merge, drift, base_drift, failed):
+    failures = measured(merge, drift, base_drift).parity_failures()
+    assert [("merge" if "merge differs" in f else "drift") for f in failures] == failed
+    assert measured(merge, drift, base_drift).parity_passed == (not failed)
 
 
 def test_export_is_a_plain_folder_with_tokenizer_and_chat_template(exported):

@@ -280,15 +280,16 @@ def materialize_export(
     dtype: str,
     on_phase: Callable[[int, int, str], None] = lambda done, total, phase: None,
 ) -> StepResult[ExportResult]:
-    """Merge the adapter into the base, save it, and check its log-probabilities against the
-    adapter's; `on_phase` is told as each phase of the export begins."""
+    """Merge the adapter into the base in fp32, cast to `dtype`, save it, and check the merge's
+    log-probabilities against the adapter's and the cast's drift against the base's; `on_phase`
+    is told as each phase of the export begins."""
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.sft.export import export_merged
 
     verified_outputs(checkpoint_dir)  # the adapter as trained, byte for byte
     adapter = checkpoint_dir / FINAL_ADAPTER
     inputs = StepInputs.hash({"checkpoint_manifest": checkpoint_dir / MANIFEST_NAME})
-    step = Step(folder, str(folder), ExportResult, inputs, {"dtype": dtype})
+    step = Step(folder, str(folder), ExportResult, inputs, {"dtype": dtype, "merge": "float32"})
     if (reused := step.reused()) is not None:
         return reused
     with publish_folder(folder) as staging:
@@ -300,7 +301,10 @@ def materialize_export(
             dtype=dtype,
             on_phase=on_phase,
         )
-        if not result.parity_passed:
-            raise RuntimeError(f"the export does not reproduce the adapter model: {result}")
+        if failures := result.parity_failures():
+            raise RuntimeError(
+                f"the export does not reproduce the adapter model: {'; '.join(failures)} "
+                f"({result.describe()})"
+            )
         outputs = sorted(p for p in (staging / MODEL_DIR).iterdir() if p.is_file())
         return step.publish(staging, result, outputs)
