@@ -117,7 +117,7 @@ def test_a_correct_merge_exported_in_bf16_passes_with_a_drift_of_the_base_models
     assert result.cast_drift > 100 * result.merge_max_abs_diff
     (weights,) = folder.glob("*.safetensors")
     with safe_open(str(weights), framework="pt") as handle:
-        assert {str(handle.get_tensor(k).dtype) for k in handle.keys()} == {"torch.bfloat16"}
+        assert {str(handle.get_tensor(k).dtype) for k in list(handle.keys())} == {"torch.bfloat16"}
     recorded = json.loads((folder.parent / "parity.json").read_text())
     assert recorded["cast_drift"] == result.cast_drift
 
@@ -125,7 +125,7 @@ def test_a_correct_merge_exported_in_bf16_passes_with_a_drift_of_the_base_models
 def perturb_one_q_proj(model):
     import torch
 
-    name, weight = next((n, w) for n, w in model.named_parameters() if n.endswith("q_proj.weight"))
+    weight = next(w for n, w in model.named_parameters() if n.endswith("q_proj.weight"))
     with torch.no_grad():
         weight.add_(0.05)
     return model
@@ -150,7 +150,9 @@ def test_an_export_with_one_tensor_perturbed_after_the_cast_fails_on_its_drift(
     trained, tiny_model_dir, monkeypatch
 ):
     cast = export._cast
-    monkeypatch.setattr(export, "_cast", lambda model, dtype: perturb_one_q_proj(cast(model, dtype)))
+    monkeypatch.setattr(
+        export, "_cast", lambda model, dtype: perturb_one_q_proj(cast(model, dtype))
+    )
     _, result = export_to(trained, tiny_model_dir, "perturbed-cast", "bfloat16")
     assert result.merge_max_abs_diff <= MERGE_TOLERANCE
     assert result.cast_drift > result.cast_drift_allowance
