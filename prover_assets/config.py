@@ -254,6 +254,11 @@ class TrainingSpec(_Spec):
     pad_token_id: int | None = None  # None: the tokenizer's
     precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     max_steps: PositiveInt | None = None  # demo / smoke runs only
+    # Memory (sft/memory.py): layer inputs kept and the rest recomputed in backward; the loss
+    # computed this many tokens' logits at a time; the card a rank plans for.
+    gradient_checkpointing: bool = True
+    loss_chunk_tokens: PositiveInt = 1024
+    gpu_memory_gib: Annotated[float, Field(gt=0)] = 80.0
 
     @model_validator(mode="after")
     def _registered_seed_among_seeds(self) -> TrainingSpec:

@@ -1,5 +1,7 @@
 """The ETA of a full round: hand-computed hours, pooled measurements, priors, and the asset."""
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -296,3 +298,30 @@ def test_iterations_and_seeds_repeat_their_steps_and_nothing_else():
     # 3 x 120, the candidates 3 x 128
     total_s = 63 + 128 + 2 * (376 + 360 + 384)
     assert table["total_hours"]["central"] == pytest.approx(total_s / 3600)
+
+
+def test_the_registered_config_s_memory_plan_fits_before_the_snapshot_is_on_disk():
+    from prover_assets.assets.eta import _memory_metadata
+    from prover_assets.config import load_run_config
+
+    spec = load_run_config(Path(__file__).parents[1] / "configs" / "p2.yaml").experiment
+    memory = _memory_metadata(spec)
+    assert memory["training_memory_model_config"].startswith("Qwen3-8B's shape")
+    assert memory["training_memory_peak"].startswith("peak ")  # not a refusal
+    terms = {row.data["term"]: row.data["GiB"] for row in memory["training_memory"].records}
+    assert terms["base weights"] == pytest.approx(8_190_735_360 * 2 / 2**30, abs=0.01)
+    assert terms["peak"] < 0.9 * 80
+
+
+def test_the_memory_plan_reads_the_snapshot_s_config_once_it_is_on_disk(tmp_path, tiny_model_dir):
+    from prover_assets.assets.eta import _memory_metadata
+    from prover_assets.config import load_run_config
+
+    spec = load_run_config(Path(__file__).parents[1] / "configs" / "p2.yaml").experiment
+    spec = spec.model_copy(
+        update={"model": spec.model.model_copy(update={"path": str(tiny_model_dir)})}
+    )
+    memory = _memory_metadata(spec)
+    assert memory["training_memory_model_config"] == str(tiny_model_dir / "config.json")
+    terms = {row.data["term"]: row.data["GiB"] for row in memory["training_memory"].records}
+    assert terms["base weights"] < 0.01

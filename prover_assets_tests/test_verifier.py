@@ -65,9 +65,11 @@ def test_header_is_sent_once_and_proofs_use_its_env(tmp_path):
         StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
             [(problem, g) for g in generations]
         )
+        imports = backend.header_imports()
     requests = [e["request"] for e in repl_log(tmp_path)]
     headers = [r for r in requests if "env" not in r]
     assert headers == [{"cmd": problem.header}]
+    assert imports == {"worker-0": 1}  # and no spare's count
     proofs = [r for r in requests if is_proof(r)]
     assert len(proofs) == 4 and all(r["env"] == 0 for r in proofs)
     expected_body = compile_view(

@@ -282,3 +282,5 @@ def test_a_batch_of_one_header_is_imported_once_by_each_repl_process(tmp_path):
     assert {entry["request"]["cmd"] for entry in headers} == {POOL_HEADER}
     assert step.result.accepted_now == len(samples)
     assert step.result.header_imports["worker-0"] == step.result.header_imports["worker-1"] == 1
+    # The warm spare is counted on its own; its import may still be in flight when counted.
+    assert 0 <= step.result.header_imports["spare"] <= len(headers) - 2

@@ -5,6 +5,8 @@ materialized at any time: before anything has run it is all priors, and every as
 finishes replaces a prior by a measurement.
 """
 
+import json
+from pathlib import Path
 from typing import Any, TypeVar
 
 import dagster as dg
@@ -28,7 +30,7 @@ from prover_assets.assets.keys import (
     verdicts_key,
 )
 from prover_assets.assets.metadata import latest_result, step_wall_s
-from prover_assets.config import ExperimentSpec, resolve_path
+from prover_assets.config import ExperimentSpec, is_placeholder, resolve_path
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records.outputs import StageResult
@@ -36,6 +38,7 @@ from prover_assets.report.eta import BOUNDS, RoundPlan, eta_table, measured_inpu
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
+from prover_assets.sft.memory import GIB, QWEN3_8B, training_memory
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
 from prover_assets.verify.stages import TrainPoolResult
@@ -120,9 +123,41 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             f"({clock_time(total['low'] * 3600)} to {clock_time(total['high'] * 3600)}); "
             f"{measured_count} of {len(table['inputs'])} inputs measured"
         )
-        return dg.MaterializeResult(metadata=_eta_metadata(spec.name, table, measured_count))
+        memory = _memory_metadata(spec)
+        context.log.info(f"training memory: {memory['training_memory_peak']}")
+        return dg.MaterializeResult(
+            metadata={**_eta_metadata(spec.name, table, measured_count), **memory}
+        )
 
     return [eta]
+
+
+def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
+    """One training rank's planned peak, term by term (flash-attention 2; SDPA's peak beside
+    it), from the model snapshot's config.json, or Qwen3-8B's shape before it is on disk."""
+    if spec.model.source == "demo_tiny":
+        return {"training_memory_peak": "the demo trains its tiny model on CPU: no GPU plan"}
+    config_file = Path(spec.model.path or "") / "config.json"
+    if not is_placeholder(spec.model.path or "") and config_file.is_file():
+        config, source = json.loads(config_file.read_text(encoding="utf-8")), str(config_file)
+    else:
+        config, source = QWEN3_8B, "Qwen3-8B's shape (no snapshot at spec.model.path yet)"
+    flash = training_memory(spec.training, config)
+    sdpa = training_memory(spec.training, config, attention="sdpa")
+    rows = [dg.TableRecord(row) for row in flash.table()]
+    schema = dg.TableSchema(
+        [
+            dg.TableColumn("term", "string"),
+            dg.TableColumn("GiB", "float"),
+            dg.TableColumn("in peak", "bool", description="added into the peak"),
+        ]
+    )
+    return {
+        "training_memory": dg.MetadataValue.table(rows, schema),
+        "training_memory_peak": flash.refusal() or flash.describe(),
+        "training_memory_peak_sdpa_gib": dg.MetadataValue.float(round(sdpa.peak_bytes / GIB, 2)),
+        "training_memory_model_config": source,
+    }
 
 
 def _fixed_step_seconds(built: ExperimentSpec, instance: dg.DagsterInstance) -> dict[str, float]:

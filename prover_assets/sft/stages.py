@@ -35,6 +35,7 @@ from prover_assets.records.outputs import (
 from prover_assets.records.progress import LineTail, TrainingProgress, TrainingProgressCallback
 from prover_assets.sft.builder import SftCounts, build_sft, read_back
 from prover_assets.sft.export import ExportResult
+from prover_assets.sft.memory import TrainingMemory, training_memory
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
 from prover_assets.sft.trainer import (
     DATA_ORDER_FILE,
@@ -44,6 +45,7 @@ from prover_assets.sft.trainer import (
     STOPPED_EXIT_CODE,
     SUMMARY_FILE,
     TrainRun,
+    attention_implementation,
 )
 
 __all__ = [
@@ -51,10 +53,12 @@ __all__ = [
     "SftShardsResult",
     "TrainingInterrupted",
     "TrainingResult",
+    "TrainingWontFit",
     "eos_token_ids",
     "materialize_checkpoint",
     "materialize_export",
     "materialize_shards",
+    "planned_memory",
 ]
 
 log = logging.getLogger(__name__)
@@ -89,6 +93,7 @@ class TrainingResult(StageResult):
     removed_partial_checkpoints: list[str]
     trained_micro_steps_this_run: int
     tokens_per_s_this_run: float | None
+    peak_memory_gib: float | None = None  # measured by torch on the GPU (None on CPU)
     micro_steps: int
     packing_efficiency: float
     rows: int
@@ -221,6 +226,21 @@ def _train(folder: Path, run: TrainRun, on_progress: TrainingProgressCallback) -
     return TrainingResult(**summary, wall_s_this_run=time.monotonic() - wall)
 
 
+class TrainingWontFit(RuntimeError):
+    """The memory model says one rank's peak does not fit its card: refused before training."""
+
+
+def planned_memory(training: TrainingSpec, model_dir: Path, device: str) -> TrainingMemory:
+    """The memory model of training `model_dir`'s model (its config.json) on `device`."""
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    return training_memory(
+        training,
+        config,
+        attention=attention_implementation(device),
+        bf16=training.uses_bf16(device),
+    )
+
+
 def materialize_checkpoint(
     folder: Path,
     *,
@@ -245,6 +265,8 @@ def materialize_checkpoint(
     step = Step(folder, str(folder), TrainingResult, inputs, identity)
     if (reused := step.reused()) is not None:
         return reused
+    if device == "cuda" and (refusal := planned_memory(training, base_model_dir, device).refusal()):
+        raise TrainingWontFit(f"{refusal} (the estimate of prover_assets/sft/memory.py)")
     step.begin_stream()
     run = TrainRun(
         shards_dir=str(shards_dir),

@@ -28,6 +28,7 @@ from typing import Any
 from prover_assets.children import FolderBusyError, hold_folder
 from prover_assets.config import TrainingSpec
 from prover_assets.records.progress import TrainingProgress
+from prover_assets.sft.loss import HiddenStatesTap
 from prover_assets.sft.packing import Schedule, training_schedule
 from prover_assets.sft.shards import SftDataset, pack
 
@@ -41,6 +42,7 @@ __all__ = [
     "STOPPED_EXIT_CODE",
     "PackedDataset",
     "TrainRun",
+    "attention_implementation",
     "collate",
     "complete_checkpoints",
     "main",
@@ -149,6 +151,18 @@ def _warmup(arguments: type, ratio: float) -> dict[str, float]:
     return {"warmup_steps": float(ratio)}
 
 
+def attention_implementation(device: str) -> str:
+    """flash-attention 2 on a GPU where it is installed: it reads the packed rows' restarting
+    position ids as variable-length sequences. Else SDPA, which transformers gives the packed
+    rows as a dense block-diagonal mask: a T x T mask and attention over the whole micro-batch
+    (T^2 per head instead of the rows' lengths squared)."""
+    import importlib.util
+
+    if device == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
+
+
 def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:
     """The base model with fresh LoRA adapters (seeded right before: their A matrices are
     random)."""
@@ -159,9 +173,16 @@ def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:
 
     transformers.set_seed(spec.seed)
     base = AutoModelForCausalLM.from_pretrained(
-        run.base_model_dir, dtype=torch.bfloat16 if bf16 else torch.float32
+        run.base_model_dir,
+        dtype=torch.bfloat16 if bf16 else torch.float32,
+        attn_implementation=attention_implementation(run.device),
     )
     base.config.use_cache = False
+    if spec.gradient_checkpointing:
+        # Non-reentrant: it back-propagates into the LoRA weights although the frozen layer
+        # inputs need no gradient; the input gradients are what peft's recipe asks for anyway.
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        base.enable_input_require_grads()
     if spec.pad_token_id is not None:
         base.config.pad_token_id = spec.pad_token_id
     lora = LoraConfig(
@@ -307,6 +328,15 @@ def _resume_point(output: Path, spec: TrainingSpec) -> tuple[str | None, int]:
     return (str(resume[-1]) if resume else None), resumed_step
 
 
+def _peak_memory_gib(device: str) -> float | None:
+    """The most GPU memory torch allocated in this process (None on CPU)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**30
+
+
 def train(run: TrainRun) -> dict[str, Any]:
     """Train (or resume); returns a summary whose `status` is `done` or `stopped`."""
     import transformers
@@ -340,6 +370,7 @@ def train(run: TrainRun) -> dict[str, Any]:
         args=_training_arguments(spec, checkpoints, steps, bf16=bf16, device=run.device),
         train_dataset=PackedDataset(dataset, schedule),
         data_collator=collate,
+        compute_loss_func=HiddenStatesTap(model, spec.loss_chunk_tokens).loss,
         callbacks=[_stop_and_mark(output, stop_requested, tokens, resumed_step)],
     )
     previous = signal.signal(signal.SIGTERM, request_stop)
@@ -363,6 +394,7 @@ def train(run: TrainRun) -> dict[str, Any]:
         "removed_partial_checkpoints": removed,
         "trained_micro_steps_this_run": max(end - first, 0),
         "tokens_per_s_this_run": trained_tokens / seconds if seconds > 0 else None,
+        "peak_memory_gib": _peak_memory_gib(run.device),
         **_plan_summary(run, spec, schedule, dataset, bf16),
     }
     if not stopped:

@@ -1,0 +1,122 @@
+"""The training memory model: counts against torch and peft, the registered config's terms by
+hand, and refusals that name the term."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from prover_assets.config import TrainingSpec
+from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape, training_memory
+from prover_assets.sft.stages import TrainingWontFit, materialize_checkpoint
+
+SEVEN = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def registered(**changes) -> TrainingSpec:
+    """configs/p2.yaml's training block."""
+    fields = {
+        "lora_r": 64,
+        "lora_alpha": 128,
+        "lora_dropout": 0.05,
+        "target_modules": SEVEN,
+        "learning_rate": 1e-4,
+        "lr_scheduler": "cosine",
+        "warmup_ratio": 0.03,
+        "epochs": 2,
+        "tokens_per_micro_batch": 18432,
+        "gradient_accumulation": 8,
+        "save_every": 40,
+        "keep_checkpoints": 2,
+        "seed": 20261012,
+        "pad_token_id": 151643,
+    }
+    return TrainingSpec.model_validate({**fields, **changes})
+
+
+def meta_model(config: dict):
+    """The model of `config` on the meta device: its parameters, no memory."""
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen3", **config))
+
+
+def test_the_parameter_count_is_torchs_for_the_8b_shape_and_the_tiny_model(tiny_model_dir):
+    big = sum(p.numel() for p in meta_model(QWEN3_8B).parameters())
+    assert ModelShape.of(QWEN3_8B).parameters() == big
+    tiny_config = json.loads((tiny_model_dir / "config.json").read_text())
+    tiny = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert ModelShape.of(tiny_config).parameters() == sum(p.numel() for p in tiny.parameters())
+
+
+def test_the_lora_parameter_count_is_peft_s(tiny_model_dir):
+    from peft import LoraConfig, get_peft_model
+
+    config = json.loads((tiny_model_dir / "config.json").read_text())
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        LoraConfig(r=8, lora_alpha=16, target_modules=SEVEN, task_type="CAUSAL_LM"),
+    )
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert ModelShape.of(config).lora_parameters(8, SEVEN) == trainable
+
+
+def test_the_registered_config_fits_an_80_gb_card_with_its_terms_computed_by_hand():
+    memory = training_memory(registered(), QWEN3_8B)
+    terms = {t.name: t.bytes for t in memory.terms}
+    assert terms["base weights"] == 8_190_735_360 * 2  # bf16
+    assert terms["LoRA parameters, gradients and Adam states (fp32)"] == 174_587_904 * 16
+    assert terms["checkpointed layer inputs"] == 36 * 18432 * 4096 * 2
+    # one loss chunk of 1024 tokens over 151,936 logits: bf16, fp32 and its gradient
+    loss = next(b for n, b in terms.items() if n.startswith("loss working set"))
+    assert loss == 1024 * 151936 * 10 + 2 * 18432 * 4096 * 2
+    assert memory.fits and memory.refusal() is None
+    assert memory.peak_bytes <= 0.9 * 80 * GIB
+    assert memory.peak_bytes == sum(t.bytes for t in memory.terms if t.name in memory.peak_terms)
+
+
+def test_sdpa_adds_the_dense_mask_over_the_packed_micro_batch():
+    flash = training_memory(registered(), QWEN3_8B, attention="flash_attention_2")
+    sdpa = training_memory(registered(), QWEN3_8B, attention="sdpa")
+    assert sdpa.peak_bytes - flash.peak_bytes == 18432 * 18432
+
+
+@pytest.mark.parametrize(
+    ("changes", "card_gib", "named"),
+    [
+        ({"gradient_checkpointing": False}, 80, "every layer's activations"),
+        ({}, 16, "base weights"),
+        ({"tokens_per_micro_batch": 200_000}, 80, "one layer's recompute"),
+        ({"loss_chunk_tokens": 65536, "tokens_per_micro_batch": 65536}, 80, "loss working set"),
+    ],
+)
+def test_a_config_that_cannot_fit_is_refused_naming_its_largest_term(changes, card_gib, named):
+    memory = training_memory(registered(**changes), QWEN3_8B, card_bytes=card_gib * GIB)
+    assert not memory.fits
+    assert f"the largest term is {named}" in (memory.refusal() or "")
+
+
+def test_an_unknown_lora_target_is_an_error():
+    with pytest.raises(ValueError, match="not projections"):
+        training_memory(registered(target_modules=["qkv"]), QWEN3_8B)
+
+
+def test_training_that_cannot_fit_its_card_is_refused_before_the_trainer_starts(
+    tmp_path, tiny_model_dir
+):
+    from prover_assets_tests.test_consumers import completed
+
+    # Refused before the shards are read: any published folder will do.
+    shards = completed(tmp_path / "shards", {"rows.jsonl": b""})
+    folder = tmp_path / "checkpoint"
+    with pytest.raises(TrainingWontFit, match="per GPU at its peak") as refused:
+        materialize_checkpoint(
+            folder,
+            shards_dir=shards,
+            base_model_dir=tiny_model_dir,
+            base_revision="tiny",
+            training=registered(gpu_memory_gib=1e-6, lora_r=4, tokens_per_micro_batch=256),
+            device="cuda",
+        )
+    assert "runtime reserve" not in str(refused.value)
+    assert not (folder / "run.json").exists()
