@@ -94,3 +94,18 @@ def test_the_export_refuses_a_changed_adapter(tmp_path):
             dtype="float32",
         )
     assert not (tmp_path / "export").exists()
+
+
+def test_a_completed_output_is_not_read_again_while_its_stamp_is_unchanged(tmp_path, monkeypatch):
+    from prover_assets.records import hashing
+
+    folder = completed(tmp_path / "out", {"a.bin": b"\x01" * 64, "b.bin": b"\x02" * 64})
+    read: list[str] = []
+    real = hashing.sha256_file
+    monkeypatch.setattr(hashing, "sha256_file", lambda p: read.append(str(p)) or real(p))
+    assert len(verified_outputs(folder)) == 2
+    assert read == []
+    flip_a_byte(folder / "b.bin")
+    with pytest.raises(ChecksumError, match=r"b\.bin"):
+        verified_outputs(folder)
+    assert read == [str(folder / "b.bin")]

@@ -319,7 +319,11 @@ def test_manifest_records_inputs_outputs_and_real_git_commit(tmp_path):
     )
     write_manifest(tmp_path, manifest)
     read = read_manifest(tmp_path)
-    assert read["inputs"] == [{"path": str(source), "sha256": sha256_text("hello"), "bytes": 5}]
+    stat = os.stat(source)
+    stamp = {"size": 5, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
+    assert read["inputs"] == [
+        {"path": str(source), "sha256": sha256_text("hello"), "bytes": 5, "stamp": stamp}
+    ]
     assert read["outputs"][0]["sha256"] == sha256_text("world")
     expected = subprocess.run(
         ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
@@ -622,3 +626,14 @@ def test_following_refuses_a_bad_line_naming_its_file_and_line(
     with pytest.raises(error) as raised:
         list(follow_records(path, Generation, stop))
     assert str(raised.value) == f"{path}:2: {message}"
+
+
+def test_following_a_stream_many_reads_long_yields_every_record_once(tmp_path, monkeypatch):
+    from prover_assets.records import store
+
+    monkeypatch.setattr(store, "_FOLLOW_READ", 100)  # a few reads per line
+    path = tmp_path / "gen.jsonl"
+    publish_records(path, [make_generation(sample_idx=i) for i in range(6)])
+    stop = threading.Event()
+    stop.set()  # what is there now is read, then it ends
+    assert [g.sample_idx for g in follow_records(path, Generation, stop)] == list(range(6))

@@ -265,3 +265,27 @@ def test_an_empty_batch_passes_the_infrastructure_check_and_a_filled_one_still_c
     write_generations(gen, ["decide", "omega -- 1"])
     run(tmp_path, gen, ver, [{"match": {"substring": "decide"}, "action": "crash"}], commit_every=4)
     assert not check_infrastructure_share(ver, 0.2, nothing_generated=True).passed  # 1 of 2
+
+
+def test_a_run_holds_a_few_generations_at_a_time_never_the_whole_file(tmp_path, monkeypatch):
+    import weakref
+
+    from prover_assets.verify import runner
+
+    write_generations(tmp_path / "gen.jsonl", [f"omega -- {i}" for i in range(40)])
+    refs: list[weakref.ref] = []
+    most = [0]
+    read = runner.iter_records
+
+    def counted(path, model, **kwargs):
+        for record in read(path, model, **kwargs):
+            if isinstance(record, Generation):
+                refs.append(weakref.ref(record))
+                most[0] = max(most[0], sum(ref() is not None for ref in refs))
+            yield record
+
+    monkeypatch.setattr(runner, "iter_records", counted)
+    stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
+    assert stats.accepted == 40
+    # the one being read, the one being admitted, one a worker's thread still refers to
+    assert most[0] <= 4

@@ -2,7 +2,9 @@
 
 A hub model is named by its hub revision (40 hex digits), given in the config. A model this
 project wrote (the SFT export, the demo's tiny model) is named `<kind>-<sha256 of its weight
-shards>`, recorded in `prover_assets_revision.json` and re-checked against the files. A folder
+shards>`, recorded in `prover_assets_revision.json` with each shard's sha256 and `FileStamp`,
+and re-checked against the files on every read: a shard whose stamp changed is hashed again
+(16 GB at 8B, with progress), the others are not. A folder
 with neither is refused: its revision cannot be derived.
 """
 
@@ -11,9 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from prover_assets.records import publish_text, sha256_file
+from prover_assets.records.hashing import FileStamp, settled_stamp, sha256_unless_unchanged
 
 __all__ = [
     "MODEL_DIR",
@@ -36,21 +42,48 @@ class RevisionError(ValueError):
     pass
 
 
-def weights_sha256(folder: Path) -> str:
-    """sha256 over the weight shards: each shard's name and sha256, in name order."""
+def _shards(folder: Path) -> list[Path]:
     shards = sorted(p for p in folder.iterdir() if p.suffix in _WEIGHT_SUFFIXES and p.is_file())
     if not shards:
         raise RevisionError(f"{folder} holds no weight shards (*.safetensors, *.bin)")
+    return shards
+
+
+def _combined(shard_sha256: dict[str, str]) -> str:
     digest = hashlib.sha256()
-    for shard in shards:
-        digest.update(f"{shard.name}\t{sha256_file(shard)}\n".encode())
+    for name in sorted(shard_sha256):
+        digest.update(f"{name}\t{shard_sha256[name]}\n".encode())
     return digest.hexdigest()
 
 
+def weights_sha256(folder: Path, recorded: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """sha256 over the weight shards: each shard's name and sha256, in name order. A shard in
+    `recorded` (name -> its sha256 and `FileStamp`) whose stamp is unchanged is not read."""
+    recorded = recorded or {}
+    shas = {}
+    for shard in _shards(folder):
+        known = recorded.get(shard.name)
+        shas[shard.name] = (
+            sha256_unless_unchanged(shard, known["sha256"], FileStamp.parse(known["stamp"]))
+            if known is not None
+            else sha256_file(shard)
+        )
+    return _combined(shas)
+
+
 def write_local_revision(folder: Path, *, kind: str) -> str:
-    """Record a revision for a locally made model folder (`<kind>-<sha256 of its weights>`)."""
-    revision = f"{kind}-{weights_sha256(folder)}"
-    publish_text(folder / REVISION_FILE, json.dumps({"revision": revision, "kind": kind}) + "\n")
+    """Record a revision for a locally made model folder (`<kind>-<sha256 of its weights>`),
+    with each shard's sha256 and stamp, so a read re-hashes only a shard that changed."""
+    shards = {}
+    for shard in _shards(folder):
+        stamp = settled_stamp(shard)
+        shards[shard.name] = {
+            "sha256": sha256_file(shard),
+            "stamp": None if stamp is None else asdict(stamp),
+        }
+    revision = f"{kind}-{_combined({name: s['sha256'] for name, s in shards.items()})}"
+    record = {"revision": revision, "kind": kind, "shards": shards}
+    publish_text(folder / REVISION_FILE, json.dumps(record, indent=1) + "\n")
     return revision
 
 
@@ -59,9 +92,10 @@ def model_revision(folder: Path, declared: str | None = None) -> str:
     project recorded (checked against the weights); refuses a folder with neither."""
     record = folder / REVISION_FILE
     if record.exists():
-        recorded = json.loads(record.read_text(encoding="utf-8"))["revision"]
+        written = json.loads(record.read_text(encoding="utf-8"))
+        recorded = written["revision"]
         kind = recorded.split("-", 1)[0]
-        actual = f"{kind}-{weights_sha256(folder)}"
+        actual = f"{kind}-{weights_sha256(folder, written.get('shards'))}"
         if actual != recorded:
             raise RevisionError(f"{folder}: the weights changed since {REVISION_FILE} was written")
         if declared is not None and declared != recorded:

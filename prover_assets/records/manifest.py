@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prover_assets.records.hashing import sha256_file
+from prover_assets.records.hashing import settled_stamp, sha256_file
 from prover_assets.records.store import publish_text
 
 __all__ = [
@@ -104,9 +104,16 @@ def library_pins() -> dict[str, str | None]:
 
 
 def file_entry(path: str | Path, sha256: str | None = None) -> dict[str, Any]:
-    """A file's path, sha256 and size; `sha256` when the caller has just computed it."""
+    """A file's path, sha256, size and stamp (`FileStamp`: a reader re-hashes it only when the
+    stamp changed); `sha256` when the caller has just computed it."""
     path = Path(path)
-    return {"path": str(path), "sha256": sha256 or sha256_file(path), "bytes": path.stat().st_size}
+    stamp = settled_stamp(path)
+    return {
+        "path": str(path),
+        "sha256": sha256 or sha256_file(path),
+        "bytes": path.stat().st_size,
+        "stamp": None if stamp is None else asdict(stamp),
+    }
 
 
 def build_manifest(

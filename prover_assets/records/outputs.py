@@ -1,7 +1,8 @@
 """Whole-file outputs that are trusted only when complete and current.
 
 An output folder is complete when its manifest exists (it is written last) and every output
-file still has the sha256 the manifest recorded. It is current when its inputs and config are
+file still has the sha256 the manifest recorded (re-hashed only when its size, mtime or inode
+changed: `FileStamp`). It is current when its inputs and config are
 the ones the caller would use now. A complete but stale output is never silently replaced.
 """
 
@@ -17,7 +18,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from prover_assets.records.hashing import sha256_file
+from prover_assets.records.hashing import FileStamp, sha256_file, sha256_unless_unchanged
 from prover_assets.records.manifest import (
     MANIFEST_NAME,
     build_manifest,
@@ -185,9 +186,11 @@ class ChecksumError(RuntimeError):
     """A file no longer has the sha256 its producer's manifest recorded (or is not listed)."""
 
 
-def _check_entry(path: Path, expected: str, manifest: Path) -> str:
+def _check_entry(entry: Mapping[str, Any], manifest: Path) -> str:
+    """The entry's file has its recorded sha256 (re-hashed only when its stamp changed)."""
+    path, expected = Path(entry["path"]), entry["sha256"]
     try:
-        actual = sha256_file(path)
+        actual = sha256_unless_unchanged(path, expected, FileStamp.parse(entry.get("stamp")))
     except FileNotFoundError:
         raise ChecksumError(f"{path} is missing; {manifest} lists it") from None
     if actual != expected:
@@ -203,13 +206,13 @@ def verified_outputs(folder: Path, names: list[str] | None = None) -> dict[Path,
     """Re-hash a completed step's output files (all, or those `names` in `folder`) against its
     manifest; returns path -> sha256, or raises `ChecksumError` naming the file."""
     manifest_path = folder / MANIFEST_NAME
-    entries = {Path(e["path"]).resolve(): e["sha256"] for e in read_manifest(folder)["outputs"]}
+    entries = {Path(e["path"]).resolve(): e for e in read_manifest(folder)["outputs"]}
     wanted = list(entries) if names is None else [(folder / n).resolve() for n in names]
     checked = {}
     for path in wanted:
         if path not in entries:
             raise ChecksumError(f"{path} is not an output that {manifest_path} records")
-        checked[path] = _check_entry(path, entries[path], manifest_path)
+        checked[path] = _check_entry(entries[path], manifest_path)
     return checked
 
 
@@ -234,7 +237,7 @@ def current_manifest(
         )
     for entry in manifest["outputs"]:
         try:
-            _check_entry(Path(entry["path"]), entry["sha256"], folder / MANIFEST_NAME)
+            _check_entry(entry, folder / MANIFEST_NAME)
         except ChecksumError as exc:
             raise StaleOutputError(str(exc)) from exc
     return manifest

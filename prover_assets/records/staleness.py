@@ -11,7 +11,7 @@ __all__ = [
     "StaleVerdictError",
     "current_verdicts",
     "current_verdicts_by_hash",
-    "find_orphans_and_stale",
+    "orphans_and_stale_by_hash",
 ]
 
 
@@ -19,18 +19,11 @@ class StaleVerdictError(RuntimeError):
     """A verdict judged other code than the generation now on disk, or has no generation."""
 
 
-def find_orphans_and_stale(
-    verdicts: Mapping[SampleKey, Verification], generations: Mapping[SampleKey, Generation]
-) -> tuple[list[tuple], list[tuple]]:
-    """Keys of verdicts without a generation, and of verdicts whose code hash is stale."""
-    return _orphans_and_stale(
-        verdicts, {key: code_sha256(g.lean_code) for key, g in generations.items()}
-    )
-
-
-def _orphans_and_stale(
+def orphans_and_stale_by_hash(
     verdicts: Mapping[SampleKey, Verification], code_shas: Mapping[SampleKey, str]
 ) -> tuple[list[tuple], list[tuple]]:
+    """Keys of verdicts without a generation, and of verdicts whose code hash is not the
+    generation's code pin now (`code_shas`)."""
     orphans = [key for key in verdicts if key not in code_shas]
     stale = [
         key for key, v in verdicts.items() if key in code_shas and v.code_sha256 != code_shas[key]
@@ -52,7 +45,7 @@ def current_verdicts_by_hash(
 ) -> dict[SampleKey, Verification]:
     """As `current_verdicts`, from each generation's code hash (no need to hold generations)."""
     keyed = {verdict.key: verdict for verdict in verdicts}
-    orphans, stale = _orphans_and_stale(keyed, code_shas)
+    orphans, stale = orphans_and_stale_by_hash(keyed, code_shas)
     if orphans:
         raise StaleVerdictError(f"{len(orphans)} verdicts have no generation (e.g. {orphans[0]})")
     if stale:

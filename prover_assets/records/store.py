@@ -45,6 +45,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=BaseModel)
+_FOLLOW_READ = 1 << 24  # bytes a followed stream is read in at a time
 KeyOf = Callable[[R], Hashable]
 
 
@@ -145,18 +146,19 @@ def follow_records(
         if path.exists():
             with open(path, "rb") as handle:
                 handle.seek(offset)
-                data = handle.read()
-            offset += len(data)
-            *lines, partial = (partial + data).split(b"\n")
-            for raw in lines:
-                number += 1
-                if not raw.strip():
-                    raise RecordError(path, number, "empty line")
-                record = _parse_line(path, number, raw, model)
-                if (record_key := key(record)) in seen:
-                    raise DuplicateKeyError(path, number, f"duplicate key {record_key!r}")
-                seen.add(record_key)
-                yield record
+                # In pieces: the first read of a stream of several GB is the whole file.
+                while data := handle.read(_FOLLOW_READ):
+                    offset += len(data)
+                    *lines, partial = (partial + data).split(b"\n")
+                    for raw in lines:
+                        number += 1
+                        if not raw.strip():
+                            raise RecordError(path, number, "empty line")
+                        record = _parse_line(path, number, raw, model)
+                        if (record_key := key(record)) in seen:
+                            raise DuplicateKeyError(path, number, f"duplicate key {record_key!r}")
+                        seen.add(record_key)
+                        yield record
         if stopping:
             return
         stop.wait(poll_s)

@@ -31,6 +31,7 @@ from prover_assets.records import (
     SampleKey,
     Stage,
     Verification,
+    code_sha256,
     follow_records,
     iter_records,
     publish_records,
@@ -38,7 +39,7 @@ from prover_assets.records import (
     whole_records,
 )
 from prover_assets.records.outputs import StageResult
-from prover_assets.records.staleness import StaleVerdictError, find_orphans_and_stale
+from prover_assets.records.staleness import StaleVerdictError, orphans_and_stale_by_hash
 from prover_assets.verify.verifier import StrictVerifier
 
 __all__ = [
@@ -245,7 +246,7 @@ def _prior_attempts(verdicts_path: Path) -> Counter[tuple]:
 
 def _prepare_resume(
     verdicts_path: Path,
-    generations: Mapping[SampleKey, Generation],
+    pins: Mapping[SampleKey, str],
     stats: VerifyStats,
     *,
     reverify_stale: bool,
@@ -255,7 +256,7 @@ def _prepare_resume(
     with Appender(verdicts_path, Verification) as probe:
         stats.torn_dropped = probe.torn_dropped
     existing = {v.key: v for v in iter_records(verdicts_path, Verification)}
-    orphans, stale = find_orphans_and_stale(existing, generations)
+    orphans, stale = orphans_and_stale_by_hash(existing, pins)
     if orphans:
         raise StaleVerdictError(
             f"{verdicts_path}: {len(orphans)} verdicts have no generation (e.g. {orphans[0]})"
@@ -275,30 +276,34 @@ def _prepare_resume(
         stats.infrastructure_reverified = len(infrastructure)
 
 
-def _stream_of(path: Path, follow: threading.Event | None) -> dict[SampleKey, Generation]:
-    """The generations on disk now: every line, or in follow mode the whole lines (the writer
-    may be mid-line)."""
-    if follow is None:
-        return {g.key: g for g in iter_records(path, Generation)}
-    return {g.key: g for g in whole_records(path, Generation)}
+def _code_pins(path: Path, follow: threading.Event | None) -> dict[SampleKey, str]:
+    """The code pin of each generation on disk now (every line, or in follow mode the whole
+    lines: the writer may be mid-line), read one record at a time: the generations themselves,
+    token ids and all, are never held together."""
+    records = iter_records(path, Generation) if follow is None else whole_records(path, Generation)
+    return {g.key: code_sha256(g.lean_code) for g in records}
 
 
 def _pending(
     problems: Mapping[str, Problem],
     path: Path,
-    generations: dict[SampleKey, Generation],
+    pins: dict[SampleKey, str],
     judged: Appender[Verification],
     stats: VerifyStats,
     follow: threading.Event | None,
 ) -> Iterator[tuple[Problem, Generation]]:
-    """The generations without a verdict: those on disk, then (in follow mode) each new one as
-    it is committed, until `follow` is set."""
-    stream = generations.values() if follow is None else follow_records(path, Generation, follow)
+    """The generations without a verdict, read again from disk one at a time: those there now,
+    then (in follow mode) each new one as it is committed, until `follow` is set."""
+    stream = (
+        iter_records(path, Generation)
+        if follow is None
+        else follow_records(path, Generation, follow)
+    )
     for generation in stream:
         if generation.problem_id not in problems:
             raise ValueError(f"{path}: generations for unknown problem {generation.problem_id!r}")
-        if generation.key not in generations:
-            generations[generation.key] = generation
+        if generation.key not in pins:
+            pins[generation.key] = code_sha256(generation.lean_code)
             stats.total += 1
         if generation.key not in judged:
             yield problems[generation.problem_id], generation
@@ -319,20 +324,20 @@ def verify_generations(
     (see the module docstring); returns what was done. `follow`: the generations file is still
     growing; verify each generation as it lands, until `follow` is set (then what waits is left
     for a later run, and what runs finishes)."""
-    generations = _stream_of(generations_path, follow)
-    stats = VerifyStats(total=len(generations))
-    foreign = sorted({key.problem_id for key in generations} - set(problems))
+    pins = _code_pins(generations_path, follow)
+    stats = VerifyStats(total=len(pins))
+    foreign = sorted({key.problem_id for key in pins} - set(problems))
     if foreign:
         raise ValueError(f"{generations_path}: generations for unknown problems {foreign[:5]}")
     if verdicts_path.exists():
-        _prepare_resume(verdicts_path, generations, stats, reverify_stale=reverify_stale)
+        _prepare_resume(verdicts_path, pins, stats, reverify_stale=reverify_stale)
     with (
         Appender(verdicts_path, Verification) as appender,
         Appender(verdicts_path.with_name(CHUNKS_FILE), CommitChunk) as chunks,
     ):
         stats.already_verified = len(appender.keys)
         prior_attempts = _prior_attempts(verdicts_path)
-        pending = _pending(problems, generations_path, generations, appender, stats, follow)
+        pending = _pending(problems, generations_path, pins, appender, stats, follow)
         chunk: list[Verification] = []
         ordered_before = verifier.ordered_by_history
 

@@ -38,6 +38,7 @@ from prover_assets.lean.statements import parse_statement, statement_check_comma
 from prover_assets.records import (
     Generation,
     Problem,
+    SampleKey,
     Stage,
     Verification,
     VerifierInfo,
@@ -76,6 +77,33 @@ def rules_sha256() -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class JudgedSample:
+    """What a verdict needs of its sample once the job is made: the key and the code. A queued
+    run keeps this, not the generation, whose token ids (up to the cap, twice) would otherwise
+    stay in memory for every sample waiting for Lean."""
+
+    problem_id: str
+    sample_idx: int
+    round: int
+    cap_tokens: int
+    lean_code: str | None
+
+    @classmethod
+    def of(cls, generation: Generation) -> JudgedSample:
+        return cls(
+            generation.problem_id,
+            generation.sample_idx,
+            generation.round,
+            generation.cap_tokens,
+            generation.lean_code,
+        )
+
+    @property
+    def key(self) -> SampleKey:
+        return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+
 @dataclass
 class _Run:
     """One Lean run of a batch: its cache key, the trusted statement, the job, and the samples
@@ -84,7 +112,7 @@ class _Run:
     key: str
     statement: str
     job: LeanJob
-    samples: list[Generation]
+    samples: list[JudgedSample]
 
 
 @dataclass
@@ -172,7 +200,7 @@ class StrictVerifier:
 
     def _verdict(
         self,
-        generation: Generation,
+        generation: Generation | JudgedSample,
         stage: Stage,
         reasons: list[str],
         verify_s: float = 0.0,
@@ -245,7 +273,9 @@ class StrictVerifier:
             diagnostics=diagnostics,
         )
 
-    def judge(self, generation: Generation, job: LeanJob, result: LeanResult) -> Verification:
+    def judge(
+        self, generation: Generation | JudgedSample, job: LeanJob, result: LeanResult
+    ) -> Verification:
         """The verdict on Lean's `result` for `job`, the job `prepare` made of `generation`
         (the displayed theorem's reading comes with the job)."""
         diagnostics: dict[str, Any] = {
@@ -292,7 +322,7 @@ class StrictVerifier:
 
     def _checks_after_proof(
         self,
-        generation: Generation,
+        generation: Generation | JudgedSample,
         job: LeanJob,
         result: LeanResult,
         diagnostics: dict[str, Any],
@@ -334,7 +364,7 @@ class StrictVerifier:
 
     def _infrastructure(
         self,
-        generation: Generation,
+        generation: Generation | JudgedSample,
         result: LeanResult,
         kind: str,
         diagnostics: dict[str, Any],
@@ -473,13 +503,13 @@ class StrictVerifier:
                 self.batch_duplicates += 1
                 return [copy_for(batch.settled[key], generation.key, key, self._info)]
             if key in batch.runs:
-                batch.runs[key].samples.append(generation)
+                batch.runs[key].samples.append(JudgedSample.of(generation))
                 self.batch_duplicates += 1
                 return []
             hit = self.cache.get(key, self._info, statement) if self.cache else None
             if hit is not None:
                 return [copy_for(hit, generation.key, key, self._info)]
-            run = _Run(key, statement, prepared, [generation])
+            run = _Run(key, statement, prepared, [JudgedSample.of(generation)])
             batch.runs[key] = run
             batch.running[prepared.key] = run
             batch.pushed += 1
