@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "CHILDREN_DIR_ENV",
     "ChildRecord",
     "FolderBusyError",
+    "die_with_parent",
     "end_orphans",
     "forget_child",
     "hold_folder",
@@ -109,6 +111,16 @@ def _tied_argv(argv: Sequence[str], parent: int, address_space_mb: int | None) -
     """The command line that runs `argv` tied to `parent`, under the address-space cap."""
     cap = (address_space_mb << 20) if address_space_mb else 0
     return [sys.executable, "-I", "-S", "-c", _EXEC_TIED, str(parent), str(cap), *argv]
+
+
+def die_with_parent() -> None:
+    """Ask for SIGKILL when this process's parent dies (Linux), and exit now if it already has:
+    for a process a launcher started in a session of its own (torchrun starts each rank so),
+    which a kill of the launcher's session would not reach."""
+    parent = os.getppid()
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if parent == 1 or os.getppid() != parent:  # orphaned before the request took hold
+        os._exit(1)
 
 
 def spawn_tied(

@@ -73,6 +73,7 @@ class _Spec(BaseModel):
 
 Sha256OrPlaceholder = Annotated[str, Field(pattern=rf"^([0-9a-f]{{64}}|{PLACEHOLDER_PREFIX}.*)$")]
 PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
 Probability = Annotated[float, Field(gt=0, le=1)]
 
 
@@ -259,6 +260,9 @@ class TrainingSpec(_Spec):
     gradient_checkpointing: bool = True
     loss_chunk_tokens: PositiveInt = 1024
     gpu_memory_gib: Annotated[float, Field(gt=0)] = 80.0
+    # The GPUs training uses (CUDA indices), one data-parallel rank each; the trainer sees
+    # these and no others. `gradient_accumulation` must be a multiple of their count.
+    gpus: Annotated[list[NonNegativeInt], Field(min_length=1)] = [0]
 
     @model_validator(mode="after")
     def _registered_seed_among_seeds(self) -> TrainingSpec:
@@ -269,6 +273,18 @@ class TrainingSpec(_Spec):
                 )
             if len(set(self.seeds)) != len(self.seeds):
                 raise ValueError(f"training.seeds {self.seeds} repeats a seed")
+        return self
+
+    @model_validator(mode="after")
+    def _ranks_share_the_accumulation(self) -> TrainingSpec:
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"training.gpus {self.gpus} repeats a GPU")
+        if self.gradient_accumulation % len(self.gpus):
+            raise ValueError(
+                f"training.gradient_accumulation {self.gradient_accumulation} is not a multiple "
+                f"of the {len(self.gpus)} GPUs in training.gpus: each rank trains the same "
+                "number of micro-steps per optimizer step"
+            )
         return self
 
     def all_seeds(self) -> list[int]:

@@ -290,8 +290,10 @@ def pid_alive(pid: int) -> bool:
 
 
 RUN_STEP = (
-    "import sys; from pathlib import Path; from prover_assets.sft.stages import _run_trainer; "
-    "_run_trainer(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), lambda at: None)"
+    "import json, sys; from pathlib import Path; from prover_assets.sft.stages import _run_trainer; "
+    "from prover_assets.sft.trainer import TrainRun; p = Path(sys.argv[1]); "
+    "_run_trainer(p, TrainRun(**json.loads(p.read_text())), '', Path(sys.argv[2]), "
+    "Path(sys.argv[3]), lambda at: None)"
 )
 
 
@@ -357,8 +359,9 @@ def test_the_step_is_told_the_trainers_progress_as_it_trains(tmp_path, tiny_mode
 
     path = run_file(tmp_path, "out", tiny_model_dir, shards)
     received = []
+    run = TrainRun(**json.loads(path.read_text()))
     code = _run_trainer(
-        path, tmp_path / "train.log", tmp_path / "out" / PROGRESS_FILE, received.append
+        path, run, "", tmp_path / "train.log", tmp_path / "out" / PROGRESS_FILE, received.append
     )
     assert code == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -368,3 +371,108 @@ def test_the_step_is_told_the_trainers_progress_as_it_trains(tmp_path, tiny_mode
     assert all(at.steps == summary["max_steps"] and at.first_step == 0 for at in received)
     assert [at.tokens for at in received] == sorted(at.tokens for at in received)
     assert received[-1].tokens > 0 and received[0].loss is not None
+
+
+def two_rank_run_file(tmp_path, tiny_model_dir, shards) -> Path:
+    path = run_file(tmp_path, "out", tiny_model_dir, shards)
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"ranks": 2}))
+    return path
+
+
+def start_ranks(path: Path, log: Path) -> subprocess.Popen:
+    from prover_assets.sft.ranks import trainer_command
+
+    with open(log, "ab") as handle:
+        return subprocess.Popen(
+            trainer_command(str(path), 2),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        )
+
+
+def order_of(folder: Path) -> list[tuple[int, list[int]]]:
+    lines = (folder / DATA_ORDER_FILE).read_text().splitlines()
+    return [(e["micro_step"], e["rows"]) for e in map(json.loads, lines)]
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_train_the_one_process_micro_steps_each_row_epochs_times(
+    tmp_path, tiny_model_dir, shards, uninterrupted
+):
+    path = two_rank_run_file(tmp_path, tiny_model_dir, shards)
+    out = tmp_path / "out"
+    process = start_ranks(path, tmp_path / "train.log")
+    assert process.wait() == 0, (tmp_path / "train.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ranks"] == 2
+    assert order_of(out) == order_of(uninterrupted)  # rank 0 wrote both ranks' micro-steps
+    assert check_data_order(
+        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
+    ).passed
+    assert [s for s, _ in losses(out)] == [s for s, _ in losses(uninterrupted)]
+    assert (out / FINAL_ADAPTER / "adapter_model.safetensors").exists()
+    assert not list((out / CHECKPOINTS).glob("checkpoint-*/rng_state.pth"))  # one per rank
+    assert all(
+        {"rng_state_0.pth", "rng_state_1.pth"} <= {p.name for p in c.iterdir()}
+        for c in (out / CHECKPOINTS).glob("checkpoint-*")
+    )
+
+
+def rank_processes(path: Path) -> list[int]:
+    """The trainer ranks (not torchrun) of the run file `path`."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline", "environ"]):
+        cmdline = process.info["cmdline"] or []
+        environ = process.info["environ"] or {}
+        if str(path) in cmdline and "LOCAL_RANK" in environ:
+            found.append(process.info["pid"])
+    return found
+
+
+@pytest.mark.slow
+def test_kill_9_of_two_ranks_and_their_launcher_then_resume_repeats_no_micro_step(
+    tmp_path, tiny_model_dir, shards, uninterrupted
+):
+    path = two_rank_run_file(tmp_path, tiny_model_dir, shards)
+    out = tmp_path / "out"
+    launcher = start_ranks(path, tmp_path / "train.log")
+    wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
+    ranks = rank_processes(path)
+    assert len(ranks) == 2
+    # The launcher's session only: torchrun starts each rank in a session of its own, and
+    # they must die with it all the same.
+    os.killpg(launcher.pid, signal.SIGKILL)
+    launcher.wait()
+    wait_for(lambda: not any(pid_alive(pid) for pid in ranks), timeout=10)
+    resumed = start_ranks(path, tmp_path / "train.log")
+    assert resumed.wait() == 0, (tmp_path / "train.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed_from_step"] >= 1
+    assert order_of(out) == order_of(uninterrupted)
+    assert check_data_order(
+        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
+    ).passed
+
+
+@pytest.mark.slow
+def test_sigterm_to_two_ranks_stops_both_at_one_step_saved_and_resume_repeats_nothing(
+    tmp_path, tiny_model_dir, shards, uninterrupted
+):
+    path = two_rank_run_file(tmp_path, tiny_model_dir, shards)
+    out = tmp_path / "out"
+    launcher = start_ranks(path, tmp_path / "train.log")
+    wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
+    os.killpg(launcher.pid, signal.SIGTERM)  # what the SFT step passes on when it is stopped
+    launcher.wait()
+    stopped = json.loads((out / "summary.json").read_text())
+    assert stopped["status"] == "stopped"  # torchrun's exit code says only that a rank ended
+    assert (out / CHECKPOINTS / f"checkpoint-{stopped['global_step']}" / ".complete").exists()
+    resumed = start_ranks(path, tmp_path / "train.log")
+    assert resumed.wait() == 0, (tmp_path / "train.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed_from_step"] == stopped["global_step"]
+    assert order_of(out) == order_of(uninterrupted)

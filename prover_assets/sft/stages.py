@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -36,6 +35,7 @@ from prover_assets.records.progress import LineTail, TrainingProgress, TrainingP
 from prover_assets.sft.builder import SftCounts, build_sft, read_back
 from prover_assets.sft.export import ExportResult
 from prover_assets.sft.memory import TrainingMemory, training_memory
+from prover_assets.sft.ranks import trainer_command
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
 from prover_assets.sft.trainer import (
     DATA_ORDER_FILE,
@@ -94,6 +94,8 @@ class TrainingResult(StageResult):
     trained_micro_steps_this_run: int
     tokens_per_s_this_run: float | None
     peak_memory_gib: float | None = None  # measured by torch on the GPU (None on CPU)
+    ranks: int = 1  # data-parallel processes
+    attention: str | None = None  # the attention implementation it trained with
     micro_steps: int
     packing_efficiency: float
     rows: int
@@ -165,19 +167,26 @@ def materialize_shards(
 
 
 def _run_trainer(
-    run_file: Path, log_path: Path, progress_file: Path, on_progress: TrainingProgressCallback
+    run_file: Path,
+    run: TrainRun,
+    visible_devices: str,
+    log_path: Path,
+    progress_file: Path,
+    on_progress: TrainingProgressCallback,
 ) -> int:
-    """The trainer in a child process with its own session, killed if this process dies; a
-    termination of this process (Dagster stopping the run) is passed on as SIGTERM, so the
-    child saves before it exits. While it trains, each progress line it writes is passed to
-    `on_progress`."""
+    """The trainer (one process, or torchrun and its ranks) in a child process with its own
+    session, killed if this process dies, seeing exactly the GPUs `visible_devices` names
+    (none: ""); a termination of this process (Dagster stopping the run) is passed on as
+    SIGTERM, so the child saves before it exits. While it trains, each progress line it writes
+    is passed to `on_progress`."""
     progress_file.unlink(missing_ok=True)  # the lines of this run only
     tail = LineTail(progress_file)
     with open(log_path, "ab") as log_file:
         child = spawn_tied(
-            [sys.executable, "-m", "prover_assets.sft.trainer", str(run_file)],
+            trainer_command(str(run_file), run.ranks),
             stdout=log_file,
             stderr=subprocess.STDOUT,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": visible_devices},
         )
         try:
             while True:
@@ -204,17 +213,23 @@ def _wait(child: subprocess.Popen, timeout_s: float) -> int | None:
         return None
 
 
-def _train(folder: Path, run: TrainRun, on_progress: TrainingProgressCallback) -> TrainingResult:
+def _train(
+    folder: Path, run: TrainRun, visible_devices: str, on_progress: TrainingProgressCallback
+) -> TrainingResult:
     """Run the trainer child to the end; its summary's counts, with this run's wall time.
-    A trainer that saved and stopped raises `TrainingInterrupted`; one that failed, its log."""
+    A trainer that saved and stopped raises `TrainingInterrupted`; one that failed, its log.
+    (torchrun reports a rank's stop as a failure: the summary rank 0 wrote says which.)"""
     run_file = folder / "run.json"
     run_file.write_text(json.dumps(asdict(run), indent=1))
+    (folder / SUMMARY_FILE).unlink(missing_ok=True)  # this run's, or none
     wall = time.monotonic()
-    code = _run_trainer(run_file, folder / "train.log", folder / PROGRESS_FILE, on_progress)
+    code = _run_trainer(
+        run_file, run, visible_devices, folder / "train.log", folder / PROGRESS_FILE, on_progress
+    )
     summary = (
         json.loads((folder / SUMMARY_FILE).read_text()) if (folder / SUMMARY_FILE).exists() else {}
     )
-    if code == STOPPED_EXIT_CODE:
+    if code == STOPPED_EXIT_CODE or summary.get("status") == "stopped":
         raise TrainingInterrupted(
             f"training saved and stopped at step {summary.get('global_step')}; "
             "run the step again to resume it"
@@ -268,14 +283,16 @@ def materialize_checkpoint(
     if device == "cuda" and (refusal := planned_memory(training, base_model_dir, device).refusal()):
         raise TrainingWontFit(f"{refusal} (the estimate of prover_assets/sft/memory.py)")
     step.begin_stream()
+    gpus = training.gpus if device == "cuda" else []
     run = TrainRun(
         shards_dir=str(shards_dir),
         base_model_dir=str(base_model_dir),
         output_dir=str(folder),
         training=training.model_dump(mode="json"),
         device=device,
+        ranks=max(len(gpus), 1),
     )
-    result = _train(folder, run, on_progress)
+    result = _train(folder, run, ",".join(map(str, gpus)), on_progress)
     adapter = folder / FINAL_ADAPTER
     outputs = [
         *sorted(p for p in adapter.iterdir() if p.is_file()),

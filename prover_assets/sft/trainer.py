@@ -9,11 +9,15 @@
 - a SIGTERM lets the current optimizer step finish, saves, and stops;
 - one trainer per output folder: it holds the folder's lock for its lifetime;
 - every micro-step's rows go to `data_order.jsonl` (micro-steps after the resumed checkpoint
-  are dropped from it first, since they were lost), so order can be audited.
+  are dropped from it first, since they were lost), so order can be audited;
+- on several GPUs, one rank per GPU under torchrun (DDP), each training the micro-steps
+  `sft/ranks.py` assigns it; rank 0 alone holds the lock, prepares the folder, and writes the
+  order log (every rank's micro-steps), the metrics, progress, markers and summary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,11 +29,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from prover_assets.children import FolderBusyError, hold_folder
+from prover_assets.children import FolderBusyError, die_with_parent, hold_folder
 from prover_assets.config import TrainingSpec
 from prover_assets.records.progress import TrainingProgress
 from prover_assets.sft.loss import HiddenStatesTap
 from prover_assets.sft.packing import Schedule, training_schedule
+from prover_assets.sft.ranks import PADDING, Ranks, rank_micro_steps
 from prover_assets.sft.shards import SftDataset, pack
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "PROGRESS_FILE",
     "STOPPED_EXIT_CODE",
     "PackedDataset",
+    "RankDataset",
     "TrainRun",
     "attention_implementation",
     "collate",
@@ -71,6 +77,7 @@ class TrainRun:
     training: dict[str, Any]  # a TrainingSpec
     device: str  # "cpu" or "cuda"
     lock_wait_s: float = 60.0  # how long to wait for a predecessor on the folder to exit
+    ranks: int = 1  # data-parallel processes (torchrun's); one per GPU the config gives
 
     def spec(self) -> TrainingSpec:
         return TrainingSpec.model_validate(self.training)
@@ -126,6 +133,25 @@ class PackedDataset:
             "position_ids": torch.from_numpy(batch.position_ids),
             "micro_step": micro_step,
         }
+
+
+class RankDataset:
+    """One rank's micro-batches, in the order it trains them (`rank_micro_steps`); a padding
+    micro-batch is the schedule's first with every label ignored."""
+
+    def __init__(self, packed: PackedDataset, micro_steps: list[int]) -> None:
+        self.packed = packed
+        self.micro_steps = micro_steps
+
+    def __len__(self) -> int:
+        return len(self.micro_steps)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        micro_step = self.micro_steps[index]
+        if micro_step != PADDING:
+            return self.packed[micro_step]
+        item = self.packed[0]
+        return {**item, "labels": item["labels"].clone().fill_(-100), "micro_step": PADDING}
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -197,14 +223,17 @@ def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:
 
 
 def _training_arguments(
-    spec: TrainingSpec, checkpoints: Path, steps: int, *, bf16: bool, device: str
+    spec: TrainingSpec, checkpoints: Path, steps: int, *, bf16: bool, device: str, ranks: int
 ) -> Any:
     from transformers import TrainingArguments
 
     return TrainingArguments(
         output_dir=str(checkpoints),
         per_device_train_batch_size=1,
-        gradient_accumulation_steps=spec.gradient_accumulation,
+        gradient_accumulation_steps=spec.gradient_accumulation // ranks,
+        # Every LoRA weight gets a gradient each micro-step (a padding one back-propagates
+        # zeros), so DDP need not search the graph for unused ones.
+        ddp_find_unused_parameters=False,
         learning_rate=spec.learning_rate,
         lr_scheduler_type=spec.lr_scheduler,
         **_warmup(TrainingArguments, spec.warmup_ratio),
@@ -226,10 +255,15 @@ def _training_arguments(
 
 
 def _stop_and_mark(
-    output: Path, stop_requested: dict[str, bool], tokens: list[int], first_step: int
+    output: Path,
+    stop_requested: dict[str, bool],
+    tokens: list[int],
+    first_step: int,
+    ranks: Ranks,
 ) -> Any:
-    """The callback that saves and stops at the next step end once SIGTERM came, marks each
-    saved checkpoint complete, appends every log line to the metrics file, and a
+    """The callback that saves and stops at the next step end once SIGTERM came to any rank
+    (all ranks stop at the same step), marks each saved checkpoint complete once every rank has
+    saved its part, and (rank 0) appends every log line to the metrics file and a
     `TrainingProgress` line per logged step (tokens trained by this run: `tokens[0]`) to the
     progress file, which the parent reads as it goes."""
     from transformers import TrainerCallback
@@ -240,17 +274,23 @@ def _stop_and_mark(
 
     class StopAndMark(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            if stop_requested["flag"]:
+            if ranks.any(stop_requested["flag"]):
+                stop_requested["flag"] = True
                 control.should_save = True
                 control.should_training_stop = True
             return control
 
         def on_save(self, args, state, control, **kwargs):
-            folder = checkpoints / f"checkpoint-{state.global_step}"
-            (folder / COMPLETE_MARKER).write_text(json.dumps({"global_step": state.global_step}))
+            ranks.barrier()  # every rank's RNG state is written
+            if ranks.main:
+                folder = checkpoints / f"checkpoint-{state.global_step}"
+                marker = json.dumps({"global_step": state.global_step, "ranks": ranks.world})
+                (folder / COMPLETE_MARKER).write_text(marker)
             return control
 
         def on_log(self, args, state, control, logs=None, **kwargs):
+            if not ranks.main:
+                return control
             with open(output / METRICS_FILE, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
             progress = TrainingProgress(
@@ -268,26 +308,34 @@ def _stop_and_mark(
     return StopAndMark()
 
 
-def _packed_trainer(order_log: Path, schedule: Schedule, lengths: Any, tokens: list[int]) -> type:
-    """A Trainer that reads the packed micro-batches in order, logs each one it trains on, and
-    adds its tokens (rows' `lengths`) to `tokens[0]`."""
-    from torch.utils.data import SequentialSampler
+def _packed_trainer(
+    order_log: Path, schedule: Schedule, lengths: Any, tokens: list[int], ranks: Ranks
+) -> type:
+    """A Trainer that reads its rank's micro-batches in order and, on rank 0, logs every rank's
+    micro-step as it is trained and adds its tokens (rows' `lengths`) to `tokens[0]`."""
+    from torch.utils.data import DataLoader, SequentialSampler
     from transformers import Trainer
 
     class PackedTrainer(Trainer):
-        def _get_train_sampler(self, *args: Any, **kwargs: Any) -> SequentialSampler:
-            return SequentialSampler(self.train_dataset)
+        def get_train_dataloader(self) -> DataLoader:
+            # Not prepared by accelerate: it would shard the rank's micro-batches again and
+            # pad the shards with repeats (a row trained twice).
+            return DataLoader(
+                self.train_dataset,
+                batch_size=1,
+                sampler=SequentialSampler(self.train_dataset),
+                collate_fn=self.data_collator,
+                num_workers=0,
+            )
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            micro_step = int(inputs.pop("micro_step"))
-            tokens[0] += int(sum(lengths[r] for r in schedule.micro_batches[micro_step]))
-            with open(order_log, "a", encoding="utf-8") as handle:
-                handle.write(
-                    json.dumps(
-                        {"micro_step": micro_step, "rows": list(schedule.micro_batches[micro_step])}
-                    )
-                    + "\n"
-                )
+            trained = ranks.gather(int(inputs.pop("micro_step")))
+            if ranks.main:
+                with open(order_log, "a", encoding="utf-8") as handle:
+                    for micro_step in sorted(m for m in trained if m != PADDING):
+                        rows = list(schedule.micro_batches[micro_step])
+                        tokens[0] += int(sum(lengths[r] for r in rows))
+                        handle.write(json.dumps({"micro_step": micro_step, "rows": rows}) + "\n")
             return super().compute_loss(
                 model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
             )
@@ -318,14 +366,22 @@ def _plan_summary(
     }
 
 
-def _resume_point(output: Path, spec: TrainingSpec) -> tuple[str | None, int]:
-    """The newest complete checkpoint and its step (None, 0 for a fresh start); the order and
-    metrics logs are cut back to that step, so nothing after it is counted twice."""
+def _resume_point(output: Path) -> tuple[str | None, int]:
+    """The newest complete checkpoint and its step (None, 0 for a fresh start)."""
     resume = complete_checkpoints(output / CHECKPOINTS)
     resumed_step = int(resume[-1].name.split("-")[1]) if resume else 0
+    return (str(resume[-1]) if resume else None), resumed_step
+
+
+def _prepare_folder(output: Path, spec: TrainingSpec) -> list[str]:
+    """Rank 0, before any rank reads the folder: remove the partial checkpoints, and cut the
+    order and metrics logs back to the newest complete one, so nothing after it is counted
+    twice. Returns the partial checkpoints removed."""
+    removed = _remove_partial_checkpoints(output / CHECKPOINTS)
+    _, resumed_step = _resume_point(output)
     _truncate_log(output / DATA_ORDER_FILE, "micro_step", resumed_step * spec.gradient_accumulation)
     _truncate_log(output / METRICS_FILE, "step", resumed_step + 1)
-    return (str(resume[-1]) if resume else None), resumed_step
+    return removed
 
 
 def _peak_memory_gib(device: str) -> float | None:
@@ -337,16 +393,26 @@ def _peak_memory_gib(device: str) -> float | None:
     return torch.cuda.max_memory_allocated() / 2**30
 
 
-def train(run: TrainRun) -> dict[str, Any]:
-    """Train (or resume); returns a summary whose `status` is `done` or `stopped`."""
+def train(run: TrainRun, ranks: Ranks | None = None) -> dict[str, Any]:
+    """Train (or resume) as one of `ranks` (default: one process); returns a summary whose
+    `status` is `done` or `stopped` (rank 0 writes it and the logs)."""
     import transformers
 
+    ranks = ranks or Ranks()
+    if ranks.world != run.ranks:
+        raise RuntimeError(
+            f"{run.output_dir}: the run asks for {run.ranks} ranks, not {ranks.world}"
+        )
     transformers.utils.logging.disable_progress_bar()
+    ranks.start(run.device)
     spec = run.spec()
     output = Path(run.output_dir)
     checkpoints = output / CHECKPOINTS
-    output.mkdir(parents=True, exist_ok=True)
-    removed = _remove_partial_checkpoints(checkpoints)
+    removed: list[str] = []
+    if ranks.main:
+        output.mkdir(parents=True, exist_ok=True)
+        removed = _prepare_folder(output, spec)
+    ranks.barrier()  # the other ranks read the folder as rank 0 left it
     dataset = SftDataset(Path(run.shards_dir))
     schedule = training_schedule(
         dataset.lengths(), spec.tokens_per_micro_batch, epochs=spec.epochs, seed=spec.seed
@@ -355,8 +421,11 @@ def train(run: TrainRun) -> dict[str, Any]:
     if spec.max_steps is not None:
         steps = min(steps, spec.max_steps)
     bf16 = spec.uses_bf16(run.device)
-    resume_from, resumed_step = _resume_point(output, spec)
+    resume_from, resumed_step = _resume_point(output)
     order_log = output / DATA_ORDER_FILE
+    micro_steps = rank_micro_steps(
+        len(schedule), steps, spec.gradient_accumulation, ranks.world, ranks.rank
+    )
 
     model = _lora_model(run, spec, bf16)
     stop_requested = {"flag": False}
@@ -365,13 +434,15 @@ def train(run: TrainRun) -> dict[str, Any]:
         stop_requested["flag"] = True
 
     tokens = [0]
-    trainer = _packed_trainer(order_log, schedule, dataset.lengths(), tokens)(
+    trainer = _packed_trainer(order_log, schedule, dataset.lengths(), tokens, ranks)(
         model=model,
-        args=_training_arguments(spec, checkpoints, steps, bf16=bf16, device=run.device),
-        train_dataset=PackedDataset(dataset, schedule),
+        args=_training_arguments(
+            spec, checkpoints, steps, bf16=bf16, device=run.device, ranks=ranks.world
+        ),
+        train_dataset=RankDataset(PackedDataset(dataset, schedule), micro_steps),
         data_collator=collate,
         compute_loss_func=HiddenStatesTap(model, spec.loss_chunk_tokens).loss,
-        callbacks=[_stop_and_mark(output, stop_requested, tokens, resumed_step)],
+        callbacks=[_stop_and_mark(output, stop_requested, tokens, resumed_step, ranks)],
     )
     previous = signal.signal(signal.SIGTERM, request_stop)
     started = time.monotonic()
@@ -386,6 +457,8 @@ def train(run: TrainRun) -> dict[str, Any]:
         trainer.state.global_step * spec.gradient_accumulation,
     )
     trained_tokens = _tokens_trained(dataset, schedule, first, end)
+    if not ranks.main:
+        return {"status": "stopped" if stopped else "done"}
     summary = {
         "status": "stopped" if stopped else "done",
         "global_step": trainer.state.global_step,
@@ -395,6 +468,8 @@ def train(run: TrainRun) -> dict[str, Any]:
         "trained_micro_steps_this_run": max(end - first, 0),
         "tokens_per_s_this_run": trained_tokens / seconds if seconds > 0 else None,
         "peak_memory_gib": _peak_memory_gib(run.device),
+        "ranks": ranks.world,
+        "attention": attention_implementation(run.device),
         **_plan_summary(run, spec, schedule, dataset, bf16),
     }
     if not stopped:
@@ -407,13 +482,23 @@ def main(argv: list[str]) -> int:
     """The trainer child: `python -m prover_assets.sft.trainer RUN.json`; holds the folder while it
     trains."""
     run = TrainRun(**json.loads(Path(argv[0]).read_text()))
+    ranks = Ranks.from_env()
+    if ranks.world > 1:
+        die_with_parent()  # torchrun starts each rank in a session of its own
     try:
-        with hold_folder(Path(run.output_dir), wait_s=run.lock_wait_s):
-            summary = train(run)
+        # One lock for the folder, rank 0's; the others wait for it at the first barrier.
+        holding = (
+            hold_folder(Path(run.output_dir), wait_s=run.lock_wait_s)
+            if ranks.main
+            else contextlib.nullcontext()
+        )
+        with holding:
+            summary = train(run, ranks)
     except FolderBusyError as exc:
         print(f"refused: {exc}", flush=True)
         return BUSY_EXIT_CODE
-    print(json.dumps({k: v for k, v in summary.items() if k != "run"}), flush=True)
+    if ranks.main:
+        print(json.dumps({k: v for k, v in summary.items() if k != "run"}), flush=True)
     return STOPPED_EXIT_CODE if summary["status"] == "stopped" else 0
 
 
