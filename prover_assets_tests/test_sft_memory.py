@@ -120,3 +120,114 @@ def test_training_that_cannot_fit_its_card_is_refused_before_the_trainer_starts(
         )
     assert "runtime reserve" not in str(refused.value)
     assert not (folder / "run.json").exists()
+
+
+# Hand count of what one Qwen3-8B layer saves per token (bf16, a = 2 bytes), LoRA r 64 on the
+# seven projections with dropout: norms (2d + q + kv)(8 + a), q/k/v + rotated q/k + attention
+# output, the MLP's four tensors of i, the seven A outputs, and the dropped inputs with masks.
+D, Q, KV, INTER = 4096, 4096, 1024, 12288
+NORMS = (2 * D + Q + KV) * 10
+ATTENTION = (Q + 2 * KV) * 2 + (Q + KV) * 2 + Q * 2
+MLP = 4 * INTER * 2
+LORA_A = 7 * 64 * 2
+DROPPED = (5 * D + Q + INTER) * 3
+LAYER_PER_TOKEN = NORMS + ATTENTION + MLP + LORA_A + DROPPED  # 373,632 bytes
+
+
+def terms_of(memory) -> dict[str, int]:
+    return {t.name: t.bytes for t in memory.terms}
+
+
+def test_one_layers_recompute_is_the_hand_counted_bytes_per_token_twice():
+    terms = terms_of(training_memory(registered(), QWEN3_8B))
+    assert LAYER_PER_TOKEN == 373_632
+    assert terms["one layer's recompute and its gradients"] == 2 * 18432 * LAYER_PER_TOKEN
+
+
+def test_without_dropout_no_dropped_inputs_are_counted():
+    terms = terms_of(training_memory(registered(lora_dropout=0.0), QWEN3_8B))
+    per_token = LAYER_PER_TOKEN - DROPPED
+    assert terms["one layer's recompute and its gradients"] == 2 * 18432 * per_token
+
+
+def test_without_checkpointing_every_layer_keeps_its_activations():
+    terms = terms_of(training_memory(registered(gradient_checkpointing=False), QWEN3_8B))
+    assert terms["every layer's activations (no gradient checkpointing)"] == (
+        36 * 18432 * LAYER_PER_TOKEN
+    )
+    assert terms["one layer's gradients"] == 18432 * LAYER_PER_TOKEN
+    assert "checkpointed layer inputs" not in terms
+
+
+def test_fp32_training_counts_four_bytes_an_element():
+    terms = terms_of(training_memory(registered(), QWEN3_8B, bf16=False))
+    assert terms["base weights"] == 8_190_735_360 * 4
+    assert terms["checkpointed layer inputs"] == 36 * 18432 * 4096 * 4
+    loss = next(b for n, b in terms.items() if n.startswith("loss working set"))
+    assert loss == 1024 * 151936 * 12 + 2 * 18432 * 4096 * 4
+
+
+def test_the_peak_adds_the_larger_transient_and_the_card_is_the_specs():
+    memory = training_memory(registered(gpu_memory_gib=40), QWEN3_8B)
+    terms = terms_of(memory)
+    loss = next(b for n, b in terms.items() if n.startswith("loss working set"))
+    layer = terms["one layer's recompute and its gradients"]
+    fixed = (
+        terms["base weights"]
+        + terms["LoRA parameters, gradients and Adam states (fp32)"]
+        + terms["checkpointed layer inputs"]
+        + 3 * GIB
+    )
+    assert memory.peak_bytes == fixed + max(layer, loss)
+    assert memory.card_bytes == 40 * GIB
+    assert memory.usable_bytes == int(40 * GIB * 0.9)
+    assert memory.margin == pytest.approx(1 - memory.peak_bytes / (40 * GIB))
+
+
+def test_a_loss_chunk_longer_than_the_micro_batch_counts_the_micro_batch():
+    small = registered(tokens_per_micro_batch=512, loss_chunk_tokens=4096)
+    loss = next(
+        b
+        for n, b in terms_of(training_memory(small, QWEN3_8B)).items()
+        if n.startswith("loss working set")
+    )
+    assert loss == 512 * 151936 * 10 + 2 * 512 * 4096 * 2
+
+
+def test_a_peak_at_the_usable_bound_fits_and_one_byte_more_does_not():
+    memory = training_memory(registered(), QWEN3_8B)
+    at_bound = -(-memory.peak_bytes * 10 // 9)  # the smallest card whose 90 % holds the peak
+    assert training_memory(registered(), QWEN3_8B, card_bytes=at_bound).fits
+    assert not training_memory(registered(), QWEN3_8B, card_bytes=at_bound - 2).fits
+
+
+def test_a_refusal_states_the_peak_the_usable_memory_the_card_and_the_remedy():
+    memory = training_memory(registered(), QWEN3_8B, card_bytes=16 * GIB)
+    peak = memory.peak_bytes / GIB
+    assert memory.refusal() == (
+        f"training needs {peak:.1f} GiB per GPU at its peak, more than 14.4 GiB (90% of a 16 "
+        "GiB card); the largest term is base weights at 15.3 GiB: a card with more memory "
+        "(the weights are fixed)"
+    )
+
+
+def test_a_config_without_optional_shape_fields_takes_the_transformers_defaults():
+    config = {
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 1000,
+    }
+    shape = ModelShape.of(config)
+    assert (shape.kv_heads, shape.head_dim, shape.tied) == (4, 64, False)
+    with_defaults = {**config, "num_key_value_heads": 4, "head_dim": 64}
+    assert ModelShape.of(config).parameters() == sum(
+        p.numel() for p in meta_model({**with_defaults, "tie_word_embeddings": False}).parameters()
+    )
+
+
+def test_a_config_missing_a_shape_field_is_an_error_naming_it():
+    config = {k: v for k, v in QWEN3_8B.items() if k != "vocab_size"}
+    with pytest.raises(ValueError, match="vocab_size"):
+        ModelShape.of(config)

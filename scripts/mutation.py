@@ -52,6 +52,11 @@ TARGETS: dict[str, list[str]] = {
     "report/analysis.py": ["test_report.py", "test_report_iterations.py"],
     "report/iterations.py": ["test_report_iterations.py"],
     "sft/builder.py": ["test_sft_builder.py"],
+    "sft/memory.py": ["test_sft_memory.py"],
+    "sft/loss.py": ["test_sft_loss.py"],
+    # Stamps are read back through manifests (outputs) and model revisions.
+    "records/hashing.py": ["test_records.py", "test_consumers.py", "test_revision.py"],
+    "generation/revision.py": ["test_revision.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.
 CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}
