@@ -433,24 +433,36 @@ def rank_processes(path: Path) -> list[int]:
     return found
 
 
-@pytest.mark.slow
-def test_kill_9_of_two_ranks_and_their_launcher_then_resume_repeats_no_micro_step(
-    tmp_path, tiny_model_dir, shards, uninterrupted
-):
+def interrupted_two_rank_run(tmp_path, tiny_model_dir, shards, signum):
+    """Two ranks started, `signum` sent to their launcher's session after 3 logged steps; the
+    run file, the output folder and the ranks' pids."""
     path = two_rank_run_file(tmp_path, tiny_model_dir, shards)
     out = tmp_path / "out"
     launcher = start_ranks(path, tmp_path / "train.log")
     wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
     ranks = rank_processes(path)
     assert len(ranks) == 2
-    # The launcher's session only: torchrun starts each rank in a session of its own, and
-    # they must die with it all the same.
-    os.killpg(launcher.pid, signal.SIGKILL)
+    os.killpg(launcher.pid, signum)
     launcher.wait()
-    wait_for(lambda: not any(pid_alive(pid) for pid in ranks), timeout=10)
+    return path, out, ranks
+
+
+def resumed_two_rank_run(path: Path, tmp_path: Path) -> dict:
+    """The run started again to its end; its summary."""
     resumed = start_ranks(path, tmp_path / "train.log")
     assert resumed.wait() == 0, (tmp_path / "train.log").read_text()[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    return json.loads((tmp_path / "out" / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_kill_9_of_two_ranks_and_their_launcher_then_resume_repeats_no_micro_step(
+    tmp_path, tiny_model_dir, shards, uninterrupted
+):
+    # The launcher's session only: torchrun starts each rank in a session of its own, and
+    # they must die with it all the same.
+    path, out, ranks = interrupted_two_rank_run(tmp_path, tiny_model_dir, shards, signal.SIGKILL)
+    wait_for(lambda: not any(pid_alive(pid) for pid in ranks), timeout=10)
+    summary = resumed_two_rank_run(path, tmp_path)
     assert summary["resumed_from_step"] >= 1
     assert order_of(out) == order_of(uninterrupted)
     assert check_data_order(
@@ -462,17 +474,11 @@ def test_kill_9_of_two_ranks_and_their_launcher_then_resume_repeats_no_micro_ste
 def test_sigterm_to_two_ranks_stops_both_at_one_step_saved_and_resume_repeats_nothing(
     tmp_path, tiny_model_dir, shards, uninterrupted
 ):
-    path = two_rank_run_file(tmp_path, tiny_model_dir, shards)
-    out = tmp_path / "out"
-    launcher = start_ranks(path, tmp_path / "train.log")
-    wait_for(lambda: (out / METRICS_FILE).exists() and len(losses(out)) >= 3)
-    os.killpg(launcher.pid, signal.SIGTERM)  # what the SFT step passes on when it is stopped
-    launcher.wait()
+    # SIGTERM: what the SFT step passes on when it is stopped.
+    path, out, _ = interrupted_two_rank_run(tmp_path, tiny_model_dir, shards, signal.SIGTERM)
     stopped = json.loads((out / "summary.json").read_text())
     assert stopped["status"] == "stopped"  # torchrun's exit code says only that a rank ended
     assert (out / CHECKPOINTS / f"checkpoint-{stopped['global_step']}" / ".complete").exists()
-    resumed = start_ranks(path, tmp_path / "train.log")
-    assert resumed.wait() == 0, (tmp_path / "train.log").read_text()[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = resumed_two_rank_run(path, tmp_path)
     assert summary["resumed_from_step"] == stopped["global_step"]
     assert order_of(out) == order_of(uninterrupted)

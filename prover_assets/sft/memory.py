@@ -147,6 +147,37 @@ def _layer_bytes_per_token(shape: ModelShape, spec: TrainingSpec, activation_byt
     return norms + attention + mlp + lora
 
 
+def _activation_terms(
+    shape: ModelShape, spec: TrainingSpec, activation_bytes: int
+) -> tuple[MemoryTerm, MemoryTerm]:
+    """What the layers keep for backward, and the transient of one layer's backward."""
+    tokens = spec.tokens_per_micro_batch
+    per_token_layer = _layer_bytes_per_token(shape, spec, activation_bytes)
+    if spec.gradient_checkpointing:
+        kept = MemoryTerm(
+            "checkpointed layer inputs",
+            shape.layers * tokens * shape.hidden * activation_bytes,
+            "lower training.tokens_per_micro_batch",
+        )
+        layer = MemoryTerm(
+            "one layer's recompute and its gradients",
+            2 * tokens * per_token_layer,
+            "lower training.tokens_per_micro_batch",
+        )
+    else:
+        kept = MemoryTerm(
+            "every layer's activations (no gradient checkpointing)",
+            shape.layers * tokens * per_token_layer,
+            "set training.gradient_checkpointing: true",
+        )
+        layer = MemoryTerm(
+            "one layer's gradients",
+            tokens * per_token_layer,
+            "lower training.tokens_per_micro_batch",
+        )
+    return kept, layer
+
+
 @dataclass(frozen=True)
 class TrainingMemory:
     """One rank's peak, term by term, against a card of `card_bytes`."""
@@ -225,30 +256,8 @@ def training_memory(
     tokens = spec.tokens_per_micro_batch
     a = 2 if bf16 else 4
     lora = shape.lora_parameters(spec.lora_r, list(spec.target_modules))
-    per_token_layer = _layer_bytes_per_token(shape, spec, a)
     chunk = min(spec.loss_chunk_tokens, tokens)
-    if spec.gradient_checkpointing:
-        kept = MemoryTerm(
-            "checkpointed layer inputs",
-            shape.layers * tokens * shape.hidden * a,
-            "lower training.tokens_per_micro_batch",
-        )
-        layer = MemoryTerm(
-            "one layer's recompute and its gradients",
-            2 * tokens * per_token_layer,
-            "lower training.tokens_per_micro_batch",
-        )
-    else:
-        kept = MemoryTerm(
-            "every layer's activations (no gradient checkpointing)",
-            shape.layers * tokens * per_token_layer,
-            "set training.gradient_checkpointing: true",
-        )
-        layer = MemoryTerm(
-            "one layer's gradients",
-            tokens * per_token_layer,
-            "lower training.tokens_per_micro_batch",
-        )
+    kept, layer = _activation_terms(shape, spec, a)
     weights = MemoryTerm(
         "base weights", shape.parameters() * a, "a card with more memory (the weights are fixed)"
     )

@@ -393,33 +393,61 @@ def _peak_memory_gib(device: str) -> float | None:
     return torch.cuda.max_memory_allocated() / 2**30
 
 
+def _optimizer_steps(micro_steps: int, spec: TrainingSpec) -> int:
+    """The schedule's optimizer steps (its last may have fewer micro-steps), cut at
+    `max_steps`."""
+    steps = math.ceil(micro_steps / spec.gradient_accumulation)
+    return steps if spec.max_steps is None else min(steps, spec.max_steps)
+
+
+def _join(run: TrainRun, ranks: Ranks) -> list[str]:
+    """Join the other ranks; rank 0 prepares the folder before any rank reads it. Returns the
+    partial checkpoints it removed."""
+    if ranks.world != run.ranks:
+        raise RuntimeError(
+            f"{run.output_dir}: the run asks for {run.ranks} ranks, not {ranks.world}"
+        )
+    ranks.start(run.device)
+    removed: list[str] = []
+    if ranks.main:
+        Path(run.output_dir).mkdir(parents=True, exist_ok=True)
+        removed = _prepare_folder(Path(run.output_dir), run.spec())
+    ranks.barrier()  # the other ranks read the folder as rank 0 left it
+    return removed
+
+
+def _train_until_stopped(trainer: Any, resume_from: str | None, stop: dict[str, bool]) -> float:
+    """Train to the end, a SIGTERM setting `stop` (the callback then saves and stops); the
+    seconds it took."""
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop["flag"] = True
+
+    previous = signal.signal(signal.SIGTERM, request_stop)
+    started = time.monotonic()
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return time.monotonic() - started
+
+
 def train(run: TrainRun, ranks: Ranks | None = None) -> dict[str, Any]:
     """Train (or resume) as one of `ranks` (default: one process); returns a summary whose
     `status` is `done` or `stopped` (rank 0 writes it and the logs)."""
     import transformers
 
-    ranks = ranks or Ranks()
-    if ranks.world != run.ranks:
-        raise RuntimeError(
-            f"{run.output_dir}: the run asks for {run.ranks} ranks, not {ranks.world}"
-        )
     transformers.utils.logging.disable_progress_bar()
-    ranks.start(run.device)
+    ranks = ranks or Ranks()
+    removed = _join(run, ranks)
     spec = run.spec()
     output = Path(run.output_dir)
     checkpoints = output / CHECKPOINTS
-    removed: list[str] = []
-    if ranks.main:
-        output.mkdir(parents=True, exist_ok=True)
-        removed = _prepare_folder(output, spec)
-    ranks.barrier()  # the other ranks read the folder as rank 0 left it
     dataset = SftDataset(Path(run.shards_dir))
     schedule = training_schedule(
         dataset.lengths(), spec.tokens_per_micro_batch, epochs=spec.epochs, seed=spec.seed
     )
-    steps = math.ceil(len(schedule) / spec.gradient_accumulation)
-    if spec.max_steps is not None:
-        steps = min(steps, spec.max_steps)
+    steps = _optimizer_steps(len(schedule), spec)
     bf16 = spec.uses_bf16(run.device)
     resume_from, resumed_step = _resume_point(output)
     order_log = output / DATA_ORDER_FILE
@@ -429,10 +457,6 @@ def train(run: TrainRun, ranks: Ranks | None = None) -> dict[str, Any]:
 
     model = _lora_model(run, spec, bf16)
     stop_requested = {"flag": False}
-
-    def request_stop(signum: int, frame: Any) -> None:
-        stop_requested["flag"] = True
-
     tokens = [0]
     trainer = _packed_trainer(order_log, schedule, dataset.lengths(), tokens, ranks)(
         model=model,
@@ -444,18 +468,10 @@ def train(run: TrainRun, ranks: Ranks | None = None) -> dict[str, Any]:
         compute_loss_func=HiddenStatesTap(model, spec.loss_chunk_tokens).loss,
         callbacks=[_stop_and_mark(output, stop_requested, tokens, resumed_step, ranks)],
     )
-    previous = signal.signal(signal.SIGTERM, request_stop)
-    started = time.monotonic()
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    seconds = time.monotonic() - started
+    seconds = _train_until_stopped(trainer, resume_from, stop_requested)
     stopped = stop_requested["flag"] and trainer.state.global_step < steps
-    first, end = (
-        resumed_step * spec.gradient_accumulation,
-        trainer.state.global_step * spec.gradient_accumulation,
-    )
+    first = resumed_step * spec.gradient_accumulation
+    end = trainer.state.global_step * spec.gradient_accumulation
     trained_tokens = _tokens_trained(dataset, schedule, first, end)
     if not ranks.main:
         return {"status": "stopped" if stopped else "done"}
