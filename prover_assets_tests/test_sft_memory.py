@@ -231,3 +231,56 @@ def test_a_config_missing_a_shape_field_is_an_error_naming_it():
     config = {k: v for k, v in QWEN3_8B.items() if k != "vocab_size"}
     with pytest.raises(ValueError, match="vocab_size"):
         ModelShape.of(config)
+
+
+def test_every_term_is_named_with_what_lowers_it():
+    named = {
+        t.name: t.remedy for t in training_memory(registered(), QWEN3_8B, attention="sdpa").terms
+    }
+    assert named == {
+        "base weights": "a card with more memory (the weights are fixed)",
+        "LoRA parameters, gradients and Adam states (fp32)": (
+            "lower training.lora_r or target fewer modules"
+        ),
+        "checkpointed layer inputs": "lower training.tokens_per_micro_batch",
+        "one layer's recompute and its gradients": "lower training.tokens_per_micro_batch",
+        "loss working set (one chunk's logits, fp32 softmax and gradient; final hidden)": (
+            "lower training.loss_chunk_tokens"
+        ),
+        "runtime reserve (CUDA context, workspaces)": "nothing: the runtime's",
+        "dense attention mask over the packed micro-batch": (
+            "install flash-attn (pip install flash-attn): packed rows then need no mask"
+        ),
+    }
+    unchecked = training_memory(registered(gradient_checkpointing=False), QWEN3_8B).terms
+    assert {t.name: t.remedy for t in unchecked[2:4]} == {
+        "every layer's activations (no gradient checkpointing)": (
+            "set training.gradient_checkpointing: true"
+        ),
+        "one layer's gradients": "lower training.tokens_per_micro_batch",
+    }
+
+
+def test_the_description_states_the_micro_batch_and_the_attention():
+    memory = training_memory(registered(), QWEN3_8B, attention="sdpa")
+    assert memory.describe() == (
+        f"peak {memory.peak_bytes / GIB:.1f} GiB of a 80 GiB card ({memory.margin:.0%} free; "
+        "10% required) at 18432 tokens a micro-batch, attention sdpa"
+    )
+
+
+def test_a_head_dim_other_than_hidden_over_heads_is_read_from_the_config():
+    # Qwen3-0.6B's attention: 16 heads of 128 on a hidden size of 1024.
+    config = {
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 1000,
+        "tie_word_embeddings": True,
+    }
+    shape = ModelShape.of(config)
+    assert shape.head_dim == 128 and shape.tied
+    assert shape.parameters() == sum(p.numel() for p in meta_model(config).parameters())
