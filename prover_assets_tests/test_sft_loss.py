@@ -4,7 +4,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from prover_assets.sft.loss import IGNORE_INDEX, HiddenStatesTap, chunked_linear_cross_entropy
+from prover_assets.sft.loss import HiddenStatesTap, chunked_linear_cross_entropy
+from prover_assets.sft.shards import IGNORE_INDEX
 
 # fp32 sums over a few hundred tokens in another order: a few ulps of a loss near 7.
 TOLERANCE = 1e-5

@@ -200,6 +200,13 @@ def assert_same_losses(folder: Path, reference: Path) -> None:
     )
 
 
+def assert_each_row_epochs_times(folder: Path, summary: dict) -> None:
+    """The order log holds every micro-step once and each of the 20 rows 3 times."""
+    assert check_data_order(
+        folder / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
+    ).passed
+
+
 def assert_same_adapter(folder: Path, reference: Path) -> None:
     resumed, expected = (
         load_file(str(f / FINAL_ADAPTER / "adapter_model.safetensors")) for f in (folder, reference)
@@ -234,9 +241,7 @@ def test_sigterm_saves_and_exits_143_then_resume_matches_an_uninterrupted_run(
     assert_same_losses(out, uninterrupted)
     assert_same_adapter(out, uninterrupted)
     summary = json.loads((out / "summary.json").read_text())
-    assert check_data_order(
-        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
-    ).passed
+    assert_each_row_epochs_times(out, summary)
 
 
 @pytest.mark.slow
@@ -262,9 +267,7 @@ def test_kill_9_then_resume_from_the_last_complete_checkpoint_matches(
     assert summary["resumed_from_step"] >= 1
     assert_same_losses(out, uninterrupted)
     assert_same_adapter(out, uninterrupted)
-    assert check_data_order(
-        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
-    ).passed
+    assert_each_row_epochs_times(out, summary)
 
 
 def test_last_two_checkpoints_are_kept(uninterrupted):
@@ -326,9 +329,7 @@ def test_kill_9_of_the_runs_process_group_leaves_no_trainer_and_resume_repeats_n
     assert start(path).wait() == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resumed_from_step"] >= 1
-    assert check_data_order(
-        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
-    ).passed
+    assert_each_row_epochs_times(out, summary)
     assert_same_losses(out, uninterrupted)
 
 
@@ -408,9 +409,7 @@ def test_two_gloo_ranks_train_the_one_process_micro_steps_each_row_epochs_times(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ranks"] == 2
     assert order_of(out) == order_of(uninterrupted)  # rank 0 wrote both ranks' micro-steps
-    assert check_data_order(
-        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
-    ).passed
+    assert_each_row_epochs_times(out, summary)
     assert [s for s, _ in losses(out)] == [s for s, _ in losses(uninterrupted)]
     assert (out / FINAL_ADAPTER / "adapter_model.safetensors").exists()
     assert not list((out / CHECKPOINTS).glob("checkpoint-*/rng_state.pth"))  # one per rank
@@ -465,9 +464,7 @@ def test_kill_9_of_two_ranks_and_their_launcher_then_resume_repeats_no_micro_ste
     summary = resumed_two_rank_run(path, tmp_path)
     assert summary["resumed_from_step"] >= 1
     assert order_of(out) == order_of(uninterrupted)
-    assert check_data_order(
-        out / DATA_ORDER_FILE, micro_steps=summary["micro_steps"], rows=20, epochs=3
-    ).passed
+    assert_each_row_epochs_times(out, summary)
 
 
 @pytest.mark.slow

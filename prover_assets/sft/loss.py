@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["IGNORE_INDEX", "HiddenStatesTap", "chunked_linear_cross_entropy"]
+from prover_assets.sft.shards import IGNORE_INDEX
 
-IGNORE_INDEX = -100
+__all__ = ["HiddenStatesTap", "chunked_linear_cross_entropy"]
 
 
 def _chunk_loss_sum(hidden: Any, weight: Any, labels: Any) -> Any:

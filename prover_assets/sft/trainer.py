@@ -35,7 +35,7 @@ from prover_assets.records.progress import TrainingProgress
 from prover_assets.sft.loss import HiddenStatesTap
 from prover_assets.sft.packing import Schedule, training_schedule
 from prover_assets.sft.ranks import PADDING, Ranks, rank_micro_steps
-from prover_assets.sft.shards import SftDataset, pack
+from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, pack
 
 __all__ = [
     "CHECKPOINTS",
@@ -151,7 +151,7 @@ class RankDataset:
         if micro_step != PADDING:
             return self.packed[micro_step]
         item = self.packed[0]
-        return {**item, "labels": item["labels"].clone().fill_(-100), "micro_step": PADDING}
+        return {**item, "labels": item["labels"].clone().fill_(IGNORE_INDEX), "micro_step": PADDING}
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
