@@ -1,8 +1,10 @@
-"""Benchmark: the wall time of a round, sequential against overlapped (SYNTHETIC).
+"""Benchmark: the wall time of a round, sequential against overlapped, on 1 to 8 GPUs
+(SYNTHETIC).
 
-Generation goes through a timing double of vLLM's engine (continuous batching with
---max-num-seqs slots, 1,363 tokens/s when every slot decodes: the seed system's measured rate at
-TP=4), verification through the product's verifier and Lean worker pool to the REPL double,
+Generation goes through timing doubles of vLLM's engine, one per GPU as `VllmEngine` runs one
+child per GPU slice (continuous batching with --max-num-seqs slots, 341 tokens/s per GPU when
+every slot decodes: the seed system's measured 1,363 tokens/s at TP=4, taken as four GPUs'
+worth), verification through the product's verifier and Lean worker pool to the REPL double,
 which sleeps for each proof's service time (the seed system's mix: log-normal, median 2.5 s,
 p90 38.6 s, capped at the 180 s budget). Everything runs through the product's steps
 (materialize_generations, stream_verdicts beside it, materialize_verdicts, correction_samples),
@@ -25,7 +27,11 @@ the seed's measured mix is not in this repository. So is the duplicate rate (--d
 samples repeat an earlier sample of the same problem): the only real proofs here (the
 kimina-lean-server fixtures) are one per problem, so a within-problem rate cannot be measured.
 
-    python benchmarks/bench_round.py [--scale 100] [--workers 8] [--seed 0]
+With --engines 1,2,4,8 (the default) the overlapped shape runs with each number of engines and
+a table sets its wall time against max(GPU time / N, Lean time) per layer, naming where the
+Lean pool becomes the bottleneck.
+
+    python benchmarks/bench_round.py [--scale 100] [--workers 8] [--seed 0] [--engines 1,2,4,8]
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ from prover_assets_tests.factories import make_pins, make_problem
 from prover_assets_tests.lean_double import DOUBLE
 
 TOKENS_PER_S = 1363.0  # the seed system's generation rate at TP=4, every slot decoding
+TOKENS_PER_GPU_S = TOKENS_PER_S / 4  # per GPU, taking TP=4 as four GPUs' worth (assumed)
 CAP = 16384
 MEDIAN_TOKENS, P90_TOKENS = 6000.0, float(CAP)
 MEDIAN_S, P90_S, BUDGET_S = 2.5, 38.6, 180.0
@@ -81,7 +88,7 @@ Z90 = 1.2815515655446004
 ACCEPT_SHARE = 0.4  # of the samples of a problem the prover can solve
 SOLVABLE_SHARE = 0.5  # of the problems (the rest are never solved: the correction round's)
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
-SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 RULES = "repl_rules.json"
 
 
@@ -164,42 +171,54 @@ class WordTokenizer:
 
 
 class TimedEngine(GenerationEngine):
-    """SIMULATED generation: vLLM's continuous batching (the step double) in real time, scaled."""
+    """SIMULATED generation: `engines` vLLM engines (one per GPU, each the step double of
+    continuous batching at the per-GPU rate) in real time, scaled; requests dealt to them in
+    turn, as `VllmEngine` deals them to its GPU slices."""
 
     name = "timed double"
 
-    def __init__(self, workload: Workload, max_num_seqs: int, busy: list[float]) -> None:
+    def __init__(
+        self, workload: Workload, max_num_seqs: int, busy: list[float], engines: int = 1
+    ) -> None:
         self.workload = workload
         self.max_num_seqs = max_num_seqs
         self.busy = busy  # GPU seconds (scaled) of every generate call, for the report
+        self.engines = engines
 
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
         by_id = {str(i): r for i, r in enumerate(requests)}
-        double = ContinuousBatchingDouble(
-            lambda request_id, prompt, params: self.workload.tokens(by_id[request_id].key),
-            self.max_num_seqs,
-            step_s=self.max_num_seqs / TOKENS_PER_S / self.workload.scale,
-        )
+        doubles = [
+            ContinuousBatchingDouble(
+                lambda request_id, prompt, params: self.workload.tokens(by_id[request_id].key),
+                self.max_num_seqs,
+                step_s=self.max_num_seqs / TOKENS_PER_GPU_S / self.workload.scale,
+            )
+            for _ in range(self.engines)
+        ]
         for request_id, request in by_id.items():
-            double.add_request(request_id, None, {"max_tokens": request.max_tokens})
+            doubles[int(request_id) % self.engines].add_request(
+                request_id, None, {"max_tokens": request.max_tokens, "output_kind": "FINAL_ONLY"}
+            )
         started = time.monotonic()
+        # each engine's next finish, earliest first: the engines decode side by side
+        upcoming = [(d.advance(), d) for d in doubles if d.has_unfinished_requests()]
         try:
-            while double.has_unfinished_requests():
-                outputs = double.advance()
+            while upcoming:
+                upcoming.sort(key=lambda pair: pair[1].now_s)
+                outputs, double = upcoming.pop(0)
                 time.sleep(max(0.0, started + double.now_s - time.monotonic()))
                 for output in outputs:
-                    request = by_id[output.request_id]
-                    completion = output.outputs[0]
-                    text = (
-                        self.workload.completion(request.key)
-                        if completion.finish_reason == "stop"
-                        else "…"
-                    )
-                    yield GenerationResult(
-                        request.key, completion.token_ids, text, completion.finish_reason
-                    )
+                    yield self._result(by_id[output.request_id], output.outputs[0])
+                if double.has_unfinished_requests():
+                    upcoming.append((double.advance(), double))
         finally:
-            self.busy.append(double.now_s)
+            self.busy.append(sum(d.now_s for d in doubles))
+
+    def _result(self, request: GenerationRequest, completion: Any) -> GenerationResult:
+        text = self.workload.completion(request.key) if completion.finish_reason == "stop" else "…"
+        return GenerationResult(
+            request.key, completion.token_ids, text, completion.finish_reason, SAMPLING.carried()
+        )
 
 
 @dataclass(frozen=True)
@@ -223,8 +242,11 @@ class Measured:
 
 
 class Bench:
-    def __init__(self, root: Path, workload: Workload, workers: int, max_num_seqs: int) -> None:
+    def __init__(
+        self, root: Path, workload: Workload, workers: int, max_num_seqs: int, engines: int = 1
+    ) -> None:
         self.root = root
+        self.engines = engines
         self.workload = workload
         self.workers = workers
         self.max_num_seqs = max_num_seqs
@@ -267,7 +289,7 @@ class Bench:
                 max_model_len=CAP + 4096,
                 commit_every=8,
                 open_engine=lambda: contextlib.nullcontext(
-                    TimedEngine(self.workload, self.max_num_seqs, busy)
+                    TimedEngine(self.workload, self.max_num_seqs, busy, self.engines)
                 ),
                 load_tokenizer=lambda path: WordTokenizer(),
             )
@@ -280,7 +302,7 @@ class Bench:
                     generations_file=folder / GENERATIONS_FILE,
                     problems_file=run / "problems.jsonl",
                     open_verifier=lambda: self.verifier(run, stage.feedback, give_up=until),
-                    self_test=lambda verifier: None,
+                    self_test=lambda verifier, header: None,
                     commit_every=8,
                     until=until,
                     wanted=lambda: lean_workers_wanted(run),
@@ -301,7 +323,7 @@ class Bench:
             generations_file=run / stage.name / "generations" / GENERATIONS_FILE,
             problems_file=run / "problems.jsonl",
             open_verifier=lambda: self.verifier(run, stage.feedback),
-            self_test=lambda verifier: None,
+            self_test=lambda verifier, header: None,
             commit_every=8,
         )
         measured.lean_s[stage.name] = time.monotonic() - started
@@ -367,11 +389,14 @@ class Bench:
         return measured
 
 
-def lower_bound(measured: Measured, layers: Sequence[Sequence[str]], workers: int) -> float:
-    """Per layer: max(GPU, Lean) + the Lean time of one proof; summed."""
+def lower_bound(
+    measured: Measured, layers: Sequence[Sequence[str]], workers: int, engines: int = 1
+) -> float:
+    """Per layer: max(GPU / engines, Lean) + the Lean time of one proof; summed. `measured` is
+    a run on one engine (its GPU time is what the engines share)."""
     total = 0.0
     for layer in layers:
-        gpu = sum(measured.gpu_s[name] for name in layer)
+        gpu = sum(measured.gpu_s[name] for name in layer) / engines
         lean = sum(measured.lean_s[name] for name in layer)
         proofs = sum(measured.proofs[name] for name in layer)
         total += max(gpu, lean) + lean * workers / max(1, proofs)
@@ -432,6 +457,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--duplicate-rate", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", choices=("baseline", "pool"), help="run one job")
+    parser.add_argument("--engines", default="1,2,4,8", help="generation engines (one per GPU)")
     parser.add_argument("--minif2f", type=int, default=12, help="problems (registered: 244)")
     parser.add_argument("--mobench", type=int, default=7, help="problems (registered: 135)")
     parser.add_argument("--pool", type=int, default=12, help="problems (registered: 2,000)")
@@ -439,23 +465,45 @@ def main(argv: Sequence[str]) -> int:
     workload = Workload(args.seed, args.scale, args.duplicate_rate)
     problems = {"minif2f": args.minif2f, "mobench": args.mobench, "pool": args.pool}
     print(
-        f"SYNTHETIC round: generation through a continuous-batching timing double "
-        f"({TOKENS_PER_S:.0f} tok/s at {args.max_num_seqs} slots), verification through the "
+        f"SYNTHETIC round: generation through continuous-batching timing doubles, one per GPU "
+        f"({TOKENS_PER_GPU_S:.0f} tok/s each at {args.max_num_seqs} slots), verification through the "
         f"product's verifier to the REPL double ({args.workers} workers), time 1/{args.scale:g}; "
         f"problems {problems}, 8 samples each; duplicate rate {args.duplicate_rate:.0%} (assumed)"
     )
+    engines = [int(n) for n in args.engines.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-round-") as tmp:
         for job, (stages, layers) in jobs(8).items():
             if args.only and not job.startswith(args.only):
                 continue
             figures = {}
-            for shape in ("sequential", "overlapped"):
-                run = Path(tmp) / shape / job.split()[0]
+            for shape, n in [("sequential", 1)] + [("overlapped", n) for n in engines]:
+                run = Path(tmp) / f"{shape}-{n}" / job.split()[0]
                 prepare(run, problems, workload, 8)
-                bench = Bench(run, workload, args.workers, args.max_num_seqs)
-                figures[shape] = getattr(bench, shape)(run, stages)
+                bench = Bench(run, workload, args.workers, args.max_num_seqs, n)
+                figures[shape if n == 1 else f"{shape} x{n}"] = getattr(bench, shape)(run, stages)
             report(job, figures, layers, args.workers)
+            engines_table(figures, layers, args.workers, engines)
     return 0
+
+
+def engines_table(
+    figures: dict[str, Measured], layers: list[list[str]], workers: int, engines: list[int]
+) -> None:
+    """Wall time with N engines against max(GPU time / N, Lean time): where Lean takes over."""
+    one = figures["sequential"]
+    gpu, lean = sum(one.gpu_s.values()), sum(one.lean_s.values())
+    print(f"  {'engines':>7}  {'wall s':>7}  {'GPU/N s':>7}  {'Lean s':>7}  {'bound s':>7}  "
+          f"{'wall/bound':>10}  bottleneck")  # fmt: skip
+    for n in engines:
+        measured = figures["overlapped" if n == 1 else f"overlapped x{n}"]
+        bound = lower_bound(one, layers, workers, n)
+        bottleneck = "GPU" if gpu / n > lean else "Lean"
+        print(
+            f"  {n:>7}  {measured.wall_s:7.1f}  {gpu / n:7.1f}  {lean:7.1f}  {bound:7.1f}  "
+            f"{measured.wall_s / bound:10.2f}  {bottleneck}"
+        )
+    crossover = gpu / lean if lean else float("inf")
+    print(f"  Lean becomes the bottleneck from N > {crossover:.1f} engines (GPU/Lean time)")
 
 
 def report(job: str, figures: dict[str, Measured], layers: list[list[str]], workers: int) -> None:

@@ -58,7 +58,15 @@ def round0_sample(
         model_path="/models/base",
         model_rev=model_rev,
         sampling=Sampling(
-            temperature=1.0, top_p=0.95, top_k=None, max_tokens=CAP_TOKENS, seed=sample_idx
+            temperature=1.0,
+            top_p=0.95,
+            top_k=0,
+            min_p=0.0,
+            repetition_penalty=1.0,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            max_tokens=CAP_TOKENS,
+            seed=sample_idx,
         ),
         parent=None,
     )

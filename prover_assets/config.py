@@ -517,12 +517,30 @@ class EngineSettings(_Spec):
     gpu_memory_utilization: Probability = 0.9
     max_num_seqs: PositiveInt = 256
     enforce_eager: bool = False
+    # engine vllm: the GPUs generation uses, one engine child per tensor_parallel_size x
+    # pipeline_parallel_size of them; batch_invariant sets VLLM_BATCH_INVARIANT=1, so a sample's
+    # tokens do not depend on what else shares its batch (vLLM's kernels, on compute
+    # capability 8.0 and above, at some speed).
+    gpus: list[Annotated[int, Field(ge=0)]] = [0]
+    batch_invariant: bool = False
     # engine openai: `vllm serve` replicas (base URLs), the model name they serve, requests in
     # flight per replica, and attempts after a failed one (with backoff, on another replica).
     urls: list[str] = []
     served_model: str | None = None
     requests_per_replica: PositiveInt = 64
     http_retries: Annotated[int, Field(ge=0)] = 3
+
+    @model_validator(mode="after")
+    def _gpus_split_into_engines(self) -> EngineSettings:
+        per_engine = self.tensor_parallel_size * self.pipeline_parallel_size
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"gpus {self.gpus} names a GPU twice")
+        if not self.gpus or len(self.gpus) % per_engine:
+            raise ValueError(
+                f"gpus {self.gpus} do not split into engines of {per_engine} GPUs "
+                "(tensor_parallel_size x pipeline_parallel_size): give a multiple of it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _replicas_named(self) -> EngineSettings:

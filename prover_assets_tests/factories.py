@@ -111,13 +111,28 @@ def make_generation(
         "messages": [Message(role="user", content="prove it")],
         "model_path": "/models/m",
         "model_rev": "0" * 40,
-        "sampling": Sampling(
-            temperature=1.0, top_p=0.95, top_k=None, max_tokens=max_tokens, seed=1
-        ),
+        "sampling": make_sampling(max_tokens=max_tokens),
         "parent": parent,
     }
     fields.update(overrides)
     return Generation(**fields)
+
+
+def make_sampling(**overrides: Any) -> Sampling:
+    """A sample's sampling with every field its request carried (no cut, no penalty)."""
+    fields: dict[str, Any] = {
+        "temperature": 1.0,
+        "top_p": 0.95,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "max_tokens": 64,
+        "seed": 1,
+    }
+    fields.update(overrides)
+    return Sampling(**fields)
 
 
 def make_pins(**overrides: Any) -> Pins:

@@ -220,3 +220,30 @@ def test_the_registered_config_is_one_iteration_of_one_training_seed():
     spec = load_run_config(CONFIGS / "p2.yaml").experiment
     assert spec.iterations == 1
     assert spec.training.all_seeds() == [spec.training.seed]
+
+
+def test_the_registered_config_generates_on_all_eight_gpus_one_engine_each():
+    gpu = load_run_config(CONFIGS / "p2.yaml").gpu
+    assert (gpu.gpus, gpu.tensor_parallel_size, gpu.pipeline_parallel_size) == (
+        list(range(8)),
+        1,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"gpus": [0, 1, 1, 2]}, r"gpus \[0, 1, 1, 2\] names a GPU twice"),
+        (
+            {"gpus": [0, 1, 2], "tensor_parallel_size": 2},
+            r"gpus \[0, 1, 2\] do not split into engines of 2 GPUs",
+        ),
+        ({"gpus": []}, r"gpus \[\] do not split into engines of 1 GPUs"),
+    ],
+)
+def test_gpus_that_cannot_be_cut_into_engines_are_refused(settings, message):
+    from prover_assets.config import EngineSettings
+
+    with pytest.raises(ValidationError, match=message):
+        EngineSettings(engine="vllm", **settings)

@@ -9,21 +9,22 @@ from prover_assets.generation.engines import (
     GenerationRequest,
     SamplingSettings,
     TransformersEngine,
-    VllmEngine,
-    VllmSpec,
 )
+from prover_assets.generation.revision import model_revision
+from prover_assets.generation.vllm_engine import VllmEngine, VllmSpec
 from prover_assets_tests.conftest import gpu_missing
 
 MISSING = gpu_missing()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
 
-SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
 
 def engine(model_dir, workdir, *, dtype: str = "float32") -> VllmEngine:
     return VllmEngine(
         VllmSpec(
             model_path=str(model_dir),
+            model_rev=model_revision(model_dir),
             tensor_parallel_size=1,
             pipeline_parallel_size=1,
             max_model_len=1024,
@@ -32,9 +33,7 @@ def engine(model_dir, workdir, *, dtype: str = "float32") -> VllmEngine:
             dtype=dtype,
             seed=0,
             enforce_eager=True,
-            temperature=SAMPLING.temperature,
-            top_p=SAMPLING.top_p,
-            top_k=SAMPLING.top_k,
+            sampling=SAMPLING,
             chunk=4,
         ),
         workdir=workdir,
@@ -110,3 +109,22 @@ def test_vllm_and_transformers_agree_on_first_token_logprobs(tiny_model_dir):
     expected = torch.log_softmax(logits, -1)
     for token, logprob in vllm_logprobs.items():
         assert logprob == pytest.approx(float(expected[token]), abs=1e-3), token
+
+
+def test_two_engines_on_two_gpus_give_what_one_gives_key_by_key(tiny_model_dir, tmp_path):
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs: one engine child on each")
+    requests = [
+        GenerationRequest(key=(i, s), prompt_ids=p, max_tokens=32, seed=1000 * i + s)
+        for i, p in enumerate(prompts(tiny_model_dir))
+        for s in range(8)
+    ]
+
+    def sample(gpus: list[int], folder: str) -> dict:
+        spec = engine(tiny_model_dir, tmp_path / folder).spec
+        with VllmEngine(spec, workdir=tmp_path / folder, gpus=gpus, batch_invariant=True) as vllm:
+            return {r.key: r for r in vllm.generate(requests)}
+
+    assert sample([0, 1], "two") == sample([0], "one")

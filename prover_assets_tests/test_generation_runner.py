@@ -21,7 +21,7 @@ from prover_assets.generation.runner import (
 from prover_assets.records import Appender, Generation, SampleKey, read_records
 from prover_assets_tests.factories import STATEMENT, make_problem
 
-SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,8 @@ def test_every_row_satisfies_the_contract_and_records_the_sample(engine, tmp_pat
     text, ids = render_prompt(engine.tokenizer, round0_messages(problems[0].formal_statement))
     assert (row.prompt_text, row.prompt_ids) == (text, ids)
     assert row.sampling.seed == sample_seed(1, row.key)
-    assert (row.sampling.temperature, row.sampling.top_p, row.sampling.top_k) == (1.0, 0.95, None)
+    # every field the transformers engine passed, none left to its own defaults (top_k 50)
+    assert row.sampling.values == (1.0, 0.95, 0, 0.0, 1.0, 0.0, 0.0)
     assert stats.generated_now == 4
 
 
@@ -150,7 +151,7 @@ from prover_assets.generation.engines import SamplingSettings, TransformersEngin
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.records import Appender, Generation
 from prover_assets_tests.factories import STATEMENT, make_problem
-sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 engine = TransformersEngine(Path({model!r}), sampling)
 problems = [make_problem(f"p{{i}}") for i in range(4)]
 with Appender(Path({out!r}), Generation) as appender:

@@ -11,7 +11,7 @@ from prover_assets.records.outputs import EmptyOutputError
 from prover_assets.records.store import RecordError
 from prover_assets_tests.factories import make_generation, make_problem
 
-SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
 
 def no_engine():

@@ -19,7 +19,17 @@ from prover_assets_tests.doubles.completions_server import (
 )
 from prover_assets_tests.factories import make_problem
 
-SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
+# SAMPLING's every field, written out by hand: what each request must carry
+SAMPLING_SENT = {
+    "temperature": 1.0,
+    "top_p": 0.95,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
 
 
 def requests_of(count: int, max_tokens: int = 64) -> list[GenerationRequest]:
@@ -42,7 +52,7 @@ def test_token_ids_go_in_and_come_out_with_each_samples_seed_and_budget():
     with replicas(double) as urls, engine(urls) as completions:
         results = {r.key: r for r in completions.generate(requests_of(5, max_tokens=4))}
     for request in requests_of(5, max_tokens=4):
-        ids, finish = completion_ids(list(request.prompt_ids), request.seed, 4)
+        ids, finish = completion_ids(list(request.prompt_ids), request.seed, 4, SAMPLING_SENT)
         assert (results[request.key].completion_ids, results[request.key].finish_reason) == (
             tuple(ids),
             finish,
@@ -55,8 +65,10 @@ def test_token_ids_go_in_and_come_out_with_each_samples_seed_and_budget():
         1,
         True,
     )
-    assert (body["model"], body["temperature"], body["top_p"]) == ("prover", 1.0, 0.95)
-    assert "top_k" not in body  # None: the server's default, not a number we made up
+    assert body["model"] == "prover"
+    assert {name: body[name] for name in SAMPLING_SENT} == SAMPLING_SENT
+    assert (body["stop"], body["logprobs"]) == ([], None)
+    assert double.effective == [SAMPLING_SENT] * 5  # no field took generation_config's value
 
 
 def test_a_replica_that_fails_is_retried_and_the_sample_still_arrives():
@@ -161,8 +173,9 @@ def test_the_runner_writes_valid_records_and_a_rerun_asks_for_nothing(tiny_model
     assert len(rows) == 6 and len(double.bodies) == 6
     assert (stats.already_present, stats.generated_now) == (6, 0)
     for row in rows:
-        ids, finish = completion_ids(row.prompt_ids, row.sampling.seed, 16)
+        ids, finish = completion_ids(row.prompt_ids, row.sampling.seed, 16, SAMPLING_SENT)
         assert (row.completion_ids, row.finish_reason) == (ids, finish)
+        assert row.sampling.unset == ()
 
 
 @pytest.mark.gpu
@@ -277,12 +290,28 @@ def test_an_answer_without_token_ids_is_refused_as_a_failed_attempt_saying_what_
         assert completions.describe()["failed_attempts_per_replica"] == {urls[0]: 1}
 
 
-def test_a_finish_reason_other_than_stop_or_length_is_refused_naming_it():
+def test_an_aborted_request_is_retried_as_an_infrastructure_failure_never_recorded_as_stop():
+    double = CompletionsDouble(finish_reasons=["abort"])
+    with replicas(double) as urls, engine(urls) as completions:
+        (result,) = completions.generate(requests_of(1))
+        described = completions.describe()
+    (request,) = requests_of(1)
+    ids, finish = completion_ids(list(request.prompt_ids), request.seed, 64, SAMPLING_SENT)
+    assert (result.completion_ids, result.finish_reason) == (tuple(ids), finish)
+    assert len(double.bodies) == 2
+    assert described["failed_attempts_per_replica"] == {urls[0]: 1}
+
+
+def test_a_request_aborted_on_every_attempt_fails_the_step_naming_the_attempts():
     double = CompletionsDouble(finish_reason="abort")
     with (
         replicas(double) as urls,
-        engine(urls) as completions,
-        pytest.raises(ReplicaError, match=r"finish_reason 'abort' for sample \('p', 0\)"),
+        engine(urls, retries=2) as completions,
+        pytest.raises(
+            ReplicaError,
+            match=r"\('p', 0\): no replica answered in 3 attempts .*"
+            r"finish_reason not stop or length",
+        ),
     ):
         list(completions.generate(requests_of(1)))
 
@@ -352,3 +381,48 @@ def test_each_sample_comes_as_it_finishes_not_when_the_batch_does():
         assert first.key == ("p", 1)
         assert double.in_flight == 1  # the slow one still running
         assert [r.key for r in results] == [("p", 0)]
+
+
+class _ClientLeavingOutTopK(OpenAICompletionsEngine):
+    """A client as this engine was before every field was sent: no `top_k` in the body."""
+
+    def _body(self, request: GenerationRequest) -> dict:
+        return {k: v for k, v in super()._body(request).items() if k != "top_k"}
+
+
+def test_design_match_catches_a_candidate_whose_requests_left_top_k_to_the_server(
+    tiny_model_dir, tmp_path
+):
+    from transformers import AutoTokenizer
+
+    from prover_assets.generation.validity import check_design_match
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    specs = round0_specs([make_problem("p1"), make_problem("p2")], 2, 16)
+    settings = dict(
+        model_path="tiny",
+        model_rev="tiny-rev",
+        sampling=SAMPLING,
+        base_seed=7,
+        max_model_len=4096,
+        commit_every=2,
+    )
+    double = CompletionsDouble()  # Qwen3's generation_config: top_k 20 for a request without
+    with replicas(double) as urls:
+        for name, client in (
+            ("baseline", OpenAICompletionsEngine),
+            ("cand", _ClientLeavingOutTopK),
+        ):
+            with (
+                client(urls, "prover", SAMPLING, requests_per_replica=2, retries=0) as completions,
+                Appender(tmp_path / f"{name}.jsonl", Generation) as appender,
+            ):
+                generate_samples(specs, completions, tokenizer, appender, **settings)
+    assert [e["top_k"] for e in double.effective] == [0] * 4 + [20] * 4  # served differently
+    check = check_design_match(tmp_path / "baseline.jsonl", tmp_path / "cand.jsonl")
+    assert not check.passed
+    assert check.metadata["unset_fields"] == {"candidate top_k": 4}
+    assert len(check.metadata["differing"]) == 4
+    assert "left to the server's default: candidate top_k on 4 samples" in check.description
+    same = check_design_match(tmp_path / "baseline.jsonl", tmp_path / "baseline.jsonl")
+    assert same.passed

@@ -13,7 +13,6 @@ from prover_assets.records import (
     Generation,
     Message,
     Problem,
-    Sampling,
     Stage,
     Verification,
     build_manifest,
@@ -40,6 +39,7 @@ from prover_assets_tests.factories import (
     make_generation,
     make_pins,
     make_problem,
+    make_sampling,
     make_verification,
 )
 
@@ -64,6 +64,7 @@ def write_run(
     *,
     cap=64,
     temperature=1.0,
+    top_k=0,
     revision=REVISION,
     prompt_suffix="",
     pins=None,
@@ -95,8 +96,8 @@ def write_run(
                 cap_tokens=cap,
                 messages=messages,
                 model_rev=revision,
-                sampling=Sampling(
-                    temperature=temperature, top_p=0.95, top_k=None, max_tokens=cap, seed=idx
+                sampling=make_sampling(
+                    temperature=temperature, top_k=top_k, max_tokens=cap, seed=idx
                 ),
             )
             generations.append(generation)
@@ -824,6 +825,22 @@ def test_a_prompt_that_differs_on_one_sample_is_named_with_the_other_mismatch(tm
     )
 
 
+def test_samples_whose_requests_left_top_k_to_the_server_are_refused_naming_the_field(
+    tmp_path, runs
+):
+    baseline, _ = runs
+    candidate = load_run(
+        write_run(tmp_path, "candidate", CANDIDATE, top_k=None), samples_required=4
+    )
+    with pytest.raises(ComparisonRefused) as refused:
+        compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
+    assert str(refused.value).startswith(
+        "sampling differs: baseline temperature 1.0, top_p 0.95, top_k none, candidate "
+        "temperature 1.0, top_p 0.95, top_k unset; "
+        "sampling fields left to the server's default (values unknown): top_k; "
+    )
+
+
 def test_one_sample_whose_prompt_differs_is_named(tmp_path, runs):
     baseline, _ = runs
     candidate = load_run(write_run(tmp_path, "candidate", CANDIDATE), samples_required=4)
@@ -1032,14 +1049,19 @@ def test_pass_at_k_bands_skip_only_the_k_too_large_and_use_the_given_seed(runs):
     assert (bands[2]["seed"], bands[2]["resamples"]) == (5, 200)
 
 
-def test_samplings_are_written_out_in_words_even_when_top_k_differs():
+def test_samplings_are_written_out_in_words_naming_a_changed_or_unset_field():
     from types import SimpleNamespace
 
     from prover_assets.report.analysis import _samplings
 
-    run = SimpleNamespace(sampling={(1.0, 0.95, None), (1.0, 0.95, 40)})
+    neutral = (1.0, 0.95, 0, 0.0, 1.0, 0.0, 0.0)
+    cut = (1.0, 0.95, 40, 0.0, 1.1, 0.0, 0.0)
+    unset = (1.0, 0.95, None, 0.0, 1.0, 0.0, 0.0)
+    run = SimpleNamespace(sampling={neutral, cut, unset})
     assert _samplings(run) == (
-        "temperature 1.0, top_p 0.95, top_k 40; temperature 1.0, top_p 0.95, top_k none"
+        "temperature 1.0, top_p 0.95, top_k none; "
+        "temperature 1.0, top_p 0.95, top_k 40, repetition_penalty 1.1; "
+        "temperature 1.0, top_p 0.95, top_k unset"
     )
 
 

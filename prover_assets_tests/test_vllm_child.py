@@ -1,11 +1,24 @@
 """The vLLM child's loop, on a continuous-batching double of vLLM's engine: every request fed
-at once, each result written as it finishes, durable every `commit_every`."""
+at once, each result written as it finishes, durable every `commit_every`; final-only outputs;
+an aborted request added again, never recorded as a completion; the served model named."""
 
 import json
 import os
+import sys
 
-from prover_assets.generation.vllm_child import stream_results
+import pytest
+
+from prover_assets.generation import vllm_child
+from prover_assets.generation.engines import SamplingSettings
+from prover_assets.generation.vllm_child import EngineAborted, stream_results
 from prover_assets_tests.doubles.step_engine import ContinuousBatchingDouble
+from prover_assets_tests.doubles.vllm_package.vllm.sampling_params import (
+    RequestOutputKind,
+    SamplingParams,
+)
+from prover_assets_tests.test_vllm_engine import FAKE_VLLM, spec_of
+
+FINAL_ONLY = RequestOutputKind.FINAL_ONLY
 
 
 def step_requests(lengths: list[int]) -> list[dict]:
@@ -15,12 +28,31 @@ def step_requests(lengths: list[int]) -> list[dict]:
     ]
 
 
+def final_only(request: dict) -> SamplingParams:
+    return SamplingParams(
+        max_tokens=request["max_tokens"], seed=request["seed"], output_kind=FINAL_ONLY
+    )
+
+
+def stream(engine, requests, path, *, commit_every=8, abort_retries=2, params_of=final_only):
+    with open(path, "a", encoding="utf-8") as out:
+        written = stream_results(
+            engine,
+            requests,
+            params_of,
+            out,
+            commit_every=commit_every,
+            abort_retries=abort_retries,
+        )
+    return written, [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def test_the_vllm_child_feeds_every_request_at_once_and_writes_each_as_it_finishes(
     monkeypatch, tmp_path
 ):
     lengths = [50, 3, 3, 3, 3]  # the first is long: a chunk of all five would wait for it
     engine = ContinuousBatchingDouble(
-        lambda request_id, prompt, params: lengths[int(request_id)], max_num_seqs=2
+        lambda request_id, prompt, params: lengths[params.seed], max_num_seqs=2
     )
     path = tmp_path / "results.jsonl"
     durable: list[int] = []
@@ -28,15 +60,7 @@ def test_the_vllm_child_feeds_every_request_at_once_and_writes_each_as_it_finish
     monkeypatch.setattr(
         os, "fsync", lambda fd: (durable.append(path.read_text().count("\n")), real_fsync(fd))
     )
-    with open(path, "a", encoding="utf-8") as out:
-        written = stream_results(
-            engine,
-            step_requests(lengths),
-            lambda r: {"max_tokens": r["max_tokens"]},
-            out,
-            commit_every=2,
-        )
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    written, rows = stream(engine, step_requests(lengths), path, commit_every=2)
     assert written == 5
     assert [row["key"][1] for row in rows] == [1, 2, 3, 4, 0]  # the short ones do not wait
     assert [len(row["completion_ids"]) for row in rows] == [3, 3, 3, 3, 50]
@@ -46,19 +70,80 @@ def test_the_vllm_child_feeds_every_request_at_once_and_writes_each_as_it_finish
 
 def test_a_completion_that_reaches_max_tokens_is_a_length_finish(tmp_path):
     engine = ContinuousBatchingDouble(lambda *args: 1000, max_num_seqs=4)
-    path = tmp_path / "results.jsonl"
-    with open(path, "a", encoding="utf-8") as out:
-        stream_results(
-            engine, step_requests([1000]), lambda r: {"max_tokens": 64}, out, commit_every=8
-        )
-    (row,) = [json.loads(line) for line in path.read_text().splitlines()]
+    _, (row,) = stream(engine, step_requests([1000]), tmp_path / "results.jsonl")
     assert (len(row["completion_ids"]), row["finish_reason"]) == (64, "length")
+
+
+def test_each_row_records_the_sampling_its_params_carried(tmp_path):
+    engine = ContinuousBatchingDouble(lambda *args: 4, max_num_seqs=4)
+
+    def params_of(request: dict) -> SamplingParams:
+        return SamplingParams(
+            temperature=0.7, top_p=0.9, top_k=20, min_p=0.05, repetition_penalty=1.1,
+            max_tokens=64, seed=request["seed"], output_kind=FINAL_ONLY,
+        )  # fmt: skip
+
+    _, (row,) = stream(engine, step_requests([4]), tmp_path / "r.jsonl", params_of=params_of)
+    assert row["sampling"] == {
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
+
+
+def test_cumulative_outputs_build_one_output_per_running_request_per_step(tmp_path):
+    """The double is no kinder than vLLM: without FINAL_ONLY every step builds outputs."""
+    lengths = [5, 3]
+
+    def cumulative(request: dict) -> SamplingParams:
+        return SamplingParams(max_tokens=64, seed=request["seed"])  # vLLM's default kind
+
+    engine = ContinuousBatchingDouble(lambda r, p, params: lengths[params.seed], max_num_seqs=2)
+    stream(engine, step_requests(lengths), tmp_path / "c.jsonl", params_of=cumulative)
+    assert engine.outputs_built == 5 + 3  # request 0 at steps 1..5, request 1 at steps 1..3
+    engine = ContinuousBatchingDouble(lambda r, p, params: lengths[params.seed], max_num_seqs=2)
+    stream(engine, step_requests(lengths), tmp_path / "f.jsonl")
+    assert engine.outputs_built == 2  # one each, when it finishes
+
+
+def test_an_aborted_request_is_added_again_with_its_seed_and_never_written_as_stop(tmp_path):
+    lengths = [4, 6, 5]
+
+    def run(aborting: set[str], path):
+        engine = ContinuousBatchingDouble(
+            lambda r, p, params: lengths[params.seed],
+            max_num_seqs=2,
+            aborts=lambda request_id, prompt, params: request_id in aborting,
+        )
+        return stream(engine, step_requests(lengths), path)
+
+    written, rows = run({"1.0", "1.1"}, tmp_path / "aborted.jsonl")  # twice, then completes
+    _, clean = run(set(), tmp_path / "clean.jsonl")
+    assert written == 3
+    assert sorted(map(json.dumps, rows)) == sorted(map(json.dumps, clean))
+    assert {row["finish_reason"] for row in rows} == {"stop"}
+
+
+def test_a_request_aborted_past_its_retries_stops_the_child_keeping_what_it_wrote(tmp_path):
+    engine = ContinuousBatchingDouble(
+        lambda r, p, params: [1, 9][params.seed],
+        max_num_seqs=2,
+        aborts=lambda request_id, prompt, params: request_id.startswith("1."),
+    )
+    path = tmp_path / "results.jsonl"
+    with pytest.raises(EngineAborted, match=r"\['p1', 1, 0, 64\] finished 'abort' on 3 attempts"):
+        stream(engine, step_requests([1, 9]), path, abort_retries=2)
+    assert [json.loads(line)["key"][1] for line in path.read_text().splitlines()] == [0]
 
 
 def test_advancing_to_the_next_finish_keeps_the_step_by_step_schedule_and_clock():
     lengths = [7, 2, 5, 9, 1, 4]
 
-    def run(move: str) -> tuple[list[tuple[str, int]], int, float, int]:
+    def run(move: str) -> tuple[list[tuple[str, int]], int, float, int, int]:
         double = ContinuousBatchingDouble(
             lambda request_id, prompt, params: lengths[int(request_id)], max_num_seqs=3
         )
@@ -66,11 +151,53 @@ def test_advancing_to_the_next_finish_keeps_the_step_by_step_schedule_and_clock(
             double.add_request(str(i), None, {"max_tokens": 100})
         finished = []
         while double.has_unfinished_requests():
-            finished += [(o.request_id, double.steps) for o in getattr(double, move)()]
-        return finished, double.steps, double.now_s, double.busy_slot_steps
+            finished += [
+                (o.request_id, double.steps) for o in getattr(double, move)() if o.finished
+            ]
+        return finished, double.steps, double.now_s, double.busy_slot_steps, double.outputs_built
 
     stepped = run("step")
     assert run("advance") == stepped
     # By hand: slots {0,1,2}; 1 ends at 2, 3 joins; 2 ends at 5, 4 joins and ends at 6, 5 joins;
     # 0 ends at 7; 5 ends at 10; 3 ends at 11.
     assert stepped[0] == [("1", 2), ("2", 5), ("4", 6), ("0", 7), ("5", 10), ("3", 11)]
+    assert stepped[4] == sum(lengths)  # cumulative: one output per request per step it ran
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """The SIMULATED vllm importable as `vllm` in this process, and gone afterwards."""
+    monkeypatch.syspath_prepend(str(FAKE_VLLM))
+    yield
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_the_child_asks_vllm_for_final_only_outputs_and_every_sampling_field(fake_vllm, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    sampling = SamplingSettings(temperature=0.8, top_p=0.9, top_k=0)
+    (run / "spec.json").write_text(json.dumps(spec_of(model, sampling=sampling)))
+    requests = step_requests([0, 0, 0])
+    (run / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
+    assert vllm_child._generate(run) == 0
+
+    import vllm
+
+    engine = vllm.LLM.instances[-1].llm_engine
+    assert engine.outputs_built == 3  # final-only: one output per request, none per step
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert {row["finish_reason"] for row in rows} == {"stop"}
+    assert rows[0]["sampling"] == {
+        "temperature": 0.8,
+        "top_p": 0.9,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
+    ready = json.loads((run / "ready.json").read_text())
+    assert ready == {"model_path": str(model), "model_rev": "a" * 40}

@@ -137,7 +137,7 @@ def training_spec(tokens_per_micro_batch: int, steps: int, precision: str) -> Tr
 
 
 def generate(model_dir: Path, device: str, dtype: str, samples: int, tokens: int) -> dict:
-    sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=None)
+    sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
     engine = TransformersEngine(model_dir, sampling, device=device, dtype=dtype)
     prompt = tuple(engine.tokenizer("theorem t : 1 + 1 = 2 := by")["input_ids"])
     requests = [GenerationRequest((i,), prompt, tokens, seed=i) for i in range(samples)]

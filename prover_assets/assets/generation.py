@@ -224,6 +224,7 @@ def _generation_asset(
                 commit_every=spec.generation.commit_every,
                 open_engine=lambda: gpu.open_engine(
                     model_path,
+                    model_rev,
                     sampling,
                     max_model_len=spec.model.max_model_len,
                     seed=spec.generation.seed,

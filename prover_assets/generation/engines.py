@@ -2,28 +2,26 @@
 
 `GenerationEngine.generate(requests)` takes prompt token ids, a per-request seed and
 `max_tokens`, and yields one result per request as it finishes: completion token ids (the EOS
-token included when the model stopped), the text, and `finish_reason` (`stop` or `length`).
-Heavy libraries are imported lazily, never at module import time.
+token included when the model stopped), the text, `finish_reason` (`stop` or `length`), and
+the sampling fields the request carried. Every engine sends every field of `SamplingSettings`
+explicitly: a field left out is filled by whatever serves it (`vllm serve` takes the model's
+`generation_config.json`, Qwen3's `top_k: 20`; transformers its own `top_k: 50`), so two
+engines would sample differently under one config. Heavy libraries are imported lazily.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from prover_assets.children import forget_child, spawn_tied
+from prover_assets.records import SAMPLING_FIELDS
+
+if TYPE_CHECKING:
+    from prover_assets.config import EngineSettings
 
 __all__ = [
     "GenerationEngine",
@@ -31,7 +29,7 @@ __all__ = [
     "GenerationResult",
     "SamplingSettings",
     "TransformersEngine",
-    "VllmEngine",
+    "open_engine",
 ]
 
 log = logging.getLogger(__name__)
@@ -39,11 +37,25 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """Temperature, top-p and top-k of every sample of a batch."""
+    """Every sampling field of every sample of a batch, each sent explicitly. The defaults are
+    the neutral values (no cut, no penalty): the registered design names only temperature,
+    top-p and top-k, and means nothing else changes the distribution."""
 
     temperature: float
     top_p: float
-    top_k: int | None
+    top_k: int  # 0: no top-k cut (vLLM's and transformers' "disabled")
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        if tuple(f.name for f in fields(self)) != SAMPLING_FIELDS:
+            raise TypeError("SamplingSettings must name exactly the recorded sampling fields")
+
+    def carried(self) -> dict[str, float | int]:
+        """The fields as a request carries them, named as the record names them."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,8 @@ class GenerationResult:
     completion_ids: tuple[int, ...]
     completion_text: str
     finish_reason: Literal["stop", "length"]
+    sampling: Mapping[str, float | int]  # the sampling fields the request carried; one left
+    # out is absent (its value was the server's default, unknown here)
 
 
 class GenerationEngine(ABC):
@@ -114,6 +128,11 @@ class TransformersEngine(GenerationEngine):
         self.dtype = dtype
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+        if sampling.presence_penalty or sampling.frequency_penalty:
+            raise ValueError(
+                "transformers has no presence or frequency penalty: sample with the vllm engine, "
+                "or set them to 0"
+            )
         self.model.to(device).eval()
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
@@ -131,12 +150,17 @@ class TransformersEngine(GenerationEngine):
         generator_seed = request.seed % (2**63)
         torch.manual_seed(generator_seed)
         prompt = torch.tensor([list(request.prompt_ids)], device=self.device)
-        sampling: dict[str, Any] = {"do_sample": self.sampling.temperature > 0}
-        if self.sampling.temperature > 0:
+        settings = self.sampling
+        sampling: dict[str, Any] = {
+            "do_sample": settings.temperature > 0,
+            "repetition_penalty": settings.repetition_penalty,
+        }
+        if settings.temperature > 0:
             sampling.update(
-                temperature=self.sampling.temperature,
-                top_p=self.sampling.top_p,
-                top_k=self.sampling.top_k or 0,
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                top_k=settings.top_k,
+                min_p=settings.min_p,
             )
         with torch.no_grad():
             output = self.model.generate(
@@ -153,112 +177,58 @@ class TransformersEngine(GenerationEngine):
             completion = completion[: stopped + 1]
         finish = "stop" if stopped is not None else "length"
         text = self.tokenizer.decode(completion, skip_special_tokens=True)
-        return GenerationResult(request.key, tuple(completion), text, finish)
+        return GenerationResult(request.key, tuple(completion), text, finish, settings.carried())
 
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
         for request in requests:
             yield self._one(request)
 
 
-@dataclass(frozen=True)
-class VllmSpec:
-    """What the vLLM child process needs: everything plain, to travel as JSON."""
+def open_engine(
+    settings: EngineSettings,
+    model_path: Path,
+    model_rev: str,
+    sampling: SamplingSettings,
+    *,
+    max_model_len: int,
+    seed: int,
+    workdir: Path,
+    commit_every: int,
+) -> GenerationEngine:
+    """The engine `settings` name, sampling the model at `model_path` (revision `model_rev`,
+    the step's asset input) with `sampling`; `workdir` holds its children's folders."""
+    if settings.engine == "transformers":
+        return TransformersEngine(
+            model_path, sampling, device=settings.device, dtype=settings.dtype
+        )
+    if settings.engine == "openai":
+        from prover_assets.generation.openai_engine import OpenAICompletionsEngine
 
-    model_path: str
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    max_model_len: int
-    gpu_memory_utilization: float
-    max_num_seqs: int
-    dtype: str
-    seed: int
-    enforce_eager: bool
-    temperature: float
-    top_p: float
-    top_k: int | None
-    chunk: (
-        int  # results are made durable after every `chunk` that finish (all requests run at once)
+        assert settings.served_model is not None  # the settings' validator requires it
+        return OpenAICompletionsEngine(
+            settings.urls,
+            settings.served_model,
+            sampling,
+            model_root=str(model_path),
+            requests_per_replica=settings.requests_per_replica,
+            retries=settings.http_retries,
+        )
+    from prover_assets.generation.vllm_engine import VllmEngine, VllmSpec
+
+    spec = VllmSpec(
+        model_path=str(model_path),
+        model_rev=model_rev,
+        tensor_parallel_size=settings.tensor_parallel_size,
+        pipeline_parallel_size=settings.pipeline_parallel_size,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        max_num_seqs=settings.max_num_seqs,
+        dtype=settings.dtype,
+        seed=seed,
+        enforce_eager=settings.enforce_eager,
+        sampling=sampling,
+        chunk=commit_every,
     )
-
-
-class VllmEngine(GenerationEngine):
-    """`vllm.LLM` in a child process with its own session; output to a log file; the exact
-    process group signalled at the end (vLLM's engine process can outlive its parent and hold
-    its pipes). Requests and results travel as JSON lines through files."""
-
-    name = "vllm"
-
-    def __init__(self, spec: VllmSpec, *, workdir: Path) -> None:
-        self.spec = spec
-        self.workdir = workdir
-        self.log_path = workdir / "vllm.log"
-
-    def describe(self) -> dict[str, Any]:
-        return {"engine": self.name, **{k: v for k, v in asdict(self.spec).items() if k != "chunk"}}
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
-        if not requests:
-            return
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        run = Path(tempfile.mkdtemp(prefix="vllm-run-", dir=self.workdir))
-        (run / "spec.json").write_text(json.dumps(asdict(self.spec)))
-        with open(run / "requests.jsonl", "w", encoding="utf-8") as handle:
-            for r in requests:
-                handle.write(
-                    json.dumps(
-                        {
-                            "key": list(r.key),
-                            "prompt_ids": list(r.prompt_ids),
-                            "max_tokens": r.max_tokens,
-                            "seed": r.seed,
-                        }
-                    )
-                    + "\n"
-                )
-        results_path = run / "results.jsonl"
-        results_path.touch()
-        with open(self.log_path, "ab") as log_file:
-            child = spawn_tied(
-                [sys.executable, "-m", "prover_assets.generation.vllm_child", str(run)],
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        try:
-            yield from self._follow(child, results_path, len(requests))
-        finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=30)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
-            forget_child(child)
-
-    def _follow(
-        self, child: subprocess.Popen[bytes], path: Path, expected: int
-    ) -> Iterator[GenerationResult]:
-        seen = 0
-        with open(path, encoding="utf-8") as handle:
-            buffer = ""
-            while seen < expected:
-                chunk = handle.read()
-                if chunk:
-                    buffer += chunk
-                    *lines, buffer = buffer.split("\n")
-                    for line in lines:
-                        row = json.loads(line)
-                        seen += 1
-                        yield GenerationResult(
-                            tuple(row["key"]),
-                            tuple(row["completion_ids"]),
-                            row["completion_text"],
-                            row["finish_reason"],
-                        )
-                    continue
-                if child.poll() is not None:
-                    raise RuntimeError(
-                        f"the vLLM process exited with {child.returncode} after {seen} of "
-                        f"{expected} results; see {self.log_path}"
-                    )
-                time.sleep(0.5)
+    return VllmEngine(
+        spec, workdir=workdir, gpus=settings.gpus, batch_invariant=settings.batch_invariant
+    )

@@ -2,12 +2,12 @@
 OpenAI-compatible completions API.
 
 Each request is one `POST <url>/v1/completions` with the prompt as token ids (`prompt: [int]`),
-its own `seed`, `max_tokens`, the sampling settings, `n: 1`, and `return_token_ids: true`, the
+its own `seed`, `max_tokens`, every sampling field explicitly, `n: 1`, and `return_token_ids: true`, the
 request field vLLM documents for returning "token IDs alongside the generated text"
 (`CompletionRequest.return_token_ids`, vllm/entrypoints/openai/completion/protocol.py): the
 choice then carries `token_ids`, the completion's ids, so nothing is re-tokenised. A request
 goes to the replica with the fewest requests in flight (ties in turn); a failed attempt (no
-connection, a timeout, 429 or 5xx) is retried with exponential backoff on the least-loaded
+connection, a timeout, 429 or 5xx, a finish other than `stop` or `length`) is retried with exponential backoff on the least-loaded
 other replica, at most `retries` times; any other error is the request's own and fails the
 step at once. Before the first request, every replica must serve the step's model.
 """
@@ -33,6 +33,7 @@ from prover_assets.generation.engines import (
     SamplingSettings,
 )
 from prover_assets.http import backoff_s, pooled_session
+from prover_assets.records import SAMPLING_FIELDS
 
 __all__ = ["OpenAICompletionsEngine", "ReplicaError"]
 
@@ -163,19 +164,20 @@ class OpenAICompletionsEngine(GenerationEngine):
             return replica
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        """Every sampling field explicitly: `vllm serve` fills any field left out from the
+        model's `generation_config.json` (Qwen3's `top_k: 20`), which the in-process engine
+        does not. No stop strings (EOS ends a sample) and no logprobs: said, not left out."""
+        return {
             "model": self.served_model,
             "prompt": list(request.prompt_ids),
             "max_tokens": request.max_tokens,
-            "temperature": self.sampling.temperature,
-            "top_p": self.sampling.top_p,
+            **self.sampling.carried(),
             "seed": request.seed,
+            "stop": [],
+            "logprobs": None,
             "n": 1,
             "return_token_ids": True,
         }
-        if self.sampling.top_k is not None:
-            body["top_k"] = self.sampling.top_k
-        return body
 
     def _complete(self, request: GenerationRequest) -> GenerationResult:
         body = self._body(request)
@@ -193,7 +195,12 @@ class OpenAICompletionsEngine(GenerationEngine):
                 errors.append(f"{replica.url}: {type(exc).__name__}")
             else:
                 if answer.status_code == 200:
-                    return self._result(request, replica, answer)
+                    result = self._result(request, body, replica, answer)
+                    if result is not None:
+                        return result
+                    errors.append(f"{replica.url}: finish_reason not stop or length")
+                    failed = replica.url
+                    continue
                 if answer.status_code not in RETRYABLE_STATUS:
                     self._release(replica, failed=True)
                     raise ReplicaError(
@@ -215,8 +222,12 @@ class OpenAICompletionsEngine(GenerationEngine):
             replica.served += not failed
 
     def _result(
-        self, request: GenerationRequest, replica: _Replica, answer: requests.Response
-    ) -> GenerationResult:
+        self,
+        request: GenerationRequest,
+        body: dict[str, Any],
+        replica: _Replica,
+        answer: requests.Response,
+    ) -> GenerationResult | None:
         try:
             choice = answer.json()["choices"][0]
             token_ids = tuple(int(t) for t in choice["token_ids"])
@@ -228,7 +239,12 @@ class OpenAICompletionsEngine(GenerationEngine):
                 f"choices[0].token_ids ({exc!r}): is it a vLLM server that honours "
                 "return_token_ids?"
             ) from exc
-        self._release(replica, failed=False)
         if finish not in ("stop", "length"):
-            raise ReplicaError(f"{replica.url}: finish_reason {finish!r} for sample {request.key}")
-        return GenerationResult(request.key, token_ids, text, finish)
+            # `abort` (or a reason vLLM adds later): the server gave up on the request, which
+            # says nothing about the model's completion; retried like a lost connection
+            log.warning("%s: finish_reason %r for sample %s", replica.url, finish, request.key)
+            self._release(replica, failed=True)
+            return None
+        self._release(replica, failed=False)
+        carried = {name: body[name] for name in SAMPLING_FIELDS if name in body}
+        return GenerationResult(request.key, token_ids, text, finish, carried)

@@ -28,6 +28,7 @@ from prover_assets.generation.engines import (
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.lean.extract import ReinsertionError, extract_lean_code, reinsert_statement
 from prover_assets.records import (
+    SAMPLING_FIELDS,
     Appender,
     Generation,
     Message,
@@ -297,6 +298,7 @@ def _record(
     sampling: SamplingSettings,
 ) -> Generation:
     completion_text = result.completion_text if result else ""
+    carried = result.sampling if result else sampling.carried()
     lean_code, lean_code_error = (
         _lean_code(spec.problem, completion_text) if result else (None, None)
     )
@@ -317,9 +319,8 @@ def _record(
         model_path=model_path,
         model_rev=model_rev,
         sampling=Sampling(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
+            # a sample never sent (no room) records what its request would have carried
+            **{name: carried.get(name) for name in SAMPLING_FIELDS},
             max_tokens=max(max_tokens, 0),
             seed=seed,
         ),

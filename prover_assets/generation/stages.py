@@ -86,9 +86,9 @@ class Samples:
 
 
 def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
-    """The sampling settings of the experiment's generation section."""
+    """The sampling settings of the experiment's generation section (no top-k: 0)."""
     g = spec.generation
-    return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
+    return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k or 0)
 
 
 def solved_problems(rounds: Sequence[tuple[Path, Path]]) -> set[str]:

@@ -44,20 +44,41 @@ def check_samples_per_problem(
     )
 
 
-def _round0_design(path: Path) -> dict[SampleKey, tuple]:
-    return {g.key: g.design_identity for g in iter_records(path, Generation) if g.round == 0}
+def _round0(path: Path) -> dict[SampleKey, Generation]:
+    return {g.key: g for g in iter_records(path, Generation) if g.round == 0}
+
+
+def _unset_counts(system: str, generations: Iterable[Generation]) -> dict[str, int]:
+    """`<system> <field>` -> how many samples left that sampling field to the server."""
+    return dict(Counter(f"{system} {name}" for g in generations for name in g.sampling.unset))
 
 
 def check_design_match(baseline: Path, candidate: Path) -> CheckOutcome:
-    """Round-0 prompts and sampling identical between baseline and candidate, key by key."""
-    base, cand = _round0_design(baseline), _round0_design(candidate)
+    """Round-0 prompts and every sampling field the requests carried identical between baseline
+    and candidate, sample by sample, whichever engines drew them; a sample whose request left a
+    field to the server's default cannot be paired (its value is unknown)."""
+    base, cand = _round0(baseline), _round0(candidate)
     missing = sorted(set(base) ^ set(cand))
-    differing = sorted(key for key in set(base) & set(cand) if base[key] != cand[key])
+    differing = sorted(
+        key
+        for key in set(base) & set(cand)
+        if base[key].design_identity != cand[key].design_identity
+    )
+    unset = _unset_counts("baseline", base.values()) | _unset_counts("candidate", cand.values())
+    summary = (
+        f"{len(differing)} samples differ in prompt or sampling, {len(missing)} keys are not in "
+        "both"
+    )
+    if unset:
+        summary += "; left to the server's default: " + ", ".join(
+            f"{field} on {count} samples" for field, count in sorted(unset.items())
+        )
     return CheckOutcome(
-        not missing and not differing,
-        f"{len(differing)} samples differ in prompt or sampling, {len(missing)} keys are not in both",
+        not missing and not differing and not unset,
+        summary,
         {
             "differing": [list(k) for k in differing[:20]],
             "unpaired": [list(k) for k in missing[:20]],
+            "unset_fields": unset,
         },
     )

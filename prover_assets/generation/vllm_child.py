@@ -1,10 +1,16 @@
 """The vLLM child process: `python -m prover_assets.generation.vllm_child RUN_DIR`.
 
-Reads `spec.json` and `requests.jsonl` from RUN_DIR and feeds every request to vLLM's engine at
-once (prompts as token ids, one `SamplingParams` per request with its own seed, n=1), so that
-continuous batching keeps the GPU's `max_num_seqs` slots full: no chunk waits for its longest
-sample. Each result is written as it finishes; `results.jsonl` is flushed and fsynced every
-`chunk` results (and at the end), so the parent commits while generation continues.
+Reads `spec.json` and `requests.jsonl` from RUN_DIR, loads the model, writes `ready.json` (the
+folder vLLM loaded and its revision, for the parent to check), then feeds every request to
+vLLM's engine at once (prompts as token ids, one `SamplingParams` per request with its own seed,
+n=1, every sampling field explicit), so that continuous batching keeps the GPU's
+`max_num_seqs` slots full: no chunk waits for its longest sample. Requests ask for final-only
+outputs: vLLM's default (cumulative) would build an output for every running sequence at every
+step, as `LLM.generate` avoids. Each result is written as it finishes; `results.jsonl` is
+flushed and fsynced every `chunk` results (and at the end), so the parent commits while
+generation continues. A request that finishes other than `stop` or `length` (vLLM's `abort`,
+or a reason added later) says nothing about the model: it is added again with the same seed, at
+most `abort_retries` times, and never recorded as a completion.
 """
 
 from __future__ import annotations
@@ -17,8 +23,23 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from prover_assets.children import hold_folder
+from prover_assets.records import SAMPLING_FIELDS, publish_text
 
-__all__ = ["StepEngine", "main", "stream_results"]
+__all__ = [
+    "READY_FILE",
+    "EngineAborted",
+    "StepEngine",
+    "main",
+    "served_identity",
+    "stream_results",
+]
+
+COMPLETED = ("stop", "length")
+READY_FILE = "ready.json"  # written once the model is loaded: what the engine serves
+
+
+class EngineAborted(RuntimeError):
+    """A request vLLM kept ending without a completion."""
 
 
 class StepEngine(Protocol):
@@ -32,13 +53,14 @@ class StepEngine(Protocol):
     def has_unfinished_requests(self) -> bool: ...
 
 
-def _row(request: dict[str, Any], output: Any) -> dict[str, Any]:
+def _row(request: dict[str, Any], output: Any, params: Any) -> dict[str, Any]:
     completion = output.outputs[0]
     return {
         "key": request["key"],
         "completion_ids": list(completion.token_ids),
         "completion_text": completion.text,
-        "finish_reason": "length" if completion.finish_reason == "length" else "stop",
+        "finish_reason": completion.finish_reason,
+        "sampling": {name: getattr(params, name) for name in SAMPLING_FIELDS},
     }
 
 
@@ -49,19 +71,38 @@ def stream_results(
     out: IO[str],
     *,
     commit_every: int,
+    abort_retries: int,
 ) -> int:
-    """Add every request, step the engine until none is left, write each finished one at once;
-    make the file durable every `commit_every` results and at the end. Returns how many."""
-    for index, request in enumerate(requests):
-        engine.add_request(
-            str(index), {"prompt_token_ids": request["prompt_ids"]}, params_of(request)
-        )
+    """Add every request, step the engine until none is left, write each completed one at once
+    (with the sampling its params carried); add an aborted one again; make the file durable
+    every `commit_every` results and at the end. Returns how many were written."""
+    attempts: dict[str, tuple[int, int, Any]] = {}  # request id -> (index, attempt, params)
+
+    def add(index: int, attempt: int) -> None:
+        request_id, params = f"{index}.{attempt}", params_of(requests[index])
+        attempts[request_id] = (index, attempt, params)
+        engine.add_request(request_id, {"prompt_token_ids": requests[index]["prompt_ids"]}, params)
+
+    for index in range(len(requests)):
+        add(index, 0)
     written = 0
     while engine.has_unfinished_requests():
         for output in engine.step():
             if not output.finished:
                 continue
-            out.write(json.dumps(_row(requests[int(output.request_id)], output)) + "\n")
+            index, attempt, params = attempts.pop(output.request_id)
+            finish = output.outputs[0].finish_reason
+            if finish not in COMPLETED:
+                if attempt >= abort_retries:
+                    _commit(out)
+                    raise EngineAborted(
+                        f"sample {requests[index]['key']} finished {finish!r} on "
+                        f"{attempt + 1} attempts"
+                    )
+                print(f"sample {requests[index]['key']} finished {finish!r}; again", flush=True)
+                add(index, attempt + 1)
+                continue
+            out.write(json.dumps(_row(requests[index], output, params)) + "\n")
             written += 1
             if written % commit_every == 0:
                 _commit(out)
@@ -74,14 +115,27 @@ def _commit(out: IO[str]) -> None:
     os.fsync(out.fileno())
 
 
+def served_identity(served_path: str, declared_rev: str) -> dict[str, str]:
+    """What `ready.json` says: the folder the engine loaded and that folder's revision (read
+    from the folder itself; a folder whose revision cannot be read says why)."""
+    from prover_assets.generation.revision import RevisionError, model_revision
+
+    try:
+        revision = model_revision(Path(served_path), declared_rev)
+    except (RevisionError, OSError) as exc:
+        revision = f"unreadable ({exc})"
+    return {"model_path": served_path, "model_rev": revision}
+
+
 def main(run: Path) -> int:
-    """The vLLM child: generate the requests in the run folder (one engine per step folder)."""
-    with hold_folder(run.parent):  # one vLLM engine per generation step's folder
+    """The vLLM child: generate the requests in the run folder (one engine per engine folder)."""
+    with hold_folder(run.parent):  # one vLLM engine per engine folder
         return _generate(run)
 
 
 def _generate(run: Path) -> int:
     from vllm import LLM, SamplingParams
+    from vllm.sampling_params import RequestOutputKind
 
     spec = json.loads((run / "spec.json").read_text())
     requests = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
@@ -96,19 +150,29 @@ def _generate(run: Path) -> int:
         seed=spec["seed"],
         enforce_eager=spec["enforce_eager"],
     )
+    identity = served_identity(llm.llm_engine.model_config.model, spec["model_rev"])
+    publish_text(run / READY_FILE, json.dumps(identity) + "\n")
 
-    def params_of(request: dict[str, Any]) -> SamplingParams:
+    def params_of(request: dict[str, Any]) -> Any:
         return SamplingParams(
             n=1,
-            temperature=spec["temperature"],
-            top_p=spec["top_p"],
-            top_k=spec["top_k"] if spec["top_k"] is not None else -1,
+            **spec["sampling"],
             max_tokens=request["max_tokens"],
             seed=request["seed"],
+            stop=[],
+            logprobs=None,
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
     with open(run / "results.jsonl", "a", encoding="utf-8") as out:
-        stream_results(llm.llm_engine, requests, params_of, out, commit_every=spec["chunk"])
+        stream_results(
+            llm.llm_engine,
+            requests,
+            params_of,
+            out,
+            commit_every=spec["chunk"],
+            abort_retries=spec["abort_retries"],
+        )
     return 0
 
 

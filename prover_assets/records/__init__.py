@@ -13,6 +13,7 @@ from prover_assets.records.manifest import (
     write_manifest,
 )
 from prover_assets.records.models import (
+    SAMPLING_FIELDS,
     SCHEMA_VERSION,
     CachedFrom,
     Generation,
@@ -45,6 +46,7 @@ from prover_assets.records.store import (
 
 __all__ = [
     "MANIFEST_NAME",
+    "SAMPLING_FIELDS",
     "SCHEMA_VERSION",
     "Appender",
     "CachedFrom",

@@ -116,16 +116,44 @@ class Message(BaseModel):
     content: str
 
 
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
+
 class Sampling(BaseModel):
-    """How one sample was drawn: temperature, top-p, top-k, token budget, seed."""
+    """How one sample was drawn: every sampling field its request carried, its token budget
+    and its seed. A field that is None was not in the request: whatever served it filled it
+    with its own default (`vllm serve` the model's `generation_config.json`), so the value it
+    sampled with is unknown and the sample cannot be paired. `top_k` 0 is no top-k cut."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    temperature: Annotated[float, Field(ge=0)]
-    top_p: Annotated[float, Field(gt=0, le=1)]
-    top_k: Positive | None
+    temperature: Annotated[float, Field(ge=0)] | None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None
+    top_k: NonNegative | None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0)] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
     max_tokens: NonNegative  # the effective completion budget of this sample
     seed: int
+
+    @property
+    def values(self) -> tuple[float | int | None, ...]:
+        """The sampling fields' values, in `SAMPLING_FIELDS` order."""
+        return tuple(getattr(self, name) for name in SAMPLING_FIELDS)
+
+    @property
+    def unset(self) -> tuple[str, ...]:
+        """The sampling fields the request left to the server's default."""
+        return tuple(name for name in SAMPLING_FIELDS if getattr(self, name) is None)
 
 
 class Generation(_Record):
@@ -157,15 +185,13 @@ class Generation(_Record):
     @property
     def design_identity(self) -> tuple:
         """What must be equal between two systems' samples of one key for them to be compared
-        as a pair: the prompt (messages, text and token ids) and the sampling (temperature,
-        top-p, top-k, cap). The one definition the design check and the report use."""
+        as a pair: the prompt (messages, text and token ids), every sampling field the request
+        carried, and the cap. The one definition the design check and the report use."""
         return (
             tuple((m.role, m.content) for m in self.messages),
             self.prompt_text,
             tuple(self.prompt_ids),
-            self.sampling.temperature,
-            self.sampling.top_p,
-            self.sampling.top_k,
+            self.sampling.values,
             self.cap_tokens,
         )
 

@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prover_assets.generation.engines import SamplingSettings
 from prover_assets.generation.prompts import round0_messages
 from prover_assets.records import (
+    SAMPLING_FIELDS,
     Generation,
     Message,
     Problem,
@@ -129,11 +131,7 @@ def _read_generations(
             "context_clipped": generation.context_clipped,
             "design": generation.design_identity,
             "statement_prompt": generation.messages == expected[generation.problem_id],
-            "sampling": (
-                generation.sampling.temperature,
-                generation.sampling.top_p,
-                generation.sampling.top_k,
-            ),
+            "sampling": generation.sampling.values,
             "model_rev": generation.model_rev,
             "completion_tokens": len(generation.completion_ids),
         }
@@ -369,12 +367,25 @@ class Comparison:
         return "PRIMARY" if self.primary else "secondary"
 
 
+def _sampling_words(values: tuple[float | int | None, ...]) -> str:
+    """`temperature 1.0, top_p 0.95, top_k none`, then any field that is not neutral (or was
+    left to the server: `min_p unset`)."""
+    named = dict(zip(SAMPLING_FIELDS, values, strict=True))
+    neutral = SamplingSettings(temperature=0.0, top_p=1.0, top_k=0).carried()
+    words = []
+    for name, value in named.items():
+        if value is None:
+            words.append(f"{name} unset")
+        elif name == "top_k":
+            words.append(f"top_k {value or 'none'}")
+        elif name in ("temperature", "top_p") or value != neutral[name]:
+            words.append(f"{name} {value}")
+    return ", ".join(words)
+
+
 def _samplings(run: RunData) -> str:
     """The run's sampling settings in words: `temperature 1.0, top_p 0.95, top_k none`."""
-    return "; ".join(
-        f"temperature {t}, top_p {p}, top_k {'none' if k is None else k}"
-        for t, p, k in sorted(run.sampling, key=str)
-    )
+    return "; ".join(_sampling_words(values) for values in sorted(run.sampling, key=str))
 
 
 def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
@@ -382,6 +393,19 @@ def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
     if baseline.sampling != candidate.sampling or len(baseline.sampling) != 1:
         problems.append(
             f"sampling differs: baseline {_samplings(baseline)}, candidate {_samplings(candidate)}"
+        )
+    unset = sorted(
+        {
+            name
+            for run in (baseline, candidate)
+            for values in run.sampling
+            for name, value in zip(SAMPLING_FIELDS, values, strict=True)
+            if value is None
+        }
+    )
+    if unset:
+        problems.append(
+            f"sampling fields left to the server's default (values unknown): {', '.join(unset)}"
         )
     differing = [
         k
@@ -419,7 +443,8 @@ def _primary_reasons(
         )
     if not all(rev.startswith("sft-") for rev in candidate.model_revs):
         reasons.append("the candidate is not this project's SFT export")
-    registered_sampling = {(design.temperature, design.top_p, design.top_k)}
+    registered = SamplingSettings(design.temperature, design.top_p, design.top_k or 0)
+    registered_sampling = {tuple(registered.carried().values())}
     for run in (baseline, candidate):
         if run.sampling != registered_sampling:
             reasons.append(

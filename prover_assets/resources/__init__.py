@@ -31,7 +31,7 @@ from prover_assets.config import (
     resolve_path,
     same_shape,
 )
-from prover_assets.generation.engines import GenerationEngine, SamplingSettings
+from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
@@ -193,59 +193,28 @@ class GpuResource(dg.ConfigurableResource):
             self._model = parse_engine_settings(self.settings.model_dump())
         return self._model
 
-    @contextlib.contextmanager
     def open_engine(
         self,
         model_path: Path,
+        model_rev: str,
         sampling: SamplingSettings,
         *,
         max_model_len: int,
         seed: int,
         workdir: Path,
         commit_every: int,
-    ) -> Iterator[GenerationEngine]:
-        settings = self.model()
-        if settings.engine == "transformers":
-            from prover_assets.generation.engines import TransformersEngine
-
-            engine: GenerationEngine = TransformersEngine(
-                model_path, sampling, device=settings.device, dtype=settings.dtype
-            )
-        elif settings.engine == "openai":
-            from prover_assets.generation.openai_engine import OpenAICompletionsEngine
-
-            assert settings.served_model is not None  # the settings' validator requires it
-            engine = OpenAICompletionsEngine(
-                settings.urls,
-                settings.served_model,
-                sampling,
-                model_root=str(model_path),
-                requests_per_replica=settings.requests_per_replica,
-                retries=settings.http_retries,
-            )
-        else:
-            from prover_assets.generation.engines import VllmEngine, VllmSpec
-
-            engine = VllmEngine(
-                VllmSpec(
-                    model_path=str(model_path),
-                    tensor_parallel_size=settings.tensor_parallel_size,
-                    pipeline_parallel_size=settings.pipeline_parallel_size,
-                    max_model_len=max_model_len,
-                    gpu_memory_utilization=settings.gpu_memory_utilization,
-                    max_num_seqs=settings.max_num_seqs,
-                    dtype=settings.dtype,
-                    seed=seed,
-                    enforce_eager=settings.enforce_eager,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    top_k=sampling.top_k,
-                    chunk=commit_every,
-                ),
-                workdir=workdir,
-            )
-        with engine:
-            yield engine
+    ) -> GenerationEngine:
+        """The configured engine for one step (a context manager: closed when the step ends)."""
+        return open_engine(
+            self.model(),
+            model_path,
+            model_rev,
+            sampling,
+            max_model_len=max_model_len,
+            seed=seed,
+            workdir=workdir,
+            commit_every=commit_every,
+        )
 
 
 def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:

@@ -1,7 +1,11 @@
 """A double of `vllm serve`'s OpenAI-compatible completions API on 127.0.0.1, in a thread:
 `GET /v1/models` and `POST /v1/completions` with token-id prompts and `return_token_ids`.
-SIMULATED: no model runs; a completion's ids are drawn from sha256(prompt ids, seed), so the
-same request gives the same answer on every replica. Faults are scripted per replica."""
+SIMULATED: no model runs; a completion's ids are drawn from sha256(prompt ids, seed, the
+effective sampling), so the same request gives the same answer on every replica and another
+sampling gives another answer. As `vllm serve` does, a sampling field the request leaves out
+takes the model's `generation_config.json` value, else vLLM's own default
+(`CompletionRequest.to_sampling_params`, `_DEFAULT_SAMPLING_PARAMS`). Faults are scripted per
+replica."""
 
 from __future__ import annotations
 
@@ -9,21 +13,60 @@ import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["CompletionsDouble", "completion_ids", "serving"]
+__all__ = [
+    "QWEN3_GENERATION_CONFIG",
+    "CompletionsDouble",
+    "completion_ids",
+    "effective_sampling",
+    "serving",
+]
 
 EOS = 2
+# What Qwen3's generation_config.json sets (the fields vLLM reads from it)
+QWEN3_GENERATION_CONFIG = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}
+# vLLM's `_DEFAULT_SAMPLING_PARAMS` and the protocol's defaults for the rest
+_VLLM_DEFAULTS = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+_FROM_GENERATION_CONFIG = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
 
-def completion_ids(prompt: list[int], seed: int, max_tokens: int) -> tuple[list[int], str]:
-    """The double's completion of `prompt` under `seed`: (ids, finish_reason)."""
-    digest = hashlib.sha256(json.dumps([prompt, seed]).encode()).digest()
-    wanted = 3 + digest[0] % 6  # 3 to 8 tokens, the last one EOS
-    ids = [10 + b % 90 for b in digest[1:wanted]] + [EOS]
+def effective_sampling(
+    body: Mapping[str, Any], generation_config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The sampling a request is served with: its own fields, then the model's
+    generation_config for the fields vLLM reads from it, then vLLM's defaults."""
+    effective = {}
+    for name, default in _VLLM_DEFAULTS.items():
+        if body.get(name) is not None:
+            effective[name] = body[name]
+        elif name in _FROM_GENERATION_CONFIG and name in generation_config:
+            effective[name] = generation_config[name]
+        else:
+            effective[name] = default
+    return effective
+
+
+def completion_ids(
+    prompt: list[int], seed: int, max_tokens: int, sampling: Mapping[str, Any]
+) -> tuple[list[int], str]:
+    """The double's completion of `prompt` under `seed` and the effective `sampling`:
+    (ids, finish_reason)."""
+    digest = hashlib.sha256(json.dumps([prompt, seed, dict(sorted(sampling.items()))]).encode())
+    raw = digest.digest()
+    wanted = 3 + raw[0] % 6  # 3 to 8 tokens, the last one EOS
+    ids = [10 + b % 90 for b in raw[1:wanted]] + [EOS]
     return (ids, "stop") if len(ids) <= max_tokens else (ids[:max_tokens], "length")
 
 
@@ -35,6 +78,9 @@ class CompletionsDouble:
     delay_s: float = 0.0
     honours_token_ids: bool = True  # False: a server that ignores return_token_ids
     finish_reason: str | None = None  # answer every request with this finish_reason
+    finish_reasons: list[str] = field(default_factory=list)  # the next answers' finish_reasons
+    generation_config: dict[str, Any] = field(default_factory=lambda: dict(QWEN3_GENERATION_CONFIG))
+    effective: list[dict[str, Any]] = field(default_factory=list)  # each answer's sampling
     delay_s_by_seed: dict[int, float] = field(default_factory=dict)  # a slow sample's delay
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every completions request
     model_listings: int = 0  # GET /v1/models answered
@@ -52,11 +98,15 @@ class CompletionsDouble:
         prompt = body["prompt"]
         if not (isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)):
             return 400, {"error": "this double takes token-id prompts only"}
-        ids, finish = completion_ids(prompt, body["seed"], body["max_tokens"])
+        sampling = effective_sampling(body, self.generation_config)
+        ids, finish = completion_ids(prompt, body["seed"], body["max_tokens"], sampling)
+        with self.lock:
+            self.effective.append(sampling)
+            scripted = self.finish_reasons.pop(0) if self.finish_reasons else self.finish_reason
         choice: dict[str, Any] = {
             "index": 0,
             "text": " ".join(f"t{t}" for t in ids if t != EOS),
-            "finish_reason": self.finish_reason or finish,
+            "finish_reason": scripted or finish,
             "logprobs": None,
         }
         if body.get("return_token_ids") and self.honours_token_ids:

@@ -2,7 +2,12 @@
 that models continuous batching: at most `max_num_seqs` requests decode at once, each step
 gives every running request one token and costs `step_s` of a clock (virtual by default), and a
 free slot takes the next waiting request at once. SIMULATED: no model runs; a request's
-completion length comes from `length_of`."""
+completion is `tokens_of(request id, prompt, params)` (or `length_of` tokens of id 1).
+
+No kinder than vLLM (v1 `OutputProcessor`): a request whose params do not ask for
+`RequestOutputKind.FINAL_ONLY` gets an output built at every step it runs (vLLM's default is
+`CUMULATIVE`), counted in `outputs_built`; a request `aborts` picks ends after one step with
+`finish_reason` "abort" and no tokens, as vLLM reports a request it gave up."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ __all__ = ["ContinuousBatchingDouble"]
 class Completion:
     token_ids: tuple[int, ...]
     text: str
-    finish_reason: str
+    finish_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -31,9 +36,24 @@ class RequestOutput:
 @dataclass
 class _Running:
     request_id: str
-    length: int
+    tokens: tuple[int, ...]
     max_tokens: int
+    final_only: bool
+    aborted: bool
     done: int = 0
+
+    @property
+    def length(self) -> int:
+        return 1 if self.aborted else len(self.tokens)
+
+
+def _param(params: Any, name: str, default: Any) -> Any:
+    return params.get(name, default) if isinstance(params, dict) else getattr(params, name, default)
+
+
+def _final_only(params: Any) -> bool:
+    kind = _param(params, "output_kind", None)
+    return getattr(kind, "name", kind) == "FINAL_ONLY"
 
 
 @dataclass
@@ -41,23 +61,40 @@ class ContinuousBatchingDouble:
     length_of: Callable[[str, Any, Any], int]  # (request id, prompt, params) -> tokens wanted
     max_num_seqs: int
     step_s: float = 1.0
+    tokens_of: Callable[[str, Any, Any], tuple[int, ...]] | None = None  # overrides length_of
+    aborts: Callable[[str, Any, Any], bool] = lambda request_id, prompt, params: False
     now_s: float = 0.0  # the virtual clock: advanced by `step_s` per step
     steps: int = 0
     busy_slot_steps: int = 0  # sum over steps of the running requests: tokens decoded
+    outputs_built: int = 0  # RequestOutputs made, finished or not
     _waiting: deque[_Running] = field(default_factory=deque)
     _running: list[_Running] = field(default_factory=list)
 
     def add_request(self, request_id: str, prompt: Any, params: Any) -> None:
-        max_tokens = params["max_tokens"] if isinstance(params, dict) else params.max_tokens
-        length = min(self.length_of(request_id, prompt, params), max_tokens)
-        self._waiting.append(_Running(request_id, length, max_tokens))
+        max_tokens = _param(params, "max_tokens", None)
+        if self.tokens_of is not None:
+            tokens = self.tokens_of(request_id, prompt, params)
+        else:
+            tokens = (1,) * self.length_of(request_id, prompt, params)
+        self._waiting.append(
+            _Running(
+                request_id,
+                tuple(tokens[:max_tokens]),
+                max_tokens,
+                _final_only(params),
+                self.aborts(request_id, prompt, params),
+            )
+        )
 
     def has_unfinished_requests(self) -> bool:
         return bool(self._waiting or self._running)
 
-    def step(self) -> list[RequestOutput]:
+    def _admit(self) -> None:
         while self._waiting and len(self._running) < self.max_num_seqs:
             self._running.append(self._waiting.popleft())
+
+    def step(self) -> list[RequestOutput]:
+        self._admit()
         self.steps += 1
         self.now_s += self.step_s
         self.busy_slot_steps += len(self._running)
@@ -65,25 +102,33 @@ class ContinuousBatchingDouble:
         for request in self._running:
             request.done += 1
             if request.done >= request.length:
-                finish = "length" if request.length >= request.max_tokens else "stop"
-                completion = Completion(tuple([1] * request.length), "", finish)
+                if request.aborted:
+                    completion = Completion((), "", "abort")
+                else:
+                    stopped = request.length < request.max_tokens
+                    completion = Completion(request.tokens, "", "stop" if stopped else "length")
                 outputs.append(RequestOutput(request.request_id, True, [completion]))
             else:
                 still.append(request)
+                if not request.final_only:
+                    so_far = Completion(request.tokens[: request.done], "", None)
+                    outputs.append(RequestOutput(request.request_id, False, [so_far]))
+        self.outputs_built += len(outputs)
         self._running = still
         return outputs
 
     def advance(self) -> list[RequestOutput]:
         """Every step up to the next finish at once (what `step` would do that many times):
-        the same schedule and clock, in one call per finishing request instead of per token."""
-        while self._waiting and len(self._running) < self.max_num_seqs:
-            self._running.append(self._waiting.popleft())
+        the same schedule, clock and outputs built, in one call per finishing request instead
+        of per token; only the last step's outputs are returned."""
+        self._admit()
         if not self._running:
             return []
         skip = min(r.length - r.done for r in self._running) - 1
         self.steps += skip
         self.now_s += skip * self.step_s
         self.busy_slot_steps += skip * len(self._running)
+        self.outputs_built += skip * sum(not r.final_only for r in self._running)
         for request in self._running:
             request.done += skip
         return self.step()

@@ -1,0 +1,91 @@
+"""SIMULATED `vllm` for the CPU tests: `LLM(model=..., **engine args)` whose `llm_engine` is a
+continuous-batching double of vLLM's step interface; no model is loaded and nothing is sampled.
+A completion's ids come from sha256(prompt ids, seed, sampling) (the completions double's rule),
+so they depend on nothing else: not on the GPU slice, the batch, or the other requests.
+
+Put this folder first on PYTHONPATH to stand in for vLLM. Faults are scripted per engine child
+by `FAKE_VLLM_SCRIPT`: JSON mapping a child's `CUDA_VISIBLE_DEVICES` to
+`{"die_after": n}` (the process exits with 9 once n requests have finished),
+`{"abort_seeds": [...]}` (the first attempt of those seeds ends `abort`),
+`{"serves": path}` (the engine reports another model folder), `{"load_fails": true}`."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+from prover_assets_tests.doubles.completions_server import completion_ids
+from prover_assets_tests.doubles.step_engine import ContinuousBatchingDouble, RequestOutput
+
+from .sampling_params import RequestOutputKind, SamplingParams
+
+__all__ = ["LLM", "RequestOutputKind", "SamplingParams"]
+
+SAMPLING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
+
+def _script() -> dict[str, Any]:
+    scripts = json.loads(os.environ.get("FAKE_VLLM_SCRIPT", "{}"))
+    return scripts.get(os.environ.get("CUDA_VISIBLE_DEVICES", ""), {})
+
+
+def _tokens(request_id: str, prompt: Any, params: SamplingParams) -> tuple[int, ...]:
+    sampling = {name: getattr(params, name) for name in SAMPLING}
+    ids, _ = completion_ids(list(prompt["prompt_token_ids"]), params.seed, 10**6, sampling)
+    return tuple(ids)
+
+
+@dataclass
+class _Engine(ContinuousBatchingDouble):
+    script: dict[str, Any] = field(default_factory=dict)
+    model_config: Any = None
+    finished: int = 0
+    aborted_seeds: set[int] = field(default_factory=set)
+
+    def add_request(self, request_id: str, prompt: Any, params: Any) -> None:
+        super().add_request(request_id, prompt, params)
+        if params.seed in self.script.get("abort_seeds", ()):
+            self._waiting[-1].aborted = params.seed not in self.aborted_seeds
+            self.aborted_seeds.add(params.seed)
+
+    def step(self) -> list[RequestOutput]:
+        if self.finished >= self.script.get("die_after", float("inf")):
+            os._exit(9)  # a GPU fault: no cleanup, no flush
+        outputs = super().step()
+        self.finished += sum(o.finished for o in outputs)
+        return outputs
+
+
+class LLM:
+    instances: ClassVar[list[LLM]] = []  # every engine made in this process, for in-process tests
+
+    def __init__(self, model: str, **engine_args: Any) -> None:
+        script = _script()
+        print(
+            "SIMULATED vllm: CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')} "
+            f"VLLM_BATCH_INVARIANT={os.environ.get('VLLM_BATCH_INVARIANT')}",
+            flush=True,
+        )
+        if script.get("load_fails"):
+            raise RuntimeError("SIMULATED: the model did not load")
+        self.engine_args = {"model": model, **engine_args}
+        self.llm_engine = _Engine(
+            lambda *args: 0,
+            max_num_seqs=engine_args.get("max_num_seqs", 256),
+            tokens_of=_tokens,
+            script=script,
+            model_config=SimpleNamespace(model=script.get("serves", model)),
+        )
+        LLM.instances.append(self)

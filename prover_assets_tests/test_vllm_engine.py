@@ -1,0 +1,183 @@
+"""The vLLM engine on every GPU slice, with real child processes running a SIMULATED vllm
+(`doubles/vllm_package`, continuous-batching doubles): N engines give what one gives, key by
+key, an engine killed mid-batch has its samples redone elsewhere (none lost, none doubled),
+each child sees only its slice's GPUs, and a child serving another model stops the step."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from prover_assets.generation.engines import GenerationRequest, SamplingSettings
+from prover_assets.generation.vllm_engine import (
+    EngineIdentityError,
+    VllmEngine,
+    VllmSpec,
+    gpu_slices,
+)
+from prover_assets_tests.doubles.completions_server import completion_ids
+
+FAKE_VLLM = Path(__file__).parent / "doubles" / "vllm_package"
+REPO = Path(__file__).parent.parent
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
+REVISION = "a" * 40
+
+
+def spec_of(model: Path, *, sampling: SamplingSettings = SAMPLING, tp: int = 1) -> dict:
+    return asdict(vllm_spec(model, sampling=sampling, tp=tp))
+
+
+def vllm_spec(model: Path, *, sampling: SamplingSettings = SAMPLING, tp: int = 1) -> VllmSpec:
+    return VllmSpec(
+        model_path=str(model),
+        model_rev=REVISION,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=1,
+        max_model_len=4096,
+        gpu_memory_utilization=0.9,
+        max_num_seqs=4,
+        dtype="bfloat16",
+        seed=0,
+        enforce_eager=False,
+        sampling=sampling,
+        chunk=2,
+    )
+
+
+@pytest.fixture
+def simulated_vllm(monkeypatch):
+    """Children import the SIMULATED vllm; returns a setter for their fault script."""
+    monkeypatch.setenv("PYTHONPATH", f"{FAKE_VLLM}:{REPO}")
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
+
+    def script(faults: dict[str, dict]) -> None:
+        monkeypatch.setenv("FAKE_VLLM_SCRIPT", json.dumps(faults))
+
+    script({})
+    return script
+
+
+@pytest.fixture
+def model_dir(tmp_path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    return folder
+
+
+def requests_of(count: int) -> list[GenerationRequest]:
+    return [
+        GenerationRequest(("p", i, 0, 64), (1, 5, i % 7, i), 64, 1000 + 17 * i)
+        for i in range(count)
+    ]
+
+
+def generate(model_dir, workdir, gpus, *, tp=1, **kwargs) -> tuple[VllmEngine, dict]:
+    engine = VllmEngine(
+        vllm_spec(model_dir, tp=tp), workdir=workdir, gpus=gpus, poll_s=0.05, **kwargs
+    )
+    with engine:
+        results = list(engine.generate(requests_of(24)))
+    keyed = {r.key: r for r in results}
+    assert len(keyed) == len(results)  # no key doubled
+    return engine, keyed
+
+
+HAND_SAMPLING = {
+    "temperature": 1.0,
+    "top_p": 0.95,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
+def test_one_engine_gives_each_sample_the_tokens_of_its_prompt_seed_and_sampling(
+    simulated_vllm, model_dir, tmp_path
+):
+    _, results = generate(model_dir, tmp_path / "one", [0])
+    for request in requests_of(24):
+        ids, finish = completion_ids(list(request.prompt_ids), request.seed, 64, HAND_SAMPLING)
+        result = results[request.key]
+        assert (list(result.completion_ids), result.finish_reason) == (ids, finish)
+        assert result.sampling == HAND_SAMPLING
+
+
+def test_four_engines_and_two_of_two_gpus_give_what_one_engine_gives_key_by_key(
+    simulated_vllm, model_dir, tmp_path
+):
+    _, one = generate(model_dir, tmp_path / "one", [0])
+    four, by_four = generate(model_dir, tmp_path / "four", [0, 1, 2, 3])
+    two, by_two = generate(model_dir, tmp_path / "two", [4, 5, 6, 7], tp=2)
+    assert by_four == one and by_two == one
+    assert four.served_per_slice == [6, 6, 6, 6] and two.served_per_slice == [12, 12]
+    logs = {i: (tmp_path / "two" / f"engine-{i}" / "vllm.log").read_text() for i in (0, 1)}
+    assert "CUDA_VISIBLE_DEVICES=4,5 " in logs[0] and "CUDA_VISIBLE_DEVICES=6,7 " in logs[1]
+
+
+def test_an_engine_killed_mid_batch_has_its_samples_redone_elsewhere_none_lost_or_doubled(
+    simulated_vllm, model_dir, tmp_path
+):
+    _, one = generate(model_dir, tmp_path / "one", [0])
+    simulated_vllm({"1": {"die_after": 3}})  # the engine on GPU 1 dies after 3 of its 6
+    engine, results = generate(model_dir, tmp_path / "four", [0, 1, 2, 3])
+    assert results == one
+    assert engine.dead_slices == [1]
+    assert sum(engine.served_per_slice) == 24
+    (durable,) = (tmp_path / "four" / "engine-1").glob("vllm-run-*/results.jsonl")
+    kept = len(durable.read_text().splitlines())
+    assert engine.served_per_slice[1] == kept < 6  # what it made durable before it died
+
+
+def test_an_engine_that_cannot_load_its_model_leaves_its_share_to_the_others(
+    simulated_vllm, model_dir, tmp_path
+):
+    _, one = generate(model_dir, tmp_path / "one", [0])
+    simulated_vllm({"0": {"load_fails": True}})
+    engine, results = generate(model_dir, tmp_path / "two", [0, 1])
+    assert results == one
+    assert (engine.dead_slices, engine.served_per_slice) == ([0], [0, 24])
+
+
+def test_when_every_engine_dies_the_step_fails_naming_the_slices_and_the_logs(
+    simulated_vllm, model_dir, tmp_path
+):
+    simulated_vllm({"0": {"die_after": 2}, "1": {"die_after": 1}})
+    engine = VllmEngine(vllm_spec(model_dir), workdir=tmp_path, gpus=[0, 1], poll_s=0.05)
+    got = []
+    with pytest.raises(RuntimeError, match=r"every vLLM engine died \(\d+ of 24 .*engine-<i>"):
+        got.extend(engine.generate(requests_of(24)))
+    assert len(got) == len({r.key for r in got}) <= 3  # what was durable, once each
+    assert sorted(engine.dead_slices) == [0, 1]
+
+
+def test_an_engine_serving_another_model_folder_stops_the_step(simulated_vllm, model_dir, tmp_path):
+    other = tmp_path / "baseline"
+    other.mkdir()
+    simulated_vllm({"1": {"serves": str(other)}})
+    engine = VllmEngine(vllm_spec(model_dir), workdir=tmp_path / "w", gpus=[0, 1], poll_s=0.05)
+    with pytest.raises(EngineIdentityError, match=rf"engine 1 serves {other} at revision"):
+        list(engine.generate(requests_of(8)))
+
+
+def test_batch_invariance_is_asked_of_every_engine_when_configured(
+    simulated_vllm, model_dir, tmp_path
+):
+    generate(model_dir, tmp_path, [0, 1], batch_invariant=True)
+    for i in (0, 1):
+        assert "VLLM_BATCH_INVARIANT=1" in (tmp_path / f"engine-{i}" / "vllm.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("gpus", "per_engine", "slices"),
+    [([0], 1, [(0,)]), ([0, 1, 2, 3], 2, [(0, 1), (2, 3)]), ([3, 1], 1, [(3,), (1,)])],
+)
+def test_gpus_are_cut_into_consecutive_slices_of_one_engine_each(gpus, per_engine, slices):
+    assert gpu_slices(gpus, per_engine) == slices
+
+
+def test_gpus_that_do_not_split_into_whole_engines_are_refused():
+    with pytest.raises(ValueError, match=r"3 GPUs \[0, 1, 2\] do not split into engines of 2"):
+        gpu_slices([0, 1, 2], 2)
