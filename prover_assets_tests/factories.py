@@ -118,19 +118,22 @@ def make_generation(
     return Generation(**fields)
 
 
+# The registered sampling's every field, written out by hand (no cut, no penalty): what each
+# request must carry and each record hold
+REGISTERED_SAMPLING_SENT = {
+    "temperature": 1.0,
+    "top_p": 0.95,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
 def make_sampling(**overrides: Any) -> Sampling:
-    """A sample's sampling with every field its request carried (no cut, no penalty)."""
-    fields: dict[str, Any] = {
-        "temperature": 1.0,
-        "top_p": 0.95,
-        "top_k": 0,
-        "min_p": 0.0,
-        "repetition_penalty": 1.0,
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
-        "max_tokens": 64,
-        "seed": 1,
-    }
+    """A sample's sampling with every field its request carried."""
+    fields: dict[str, Any] = {**REGISTERED_SAMPLING_SENT, "max_tokens": 64, "seed": 1}
     fields.update(overrides)
     return Sampling(**fields)
 

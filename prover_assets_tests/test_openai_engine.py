@@ -17,19 +17,9 @@ from prover_assets_tests.doubles.completions_server import (
     completion_ids,
     serving,
 )
-from prover_assets_tests.factories import make_problem
+from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
-# SAMPLING's every field, written out by hand: what each request must carry
-SAMPLING_SENT = {
-    "temperature": 1.0,
-    "top_p": 0.95,
-    "top_k": 0,
-    "min_p": 0.0,
-    "repetition_penalty": 1.0,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-}
 
 
 def requests_of(count: int, max_tokens: int = 64) -> list[GenerationRequest]:
@@ -52,7 +42,9 @@ def test_token_ids_go_in_and_come_out_with_each_samples_seed_and_budget():
     with replicas(double) as urls, engine(urls) as completions:
         results = {r.key: r for r in completions.generate(requests_of(5, max_tokens=4))}
     for request in requests_of(5, max_tokens=4):
-        ids, finish = completion_ids(list(request.prompt_ids), request.seed, 4, SAMPLING_SENT)
+        ids, finish = completion_ids(
+            list(request.prompt_ids), request.seed, 4, REGISTERED_SAMPLING_SENT
+        )
         assert (results[request.key].completion_ids, results[request.key].finish_reason) == (
             tuple(ids),
             finish,
@@ -66,9 +58,11 @@ def test_token_ids_go_in_and_come_out_with_each_samples_seed_and_budget():
         True,
     )
     assert body["model"] == "prover"
-    assert {name: body[name] for name in SAMPLING_SENT} == SAMPLING_SENT
+    assert {name: body[name] for name in REGISTERED_SAMPLING_SENT} == REGISTERED_SAMPLING_SENT
     assert (body["stop"], body["logprobs"]) == ([], None)
-    assert double.effective == [SAMPLING_SENT] * 5  # no field took generation_config's value
+    assert (
+        double.effective == [REGISTERED_SAMPLING_SENT] * 5
+    )  # no field took generation_config's value
 
 
 def test_a_replica_that_fails_is_retried_and_the_sample_still_arrives():
@@ -173,7 +167,9 @@ def test_the_runner_writes_valid_records_and_a_rerun_asks_for_nothing(tiny_model
     assert len(rows) == 6 and len(double.bodies) == 6
     assert (stats.already_present, stats.generated_now) == (6, 0)
     for row in rows:
-        ids, finish = completion_ids(row.prompt_ids, row.sampling.seed, 16, SAMPLING_SENT)
+        ids, finish = completion_ids(
+            row.prompt_ids, row.sampling.seed, 16, REGISTERED_SAMPLING_SENT
+        )
         assert (row.completion_ids, row.finish_reason) == (ids, finish)
         assert row.sampling.unset == ()
 
@@ -296,7 +292,9 @@ def test_an_aborted_request_is_retried_as_an_infrastructure_failure_never_record
         (result,) = completions.generate(requests_of(1))
         described = completions.describe()
     (request,) = requests_of(1)
-    ids, finish = completion_ids(list(request.prompt_ids), request.seed, 64, SAMPLING_SENT)
+    ids, finish = completion_ids(
+        list(request.prompt_ids), request.seed, 64, REGISTERED_SAMPLING_SENT
+    )
     assert (result.completion_ids, result.finish_reason) == (tuple(ids), finish)
     assert len(double.bodies) == 2
     assert described["failed_attempts_per_replica"] == {urls[0]: 1}

@@ -17,6 +17,7 @@ from prover_assets.generation.vllm_engine import (
     gpu_slices,
 )
 from prover_assets_tests.doubles.completions_server import completion_ids
+from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT
 
 FAKE_VLLM = Path(__file__).parent / "doubles" / "vllm_package"
 REPO = Path(__file__).parent.parent
@@ -83,26 +84,17 @@ def generate(model_dir, workdir, gpus, *, tp=1, **kwargs) -> tuple[VllmEngine, d
     return engine, keyed
 
 
-HAND_SAMPLING = {
-    "temperature": 1.0,
-    "top_p": 0.95,
-    "top_k": 0,
-    "min_p": 0.0,
-    "repetition_penalty": 1.0,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-}
-
-
 def test_one_engine_gives_each_sample_the_tokens_of_its_prompt_seed_and_sampling(
     simulated_vllm, model_dir, tmp_path
 ):
     _, results = generate(model_dir, tmp_path / "one", [0])
     for request in requests_of(24):
-        ids, finish = completion_ids(list(request.prompt_ids), request.seed, 64, HAND_SAMPLING)
+        ids, finish = completion_ids(
+            list(request.prompt_ids), request.seed, 64, REGISTERED_SAMPLING_SENT
+        )
         result = results[request.key]
         assert (list(result.completion_ids), result.finish_reason) == (ids, finish)
-        assert result.sampling == HAND_SAMPLING
+        assert result.sampling == REGISTERED_SAMPLING_SENT
 
 
 def test_four_engines_and_two_of_two_gpus_give_what_one_engine_gives_key_by_key(
@@ -181,3 +173,52 @@ def test_gpus_are_cut_into_consecutive_slices_of_one_engine_each(gpus, per_engin
 def test_gpus_that_do_not_split_into_whole_engines_are_refused():
     with pytest.raises(ValueError, match=r"3 GPUs \[0, 1, 2\] do not split into engines of 2"):
         gpu_slices([0, 1, 2], 2)
+
+
+def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_stopped(
+    simulated_vllm, tiny_model_dir, tmp_path
+):
+    """The baseline, then the candidate, as one launch runs them: no replica to restart."""
+    import psutil
+    from transformers import AutoTokenizer
+
+    from prover_assets.config import EngineSettings
+    from prover_assets.generation.engines import open_engine
+    from prover_assets.generation.runner import round0_specs
+    from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
+    from prover_assets.records import Generation, read_records
+    from prover_assets_tests.factories import make_problem
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    settings = EngineSettings(engine="vllm", gpus=[0, 1])
+    specs = round0_specs([make_problem("p1"), make_problem("p2")], 3, 16)
+    for system, revision in (("baseline", "b" * 40), ("candidate", "c" * 40)):
+        model = tmp_path / "models" / system
+        model.mkdir(parents=True)
+        folder = tmp_path / system
+
+        def engine(model=model, revision=revision, folder=folder):
+            return open_engine(
+                settings, model, revision, SAMPLING,
+                max_model_len=4096, seed=0, workdir=folder, commit_every=2,
+            )  # fmt: skip
+
+        materialize_generations(
+            folder,
+            Samples(specs, {}, samples_per_problem=3),
+            model_path=model,
+            model_rev=revision,
+            sampling=SAMPLING,
+            base_seed=1,
+            max_model_len=4096,
+            commit_every=2,
+            open_engine=engine,
+            load_tokenizer=lambda _: tokenizer,
+        )
+        rows = read_records(folder / GENERATIONS_FILE, Generation)
+        assert {(r.model_path, r.model_rev) for r in rows} == {(str(model), revision)}
+        assert len(rows) == 6
+        readies = [json.loads(p.read_text()) for p in folder.glob("engine-*/vllm-run-*/ready.json")]
+        assert readies == [{"model_path": str(model), "model_rev": revision}] * 2
+    left = [p for p in psutil.process_iter(["cmdline"]) if "vllm_child" in str(p.info["cmdline"])]
+    assert left == []

@@ -44,6 +44,9 @@ TARGETS: dict[str, list[str]] = {
         *["test_backends.py", "test_verify_stages.py"],
     ],
     "generation/openai_engine.py": ["test_openai_engine.py"],
+    "generation/vllm_child.py": ["test_vllm_child.py"],
+    # The children run the SIMULATED vllm: every slice, killed engines, the identity check.
+    "generation/vllm_engine.py": ["test_vllm_engine.py"],
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["test_worker.py", "test_verifier.py"],
     "records/store.py": ["test_records.py"],

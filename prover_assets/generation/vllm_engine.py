@@ -158,14 +158,7 @@ class VllmEngine(GenerationEngine):
         if not live:
             raise RuntimeError(f"no vLLM engine left: GPU slices {self.dead_slices} failed")
         unanswered = {r.key: r for r in requests}
-        children: list[_Child] = []
-        free: list[int] = []
-        for turn, index in enumerate(live):
-            share = list(requests[turn :: len(live)])
-            if share:
-                children.append(self._start(index, share))
-            else:
-                free.append(index)
+        children, free = self._deal(list(requests), live)
         orphans: list[GenerationRequest] = []
         try:
             while unanswered:
@@ -184,8 +177,9 @@ class VllmEngine(GenerationEngine):
                     orphans += left
                     if child.slice_index not in self.dead_slices:
                         free.append(child.slice_index)
-                while orphans and free:
-                    children.append(self._start(free.pop(0), orphans))
+                if orphans and free:
+                    started, free = self._deal(orphans, free)
+                    children += started
                     orphans = []
                 if orphans and not children:
                     raise RuntimeError(
@@ -199,6 +193,20 @@ class VllmEngine(GenerationEngine):
         finally:
             for child in children:
                 child.stop()
+
+    def _deal(
+        self, requests: list[GenerationRequest], slices: list[int]
+    ) -> tuple[list[_Child], list[int]]:
+        """`requests` dealt to `slices` in turn, a child started on each slice with a share:
+        (the children, the slices left idle)."""
+        children, idle = [], []
+        for turn, index in enumerate(slices):
+            share = requests[turn :: len(slices)]
+            if share:
+                children.append(self._start(index, share))
+            else:
+                idle.append(index)
+        return children, idle
 
     def _start(self, slice_index: int, requests: list[GenerationRequest]) -> _Child:
         folder = self.workdir / f"engine-{slice_index}"

@@ -17,22 +17,13 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
+from prover_assets.records import SAMPLING_FIELDS
 from prover_assets_tests.doubles.completions_server import completion_ids
 from prover_assets_tests.doubles.step_engine import ContinuousBatchingDouble, RequestOutput
 
 from .sampling_params import RequestOutputKind, SamplingParams
 
 __all__ = ["LLM", "RequestOutputKind", "SamplingParams"]
-
-SAMPLING = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "presence_penalty",
-    "frequency_penalty",
-)
 
 
 def _script() -> dict[str, Any]:
@@ -41,7 +32,7 @@ def _script() -> dict[str, Any]:
 
 
 def _tokens(request_id: str, prompt: Any, params: SamplingParams) -> tuple[int, ...]:
-    sampling = {name: getattr(params, name) for name in SAMPLING}
+    sampling = {name: getattr(params, name) for name in SAMPLING_FIELDS}
     ids, _ = completion_ids(list(prompt["prompt_token_ids"]), params.seed, 10**6, sampling)
     return tuple(ids)
 
