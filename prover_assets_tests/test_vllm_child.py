@@ -103,15 +103,20 @@ def test_cumulative_outputs_build_one_output_per_running_request_per_step(tmp_pa
         return SamplingParams(max_tokens=64, seed=request["seed"])  # vLLM's default kind
 
     engine = ContinuousBatchingDouble(lambda r, p, params: lengths[params.seed], max_num_seqs=2)
-    stream(engine, step_requests(lengths), tmp_path / "c.jsonl", params_of=cumulative)
+    written, rows = stream(
+        engine, step_requests(lengths), tmp_path / "c.jsonl", params_of=cumulative
+    )
     assert engine.outputs_built == 5 + 3  # request 0 at steps 1..5, request 1 at steps 1..3
+    assert (written, [len(row["completion_ids"]) for row in rows]) == (2, [3, 5])
     engine = ContinuousBatchingDouble(lambda r, p, params: lengths[params.seed], max_num_seqs=2)
     stream(engine, step_requests(lengths), tmp_path / "f.jsonl")
     assert engine.outputs_built == 2  # one each, when it finishes
 
 
-def test_an_aborted_request_is_added_again_with_its_seed_and_never_written_as_stop(tmp_path):
-    lengths = [4, 6, 5]
+def test_an_aborted_request_is_added_again_with_its_seed_and_never_written_as_stop(
+    tmp_path, capsys
+):
+    lengths = [4, 1, 5]  # request 1 finishes in the step where request 0 first aborts
 
     def run(aborting: set[str], path):
         engine = ContinuousBatchingDouble(
@@ -119,13 +124,16 @@ def test_an_aborted_request_is_added_again_with_its_seed_and_never_written_as_st
             max_num_seqs=2,
             aborts=lambda request_id, prompt, params: request_id in aborting,
         )
-        return stream(engine, step_requests(lengths), path)
+        return engine, *stream(engine, step_requests(lengths), path)
 
-    written, rows = run({"1.0", "1.1"}, tmp_path / "aborted.jsonl")  # twice, then completes
-    _, clean = run(set(), tmp_path / "clean.jsonl")
+    engine, written, rows = run({"0.0", "0.1"}, tmp_path / "aborted.jsonl")  # twice, then done
+    _, _, clean = run(set(), tmp_path / "clean.jsonl")
     assert written == 3
     assert sorted(map(json.dumps, rows)) == sorted(map(json.dumps, clean))
     assert {row["finish_reason"] for row in rows} == {"stop"}
+    tries = [(request_id, params.seed) for request_id, params in engine.added]
+    assert tries == [("0.0", 0), ("1.0", 1), ("2.0", 2), ("0.1", 0), ("0.2", 0)]
+    assert capsys.readouterr().out.count("sample ['p1', 0, 0, 64] finished 'abort'; again") == 2
 
 
 def test_a_request_aborted_past_its_retries_stops_the_child_keeping_what_it_wrote(tmp_path):
@@ -138,6 +146,16 @@ def test_a_request_aborted_past_its_retries_stops_the_child_keeping_what_it_wrot
     with pytest.raises(EngineAborted, match=r"\['p1', 1, 0, 64\] finished 'abort' on 3 attempts"):
         stream(engine, step_requests([1, 9]), path, abort_retries=2)
     assert [json.loads(line)["key"][1] for line in path.read_text().splitlines()] == [0]
+    assert [request_id for request_id, _ in engine.added] == ["0.0", "1.0", "1.1", "1.2"]
+
+
+def test_a_served_folder_whose_revision_cannot_be_read_says_why(tmp_path):
+    identity = vllm_child.served_identity(str(tmp_path), "not-a-revision")
+    assert identity["model_path"] == str(tmp_path)
+    assert (
+        identity["model_rev"].startswith("unreadable (")
+        and "not-a-revision" in identity["model_rev"]
+    )
 
 
 def test_advancing_to_the_next_finish_keeps_the_step_by_step_schedule_and_clock():
@@ -173,7 +191,11 @@ def fake_vllm(monkeypatch):
         del sys.modules[name]
 
 
-def test_the_child_asks_vllm_for_final_only_outputs_and_every_sampling_field(fake_vllm, tmp_path):
+def test_the_child_asks_vllm_for_final_only_outputs_and_every_sampling_field(
+    fake_vllm, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("FAKE_VLLM_SCRIPT", json.dumps({"": {"abort_seeds": [1]}}))
     model = tmp_path / "model"
     model.mkdir()
     run = tmp_path / "run"
@@ -186,10 +208,33 @@ def test_the_child_asks_vllm_for_final_only_outputs_and_every_sampling_field(fak
 
     import vllm
 
-    engine = vllm.LLM.instances[-1].llm_engine
-    assert engine.outputs_built == 3  # final-only: one output per request, none per step
+    llm = vllm.LLM.instances[-1]
+    assert llm.engine_args == {
+        "model": str(model),
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "max_model_len": 4096,
+        "gpu_memory_utilization": 0.9,
+        "max_num_seqs": 4,
+        "dtype": "bfloat16",
+        "seed": 0,
+        "enforce_eager": False,
+    }
+    engine = llm.llm_engine
+    assert engine.outputs_built == 4  # final-only: one per request, and the aborted attempt
+    assert [request_id for request_id, _ in engine.added] == ["0.0", "1.0", "2.0", "1.1"]
+    for (_, params), request in zip(engine.added, requests, strict=False):
+        assert (params.n, params.seed, params.max_tokens, params.stop, params.logprobs) == (
+            1,
+            request["seed"],
+            64,
+            [],
+            None,
+        )
+        assert params.output_kind.name == "FINAL_ONLY"  # vllm.sampling_params, imported as vllm
     rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert {row["finish_reason"] for row in rows} == {"stop"}
+    assert all(row["completion_text"].startswith("t") for row in rows)
     assert rows[0]["sampling"] == {
         "temperature": 0.8,
         "top_p": 0.9,

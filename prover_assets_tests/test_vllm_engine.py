@@ -220,5 +220,6 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
         assert len(rows) == 6
         readies = [json.loads(p.read_text()) for p in folder.glob("engine-*/vllm-run-*/ready.json")]
         assert readies == [{"model_path": str(model), "model_rev": revision}] * 2
-    left = [p for p in psutil.process_iter(["cmdline"]) if "vllm_child" in str(p.info["cmdline"])]
+    children = psutil.Process().children(recursive=True)
+    left = [p for p in children if "prover_assets.generation.vllm_child" in p.cmdline()]
     assert left == []

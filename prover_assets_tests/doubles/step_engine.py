@@ -51,6 +51,10 @@ def _param(params: Any, name: str, default: Any) -> Any:
     return params.get(name, default) if isinstance(params, dict) else getattr(params, name, default)
 
 
+def _text(tokens: tuple[int, ...]) -> str:
+    return " ".join(f"t{t}" for t in tokens)
+
+
 def _final_only(params: Any) -> bool:
     kind = _param(params, "output_kind", None)
     return getattr(kind, "name", kind) == "FINAL_ONLY"
@@ -67,10 +71,12 @@ class ContinuousBatchingDouble:
     steps: int = 0
     busy_slot_steps: int = 0  # sum over steps of the running requests: tokens decoded
     outputs_built: int = 0  # RequestOutputs made, finished or not
+    added: list[tuple[str, Any]] = field(default_factory=list)  # (request id, params) in order
     _waiting: deque[_Running] = field(default_factory=deque)
     _running: list[_Running] = field(default_factory=list)
 
     def add_request(self, request_id: str, prompt: Any, params: Any) -> None:
+        self.added.append((request_id, params))
         max_tokens = _param(params, "max_tokens", None)
         if self.tokens_of is not None:
             tokens = self.tokens_of(request_id, prompt, params)
@@ -106,12 +112,15 @@ class ContinuousBatchingDouble:
                     completion = Completion((), "", "abort")
                 else:
                     stopped = request.length < request.max_tokens
-                    completion = Completion(request.tokens, "", "stop" if stopped else "length")
+                    completion = Completion(
+                        request.tokens, _text(request.tokens), "stop" if stopped else "length"
+                    )
                 outputs.append(RequestOutput(request.request_id, True, [completion]))
             else:
                 still.append(request)
                 if not request.final_only:
-                    so_far = Completion(request.tokens[: request.done], "", None)
+                    tokens = request.tokens[: request.done]
+                    so_far = Completion(tokens, _text(tokens), None)
                     outputs.append(RequestOutput(request.request_id, False, [so_far]))
         self.outputs_built += len(outputs)
         self._running = still
