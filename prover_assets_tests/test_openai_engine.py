@@ -22,6 +22,17 @@ from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_problem
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
 
+# What the runner is told in the tests that write records through this engine
+RUNNER = dict(
+    model_path="tiny",
+    model_rev="tiny-rev",
+    sampling=SAMPLING,
+    base_seed=7,
+    max_model_len=4096,
+    commit_every=2,
+)
+
+
 def requests_of(count: int, max_tokens: int = 64) -> list[GenerationRequest]:
     return [GenerationRequest(("p", i), (1, 5, 7, i), max_tokens, 1000 + i) for i in range(count)]
 
@@ -151,18 +162,10 @@ def test_the_runner_writes_valid_records_and_a_rerun_asks_for_nothing(tiny_model
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     specs = round0_specs([make_problem("p1"), make_problem("p2")], 3, 16)
     double = CompletionsDouble()
-    settings = dict(
-        model_path="tiny",
-        model_rev="tiny-rev",
-        sampling=SAMPLING,
-        base_seed=7,
-        max_model_len=4096,
-        commit_every=2,
-    )
     with replicas(double) as urls, engine(urls) as completions:
         for _ in range(2):
             with Appender(tmp_path / "gen.jsonl", Generation) as appender:
-                stats = generate_samples(specs, completions, tokenizer, appender, **settings)
+                stats = generate_samples(specs, completions, tokenizer, appender, **RUNNER)
     rows = read_records(tmp_path / "gen.jsonl", Generation)
     assert len(rows) == 6 and len(double.bodies) == 6
     assert (stats.already_present, stats.generated_now) == (6, 0)
@@ -397,14 +400,6 @@ def test_design_match_catches_a_candidate_whose_requests_left_top_k_to_the_serve
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     specs = round0_specs([make_problem("p1"), make_problem("p2")], 2, 16)
-    settings = dict(
-        model_path="tiny",
-        model_rev="tiny-rev",
-        sampling=SAMPLING,
-        base_seed=7,
-        max_model_len=4096,
-        commit_every=2,
-    )
     double = CompletionsDouble()  # Qwen3's generation_config: top_k 20 for a request without
     with replicas(double) as urls:
         for name, client in (
@@ -415,7 +410,7 @@ def test_design_match_catches_a_candidate_whose_requests_left_top_k_to_the_serve
                 client(urls, "prover", SAMPLING, requests_per_replica=2, retries=0) as completions,
                 Appender(tmp_path / f"{name}.jsonl", Generation) as appender,
             ):
-                generate_samples(specs, completions, tokenizer, appender, **settings)
+                generate_samples(specs, completions, tokenizer, appender, **RUNNER)
     assert [e["top_k"] for e in double.effective] == [0] * 4 + [20] * 4  # served differently
     check = check_design_match(tmp_path / "baseline.jsonl", tmp_path / "cand.jsonl")
     assert not check.passed
