@@ -2,12 +2,13 @@
 OpenAI-compatible completions API.
 
 Each request is one `POST <url>/v1/completions` with the prompt as token ids (`prompt: [int]`),
-its own `seed`, `max_tokens`, every sampling field explicitly, `n: 1`, and `return_token_ids: true`, the
-request field vLLM documents for returning "token IDs alongside the generated text"
-(`CompletionRequest.return_token_ids`, vllm/entrypoints/openai/completion/protocol.py): the
-choice then carries `token_ids`, the completion's ids, so nothing is re-tokenised. A request
-goes to the replica with the fewest requests in flight (ties in turn); a failed attempt (no
-connection, a timeout, 429 or 5xx, a finish other than `stop` or `length`) is retried with exponential backoff on the least-loaded
+its own `seed`, `max_tokens`, every sampling field explicitly, `n: 1`, and
+`return_token_ids: true`, the request field vLLM documents for returning "token IDs alongside
+the generated text" (`CompletionRequest.return_token_ids`,
+vllm/entrypoints/openai/completion/protocol.py): the choice then carries `token_ids`, the
+completion's ids, so nothing is re-tokenised. A request goes to the replica with the fewest
+requests in flight (ties in turn); a failed attempt (no connection, a timeout, 429 or 5xx, a
+finish other than `stop` or `length`) is retried with exponential backoff on the least-loaded
 other replica, at most `retries` times; any other error is the request's own and fails the
 step at once. Before the first request, every replica must serve the step's model.
 """
