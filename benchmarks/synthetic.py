@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from prover_assets.generation.engines import SamplingSettings
 from prover_assets.records import (
     Generation,
     Message,
@@ -14,6 +15,7 @@ from prover_assets.records import (
 )
 
 CAP_TOKENS = 16384
+SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 REGISTERED_PINS = Pins(
     lean_version="v4.9.0-rc1",
     mathlib_rev="d1d1e4b7",
@@ -57,17 +59,7 @@ def round0_sample(
         messages=messages,
         model_path="/models/base",
         model_rev=model_rev,
-        sampling=Sampling(
-            temperature=1.0,
-            top_p=0.95,
-            top_k=0,
-            min_p=0.0,
-            repetition_penalty=1.0,
-            presence_penalty=0.0,
-            frequency_penalty=0.0,
-            max_tokens=CAP_TOKENS,
-            seed=sample_idx,
-        ),
+        sampling=Sampling(**SAMPLING.carried(), max_tokens=CAP_TOKENS, seed=sample_idx),
         parent=None,
     )
     verdict = Verification(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from prover_assets.config import EngineSettings
 
 __all__ = [
+    "COMPLETED_FINISHES",
     "GenerationEngine",
     "GenerationRequest",
     "GenerationResult",
@@ -33,6 +34,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# The finishes that end a completion; any other (vLLM's `abort`, or a reason added later) means
+# the engine gave up on the request, an infrastructure failure to retry, never a sample
+COMPLETED_FINISHES = ("stop", "length")
 
 
 @dataclass(frozen=True)

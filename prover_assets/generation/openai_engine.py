@@ -28,6 +28,7 @@ from typing import Any
 import requests
 
 from prover_assets.generation.engines import (
+    COMPLETED_FINISHES,
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
@@ -240,9 +241,8 @@ class OpenAICompletionsEngine(GenerationEngine):
                 f"choices[0].token_ids ({exc!r}): is it a vLLM server that honours "
                 "return_token_ids?"
             ) from exc
-        if finish not in ("stop", "length"):
-            # `abort` (or a reason vLLM adds later): the server gave up on the request, which
-            # says nothing about the model's completion; retried like a lost connection
+        if finish not in COMPLETED_FINISHES:
+            # the server gave up on the request: retried like a lost connection
             log.warning("%s: finish_reason %r for sample %s", replica.url, finish, request.key)
             self._release(replica, failed=True)
             return None

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from prover_assets.children import hold_folder
+from prover_assets.generation.engines import COMPLETED_FINISHES
+from prover_assets.generation.revision import RevisionError, model_revision
 from prover_assets.records import SAMPLING_FIELDS, publish_text
 
 __all__ = [
@@ -34,7 +36,6 @@ __all__ = [
     "stream_results",
 ]
 
-COMPLETED = ("stop", "length")
 READY_FILE = "ready.json"  # written once the model is loaded: what the engine serves
 
 
@@ -92,7 +93,7 @@ def stream_results(
                 continue
             index, attempt, params = attempts.pop(output.request_id)
             finish = output.outputs[0].finish_reason
-            if finish not in COMPLETED:
+            if finish not in COMPLETED_FINISHES:
                 if attempt >= abort_retries:
                     _commit(out)
                     raise EngineAborted(
@@ -118,8 +119,6 @@ def _commit(out: IO[str]) -> None:
 def served_identity(served_path: str, declared_rev: str) -> dict[str, str]:
     """What `ready.json` says: the folder the engine loaded and that folder's revision (read
     from the folder itself; a folder whose revision cannot be read says why)."""
-    from prover_assets.generation.revision import RevisionError, model_revision
-
     try:
         revision = model_revision(Path(served_path), declared_rev)
     except (RevisionError, OSError) as exc:

@@ -44,11 +44,15 @@ class _Engine(ContinuousBatchingDouble):
     finished: int = 0
     aborted_seeds: set[int] = field(default_factory=set)
 
-    def add_request(self, request_id: str, prompt: Any, params: Any) -> None:
-        super().add_request(request_id, prompt, params)
-        if params.seed in self.script.get("abort_seeds", ()):
-            self._waiting[-1].aborted = params.seed not in self.aborted_seeds
-            self.aborted_seeds.add(params.seed)
+    def __post_init__(self) -> None:
+        self.aborts = self._aborts_first_attempt
+
+    def _aborts_first_attempt(self, request_id: str, prompt: Any, params: Any) -> bool:
+        if params.seed not in self.script.get("abort_seeds", ()):
+            return False
+        first = params.seed not in self.aborted_seeds
+        self.aborted_seeds.add(params.seed)
+        return first
 
     def step(self) -> list[RequestOutput]:
         if self.finished >= self.script.get("die_after", float("inf")):
