@@ -9,7 +9,7 @@ PORT ?= 3000
 PYTEST_ARGS ?=
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo lean-workspace
+.PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo lean-workspace preflight
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test-fast: install
 LEAN_CONFIG ?= configs/p2.yaml
 lean-workspace: install
 	$(BIN)/python -m prover_assets.verify.workspace --config $(LEAN_CONFIG) $(if $(WORKSPACE),--workspace $(WORKSPACE))
+
+# Every check a round needs (config, model, Lean, memory, GPUs, prompt, a smoke round, disk), in
+# minutes: heavy jobs refuse to launch without a passing one for the same config, pins and code.
+preflight: install $(DAGSTER_HOME)/dagster.yaml
+	PROVER_ASSETS_CONFIG=$(CONFIG) $(BIN)/python -m prover_assets.launch_preflight
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	PROVER_ASSETS_CONFIG=configs/demo.yaml $(BIN)/python -m prover_assets.demo

@@ -45,6 +45,7 @@ __all__ = [
     "SftSpec",
     "SimulatedLeanSettings",
     "TrainingSpec",
+    "assemble_run_config",
     "lean_from_selector",
     "load_run_config",
     "parse_engine_settings",
@@ -719,6 +720,21 @@ def parse_run_config(raw: Any, source: str) -> RunConfig:
         )
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid configuration:\n{_format_errors(exc)}") from exc
+
+
+def assemble_run_config(
+    experiment: ExperimentSpec, lean: LeanSettings, gpu: EngineSettings, source: str
+) -> RunConfig:
+    """The RunConfig of three validated sections (a run's resources), its placeholders found
+    again under their key paths."""
+    raw = {
+        "resources": {
+            "experiment": {"config": {"spec": experiment.model_dump(mode="json")}},
+            "lean": {"config": {"settings": lean.model_dump(mode="json")}},
+            "gpu": {"config": {"settings": gpu.model_dump(mode="json")}},
+        }
+    }
+    return parse_run_config(raw, source)
 
 
 def load_run_config(path: str | Path) -> RunConfig:

@@ -17,6 +17,7 @@ from prover_assets.assets.demo import demo_assets
 from prover_assets.assets.eta import eta_assets
 from prover_assets.assets.generation import generation_assets
 from prover_assets.assets.keys import Schedule, iteration_partitions, schedule_of
+from prover_assets.assets.preflight import preflight_assets
 from prover_assets.assets.problems import problem_assets
 from prover_assets.assets.report import report_assets
 from prover_assets.assets.sft import sft_assets
@@ -82,10 +83,11 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *report_assets(spec),
             *demo_assets(spec, schedule),
             *eta_assets(spec),
+            *preflight_assets(schedule),
         ],
         asset_checks=[*problem_checks(spec), *loop_checks(spec, schedule), *sft_checks(spec)],
         jobs=build_jobs(
-            launch_validation(resources),
+            lambda job: launch_validation(resources, job),
             unlaunchable=list(config.placeholders),
             iterations=iteration_partitions(spec.iterations),
         ),

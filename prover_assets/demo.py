@@ -1,9 +1,10 @@
 """`make demo`: the whole loop on CPU, against the instance under $DAGSTER_HOME.
 
 It first marks failed any run left dead by an earlier kill (so that no dead run holds the
-`heavy` pool), ends the children such runs left and removes their publishes' debris, then materializes `full_round` and `eta` in this process, so the runs,
-materializations and checks show in `make ui` afterwards, and ends by saying where the report
-is and how to open the UI. A config of several iterations (`make demo-iterations`) runs the
+`heavy` pool), ends the children such runs left and removes their publishes' debris, then runs
+the preflight (heavy jobs refuse to launch without one), `full_round` and `eta` in this process,
+so the runs, materializations and checks show in `make ui` afterwards, and ends by saying where
+the report is and how to open the UI. A config of several iterations (`make demo-iterations`) runs the
 baseline, then each iteration's partition of the `iteration` job in order (iteration i samples
 with iteration i-1's export), then the report. Run again after a kill, it resumes where the
 kill left it.
@@ -17,6 +18,7 @@ import dagster as dg
 
 from prover_assets.assets.keys import REPORT_KEY
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
+from prover_assets.preflight import PREFLIGHT_JOB
 from prover_assets.report.markdown import clock_time
 from prover_assets.sensors import sweep
 
@@ -26,11 +28,13 @@ ITERATION_JOB = "iteration"
 
 
 def launches(iterations: int) -> list[tuple[str, str | None]]:
-    """The jobs the demo runs, each with its partition: `full_round` for one iteration;
-    otherwise the baseline, each iteration in order, the report."""
+    """The jobs the demo runs, each with its partition: the preflight (heavy jobs need it), then
+    `full_round` for one iteration; otherwise the baseline, each iteration in order, the
+    report."""
     if iterations == 1:
-        return [(MAIN_JOB, None)]
+        return [(PREFLIGHT_JOB, None), (MAIN_JOB, None)]
     return [
+        (PREFLIGHT_JOB, None),
         ("baseline", None),
         *((ITERATION_JOB, str(i)) for i in range(1, iterations + 1)),
         ("report", None),

@@ -9,6 +9,8 @@ at launch; `full_round` is not offered there (the report needs every iteration f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dagster as dg
 
 from prover_assets.assets.keys import (
@@ -16,6 +18,7 @@ from prover_assets.assets.keys import (
     CANDIDATE,
     OPERATIONS_GROUP,
     POOL_ROUND_GROUP,
+    PREFLIGHT_GROUP,
     PROBLEMS_GROUP,
     REPORT_GROUP,
     SFT_GROUP,
@@ -25,6 +28,12 @@ __all__ = ["build_jobs"]
 
 
 _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
+    (
+        "preflight",
+        dg.AssetSelection.groups(PREFLIGHT_GROUP),
+        "Every check of the environment (config, model, Lean, memory, GPUs, prompt, a smoke "
+        "round, disk), in minutes: heavy jobs refuse to launch without a passing one.",
+    ),
     (
         "problems",
         dg.AssetSelection.groups(PROBLEMS_GROUP),
@@ -58,7 +67,7 @@ _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
     ),
     (
         "full_round",
-        dg.AssetSelection.all() - dg.AssetSelection.groups(OPERATIONS_GROUP),
+        dg.AssetSelection.all() - dg.AssetSelection.groups(OPERATIONS_GROUP, PREFLIGHT_GROUP),
         "Everything: problems, baseline, pool round, SFT, candidate, report.",
     ),
     (
@@ -80,12 +89,12 @@ _ITERATION_JOB = (
 
 
 def build_jobs(
-    run_config: dg.ConfigMapping,
+    run_config: Callable[[str], dg.ConfigMapping],
     *,
     unlaunchable: list[str] = (),
     iterations: dg.PartitionsDefinition | None = None,
 ) -> list[dg.UnresolvedAssetJobDefinition]:
-    """Every job, with `run_config` (the launch-time validation) as its config; `unlaunchable`
+    """Every job, with `run_config(job)` (the launch-time validation) as its config; `unlaunchable`
     (placeholders still in the config file) is said in each job's description. With
     `iterations` (a graph of several), the per-iteration jobs are partitioned by them."""
     note = (
@@ -97,7 +106,7 @@ def build_jobs(
     if iterations is None:
         return [
             dg.define_asset_job(
-                name, selection=selection, description=description + note, config=run_config
+                name, selection=selection, description=description + note, config=run_config(name)
             )
             for name, selection, description in _JOBS
         ]
@@ -110,7 +119,9 @@ def build_jobs(
             name,
             selection=selection,
             description=description + note,
-            config=per_iteration if name in (*_PER_ITERATION, _ITERATION_JOB[0]) else run_config,
+            config=per_iteration
+            if name in (*_PER_ITERATION, _ITERATION_JOB[0])
+            else run_config(name),
             partitions_def=iterations if name in (*_PER_ITERATION, _ITERATION_JOB[0]) else None,
         )
         for name, selection, description in jobs

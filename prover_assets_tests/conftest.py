@@ -108,9 +108,15 @@ def lean_workspace() -> Path | None:
 @pytest.fixture(scope="session")
 def demo_webserver(tmp_path_factory):
     """`dagster dev` on the demo config, shared by the Launchpad and browser tests (the later
-    ones reuse what the earlier ones materialized, as a user's relaunch does)."""
+    ones reuse what the earlier ones materialized, as a user's relaunch does), after a passing
+    preflight for it."""
+    from prover_assets.config import parse_run_config
+    from prover_assets.preflight import run_preflight
     from prover_assets_tests.processes import dagster_dev
 
     tmp = tmp_path_factory.mktemp("webserver")
-    with dagster_dev(tmp, demo_run_config(tmp / "data")) as url:
+    raw = demo_run_config(tmp / "data")
+    report, _ = run_preflight(parse_run_config(raw, "the webserver's config"))
+    assert report.passed, report.markdown()  # heavy jobs launch only after one
+    with dagster_dev(tmp, raw) as url:
         yield {"url": url, "data": tmp / "data"}

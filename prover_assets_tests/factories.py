@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import json
+from pathlib import Path
 from typing import Any
 
+from prover_assets.config import RunConfig, parse_run_config
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import alpha_sha, statement_sha
 from prover_assets.records import (
@@ -18,6 +22,7 @@ from prover_assets.records import (
     VerifierInfo,
     code_sha256,
 )
+from prover_assets_tests.conftest import full_demo_run_config
 
 # What a strict verifier records of its policy and backend (StrictVerifier.info.config).
 VERIFIER_CONFIG = {
@@ -178,3 +183,26 @@ def make_verification(
     }
     fields.update(overrides)
     return Verification(**fields)
+
+
+def preflight_config(data_root: Path) -> RunConfig:
+    """The shipped demo config, writing under `data_root`, as the preflight reads it."""
+    return parse_run_config(full_demo_run_config(data_root), "test config")
+
+
+def fake_workspace(folder: Path, *, mathlib: str = "a" * 40, repl: str = "b" * 40) -> Path:
+    """A folder with the two files the pins are read from (no Lean in it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lean-toolchain").write_text("leanprover/lean4:v4.9.0-rc1\n")
+    manifest = {"packages": [{"name": "mathlib", "rev": mathlib}, {"name": "REPL", "rev": repl}]}
+    (folder / "lake-manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def with_local_lean(raw: dict, workspace: Path, **settings: Any) -> dict:
+    """`raw` with the local Lean backend on `workspace` (no sandbox) and `settings`."""
+    raw = copy.deepcopy(raw)
+    raw["resources"]["lean"]["config"]["settings"] = {
+        "local": {"workspace": str(workspace), "sandbox": False, **settings}
+    }
+    return raw

@@ -42,6 +42,7 @@ def test_samples_per_problem_judges_the_launched_n_samples_not_the_built_one(tmp
     spec = launched["resources"]["experiment"]["config"]["spec"]
     spec["generation"]["n_samples"] = 2  # built: 4
     spec["report"].update(k=2, ks=[1, 2])
+    launched["resources"]["experiment"]["config"]["preflight_override"] = "a test of the checks"
     assert built["resources"]["experiment"]["config"]["spec"]["generation"]["n_samples"] == 4
     result = defs.resolve_job_def("baseline").execute_in_process(
         run_config=launched, raise_on_error=False

@@ -115,11 +115,11 @@ def test_a_launch_in_process_with_a_placeholder_fails_before_any_step_naming_it(
     path.write_text(yaml.safe_dump(raw))
     definitions = build_definitions(path)
     raw["resources"]["experiment"]["config"]["spec"]["model"]["path"] = "REPLACE_ME/model"
-    with pytest.raises(dg.DagsterError) as refused:
+    with pytest.raises(dg.DagsterInvalidConfigError) as refused:
         definitions.resolve_job_def("problems").execute_in_process(run_config=raw)
-    cause = str(refused.value.__cause__)  # the launch-time validation's ConfigError
-    assert "1 placeholder values" in cause
-    assert "resources.experiment.config.spec.model.path" in cause
+    (message,) = refused.value.error_messages  # the launch-time validation's ConfigError
+    assert "1 placeholder values" in message
+    assert "resources.experiment.config.spec.model.path" in message
     assert not (tmp_path / "data").exists()  # no step ran
 
 
@@ -155,6 +155,8 @@ def pools_by_asset(definitions) -> dict[str, str | None]:
 def expected_pool(key: str) -> str | None:
     """The pool each asset needs, from what it runs (a hand-built table of the graph's kinds)."""
     if key.startswith("generations/") or key in ("sft_checkpoint", "exported_model"):
+        return "gpu"
+    if key == "preflight_report":  # its smoke round loads the model on the GPUs
         return "gpu"
     if key.startswith("verdicts/") or key == "train_pool":
         return "lean"

@@ -84,7 +84,7 @@ def finished_round(tmp_path_factory):
     defs = build_definitions(config)
     outcomes = {}
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        for name in ("baseline", "pool_round"):
+        for name in ("preflight", "baseline", "pool_round"):
             outcomes[name] = run_job(defs, name, instance)
         stopped: dict = {}
         worker = threading.Thread(target=lambda: stopped.update(run=run_job(defs, "sft", instance)))

@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from prover_assets.assets.keys import generations_key
+from prover_assets.assets.keys import PREFLIGHT_KEY, generations_key
 from prover_assets.assets.metadata import OUTPUT_DIR, step_wall_s
 from prover_assets.definitions import build_definitions
 from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult, SamplePlan
@@ -325,3 +325,30 @@ def test_the_memory_plan_reads_the_snapshot_s_config_once_it_is_on_disk(tmp_path
     assert memory["training_memory_model_config"] == str(tiny_model_dir / "config.json")
     terms = {row.data["term"]: row.data["GiB"] for row in memory["training_memory"].records}
     assert terms["base weights"] < 0.01
+
+
+def test_a_preflight_figure_replaces_a_prior_and_a_measurement_replaces_it():
+    table = eta_table(
+        PLAN, {"sft_tokens_per_s": 5.0}, {"tokens_per_s": 10.0, "sft_tokens_per_s": 7.0}
+    )
+    rate = table["inputs"]["tokens_per_s"]
+    assert (rate["low"], rate["central"], rate["high"], rate["source"]) == (10, 10, 10, "preflight")
+    assert table["inputs"]["sft_tokens_per_s"]["central"] == 5.0
+    assert table["inputs"]["sft_tokens_per_s"]["source"] == "measured"
+    assert table["inputs"]["mean_completion_tokens"]["source"] == "prior"
+
+
+def test_the_eta_asset_takes_the_latest_preflights_rates_labelled_as_such(demo_defs):
+    job = demo_defs.resolve_job_def("operations")
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key=PREFLIGHT_KEY,
+                metadata={"figures": dg.MetadataValue.json({"tokens_per_s": 1234.0})},
+            )
+        )
+        run = job.execute_in_process(instance=instance)
+    metadata = run.asset_materializations_for_node("eta")[0].metadata
+    assert metadata["inputs_from_preflight"].value == 1
+    rate = metadata["table"].value["inputs"]["tokens_per_s"]
+    assert (rate["central"], rate["source"]) == (1234.0, "preflight")

@@ -36,10 +36,13 @@ def user_setup(tmp_path_factory):
         pass  # create the SQLite storage first: two processes creating it at once can race
     daemon = [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"]
     with process_group(daemon, cwd=ROOT, env=env, log_path=tmp / "daemon.log"):
-        yield {"home": home, "config": config, "env": env, "data": tmp / "data"}
+        setup = {"home": home, "config": config, "env": env, "data": tmp / "data"}
+        setup["refused"] = launch(setup, "baseline")  # before any preflight
+        setup["preflight"] = launch_and_wait(setup, "preflight")
+        yield setup
 
 
-def launch_and_wait(setup: dict, job: str, timeout: float = 600) -> dg.DagsterRun:
+def launch(setup: dict, job: str) -> subprocess.CompletedProcess:
     command = [
         BIN / "dagster",
         "job",
@@ -51,9 +54,13 @@ def launch_and_wait(setup: dict, job: str, timeout: float = 600) -> dg.DagsterRu
         "-c",
         str(setup["config"]),
     ]
-    launched = subprocess.run(
+    return subprocess.run(
         command, cwd=ROOT, env=setup["env"], capture_output=True, text=True, timeout=300
     )
+
+
+def launch_and_wait(setup: dict, job: str, timeout: float = 600) -> dg.DagsterRun:
+    launched = launch(setup, job)
     assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
     deadline = time.monotonic() + timeout
     with dg.DagsterInstance.from_config(str(setup["home"])) as instance:
@@ -77,6 +84,25 @@ def materializations(setup: dict, run_id: str) -> dict[str, dict]:
             }
             for r in records
         }
+
+
+def test_a_heavy_job_launched_before_any_preflight_is_refused_saying_what_to_run(user_setup):
+    refused = user_setup["refused"]
+    assert refused.returncode != 0
+    output = refused.stdout + refused.stderr
+    assert "job 'baseline' refused: no preflight has run for this config" in output
+    assert "make preflight" in output
+    with dg.DagsterInstance.from_config(str(user_setup["home"])) as instance:
+        assert [run.job_name for run in instance.get_runs()] == ["preflight"]  # none for it
+
+
+def test_the_preflight_job_launched_from_the_cli_passes_with_its_report(user_setup):
+    run = user_setup["preflight"]
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    (metadata,) = materializations(user_setup, run.run_id).values()
+    assert metadata["passed"] is True
+    assert metadata["report"].startswith("# Preflight PASSED")
+    assert metadata["figures"]["tokens_per_s"] > 0
 
 
 def test_baseline_launch_then_relaunch_resumes_without_recomputing(user_setup):

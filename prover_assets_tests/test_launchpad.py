@@ -126,14 +126,31 @@ def test_every_job_launched_unedited_from_the_launchpad_succeeds(webserver, job)
     assert wait_for(webserver, launched["run"]["runId"]) == "SUCCESS"
 
 
+def refusal(launched: dict) -> str:
+    """The message of a launch the launch-time validation refused: Dagster's own config error
+    (raised as the code server builds the plan), not an unexpected error of user code, and no
+    stack trace of ours beneath it."""
+    assert launched["__typename"] == "PythonError", launched
+    assert launched["cause"] is None, launched
+    message = launched["message"]
+    assert message.startswith("dagster._core.errors.DagsterInvalidConfigError: Error in config")
+    return message
+
+
 def test_a_launch_with_placeholders_is_refused_naming_every_one(webserver):
     p2 = yaml.safe_load((CONFIGS / "p2.yaml").read_text())
     expected = placeholders(p2)
     assert len(expected) == 11  # data_root, 4 shard paths and sha256s, the model, the workspace
     launched = launch(webserver, "baseline", p2)
-    assert launched["__typename"] == "PythonError", launched
-    message = launched["cause"]["message"] if launched.get("cause") else launched["message"]
+    message = refusal(launched)
     assert f"{len(expected)} placeholder values" in message
-    assert [line.strip() for line in message.splitlines()[1:] if line.strip()][
-        : len(expected)
-    ] == expected
+    listed = message.split("placeholder values", 1)[1].splitlines()[1:]
+    assert [line.strip() for line in listed if line.strip()][: len(expected)] == expected
+
+
+def test_a_heavy_job_whose_config_has_no_preflight_is_refused_at_launch(webserver):
+    run_config = scaffold(webserver, "baseline")
+    run_config["resources"]["experiment"]["config"]["spec"]["generation"]["temperature"] = 0.7
+    message = refusal(launch(webserver, "baseline", run_config))
+    assert "job 'baseline' refused: no preflight has run for this config" in message
+    assert "The last passing preflight" in message  # the webserver's, for another config

@@ -451,8 +451,9 @@ def _terminal_answer(argv):
 
 
 def test_the_terminal_passes_newlines_as_they_are_written():
-    # Raw mode: no output processing, so `\n` never arrives as `\r\n`.
-    process = ReplProcess(["printf", "a\\nb\\n"], sandbox=False)
+    # Raw mode: no output processing, so `\n` never arrives as `\r\n`. The writer stays alive:
+    # once the terminal's last writer has exited, Linux may answer EIO before the bytes arrive.
+    process = ReplProcess(["sh", "-c", "printf 'a\\nb\\n'; sleep 30"], sandbox=False)
     process.start()
     try:
         received = b""

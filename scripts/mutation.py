@@ -60,6 +60,8 @@ TARGETS: dict[str, list[str]] = {
     # Stamps are read back through manifests (outputs) and model revisions.
     "records/hashing.py": ["test_records.py", "test_consumers.py", "test_revision.py"],
     "generation/revision.py": ["test_revision.py"],
+    "preflight/gate.py": ["test_preflight_gate.py"],
+    "preflight/environment.py": ["test_preflight_environment.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.
 CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}

@@ -30,11 +30,18 @@ from prover_assets.assets.keys import (
     verdicts_key,
 )
 from prover_assets.assets.metadata import latest_result, step_wall_s
-from prover_assets.config import ExperimentSpec, is_placeholder, resolve_path
+from prover_assets.assets.preflight import preflight_figures
+from prover_assets.config import ExperimentSpec, is_placeholder
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records.outputs import StageResult
-from prover_assets.report.eta import BOUNDS, RoundPlan, eta_table, measured_inputs
+from prover_assets.report.eta import (
+    BOUNDS,
+    RoundPlan,
+    eta_table,
+    eval_problems_upper_bound,
+    measured_inputs,
+)
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource
@@ -51,14 +58,10 @@ R = TypeVar("R", bound=StageResult)
 def _eval_problem_count(
     spec: ExperimentSpec, eval_set: str, materialized: EvalSetResult | None
 ) -> int:
-    """Measured when the set is materialized; before that, its limit or its file's line count (an
-    upper bound when a filter drops problems)."""
+    """Measured when the set is materialized; before that, the bound from its file."""
     if materialized is not None:
         return materialized.written
-    eval_spec = spec.eval_sets[eval_set]
-    path = resolve_path(eval_spec.file.path, f"eval_sets.{eval_set}.file.path")
-    lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return min(lines, eval_spec.limit) if eval_spec.limit else lines
+    return eval_problems_upper_bound(spec, eval_set)
 
 
 def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
@@ -115,18 +118,24 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             generation_walls=walled(generation_keys, GenerationBatchResult),
             verification_walls=walled(verdict_keys, VerificationResult),
         )
-        table = eta_table(_round_plan(spec, instance), measured)
+        table = eta_table(_round_plan(spec, instance), measured, preflight_figures(instance))
         total = table["total_hours"]
         measured_count = sum(i["source"] == "measured" for i in table["inputs"].values())
+        preflight_count = sum(i["source"] == "preflight" for i in table["inputs"].values())
         context.log.info(
             f"full round: {clock_time(total['central'] * 3600)} central "
             f"({clock_time(total['low'] * 3600)} to {clock_time(total['high'] * 3600)}); "
-            f"{measured_count} of {len(table['inputs'])} inputs measured"
+            f"{measured_count} of {len(table['inputs'])} inputs measured, {preflight_count} from "
+            "the preflight's smoke round"
         )
         memory = _memory_metadata(spec)
         context.log.info(f"training memory: {memory['training_memory_peak']}")
         return dg.MaterializeResult(
-            metadata={**_eta_metadata(spec.name, table, measured_count), **memory}
+            metadata={
+                **_eta_metadata(spec.name, table, measured_count),
+                "inputs_from_preflight": preflight_count,
+                **memory,
+            }
         )
 
     return [eta]
@@ -232,7 +241,13 @@ def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict
         dg.TableSchema(
             [dg.TableColumn("input", "string")]
             + [dg.TableColumn(b, "float") for b in BOUNDS]
-            + [dg.TableColumn("source", "string", description="measured or prior")]
+            + [
+                dg.TableColumn(
+                    "source",
+                    "string",
+                    description="measured by a full step, by the preflight's smoke round, or a prior",
+                )
+            ]
         ),
     )
     plot = bar_plot(

@@ -19,6 +19,8 @@ __all__ = [
     "OPERATIONS_GROUP",
     "POOL_CANDIDATES_KEY",
     "POOL_ROUND_GROUP",
+    "PREFLIGHT_GROUP",
+    "PREFLIGHT_KEY",
     "PROBLEMS_GROUP",
     "REPORT_GROUP",
     "REPORT_KEY",
@@ -79,6 +81,7 @@ REPORT_GROUP = "report"
 CANDIDATE = "candidate"
 POOL_ROUND_GROUP = "pool_round"
 OPERATIONS_GROUP = "operations"  # about the run, not the experiment (e.g. the ETA)
+PREFLIGHT_GROUP = "preflight"  # the environment checked before heavy jobs may launch
 
 TRAIN_POOL = dg.AssetKey(["train_pool"])
 DEMO_BASE_MODEL = dg.AssetKey(["demo_base_model"])
@@ -89,6 +92,7 @@ DECONTAMINATION_KEY = dg.AssetKey(["decontamination_sets"])
 POOL_CANDIDATES_KEY = dg.AssetKey(["train_pool_candidates"])
 REPORT_KEY = dg.AssetKey(["eval_report"])
 ETA_KEY = dg.AssetKey(["eta"])
+PREFLIGHT_KEY = dg.AssetKey(["preflight_report"])
 
 
 def eval_set_key(name: str) -> dg.AssetKey:

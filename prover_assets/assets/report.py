@@ -22,6 +22,7 @@ from prover_assets.assets.keys import (
 from prover_assets.assets.metadata import OUTPUT_DIR
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.preflight import HEAVY_JOBS
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
@@ -80,7 +81,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             pool_rounds(spec, experiment, first),
             prereg_path=Path(report.prereg),
             config_files=[Path(experiment.source)] if experiment.source else [],
-            settings=_report_settings(spec, config),
+            settings=_report_settings(spec, config, preflight_overrides(context.instance)),
             config=spec.model_dump(mode="json"),
             iterations=_iteration_inputs(spec, experiment, pairs),
         )
@@ -167,7 +168,26 @@ def _iteration_inputs(
     )
 
 
-def _report_settings(spec: ExperimentSpec, config: ReportConfig) -> ReportSettings:
+def preflight_overrides(instance: dg.DagsterInstance) -> tuple[str, ...]:
+    """Every heavy run of the instance launched with `preflight_override`, oldest first, as
+    "run <id> (job <name>, <when>): <reason>". All of them, not only those whose outputs the
+    report reads: a reused output was made by an earlier run, and this never hides one."""
+    found = []
+    for job in sorted(HEAVY_JOBS):
+        for run in instance.get_run_records(dg.RunsFilter(job_name=job)):
+            config = run.dagster_run.run_config.get("resources", {}).get("experiment", {})
+            reason = config.get("config", {}).get("preflight_override")
+            if reason:
+                found.append((run.create_timestamp, run.dagster_run.run_id, job, reason))
+    return tuple(
+        f"run {run_id} (job {job}, {when:%Y-%m-%d %H:%M} UTC): {reason}"
+        for when, run_id, job, reason in sorted(found)
+    )
+
+
+def _report_settings(
+    spec: ExperimentSpec, config: ReportConfig, overrides: tuple[str, ...]
+) -> ReportSettings:
     report = spec.report
     return ReportSettings(
         experiment=spec.name,
@@ -180,6 +200,7 @@ def _report_settings(spec: ExperimentSpec, config: ReportConfig) -> ReportSettin
         power_fractions=tuple(report.power_discordant_fractions),
         power_gains_points=tuple(report.power_gains_points),
         allow_design_mismatch=config.allow_design_mismatch,
+        preflight_overrides=overrides,
         endpoints={
             name: spec_set.endpoint
             for name, spec_set in spec.eval_sets.items()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
@@ -26,6 +27,7 @@ __all__ = [
     "Range",
     "RoundPlan",
     "eta_table",
+    "eval_problems_upper_bound",
     "fixed_steps",
     "measured_inputs",
 ]
@@ -66,19 +68,23 @@ STARTUP_INPUTS = ("generation startup s", "verification startup s")
 
 @dataclass(frozen=True)
 class Range:
-    """A low / central / high estimate, and where it came from (measured or prior)."""
+    """A low / central / high estimate, and where it came from: `measured` by a full step, by
+    the `preflight`'s smoke round, or a `prior`."""
 
     low: float
     central: float
     high: float
-    measured: bool
+    source: str
 
     @classmethod
-    def of(cls, name: str, measured: Mapping[str, float]) -> Range:
-        if name in measured:
-            value = float(measured[name])
-            return cls(value, value, value, True)
-        return cls(*PRIORS[name], False)
+    def of(
+        cls, name: str, measured: Mapping[str, float], preflight: Mapping[str, float] | None = None
+    ) -> Range:
+        for source, found in (("measured", measured), ("preflight", preflight or {})):
+            if name in found:
+                value = float(found[name])
+                return cls(value, value, value, source)
+        return cls(*PRIORS[name], "prior")
 
     def values(self) -> tuple[float, float, float]:
         return (self.low, self.central, self.high)
@@ -155,7 +161,7 @@ def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, 
     # the first round's unsolved share (an over-estimate).
     children = Range(
         *(pool_samples * u * plan.samples_per_parent for u in inputs["unsolved_share"].values()),
-        False,
+        inputs["unsolved_share"].source,
     )
     for round in range(1, plan.correction_rounds + 1):
         steps += _sample_steps(f"pool correction round {round}", children, plan.pool_cap, inputs)
@@ -177,15 +183,27 @@ def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, 
     return [*steps, {"step": f"SFT training{seeds}", **training}]
 
 
+def eval_problems_upper_bound(spec: ExperimentSpec, eval_set: str) -> int:
+    """An eval set's problem count before it is materialized: its limit or its file's line count
+    (an upper bound when a filter drops problems)."""
+    eval_spec = spec.eval_sets[eval_set]
+    path = resolve_path(eval_spec.file.path, f"eval_sets.{eval_set}.file.path")
+    lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return min(lines, eval_spec.limit) if eval_spec.limit else lines
+
+
 def _fixed(count: float) -> Range:
-    return Range(count, count, count, True)
+    return Range(count, count, count, "measured")
 
 
-def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
-    """Hours per step and in total (low / central / high), and each input with its source."""
+def eta_table(
+    plan: RoundPlan, measured: Mapping[str, float], preflight: Mapping[str, float] | None = None
+) -> dict[str, Any]:
+    """Hours per step and in total (low / central / high), and each input with its source:
+    measured by full steps, else by the preflight's smoke round (`preflight`), else a prior."""
     names = [n for n in INPUTS if n not in FIXED_PRIORS_S or n in STARTUP_INPUTS]
     names += fixed_steps(plan)
-    inputs = {name: Range.of(name, measured) for name in names}
+    inputs = {name: Range.of(name, measured, preflight) for name in names}
 
     def hours(name: str) -> dict[str, float]:
         return _combine(lambda v: plan.repeats(name) * v / 3600, inputs[name])
@@ -223,7 +241,7 @@ def eta_table(plan: RoundPlan, measured: Mapping[str, float]) -> dict[str, Any]:
         "inputs": {
             name: {
                 **dict(zip(BOUNDS, r.values(), strict=True)),
-                "source": "measured" if r.measured else "prior",
+                "source": r.source,
             }
             for name, r in inputs.items()
         },

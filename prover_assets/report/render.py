@@ -29,6 +29,7 @@ __all__ = [
     "file_image",
     "limitations",
     "plot_name",
+    "preflight_provenance",
     "render_html",
     "render_markdown",
     "render_plots",
@@ -521,7 +522,26 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
         f"{summary['package_version']}. Every input and artifact, with its sha256, is listed in "
         "`manifest.json`; `verify_bundle` re-checks them.\n"
     )
+    parts += preflight_provenance(summary["preflight_overrides"])
     return "\n".join(parts)
+
+
+def preflight_provenance(overrides: Sequence[str]) -> list[str]:
+    """The provenance lines on preflights: each heavy run launched without a passing one, with
+    its reason, or that there was none."""
+    if not overrides:
+        return [
+            "No heavy job of this instance (baseline, pool_round, sft, candidate_eval, "
+            "full_round, iteration) was launched with `preflight_override`: each launched after "
+            "a passing preflight for its config, pins and code. (Assets materialized one by one, "
+            "outside these jobs, are not gated.)\n"
+        ]
+    return [
+        f"**{len(overrides)} heavy runs were launched WITHOUT a passing preflight** "
+        "(`preflight_override`), with these reasons:\n",
+        *(f"- {line}" for line in overrides),
+        "",
+    ]
 
 
 _HTML_PAGE = """<!doctype html>

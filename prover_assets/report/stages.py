@@ -59,6 +59,8 @@ class ReportSettings:
     allow_design_mismatch: str | None = None
     # What each eval set's comparison is, in the config's words ("S2, registered secondary").
     endpoints: Mapping[str, str] = field(default_factory=dict)
+    # Each heavy run launched without a passing preflight: "run <id> (job <name>): <reason>".
+    preflight_overrides: tuple[str, ...] = ()
 
 
 @dataclass
@@ -178,6 +180,7 @@ def build_report(
         "simulated_rule": measured.simulated_rule,
         "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
         "package_version": __version__,
+        "preflight_overrides": list(settings.preflight_overrides),
     }
     if iterations is not None:
         summary |= _iteration_summary(measured, iterations, settings)

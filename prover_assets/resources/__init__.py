@@ -13,6 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+from dagster._config.errors import DagsterEvaluationErrorReason, EvaluationError
+from dagster._config.stack import EvaluationStackRoot
+from dagster._core.storage.tags import PARTITION_NAME_TAG as PARTITION_TAG
+from dagster._utils.error import SerializableErrorInfo
 from pydantic import Field, PrivateAttr
 
 from prover_assets.config import (
@@ -22,6 +26,7 @@ from prover_assets.config import (
     ExperimentSpec,
     LeanSettings,
     RunConfig,
+    load_run_config,
     parse_engine_settings,
     parse_experiment_spec,
     parse_lean_settings,
@@ -32,6 +37,7 @@ from prover_assets.config import (
     same_shape,
 )
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
+from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
@@ -74,10 +80,28 @@ class ExperimentResource(dg.ConfigurableResource):
 
     spec: ExperimentConfig  # type: ignore[valid-type]
     source: str = ""  # the config file the spec was read from (hashed into the report's inputs)
+    preflight_override: str = Field(
+        default="",
+        description="A reason to run a heavy job without a passing preflight for this config, "
+        "pins and code: the run records it and the report prints it. Leave empty.",
+    )
     _model: ExperimentSpec | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self.model()  # a bad value fails the run here, before any step's work
+        spec = self.model()  # a bad value fails the run here, before any step's work
+        run = context.dagster_run
+        # A partitioned job has no launch-time ConfigMapping: its preflight is required here,
+        # before any step; its run config is the file's (PartitionedConfig), so its sections are.
+        if (
+            run is not None
+            and run.job_name in HEAVY_JOBS
+            and PARTITION_TAG in run.tags
+            and not self.preflight_override
+        ):
+            from_file = load_run_config(self.source)
+            require_passing_preflight(
+                from_file.model_copy(update={"experiment": spec}), run.job_name
+            )
 
     def model(self, built: ExperimentSpec | None = None) -> ExperimentSpec:
         """The validated spec (parsed once); with `built`, also checks it has the asset graph's
@@ -229,10 +253,27 @@ def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:
     }
 
 
-def launch_validation(resources: dict[str, dg.ConfigurableResource]) -> dg.ConfigMapping:
-    """The jobs' run config, checked whole when a run is created (the Launchpad's launch and
+def invalid_config(job: str, exc: ConfigError, run_config: dict) -> dg.DagsterInvalidConfigError:
+    """`exc` as Dagster's own config error: the Launchpad and `dagster job launch` show its
+    message as the run config's error (as for a value of the wrong type), not as an unexpected
+    error of user code with a stack trace."""
+    message = str(exc)
+    error = EvaluationError(
+        stack=EvaluationStackRoot(),
+        reason=DagsterEvaluationErrorReason.FAILED_POST_PROCESSING,
+        message=message,
+        error_data=SerializableErrorInfo(message=message, stack=[], cls_name=type(exc).__name__),
+    )
+    return dg.DagsterInvalidConfigError(f"Error in config for job {job}", [error], run_config)
+
+
+def launch_validation(resources: dict[str, dg.ConfigurableResource], job: str) -> dg.ConfigMapping:
+    """`job`'s run config, checked whole when a run is created (the Launchpad's launch and
     `dagster job launch` alike): every placeholder left and every invalid value is the launch
-    error, at once, before any step starts. The schema is the resources' own, with defaults."""
+    error, at once, before any step starts; a heavy job also needs a passing preflight for this
+    config, pins and code (or `preflight_override`). The preflight job itself takes
+    placeholders: it names them as its first failed check. The schema is the resources' own,
+    with defaults."""
     schema = {
         "resources": dg.Field(
             {
@@ -245,8 +286,15 @@ def launch_validation(resources: dict[str, dg.ConfigurableResource]) -> dg.Confi
     }
 
     def validated(run_config: dict) -> dict:
-        require_no_placeholders(run_config, "this run's config")
-        parse_run_config(run_config, "this run's config")
+        try:
+            if job != PREFLIGHT_JOB:
+                require_no_placeholders(run_config, "this run's config")
+            config = parse_run_config(run_config, "this run's config")
+            experiment = run_config["resources"]["experiment"]["config"]
+            if job in HEAVY_JOBS and not experiment.get("preflight_override"):
+                require_passing_preflight(config, job)
+        except ConfigError as exc:
+            raise invalid_config(job, exc, run_config) from None
         return run_config
 
     return dg.ConfigMapping(config_fn=validated, config_schema=schema)

@@ -27,6 +27,7 @@ import requests
 from prover_assets.config import (
     REMOTE_PINS,
     LeanSettings,
+    LocalLeanSettings,
     RemoteLeanSettings,
     SimulatedLeanSettings,
     require_filled,
@@ -78,6 +79,7 @@ __all__ = [
     "backend_from_settings",
     "batch_header",
     "self_test",
+    "settings_pins",
 ]
 
 SIMULATOR_MODULE = "prover_assets.verify.simulator"
@@ -375,12 +377,8 @@ def _shift(item: dict[str, Any], offset: int) -> dict[str, Any]:
 
 def backend_from_settings(settings: LeanSettings) -> LeanBackend:
     """The backend the settings describe."""
+    pins = settings_pins(settings)
     if isinstance(settings, RemoteLeanSettings):
-        pins = Pins(
-            **{k: settings.expected_pins[k] for k in REMOTE_PINS},
-            backend="remote",
-            simulated=False,
-        )
         return RemoteBackend(
             settings.url,
             pins=pins,
@@ -404,15 +402,32 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
         command += ["--seed", str(settings.seed)]
         if settings.accept_share is not None:
             command += ["--accept-share", str(settings.accept_share)]
-        pins = simulated_pins(f"{SIMULATOR_MODULE}, rule {settings.rule}, seed {settings.seed}")
         rule = describe_rule(settings.rule, settings.seed, settings.accept_share)
         return LocalReplBackend(command, pins=pins, simulated_rule=rule, **common)
-    workspace = Path(
+    return LocalReplBackend(settings.command, pins=pins, cwd=_workspace(settings), **common)
+
+
+def _workspace(settings: LocalLeanSettings) -> Path:
+    return Path(
         require_filled(settings.workspace, "resources.lean.config.settings.local.workspace")
     )
-    pins = read_workspace_pins(workspace)
+
+
+def settings_pins(settings: LeanSettings) -> Pins:
+    """The pins of the verifier `settings` describe: read from the local workspace (and
+    checked against `expected_pins`, raising `PinError`), a server's declared ones, or the
+    simulator's (labelled SIMULATED)."""
+    if isinstance(settings, RemoteLeanSettings):
+        return Pins(
+            **{k: settings.expected_pins[k] for k in REMOTE_PINS},
+            backend="remote",
+            simulated=False,
+        )
+    if isinstance(settings, SimulatedLeanSettings):
+        return simulated_pins(f"{SIMULATOR_MODULE}, rule {settings.rule}, seed {settings.seed}")
+    pins = read_workspace_pins(_workspace(settings))
     check_expected_pins(pins, settings.expected_pins)
-    return LocalReplBackend(settings.command, pins=pins, cwd=workspace, **common)
+    return pins
 
 
 def batch_header(headers: Iterable[str]) -> str:

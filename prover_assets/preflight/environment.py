@@ -1,0 +1,637 @@
+"""The preflight's checks of the environment: the config, the model folder, the Lean workspace,
+host memory, the GPUs, the prompt the tokenizer renders, the disk.
+
+Each check is a function returning a `PreflightCheck` with what it measured, the threshold, and
+what to do when it fails. A check never raises for what it checks: an exception is its failure,
+with the exception's message as what was measured.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from prover_assets.config import (
+    LocalLeanSettings,
+    RemoteLeanSettings,
+    RunConfig,
+    SimulatedLeanSettings,
+    is_placeholder,
+    resolve_path,
+)
+from prover_assets.generation.prompts import render_prompt, round0_messages
+from prover_assets.generation.revision import model_revision
+from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.repl import ReplProcess, memory_limit
+from prover_assets.preflight.model import CheckStatus, PreflightCheck
+from prover_assets.problems.eval_sets import load_minif2f
+from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
+
+__all__ = [
+    "GOLDEN_PROBLEM",
+    "GOLDEN_PROMPT",
+    "MIB",
+    "ReplMeasure",
+    "blocked",
+    "config_paths",
+    "disk_check",
+    "golden_prompt_check",
+    "gpu_check",
+    "host_memory_check",
+    "import_check",
+    "model_files_check",
+    "model_revision_check",
+    "paths_check",
+    "pins_check",
+    "placeholders_check",
+    "repl_command",
+    "round_footprint_bytes",
+    "round_trip_check",
+    "timed",
+]
+
+MIB = 1 << 20
+GOLDEN_PROBLEM = "mathd_algebra_478"  # the first miniF2F problem of the shipped copy
+GOLDEN_PROMPT = f"golden/minif2f-{GOLDEN_PROBLEM}.prompt.txt"  # under prover_assets/data
+# A REPL command that needs no import: the round trip measures the REPL, not Mathlib.
+ROUND_TRIP_COMMAND = "example : 1 + 1 = 2 := rfl"
+# Host memory a vLLM engine child holds beside its GPU (CUDA context, the scheduler, the
+# tokenizer, pinned buffers): vLLM's own estimate for the CPU side of a worker is a few GiB.
+ENGINE_HOST_GIB = 6.0
+
+
+def timed(
+    name: str,
+    threshold: str,
+    remedy: str,
+    measure: Callable[[], tuple[CheckStatus, str, dict[str, float]]],
+) -> PreflightCheck:
+    """Run `measure` (status, what it measured, figures) as the check `name`; an exception is
+    the check's failure, its message what was measured."""
+    started = time.monotonic()
+    try:
+        status, measured, figures = measure()
+    except Exception as exc:
+        status, measured, figures = CheckStatus.FAILED, f"{type(exc).__name__}: {exc}", {}
+    return PreflightCheck(
+        name=name,
+        status=status,
+        measured=measured,
+        threshold=threshold,
+        remedy=remedy,
+        seconds=round(time.monotonic() - started, 3),
+        figures=figures,
+    )
+
+
+def blocked(name: str, needs: str, threshold: str, remedy: str) -> PreflightCheck:
+    """A check not run because `needs` failed."""
+    return PreflightCheck(
+        name=name,
+        status=CheckStatus.BLOCKED,
+        measured=f"not run: {needs} failed",
+        threshold=threshold,
+        remedy=f"fix {needs} first; then: {remedy}",
+        seconds=0.0,
+    )
+
+
+def _verdict(ok: bool) -> CheckStatus:
+    return CheckStatus.PASSED if ok else CheckStatus.FAILED
+
+
+def placeholders_check(config: RunConfig) -> PreflightCheck:
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        found = config.placeholders
+        listed = f": {', '.join(found)}" if found else ""
+        return _verdict(not found), f"{len(found)} placeholders{listed}", {}
+
+    return timed(
+        "config.placeholders",
+        "0 `REPLACE_ME` values",
+        f"fill in each listed key of {config.source}",
+        measure,
+    )
+
+
+def config_paths(config: RunConfig) -> dict[str, str]:
+    """Every path the config names (a placeholder left out: the check above names it), by its
+    key path."""
+    spec = config.experiment
+    paths = {
+        f"eval_sets.{name}.file.path": eval_set.file.path
+        for name, eval_set in spec.eval_sets.items()
+    }
+    paths |= {f"pool.shards[{i}].path": shard.path for i, shard in enumerate(spec.pool.shards)}
+    paths["report.prereg"] = spec.report.prereg
+    if spec.model.path is not None:
+        paths["model.path"] = spec.model.path
+    if isinstance(config.lean, LocalLeanSettings):
+        paths["lean.workspace"] = config.lean.workspace
+    return {where: value for where, value in paths.items() if not is_placeholder(value)}
+
+
+def paths_check(config: RunConfig) -> PreflightCheck:
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        paths = config_paths(config)
+        missing = [
+            f"{where} ({value})"
+            for where, value in paths.items()
+            if not resolve_path(value, where).exists()
+        ]
+        root = Path(config.experiment.data_root).expanduser()
+        parent = next((p for p in [root, *root.parents] if p.exists()), None)
+        if not is_placeholder(config.experiment.data_root) and (
+            parent is None or not _writable(parent)
+        ):
+            missing.append(f"data_root {root} (no writable folder above it)")
+        found = len(paths) - sum(1 for m in missing if not m.startswith("data_root"))
+        text = f"{found} of {len(paths)} paths exist" + (
+            f"; missing: {', '.join(missing)}" if missing else ""
+        )
+        return _verdict(not missing), text, {}
+
+    return timed(
+        "config.paths",
+        "every path the config names exists; data_root is writable",
+        "create or download what is missing, or correct the path in the config",
+        measure,
+    )
+
+
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    weights: list[str]
+    tokenizer: list[str]
+    chat_template: str | None
+
+
+def model_files(folder: Path) -> ModelFiles:
+    """What a model folder holds of weights, tokenizer and chat template."""
+    weights = sorted(p.name for p in folder.glob("*.safetensors"))
+    tokenizer = sorted(
+        name
+        for name in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+        if (folder / name).is_file()
+    )
+    template = None
+    if (folder / "chat_template.jinja").is_file():
+        template = "chat_template.jinja"
+    elif (folder / "tokenizer_config.json").is_file():
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        template = "tokenizer_config.json" if config.get("chat_template") else None
+    return ModelFiles(weights, tokenizer, template)
+
+
+def model_files_check(folder: Path | None, why_none: str) -> PreflightCheck:
+    remedy = (
+        "download the whole snapshot (weights *.safetensors, tokenizer.json, tokenizer_config.json "
+        "with its chat template) into model.path"
+    )
+    threshold = "weights, a tokenizer and a chat template"
+    if folder is None:
+        return _not_applicable("model.files", why_none, threshold, remedy)
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        found = model_files(folder)
+        missing = [
+            what
+            for what, present in (
+                ("weights", found.weights),
+                (
+                    "tokenizer",
+                    "tokenizer_config.json" in found.tokenizer and len(found.tokenizer) > 1,
+                ),
+                ("chat template", found.chat_template),
+            )
+            if not present
+        ]
+        text = (
+            f"{len(found.weights)} weight shards, tokenizer {found.tokenizer}, chat template in "
+            f"{found.chat_template}"
+        )
+        return (
+            _verdict(not missing),
+            text + (f"; missing: {', '.join(missing)}" if missing else ""),
+            {},
+        )
+
+    return timed("model.files", threshold, remedy, measure)
+
+
+def model_revision_check(
+    folder: Path | None, declared: str | None, why_none: str
+) -> PreflightCheck:
+    threshold = (
+        f"the folder is model.revision {declared}"
+        if declared
+        else "the revision this project recorded matches the weights"
+    )
+    remedy = "download the revision the config names, or correct model.revision"
+    if folder is None:
+        return _not_applicable("model.revision", why_none, threshold, remedy)
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        return CheckStatus.PASSED, f"{folder} is {model_revision(folder, declared)}", {}
+
+    return timed("model.revision", threshold, remedy, measure)
+
+
+def _not_applicable(name: str, why: str, threshold: str, remedy: str) -> PreflightCheck:
+    return PreflightCheck(
+        name=name,
+        status=CheckStatus.NOT_APPLICABLE,
+        measured=why,
+        threshold=threshold,
+        remedy=remedy,
+        seconds=0.0,
+    )
+
+
+def pins_check(config: RunConfig) -> PreflightCheck:
+    lean = config.lean
+    expected = getattr(lean, "expected_pins", {})
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        pins = settings_pins(lean)
+        read = ", ".join(
+            f"{k} {getattr(pins, k)}" for k in ("lean_version", "mathlib_rev", "repl_rev")
+        )
+        if isinstance(lean, SimulatedLeanSettings):
+            return CheckStatus.NOT_APPLICABLE, f"SIMULATED verifier: {read}", {}
+        if isinstance(lean, RemoteLeanSettings):
+            return CheckStatus.PASSED, f"declared by the config for the server: {read}", {}
+        return CheckStatus.PASSED, f"read from the workspace: {read}", {}
+
+    return timed(
+        "lean.pins",
+        f"each expected pin a prefix of the workspace's ({expected or 'none expected'})",
+        "build the registered workspace (`make lean-workspace`), or point lean.workspace at it",
+        measure,
+    )
+
+
+def repl_command(config: RunConfig) -> tuple[list[str], Path | None] | None:
+    """The command and folder of one REPL as the verifier starts it (None for a server)."""
+    lean = config.lean
+    if isinstance(lean, SimulatedLeanSettings):
+        import sys
+
+        return [
+            sys.executable,
+            "-m",
+            SIMULATOR_MODULE,
+            "--rule",
+            lean.rule,
+            "--seed",
+            str(lean.seed),
+        ], None
+    if isinstance(lean, LocalLeanSettings):
+        return list(lean.command), Path(lean.workspace)
+    return None
+
+
+@dataclass
+class ReplMeasure:
+    """What the REPL checks measured, for the checks after them."""
+
+    round_trip_s: float | None = None
+    import_s: float | None = None
+    resident_mb: float | None = None
+    address_space_mb: float | None = None
+
+
+def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure) -> PreflightCheck:
+    threshold = f"an answer within {timeout_s:g} s of starting the REPL"
+    remedy = (
+        "start the REPL by hand in the workspace (`lake exe repl`, then "
+        '`{"cmd": "example : 1 + 1 = 2 := rfl"}` and a blank line): if it never answers, rebuild '
+        "it (`lake build repl`); if it answers slowly, the host is overloaded"
+    )
+    found = repl_command(config)
+    lean = config.lean
+    if found is None or isinstance(lean, RemoteLeanSettings):
+        return _not_applicable(
+            "lean.round_trip", "a Lean server: the self-test is its round trip", threshold, remedy
+        )
+    command, cwd = found
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        started = time.monotonic()
+        # as the verifier starts it: its memory cap, its sandbox
+        process = ReplProcess(
+            command, cwd=cwd, memory_cap_mb=lean.memory_cap_mb, sandbox=lean.sandbox
+        )
+        process.start()
+        try:
+            answer = process.send({"cmd": ROUND_TRIP_COMMAND}, timeout_s)
+        finally:
+            process.close()
+        seconds = time.monotonic() - started
+        measured.round_trip_s = seconds
+        errors = [m for m in answer.get("messages", []) if m.get("severity") == "error"]
+        if errors:
+            return CheckStatus.FAILED, f"answered in {seconds:.2f} s with errors: {errors[:2]}", {}
+        return CheckStatus.PASSED, f"answered in {seconds:.2f} s", {"repl round trip s": seconds}
+
+    return timed("lean.round_trip", threshold, remedy, measure)
+
+
+def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
+    """One `import Mathlib` (the protocol's header), timed, with the warmed REPL's memory against
+    the worker's cap."""
+    lean = config.lean
+    found = repl_command(config)
+    if found is None or isinstance(lean, RemoteLeanSettings):
+        return _not_applicable(
+            "lean.import", "a Lean server sizes its own workers", "", "see the server's own logs"
+        )
+    command, cwd = found
+    mechanism = memory_limit()
+    limit = "resident" if mechanism == "cgroup" else "address space"
+    threshold = (
+        f"within header_timeout_s {lean.header_timeout_s:g} s; {limit} below memory_cap_mb "
+        f"{lean.memory_cap_mb} ({mechanism}); resident below memory_ceiling_mb {lean.memory_ceiling_mb}"
+    )
+    remedy = (
+        "raise memory_cap_mb / memory_ceiling_mb to what a warmed REPL needs (measured here), or "
+        "fewer lean workers; an import past the timeout: a cold .olean cache (`lake exe cache get`) "
+        "or a slow disk"
+    )
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        started = time.monotonic()
+        process = ReplProcess(
+            command, cwd=cwd, memory_cap_mb=lean.memory_cap_mb, sandbox=lean.sandbox
+        )
+        process.start()
+        try:
+            answer = process.send({"cmd": GOEDEL_HEADER.strip()}, lean.header_timeout_s)
+            memory = process.memory_report()
+        finally:
+            process.close()
+        seconds = time.monotonic() - started
+        measured.import_s = seconds
+        measured.resident_mb = memory["resident_mb"]
+        measured.address_space_mb = memory["address_space_mb"]
+        errors = [m for m in answer.get("messages", []) if m.get("severity") == "error"]
+        held = memory["resident_mb"] if mechanism == "cgroup" else memory["address_space_mb"]
+        ok = (
+            not errors
+            and held < lean.memory_cap_mb
+            and memory["resident_mb"] < lean.memory_ceiling_mb
+        )
+        text = (
+            f"{seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB, address space "
+            f"{memory['address_space_mb']:.0f} MiB" + (f"; errors: {errors[:2]}" if errors else "")
+        )
+        return _verdict(ok), text, {"header import s": seconds}
+
+    return timed("lean.import", threshold, remedy, measure)
+
+
+def host_memory_check(
+    config: RunConfig, measured: ReplMeasure, total_bytes: int | None = None
+) -> PreflightCheck:
+    """The host memory the Lean workers need beside the engines: at once when the schedule
+    overlaps them, the larger of the two when it does not."""
+    lean, gpu = config.lean, config.gpu
+    total = total_bytes if total_bytes is not None else psutil.virtual_memory().total
+    workers = 0 if isinstance(lean, RemoteLeanSettings) else lean.workers
+    per_worker_mb = (
+        measured.resident_mb
+        if measured.resident_mb is not None
+        else getattr(lean, "memory_ceiling_mb", 0)
+    )
+    lean_bytes = workers * per_worker_mb * MIB
+    if gpu.engine == "vllm":
+        slices = len(gpu.gpus) // (gpu.tensor_parallel_size * gpu.pipeline_parallel_size)
+        engine_bytes = slices * ENGINE_HOST_GIB * (1 << 30)
+        engines = f"{slices} vLLM children x {ENGINE_HOST_GIB:g} GiB"
+    elif gpu.engine == "transformers":
+        engine_bytes = _model_bytes(config) * (2 if gpu.device == "cpu" else 1)
+        engines = "the transformers engine's model"
+    else:
+        engine_bytes, engines = 0, "no engine on this host (HTTP replicas)"
+    need = (
+        lean_bytes + engine_bytes if gpu.schedule == "overlapped" else max(lean_bytes, engine_bytes)
+    )
+    source = "measured" if measured.resident_mb is not None else "memory_ceiling_mb"
+    text = (
+        f"need {need / (1 << 30):.1f} GiB ({workers} workers x {per_worker_mb:.0f} MiB {source}; "
+        f"{engines} {engine_bytes / (1 << 30):.1f} GiB; schedule {gpu.schedule}) of "
+        f"{total / (1 << 30):.1f} GiB"
+    )
+    return timed(
+        "host.memory",
+        "the need below 90 % of the host's memory",
+        "fewer lean workers, the exclusive schedule, or a host with more memory",
+        lambda: (_verdict(need <= 0.9 * total), text, {}),
+    )
+
+
+def _model_bytes(config: RunConfig) -> int:
+    path = config.experiment.model.path
+    if path is None or is_placeholder(path):
+        return 0
+    return sum(p.stat().st_size for p in Path(path).glob("*.safetensors"))
+
+
+def gpu_check(
+    config: RunConfig, query: Callable[[], dict[str, Any]] | None = None
+) -> PreflightCheck:
+    """Count, names and memory of the GPUs the config uses, torch's CUDA build against the
+    driver's, and vLLM importable where it samples."""
+    gpu, training = config.gpu, config.experiment.training
+    threshold = (
+        f"GPUs {sorted(set(gpu.gpus) | set(training.gpus))} visible; torch's CUDA no newer than "
+        "the driver's; vLLM importable for engine vllm"
+    )
+    remedy = (
+        "install the torch and vLLM builds for this driver (`nvidia-smi` says the driver's CUDA), "
+        "or set gpu.gpus / training.gpus to the GPUs the box has"
+    )
+    if gpu.device == "cpu" and gpu.engine != "vllm":
+        return _not_applicable(
+            "gpu.devices", "this config samples and trains on CPU", threshold, remedy
+        )
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        found = (query or _query_gpus)()
+        wanted = sorted(set(gpu.gpus) | set(training.gpus))
+        problems = [f"GPU {i} not visible" for i in wanted if i >= found["count"]]
+        if found["torch_cuda"] is None:
+            problems.append("torch is a CPU build")
+        elif found["driver_cuda"] is not None and _version(found["torch_cuda"]) > _version(
+            found["driver_cuda"]
+        ):
+            problems.append(
+                f"torch is built for CUDA {found['torch_cuda']}, the driver supports {found['driver_cuda']}"
+            )
+        if gpu.engine == "vllm" and found["vllm"] is None:
+            problems.append(f"vLLM does not import ({found['vllm_error']})")
+        text = (
+            f"{found['count']} GPUs {found['names']}, {found['memory_gib']} GiB; torch CUDA "
+            f"{found['torch_cuda']}, driver CUDA {found['driver_cuda']}, vLLM {found['vllm']}"
+        )
+        return _verdict(not problems), text + (f"; {'; '.join(problems)}" if problems else ""), {}
+
+    return timed("gpu.devices", threshold, remedy, measure)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2])
+
+
+def _query_gpus() -> dict[str, Any]:
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    properties = [torch.cuda.get_device_properties(i) for i in range(count)]
+    driver = None
+    try:
+        header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+        driver = next(
+            (
+                line.split("CUDA Version:")[1].split()[0]
+                for line in header.splitlines()
+                if "CUDA Version:" in line
+            ),
+            None,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    vllm_version, vllm_error = None, None
+    try:
+        import vllm
+
+        vllm_version = vllm.__version__
+    except Exception as exc:
+        vllm_error = f"{type(exc).__name__}: {exc}"
+    return {
+        "count": count,
+        "names": sorted({p.name for p in properties}),
+        "memory_gib": sorted({round(p.total_memory / (1 << 30), 1) for p in properties}),
+        "torch_cuda": torch.version.cuda,
+        "driver_cuda": driver,
+        "vllm": vllm_version,
+        "vllm_error": vllm_error,
+    }
+
+
+def golden_prompt() -> tuple[str, str]:
+    """The golden problem's statement (from the shipped miniF2F) and its golden rendered prompt."""
+    data = Path(str(importlib.resources.files("prover_assets") / "data"))
+    problems = load_minif2f(data / "goedel-prover-v2" / "minif2f.jsonl")
+    statement = next(p.formal_statement for p in problems if p.problem_id == GOLDEN_PROBLEM)
+    return statement, (data / GOLDEN_PROMPT).read_text(encoding="utf-8")
+
+
+def golden_prompt_check(tokenizer_folder: Path | None, why_none: str) -> PreflightCheck:
+    threshold = f"the render of miniF2F {GOLDEN_PROBLEM} byte-identical to prover_assets/data/{GOLDEN_PROMPT}"
+    remedy = (
+        "the model's chat template renders another prompt than the baseline was evaluated with: "
+        "use the registered snapshot's tokenizer_config.json (its chat_template) unchanged"
+    )
+    if tokenizer_folder is None:
+        return _not_applicable("prompt.golden", why_none, threshold, remedy)
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        from transformers import AutoTokenizer
+
+        statement, golden = golden_prompt()
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
+        rendered, _ = render_prompt(tokenizer, round0_messages(statement))
+        if rendered == golden:
+            return CheckStatus.PASSED, f"identical ({len(golden.encode())} bytes)", {}
+        at = next(
+            (i for i, (a, b) in enumerate(zip(rendered, golden, strict=False)) if a != b),
+            min(len(rendered), len(golden)),
+        )
+        return (
+            CheckStatus.FAILED,
+            f"differs at character {at}: rendered {rendered[max(at - 20, 0) : at + 20]!r}, golden "
+            f"{golden[max(at - 20, 0) : at + 20]!r}",
+            {},
+        )
+
+    return timed("prompt.golden", threshold, remedy, measure)
+
+
+def round_footprint_bytes(config: RunConfig, model_bytes: int) -> dict[str, int]:
+    """The bytes a full round writes under data_root, term by term, from the config's counts as
+    the `eta` asset plans them and its high prior of completion length (at most the largest
+    cap): generations, verdicts, checkpoints, exports."""
+    from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
+
+    spec = config.experiment
+    tokens = min(PRIORS["mean_completion_tokens"][2], max(spec.generation.caps))
+    eval_samples = sum(
+        len(spec.caps_of(name)) * eval_problems_upper_bound(spec, name) * spec.generation.n_samples
+        for name in spec.eval_sets
+    )
+    seeds, iterations = len(spec.training.all_seeds()), spec.iterations
+    pool_samples = spec.pool.size * spec.generation.n_samples * (1 + spec.corrections.rounds)
+    samples = eval_samples * (1 + seeds * iterations) + pool_samples * iterations
+    # a generation row holds the prompt and completion as text and as ids: ~12 bytes a token
+    generations = int(samples * tokens * 12)
+    verdicts = samples * 4096
+    lora = _lora_bytes(config)
+    checkpoints = seeds * iterations * spec.training.keep_checkpoints * lora * 4  # + Adam states
+    exports = seeds * iterations * model_bytes
+    return {
+        "generations": generations,
+        "verdicts": verdicts,
+        "checkpoints": checkpoints,
+        "exports": exports,
+    }
+
+
+def _lora_bytes(config: RunConfig) -> int:
+    from prover_assets.sft.memory import QWEN3_8B, ModelShape
+
+    path = config.experiment.model.path
+    shape_config = QWEN3_8B
+    if path is not None and not is_placeholder(path) and (Path(path) / "config.json").is_file():
+        shape_config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    training = config.experiment.training
+    return 4 * ModelShape.of(shape_config).lora_parameters(training.lora_r, training.target_modules)
+
+
+def disk_check(
+    config: RunConfig,
+    margin: float,
+    model_bytes: int,
+    free_bytes: Callable[[Path], int] | None = None,
+) -> PreflightCheck:
+    root = Path(config.experiment.data_root).expanduser()
+    existing = next((p for p in [root, *root.parents] if p.exists()), Path("/"))
+    threshold = f"free space at least {margin:g} x the round's footprint"
+    remedy = f"free space on {existing}, or move data_root to a larger disk"
+
+    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        free = (free_bytes or (lambda path: shutil.disk_usage(path).free))(existing)
+        terms = round_footprint_bytes(config, model_bytes)
+        need = sum(terms.values())
+        text = (
+            f"{free / (1 << 30):.1f} GiB free at {existing}; footprint {need / (1 << 30):.1f} GiB ("
+            + ", ".join(f"{name} {value / (1 << 30):.1f}" for name, value in terms.items())
+            + ")"
+        )
+        return _verdict(free >= margin * need), text, {}
+
+    return timed("disk.free", threshold, remedy, measure)

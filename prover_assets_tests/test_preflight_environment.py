@@ -1,0 +1,247 @@
+"""The preflight's checks of the environment, each broken on purpose: it fails under its own
+name, saying what it measured."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from prover_assets.config import RunConfig, parse_run_config
+from prover_assets.preflight import CheckStatus
+from prover_assets.preflight import environment as env
+from prover_assets.preflight.smoke import SmokeModel, memory_plan_check
+from prover_assets_tests.conftest import full_demo_run_config
+from prover_assets_tests.factories import fake_workspace, preflight_config, with_local_lean
+
+
+def test_a_placeholder_left_fails_its_check_naming_the_key(tmp_path):
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["experiment"]["config"]["spec"]["report"]["prereg"] = "REPLACE_ME/prereg.md"
+    check = env.placeholders_check(parse_run_config(raw, "test config"))
+    assert check.status == CheckStatus.FAILED
+    assert "resources.experiment.config.spec.report.prereg" in check.measured
+
+
+def test_no_placeholder_passes(tmp_path):
+    check = env.placeholders_check(preflight_config(tmp_path / "data"))
+    assert (check.status, check.measured) == (CheckStatus.PASSED, "0 placeholders")
+
+
+def test_a_missing_input_file_fails_the_paths_check_naming_it(tmp_path):
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["experiment"]["config"]["spec"]["report"]["prereg"] = str(tmp_path / "no.md")
+    check = env.paths_check(parse_run_config(raw, "test config"))
+    assert check.status == CheckStatus.FAILED
+    assert "report.prereg" in check.measured and "no.md" in check.measured
+
+
+def test_a_data_root_under_a_read_only_folder_fails_the_paths_check(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        check = env.paths_check(preflight_config(locked / "data"))
+    finally:
+        locked.chmod(0o700)
+    if check.status == CheckStatus.PASSED:
+        pytest.skip("running as root: every folder is writable")
+    assert "data_root" in check.measured and "no writable folder" in check.measured
+
+
+def test_a_wrong_pin_fails_the_pins_check_naming_the_pin(tmp_path):
+    workspace = fake_workspace(tmp_path / "ws")
+    raw = with_local_lean(
+        full_demo_run_config(tmp_path / "data"), workspace, expected_pins={"mathlib_rev": "c" * 7}
+    )
+    check = env.pins_check(parse_run_config(raw, "test config"))
+    assert check.status == CheckStatus.FAILED
+    assert "mathlib_rev" in check.measured and "a" * 40 in check.measured
+
+
+def test_the_expected_pins_pass_and_are_what_was_read(tmp_path):
+    workspace = fake_workspace(tmp_path / "ws")
+    raw = with_local_lean(
+        full_demo_run_config(tmp_path / "data"), workspace, expected_pins={"mathlib_rev": "aaaa"}
+    )
+    check = env.pins_check(parse_run_config(raw, "test config"))
+    assert check.status == CheckStatus.PASSED
+    assert f"mathlib_rev {'a' * 40}" in check.measured
+
+
+def test_a_repl_that_never_answers_fails_the_round_trip_within_its_timeout(tmp_path):
+    workspace = fake_workspace(tmp_path / "ws")
+    raw = with_local_lean(
+        full_demo_run_config(tmp_path / "data"), workspace, command=["sleep", "600"]
+    )
+    check = env.round_trip_check(parse_run_config(raw, "test config"), 1.0, env.ReplMeasure())
+    assert check.status == CheckStatus.FAILED
+    assert "timeout" in check.measured
+    assert check.seconds < 30
+
+
+def test_the_simulated_repl_answers_the_round_trip_and_its_import_is_measured(tmp_path):
+    config = preflight_config(tmp_path / "data")
+    measured = env.ReplMeasure()
+    assert env.round_trip_check(config, 30.0, measured).status == CheckStatus.PASSED
+    assert env.import_check(config, measured).status == CheckStatus.PASSED
+    assert measured.resident_mb is not None and measured.resident_mb > 0
+    assert measured.address_space_mb is not None and measured.address_space_mb > 0
+
+
+def test_a_warmed_repl_over_its_memory_ceiling_fails_the_import_check(tmp_path):
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["lean"]["config"]["settings"]["simulated"]["memory_ceiling_mb"] = 1
+    check = env.import_check(parse_run_config(raw, "test config"), env.ReplMeasure())
+    assert check.status == CheckStatus.FAILED
+    assert "resident" in check.measured
+
+
+def test_a_chat_template_that_renders_another_prompt_fails_the_golden_prompt(
+    tmp_path, tiny_model_dir
+):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    template = folder / "chat_template.jinja"
+    # a system turn the baseline was not evaluated with
+    system = "{{ '<|im_start|>system\nYou are a prover.<|im_end|>\n' }}"
+    template.write_text(system + template.read_text())
+    check = env.golden_prompt_check(folder, "")
+    assert check.status == CheckStatus.FAILED
+    assert "differs at character 12" in check.measured  # after "<|im_start|>"
+
+
+def test_the_tiny_models_chat_template_renders_the_golden_prompt(tiny_model_dir):
+    assert env.golden_prompt_check(tiny_model_dir, "").status == CheckStatus.PASSED
+
+
+def test_the_golden_prompt_is_the_protocol_text_in_qwens_turn_markers():
+    statement, golden = env.golden_prompt()
+    assert golden.startswith("<|im_start|>user\nComplete the following Lean 4 code:\n\n```lean4\n")
+    assert golden.endswith(
+        "proof structures that will guide the construction of the final formal proof.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert f"```lean4\n{statement}```" in golden
+
+
+def test_a_model_folder_without_weights_or_template_fails_naming_each(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text("{}")
+    check = env.model_files_check(folder, "")
+    assert check.status == CheckStatus.FAILED
+    assert "missing: weights, tokenizer, chat template" in check.measured
+
+
+def test_a_memory_model_that_does_not_fit_the_card_fails_naming_the_largest_term(
+    tmp_path, tiny_model_dir
+):
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["experiment"]["config"]["spec"]["training"]["gpu_memory_gib"] = 0.001
+    check = memory_plan_check(parse_run_config(raw, "test config"), SmokeModel(tiny_model_dir, "t"))
+    assert check.status == CheckStatus.FAILED
+    assert "the largest term is" in check.measured
+
+
+def test_a_disk_threshold_above_the_free_space_fails_and_below_it_passes(tmp_path):
+    config = preflight_config(tmp_path / "data")
+    need = sum(env.round_footprint_bytes(config, 0).values())
+    free = lambda path: 2 * need  # noqa: E731
+    assert env.disk_check(config, 1.5, 0, free).status == CheckStatus.PASSED
+    failed = env.disk_check(config, 3.0, 0, free)
+    assert failed.status == CheckStatus.FAILED
+    assert "footprint" in failed.measured
+
+
+def test_the_footprint_counts_every_sample_of_the_round_by_hand(tmp_path):
+    config = preflight_config(tmp_path / "data")
+    # the demo: 24 miniF2F problems x 4 samples at its one cap, by the baseline and one
+    # candidate; 30 pool problems x 4 samples in round 0 and in its one correction round
+    samples = 24 * 4 * 2 + 30 * 4 * 2
+    assert config.experiment.generation.caps == [256]
+    footprint = env.round_footprint_bytes(config, 1000)
+    assert footprint["verdicts"] == samples * 4096
+    assert footprint["generations"] == samples * 256 * 12  # completions at most the cap
+    assert footprint["exports"] == 1000  # one seed, one iteration
+
+
+def test_a_model_folder_whose_revision_differs_fails_naming_both(tmp_path):
+    snapshot = tmp_path / ("a" * 40)
+    snapshot.mkdir()
+    check = env.model_revision_check(snapshot, "b" * 40, "")
+    assert check.status == CheckStatus.FAILED
+    assert "a" * 40 in check.measured and "b" * 40 in check.measured
+
+
+def gpus(**changes) -> dict:
+    found = {
+        "count": 8,
+        "names": ["NVIDIA H100 80GB HBM3"],
+        "memory_gib": [79.2],
+        "torch_cuda": "12.8",
+        "driver_cuda": "12.8",
+        "vllm": "0.33.0",
+        "vllm_error": None,
+    }
+    return found | changes
+
+
+def registered_like(tmp_path: Path) -> RunConfig:
+    """The demo's sections with the registered gpu settings: vLLM on eight GPUs."""
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["gpu"]["config"]["settings"] = {
+        "engine": "vllm",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "gpus": list(range(8)),
+    }
+    return parse_run_config(raw, "test config")
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"count": 4}, "GPU 4 not visible"),
+        ({"torch_cuda": "12.8", "driver_cuda": "12.4"}, "the driver supports 12.4"),
+        ({"torch_cuda": None}, "torch is a CPU build"),
+        ({"vllm": None, "vllm_error": "ImportError: libcudart.so.12"}, "vLLM does not import"),
+    ],
+    ids=["too_few", "driver_older", "cpu_torch", "no_vllm"],
+)
+def test_a_gpu_box_that_cannot_run_the_config_fails_naming_why(tmp_path, changes, named):
+    check = env.gpu_check(registered_like(tmp_path), lambda: gpus(**changes))
+    assert check.status == CheckStatus.FAILED
+    assert named in check.measured
+
+
+def test_a_gpu_box_that_fits_the_config_passes(tmp_path):
+    assert env.gpu_check(registered_like(tmp_path), gpus).status == CheckStatus.PASSED
+
+
+def test_a_driver_newer_than_torchs_cuda_passes(tmp_path):
+    newer = lambda: gpus(torch_cuda="12.4", driver_cuda="12.10")  # noqa: E731 - 12.10 > 12.4
+    assert env.gpu_check(registered_like(tmp_path), newer).status == CheckStatus.PASSED
+
+
+def test_host_memory_too_small_for_the_workers_fails(tmp_path):
+    config = preflight_config(tmp_path / "data")
+    measured = env.ReplMeasure(resident_mb=6000.0)
+    # 2 workers x 6000 MiB = 11.7 GiB: not within 90 % of an 8 GiB host, within a 16 GiB one
+    assert env.host_memory_check(config, measured, 8 << 30).status == CheckStatus.FAILED
+    assert env.host_memory_check(config, measured, 16 << 30).status == CheckStatus.PASSED
+
+
+def test_overlapped_workers_and_engines_need_host_memory_together(tmp_path):
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["gpu"]["config"]["settings"] = {
+        "engine": "vllm",
+        "device": "cuda",
+        "gpus": [0, 1],
+        "schedule": "overlapped",
+    }
+    config = parse_run_config(raw, "test config")
+    measured = env.ReplMeasure(resident_mb=1024.0)
+    # 2 workers x 1 GiB beside 2 engines x 6 GiB: 14 GiB, within 90 % of 16 GiB, not of 15
+    assert env.host_memory_check(config, measured, 16 << 30).status == CheckStatus.PASSED
+    assert env.host_memory_check(config, measured, 15 << 30).status == CheckStatus.FAILED

@@ -1,0 +1,150 @@
+"""Heavy jobs refuse to launch without a passing preflight for their config, pins and code; an
+override is recorded by the run and printed by the report."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._core.storage.dagster_run import DagsterRun
+
+from prover_assets.assets.report import preflight_overrides
+from prover_assets.config import parse_run_config
+from prover_assets.definitions import build_definitions
+from prover_assets.preflight import PreflightMissing, preflight_identity, require_passing_preflight
+from prover_assets.preflight.gate import HEAVY_JOBS, write_report
+from prover_assets.preflight.model import CheckStatus, PreflightCheck, PreflightReport
+from prover_assets.report.render import preflight_provenance
+from prover_assets.resources import build_resources, launch_validation
+from prover_assets_tests.conftest import full_demo_run_config
+
+
+@pytest.fixture
+def raw(tmp_path):
+    return full_demo_run_config(tmp_path / "data")
+
+
+def check(name: str, status: CheckStatus) -> PreflightCheck:
+    return PreflightCheck(
+        name=name, status=status, measured="m", threshold="t", remedy="r", seconds=0.0
+    )
+
+
+def report_of(config, *, status=CheckStatus.PASSED, **identity_changes) -> PreflightReport:
+    identity = preflight_identity(config).model_copy(update=identity_changes)
+    return PreflightReport(
+        identity=identity,
+        config_source="test",
+        checks=[check("config.placeholders", CheckStatus.PASSED), check("lean.self_test", status)],
+        wall_s=1.0,
+        finished_at="2026-12-04T00:00:00+00:00",
+        simulated=True,
+        work_folder=None,
+    )
+
+
+def test_with_no_preflight_a_heavy_job_is_refused_saying_how_to_run_one(raw):
+    config = parse_run_config(raw, "test")
+    with pytest.raises(PreflightMissing) as refused:
+        require_passing_preflight(config, "baseline")
+    message = str(refused.value)
+    assert "job 'baseline' refused: no preflight has run for this config" in message
+    assert "make preflight" in message and "preflight_override" in message
+
+
+def test_a_passing_preflight_of_other_code_is_named_with_how_it_differs(raw):
+    config = parse_run_config(raw, "test")
+    write_report(config, report_of(config, code_commit="0" * 40))
+    with pytest.raises(PreflightMissing, match=r"was for another code 0{40}"):
+        require_passing_preflight(config, "full_round")
+
+
+def test_a_passing_preflight_of_this_identity_lets_the_job_launch(raw):
+    config = parse_run_config(raw, "test")
+    report = report_of(config)
+    write_report(config, report)
+    assert require_passing_preflight(config, "sft") == report
+
+
+def test_another_config_is_another_identity(raw):
+    config = parse_run_config(raw, "test")
+    write_report(config, report_of(config))
+    raw["resources"]["experiment"]["config"]["spec"]["generation"]["temperature"] = 0.7
+    with pytest.raises(PreflightMissing, match="config sha256"):
+        require_passing_preflight(parse_run_config(raw, "test"), "baseline")
+
+
+def test_a_launch_of_each_heavy_job_without_a_preflight_fails_dagsters_config_validation(raw):
+    resources = build_resources(parse_run_config(raw, "test"))
+    for job in sorted(HEAVY_JOBS):
+        with pytest.raises(dg.DagsterInvalidConfigError) as refused:
+            launch_validation(resources, job).config_fn(raw)
+        (message,) = refused.value.error_messages
+        assert message.startswith(f"job {job!r} refused: no preflight")
+
+
+def test_the_other_jobs_launch_without_a_preflight(raw):
+    resources = build_resources(parse_run_config(raw, "test"))
+    for job in ("preflight", "problems", "report", "operations"):
+        assert launch_validation(resources, job).config_fn(raw) == raw
+
+
+def test_an_override_lets_a_heavy_job_launch(raw):
+    resources = build_resources(parse_run_config(raw, "test"))
+    raw["resources"]["experiment"]["config"]["preflight_override"] = "a test without a GPU"
+    assert launch_validation(resources, "baseline").config_fn(raw) == raw
+
+
+def test_the_preflight_job_takes_placeholders_and_others_refuse_them(raw):
+    resources = build_resources(parse_run_config(raw, "test"))
+    raw["resources"]["experiment"]["config"]["spec"]["report"]["prereg"] = "REPLACE_ME/prereg.md"
+    assert launch_validation(resources, "preflight").config_fn(raw) == raw
+    with pytest.raises(dg.DagsterInvalidConfigError, match="Error in config for job problems"):
+        launch_validation(resources, "problems").config_fn(raw)
+
+
+def test_an_in_process_launch_without_a_preflight_runs_no_step(tmp_path, raw):
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(dg.DagsterInvalidConfigError) as refused:
+        build_definitions(path).resolve_job_def("baseline").execute_in_process()
+    assert "refused: no preflight" in refused.value.error_messages[0]
+    assert not (tmp_path / "data" / "eval_sets").exists()
+
+
+def test_runs_launched_with_an_override_are_listed_by_the_report(tmp_path):
+    with dg.instance_for_test() as instance:
+        for job, reason in (("baseline", "no GPU on this box"), ("problems", ""), ("sft", "")):
+            config = {"resources": {"experiment": {"config": {"preflight_override": reason}}}}
+            instance.add_run(DagsterRun(job_name=job, run_id=str(uuid.uuid4()), run_config=config))
+        (line,) = preflight_overrides(instance)
+    assert "(job baseline," in line and line.endswith(": no GPU on this box")
+
+
+def test_the_report_prints_every_override_or_says_there_was_none():
+    lines = preflight_provenance(["run r1 (job baseline, 2026-12-04 00:00 UTC): no GPU"])
+    assert "1 heavy runs were launched WITHOUT a passing preflight" in lines[0]
+    assert lines[1] == "- run r1 (job baseline, 2026-12-04 00:00 UTC): no GPU"
+    assert "was launched with `preflight_override`" in preflight_provenance([])[0]
+
+
+def partitioned_run(job: str) -> SimpleNamespace:
+    """What a resource's init context holds of a run of `job`'s iteration 1."""
+    return SimpleNamespace(
+        dagster_run=DagsterRun(job_name=job, run_id="r", tags={"dagster/partition": "1"})
+    )
+
+
+def test_a_partitioned_heavy_run_without_a_preflight_fails_as_its_resources_start(tmp_path, raw):
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    experiment = build_resources(parse_run_config(raw, str(path)))["experiment"]
+    with pytest.raises(PreflightMissing, match="job 'iteration' refused"):
+        experiment.setup_for_execution(partitioned_run("iteration"))
+    experiment.setup_for_execution(partitioned_run("problems"))  # not a heavy job
+    config = parse_run_config(raw, str(path))
+    write_report(config, report_of(config))
+    experiment.setup_for_execution(partitioned_run("iteration"))
