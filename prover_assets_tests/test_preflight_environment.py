@@ -3,6 +3,7 @@ name, saying what it measured."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from prover_assets.preflight import environment as env
 from prover_assets.preflight.smoke import SmokeModel, memory_plan_check
 from prover_assets_tests.conftest import full_demo_run_config
 from prover_assets_tests.factories import fake_workspace, preflight_config, with_local_lean
+from prover_assets_tests.lean_double import DOUBLE
 
 
 def test_a_placeholder_left_fails_its_check_naming_the_key(tmp_path):
@@ -245,3 +247,110 @@ def test_overlapped_workers_and_engines_need_host_memory_together(tmp_path):
     # 2 workers x 1 GiB beside 2 engines x 6 GiB: 14 GiB, within 90 % of 16 GiB, not of 15
     assert env.host_memory_check(config, measured, 16 << 30).status == CheckStatus.PASSED
     assert env.host_memory_check(config, measured, 15 << 30).status == CheckStatus.FAILED
+
+
+def double_answering(tmp_path: Path, substring: str, data: str) -> list[str]:
+    """The REPL double, answering an error to the command containing `substring`."""
+    rules = tmp_path / "rules.json"
+    reply = {"messages": [{"severity": "error", "pos": {"line": 1, "column": 0}, "data": data}]}
+    rules.write_text(json.dumps([{"match": {"substring": substring}, "reply": reply}]))
+    return [*DOUBLE, "--rules", str(rules)]
+
+
+def test_a_round_trip_answered_with_an_error_fails_quoting_it(tmp_path):
+    command = double_answering(tmp_path, "1 + 1 = 2", "unknown constant")
+    raw = with_local_lean(
+        full_demo_run_config(tmp_path / "d"), fake_workspace(tmp_path / "ws"), command=command
+    )
+    check = env.round_trip_check(parse_run_config(raw, "test config"), 30.0, env.ReplMeasure())
+    assert check.status == CheckStatus.FAILED
+    assert "with errors" in check.measured and "unknown constant" in check.measured
+
+
+def test_an_import_answered_with_an_error_fails_quoting_it(tmp_path):
+    command = double_answering(tmp_path, "import Mathlib", "unknown package 'Mathlib'")
+    raw = with_local_lean(
+        full_demo_run_config(tmp_path / "d"), fake_workspace(tmp_path / "ws"), command=command
+    )
+    check = env.import_check(parse_run_config(raw, "test config"), env.ReplMeasure())
+    assert check.status == CheckStatus.FAILED
+    assert "unknown package 'Mathlib'" in check.measured
+
+
+def test_the_round_trip_and_the_import_of_a_healthy_repl_pass_recording_their_seconds(tmp_path):
+    raw = with_local_lean(
+        full_demo_run_config(tmp_path / "d"), fake_workspace(tmp_path / "ws"), command=DOUBLE
+    )
+    config = parse_run_config(raw, "test config")
+    measured = env.ReplMeasure()
+    trip = env.round_trip_check(config, 30.0, measured)
+    imported = env.import_check(config, measured)
+    assert (trip.status, imported.status) == (CheckStatus.PASSED, CheckStatus.PASSED)
+    assert 0 < measured.round_trip_s == trip.figures["repl round trip s"] < 30
+    assert 0 < measured.import_s == imported.figures["header import s"] < 30
+
+
+def test_the_paths_check_counts_what_exists(tmp_path):
+    config = preflight_config(tmp_path / "data")
+    assert env.paths_check(config).measured == "3 of 3 paths exist"
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["experiment"]["config"]["spec"]["report"]["prereg"] = str(tmp_path / "no.md")
+    assert env.paths_check(parse_run_config(raw, "t")).measured == (
+        f"2 of 3 paths exist; missing: report.prereg ({tmp_path / 'no.md'})"
+    )
+
+
+def test_config_paths_names_every_input_the_local_backend_and_the_model(tmp_path):
+    raw = with_local_lean(full_demo_run_config(tmp_path / "d"), tmp_path / "ws")
+    paths = env.config_paths(parse_run_config(raw, "t"))
+    assert set(paths) == {
+        "eval_sets.minif2f.file.path",
+        "pool.shards[0].path",
+        "report.prereg",
+        "lean.workspace",
+    }
+    assert paths["lean.workspace"] == str(tmp_path / "ws")
+
+
+def test_a_chat_template_in_the_tokenizer_config_counts_and_an_empty_one_does_not(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model-00001-of-00002.safetensors").write_bytes(b"")
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ x }}"}))
+    check = env.model_files_check(folder, "")
+    assert check.status == CheckStatus.PASSED
+    assert check.measured == (
+        "1 weight shards, tokenizer ['tokenizer.json', 'tokenizer_config.json'], chat template "
+        "in tokenizer_config.json"
+    )
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": ""}))
+    assert env.model_files_check(folder, "").measured.endswith("; missing: chat template")
+
+
+def test_a_model_check_without_a_folder_is_not_applicable_saying_why():
+    check = env.model_files_check(None, "the model did not resolve")
+    assert (check.name, check.status, check.measured) == (
+        "model.files",
+        CheckStatus.NOT_APPLICABLE,
+        "the model did not resolve",
+    )
+
+
+def test_a_measurement_that_raises_is_the_checks_failure_with_the_exception(tmp_path):
+    def broken():
+        raise RuntimeError("no such device")
+
+    check = env.timed("gpu.devices", "t", "r", broken)
+    assert (check.status, check.measured) == (CheckStatus.FAILED, "RuntimeError: no such device")
+
+
+def test_the_host_memory_text_states_each_term(tmp_path):
+    config = preflight_config(tmp_path / "data")
+    check = env.host_memory_check(config, env.ReplMeasure(resident_mb=1024.0), 16 << 30)
+    assert check.measured == (
+        "need 2.0 GiB (2 workers x 1024 MiB measured; the transformers engine's model 0.0 GiB; "
+        "schedule exclusive) of 16.0 GiB"
+    )
+    unmeasured = env.host_memory_check(config, env.ReplMeasure(), 64 << 30)
+    assert "2 workers x 8192 MiB memory_ceiling_mb" in unmeasured.measured  # the ceiling stands in

@@ -3,6 +3,7 @@ override is recorded by the run and printed by the report."""
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from types import SimpleNamespace
 
@@ -12,14 +13,16 @@ import yaml
 from dagster._core.storage.dagster_run import DagsterRun
 
 from prover_assets.assets.report import preflight_overrides
-from prover_assets.config import parse_run_config
+from prover_assets.config import ConfigError, parse_run_config
 from prover_assets.definitions import build_definitions
 from prover_assets.preflight import PreflightMissing, preflight_identity, require_passing_preflight
-from prover_assets.preflight.gate import HEAVY_JOBS, write_report
+from prover_assets.preflight.gate import HEAVY_JOBS, report_path, write_report
 from prover_assets.preflight.model import CheckStatus, PreflightCheck, PreflightReport
+from prover_assets.records import GitRevision
 from prover_assets.report.render import preflight_provenance
 from prover_assets.resources import build_resources, launch_validation
 from prover_assets_tests.conftest import full_demo_run_config
+from prover_assets_tests.factories import fake_workspace, with_local_lean
 
 
 @pytest.fixture
@@ -69,10 +72,19 @@ def test_a_passing_preflight_of_this_identity_lets_the_job_launch(raw):
     assert require_passing_preflight(config, "sft") == report
 
 
-def test_another_config_is_another_identity(raw):
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r["experiment"]["config"]["spec"]["generation"].update(temperature=0.7),
+        lambda r: r["lean"]["config"]["settings"]["simulated"].update(budget_s=31.0),
+        lambda r: r["gpu"]["config"]["settings"].update(dtype="bfloat16"),
+    ],
+    ids=["experiment", "lean", "gpu"],
+)
+def test_a_change_to_any_section_of_the_config_is_another_identity(raw, change):
     config = parse_run_config(raw, "test")
     write_report(config, report_of(config))
-    raw["resources"]["experiment"]["config"]["spec"]["generation"]["temperature"] = 0.7
+    change(raw["resources"])
     with pytest.raises(PreflightMissing, match="config sha256"):
         require_passing_preflight(parse_run_config(raw, "test"), "baseline")
 
@@ -148,3 +160,126 @@ def test_a_partitioned_heavy_run_without_a_preflight_fails_as_its_resources_star
     config = parse_run_config(raw, str(path))
     write_report(config, report_of(config))
     experiment.setup_for_execution(partitioned_run("iteration"))
+
+
+HOW = (
+    "run the preflight first (`make preflight CONFIG=<this config>`, or launch the `preflight` "
+    "job), or, to run without one, set resources.experiment.config.preflight_override to your "
+    "reason (the run records it and the report prints it)"
+)
+
+
+@pytest.fixture(params=[True, False], ids=["dirty", "clean"])
+def code(request, monkeypatch):
+    """The code revision as git gives it, for a tree with and without uncommitted changes."""
+    revision = GitRevision("c" * 40, request.param, None)
+    monkeypatch.setattr("prover_assets.preflight.gate.git_revision", lambda: revision)
+    return revision
+
+
+def test_the_refusal_without_any_preflight_says_exactly_what_is_missing(raw, code):
+    config = parse_run_config(raw, "test")
+    sha = preflight_identity(config).config_sha256
+    with pytest.raises(PreflightMissing) as refused:
+        require_passing_preflight(config, "baseline")
+    changes = " with uncommitted changes" if code.dirty else ""
+    assert str(refused.value) == (
+        f"job 'baseline' refused: no preflight has run for this config (sha256 {sha[:12]}...), "
+        f"these pins and code {'c' * 40}{changes}. To launch it, {HOW}."
+    )
+
+
+def test_the_refusal_after_a_failed_preflight_names_its_checks_exactly(raw):
+    config = parse_run_config(raw, "test")
+    failed = report_of(config, status=CheckStatus.FAILED)
+    failed = failed.model_copy(
+        update={"checks": [*failed.checks, check("disk.free", CheckStatus.FAILED)]}
+    )
+    path = write_report(config, failed)
+    with pytest.raises(PreflightMissing) as refused:
+        require_passing_preflight(config, "sft")
+    assert str(refused.value) == (
+        "job 'sft' refused: the preflight of 2026-12-04T00:00:00+00:00 for this config, pins and "
+        f"code FAILED: lean.self_test (m), disk.free (m). Fix what it names, then {HOW}. Its "
+        f"report: {path}"
+    )
+
+
+def test_the_nearest_passing_preflight_is_the_latest_and_each_difference_is_listed(raw):
+    config = parse_run_config(raw, "test")
+    identity = preflight_identity(config)
+    one = report_of(config, code_commit="1" * 40, pins={**identity.pins, "repl_rev": "r1"})
+    two = report_of(config, code_commit="2" * 40, pins={**identity.pins, "repl_rev": "r2"})
+    # the latest is the one whose folder sorts first: found by time, not by name
+    latest, earlier = sorted([one, two], key=lambda r: report_path(config, r.identity))
+    write_report(config, earlier.model_copy(update={"finished_at": "2026-12-04T02:00:00+00:00"}))
+    path = write_report(
+        config, latest.model_copy(update={"finished_at": "2026-12-04T03:00:00+00:00"})
+    )
+    with pytest.raises(PreflightMissing) as refused:
+        require_passing_preflight(config, "baseline")
+    differences = "; ".join(identity.differences(latest.identity))
+    assert (
+        f" The last passing preflight (2026-12-04T03:00:00+00:00, {path}) was for another "
+        f"{differences}." in str(refused.value)
+    )
+    assert differences.count("; ") == 1  # the pin, then the code
+
+
+def test_a_data_root_left_a_placeholder_is_named_by_its_key_path(raw):
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = "REPLACE_ME/data"
+    with pytest.raises(ConfigError) as refused:
+        require_passing_preflight(parse_run_config(raw, "test"), "baseline")
+    assert str(refused.value) == (
+        "resources.experiment.config.spec.data_root is still the placeholder 'REPLACE_ME/data': "
+        "fill it in in your config file"
+    )
+
+
+def test_the_identity_is_the_checked_out_commit(raw):
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    identity = preflight_identity(parse_run_config(raw, "test"))
+    assert (identity.code_commit, identity.code_dirty) == (head, bool(status.strip()))
+    assert identity.pins["backend"] == "simulated" and identity.pins["simulated"] is True
+
+
+def test_pins_that_do_not_read_back_stand_in_by_their_reason(raw):
+    identity = preflight_identity(parse_run_config(raw, "test"), pins_unreadable="no workspace")
+    assert identity.pins == {"unreadable": "no workspace"}
+
+
+def test_a_workspace_with_other_pins_refuses_the_launch_naming_them(tmp_path, raw):
+    workspace = fake_workspace(tmp_path / "ws")
+    local = with_local_lean(raw, workspace, expected_pins={"repl_rev": "d" * 7})
+    with pytest.raises(PreflightMissing) as refused:
+        require_passing_preflight(parse_run_config(local, "test"), "baseline")
+    assert str(refused.value).startswith(
+        "job 'baseline' refused: the verifier's pins cannot vouch for it: the workspace has "
+        f"repl_rev {'b' * 40}, the config expects ddddddd"
+    )
+
+
+def test_a_preflight_run_again_replaces_its_report(raw):
+    config = parse_run_config(raw, "test")
+    write_report(config, report_of(config, status=CheckStatus.FAILED))
+    passing = report_of(config)
+    write_report(config, passing)
+    assert require_passing_preflight(config, "baseline") == passing
+
+
+@pytest.mark.parametrize("identity", ["this", "another"])
+def test_a_report_that_does_not_parse_is_refused_naming_its_file(raw, identity):
+    config = parse_run_config(raw, "test")
+    other = {"code_commit": "0" * 40} if identity == "another" else {}
+    path = write_report(config, report_of(config, **other))
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match=rf"(?s){path}: not a preflight report .*; move it aside"):
+        require_passing_preflight(config, "baseline")

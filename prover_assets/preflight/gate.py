@@ -9,7 +9,6 @@ or the nearest identity that passed and how it differs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prover_assets.config import ConfigError, RunConfig, resolve_path
@@ -45,12 +44,7 @@ class PreflightMissing(ConfigError):
 
 def config_sha256(config: RunConfig) -> str:
     """The sha256 of the run config's three sections (not the file's name or comments)."""
-    sections = {
-        "experiment": config.experiment.model_dump(mode="json"),
-        "lean": config.lean.model_dump(mode="json"),
-        "gpu": config.gpu.model_dump(mode="json"),
-    }
-    return sha256_text(json.dumps(sections, sort_keys=True))
+    return sha256_text(config.model_dump_json(include={"experiment", "lean", "gpu"}))
 
 
 def preflight_identity(
@@ -63,7 +57,7 @@ def preflight_identity(
     pins = (
         {"unreadable": pins_unreadable}
         if pins_unreadable is not None
-        else settings_pins(config.lean).model_dump(mode="json")
+        else settings_pins(config.lean).model_dump()
     )
     return PreflightIdentity(
         config_sha256=config_sha256(config),
@@ -82,13 +76,13 @@ def _root(config: RunConfig) -> Path:
 
 def report_path(config: RunConfig, identity: PreflightIdentity) -> Path:
     digest = sha256_text(identity.model_dump_json())
-    return _root(config) / digest[:32] / PREFLIGHT_FILE
+    return _root(config) / digest / PREFLIGHT_FILE
 
 
 def write_report(config: RunConfig, report: PreflightReport) -> Path:
     path = report_path(config, report.identity)
     path.parent.mkdir(parents=True, exist_ok=True)
-    publish_text(path, report.model_dump_json(indent=1) + "\n")
+    publish_text(path, report.model_dump_json() + "\n")
     return path
 
 
@@ -96,15 +90,15 @@ def _reports(config: RunConfig) -> list[tuple[Path, PreflightReport]]:
     root = _root(config)
     if not root.is_dir():
         return []
-    found = []
-    for path in sorted(root.glob(f"*/{PREFLIGHT_FILE}")):
-        try:
-            found.append(
-                (path, PreflightReport.model_validate_json(path.read_text(encoding="utf-8")))
-            )
-        except ValueError as exc:
-            raise ConfigError(f"{path}: not a preflight report ({exc}); move it aside") from exc
+    found = [(path, _read(path)) for path in root.glob(f"*/{PREFLIGHT_FILE}")]
     return sorted(found, key=lambda item: item[1].finished_at)
+
+
+def _read(path: Path) -> PreflightReport:
+    try:
+        return PreflightReport.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not a preflight report ({exc}); move it aside") from exc
 
 
 def latest_report(config: RunConfig) -> PreflightReport | None:
@@ -130,7 +124,7 @@ def require_passing_preflight(config: RunConfig, job: str) -> PreflightReport:
         "the report prints it)"
     )
     if path.exists():
-        report = PreflightReport.model_validate_json(path.read_text(encoding="utf-8"))
+        report = _read(path)
         if report.passed:
             return report
         failed = ", ".join(f"{c.name} ({c.measured})" for c in report.failed())
