@@ -34,7 +34,7 @@ test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Everything but the slow integration tests (the demo loop, the daemon, the browser, the kill -9
-# trials of whole processes): about two minutes on 2 cores.
+# trials of whole processes): about four minutes on 2 cores.
 test-fast: install
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 

@@ -24,7 +24,9 @@ from prover_assets.generation.stages import round0_problems
 from prover_assets.records import Generation, iter_records
 from prover_assets_tests.conftest import CONFIGS, ROOT, dagster_home
 
-pytestmark = pytest.mark.slow  # two whole iterations
+# Two whole iterations, a kill -9 and the rerun: about 9 minutes on 2 cores, within a limit of
+# its own rather than the suite's 10 minutes a test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 SEEDS = (20261012, 7)
 

@@ -181,6 +181,8 @@ def gpus(**changes) -> dict:
         "count": 8,
         "names": ["NVIDIA H100 80GB HBM3"],
         "memory_gib": [79.2],
+        "torch": "2.9.0+cu128",
+        "vllm_torch": "==2.9.0",
         "torch_cuda": "12.8",
         "driver_cuda": "12.8",
         "vllm": "0.33.0",
@@ -208,8 +210,9 @@ def registered_like(tmp_path: Path) -> RunConfig:
         ({"torch_cuda": "12.8", "driver_cuda": "12.4"}, "the driver supports 12.4"),
         ({"torch_cuda": None}, "torch is a CPU build"),
         ({"vllm": None, "vllm_error": "ImportError: libcudart.so.12"}, "vLLM does not import"),
+        ({"torch": "2.13.0"}, "vLLM 0.33.0 is built for torch ==2.9.0, torch is 2.13.0"),
     ],
-    ids=["too_few", "driver_older", "cpu_torch", "no_vllm"],
+    ids=["too_few", "driver_older", "cpu_torch", "no_vllm", "other_torch"],
 )
 def test_a_gpu_box_that_cannot_run_the_config_fails_naming_why(tmp_path, changes, named):
     check = env.gpu_check(registered_like(tmp_path), lambda: gpus(**changes))
@@ -354,3 +357,14 @@ def test_the_host_memory_text_states_each_term(tmp_path):
     )
     unmeasured = env.host_memory_check(config, env.ReplMeasure(), 64 << 30)
     assert "2 workers x 8192 MiB memory_ceiling_mb" in unmeasured.measured  # the ceiling stands in
+
+
+def test_on_this_cpu_host_the_real_query_finds_no_gpu_for_the_registered_engine(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    check = env.gpu_check(registered_like(tmp_path))  # torch, nvidia-smi and vllm as installed
+    assert check.status == CheckStatus.FAILED
+    assert check.measured.startswith("0 GPUs [], [] GiB")
+    assert "GPU 0 not visible" in check.measured and "torch is a CPU build" in check.measured

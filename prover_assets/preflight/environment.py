@@ -8,6 +8,8 @@ with the exception's message as what was measured.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import importlib.resources
 import json
 import os
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from packaging.requirements import Requirement
 
 from prover_assets.config import (
     LocalLeanSettings,
@@ -455,7 +458,7 @@ def gpu_check(
     config: RunConfig, query: Callable[[], dict[str, Any]] | None = None
 ) -> PreflightCheck:
     """Count, names and memory of the GPUs the config uses, torch's CUDA build against the
-    driver's, and vLLM importable where it samples."""
+    driver's, and vLLM importable where it samples, with the torch its wheel was built for."""
     gpu, training = config.gpu, config.experiment.training
     threshold = (
         f"GPUs {sorted(set(gpu.gpus) | set(training.gpus))} visible; torch's CUDA no newer than "
@@ -484,6 +487,11 @@ def gpu_check(
             )
         if gpu.engine == "vllm" and found["vllm"] is None:
             problems.append(f"vLLM does not import ({found['vllm_error']})")
+        wanted_torch = found.get("vllm_torch")
+        if gpu.engine == "vllm" and wanted_torch and not _satisfies(found["torch"], wanted_torch):
+            problems.append(
+                f"vLLM {found['vllm']} is built for torch {wanted_torch}, torch is {found['torch']}"
+            )
         text = (
             f"{found['count']} GPUs {found['names']}, {found['memory_gib']} GiB; torch CUDA "
             f"{found['torch_cuda']}, driver CUDA {found['driver_cuda']}, vLLM {found['vllm']}"
@@ -491,6 +499,12 @@ def gpu_check(
         return _verdict(not problems), text + (f"; {'; '.join(problems)}" if problems else ""), {}
 
     return timed("gpu.devices", threshold, remedy, measure)
+
+
+def _satisfies(version: str, specifier: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(specifier).contains(version.split("+")[0], prereleases=True)
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -515,17 +529,22 @@ def _query_gpus() -> dict[str, Any]:
         )
     except (OSError, subprocess.TimeoutExpired):
         pass
-    vllm_version, vllm_error = None, None
+    vllm_version, vllm_error, vllm_torch = None, None, None
     try:
         import vllm
 
         vllm_version = vllm.__version__
-    except Exception as exc:
+    except Exception as exc:  # any import failure is what this check reports
         vllm_error = f"{type(exc).__name__}: {exc}"
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        requirements = [Requirement(r) for r in importlib.metadata.requires("vllm") or []]
+        vllm_torch = next((str(r.specifier) for r in requirements if r.name == "torch"), None)
     return {
         "count": count,
         "names": sorted({p.name for p in properties}),
         "memory_gib": sorted({round(p.total_memory / (1 << 30), 1) for p in properties}),
+        "torch": torch.__version__,
+        "vllm_torch": vllm_torch,
         "torch_cuda": torch.version.cuda,
         "driver_cuda": driver,
         "vllm": vllm_version,
