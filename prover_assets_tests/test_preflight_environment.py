@@ -109,13 +109,13 @@ def test_a_chat_template_that_renders_another_prompt_fails_the_golden_prompt(
     # a system turn the baseline was not evaluated with
     system = "{{ '<|im_start|>system\nYou are a prover.<|im_end|>\n' }}"
     template.write_text(system + template.read_text())
-    check = env.golden_prompt_check(folder, "")
+    check = env.golden_prompt_check(folder)
     assert check.status == CheckStatus.FAILED
     assert "differs at character 12" in check.measured  # after "<|im_start|>"
 
 
 def test_the_tiny_models_chat_template_renders_the_golden_prompt(tiny_model_dir):
-    assert env.golden_prompt_check(tiny_model_dir, "").status == CheckStatus.PASSED
+    assert env.golden_prompt_check(tiny_model_dir).status == CheckStatus.PASSED
 
 
 def test_the_golden_prompt_is_the_protocol_text_in_qwens_turn_markers():
@@ -131,7 +131,7 @@ def test_a_model_folder_without_weights_or_template_fails_naming_each(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "tokenizer_config.json").write_text("{}")
-    check = env.model_files_check(folder, "")
+    check = env.model_files_check(folder)
     assert check.status == CheckStatus.FAILED
     assert "missing: weights, tokenizer, chat template" in check.measured
 
@@ -171,7 +171,7 @@ def test_the_footprint_counts_every_sample_of_the_round_by_hand(tmp_path):
 def test_a_model_folder_whose_revision_differs_fails_naming_both(tmp_path):
     snapshot = tmp_path / ("a" * 40)
     snapshot.mkdir()
-    check = env.model_revision_check(snapshot, "b" * 40, "")
+    check = env.model_revision_check(snapshot, "b" * 40)
     assert check.status == CheckStatus.FAILED
     assert "a" * 40 in check.measured and "b" * 40 in check.measured
 
@@ -321,23 +321,14 @@ def test_a_chat_template_in_the_tokenizer_config_counts_and_an_empty_one_does_no
     (folder / "model-00001-of-00002.safetensors").write_bytes(b"")
     (folder / "tokenizer.json").write_text("{}")
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ x }}"}))
-    check = env.model_files_check(folder, "")
+    check = env.model_files_check(folder)
     assert check.status == CheckStatus.PASSED
     assert check.measured == (
         "1 weight shards, tokenizer ['tokenizer.json', 'tokenizer_config.json'], chat template "
         "in tokenizer_config.json"
     )
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": ""}))
-    assert env.model_files_check(folder, "").measured.endswith("; missing: chat template")
-
-
-def test_a_model_check_without_a_folder_is_not_applicable_saying_why():
-    check = env.model_files_check(None, "the model did not resolve")
-    assert (check.name, check.status, check.measured) == (
-        "model.files",
-        CheckStatus.NOT_APPLICABLE,
-        "the model did not resolve",
-    )
+    assert env.model_files_check(folder).measured.endswith("; missing: chat template")
 
 
 def test_a_measurement_that_raises_is_the_checks_failure_with_the_exception(tmp_path):

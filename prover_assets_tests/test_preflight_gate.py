@@ -15,7 +15,12 @@ from dagster._core.storage.dagster_run import DagsterRun
 from prover_assets.assets.report import preflight_overrides
 from prover_assets.config import ConfigError, parse_run_config
 from prover_assets.definitions import build_definitions
-from prover_assets.preflight import PreflightMissing, preflight_identity, require_passing_preflight
+from prover_assets.preflight import (
+    PreflightMissing,
+    latest_report,
+    preflight_identity,
+    require_passing_preflight,
+)
 from prover_assets.preflight.gate import HEAVY_JOBS, report_path, write_report
 from prover_assets.preflight.model import CheckStatus, PreflightCheck, PreflightReport
 from prover_assets.records import GitRevision
@@ -283,3 +288,20 @@ def test_a_report_that_does_not_parse_is_refused_naming_its_file(raw, identity):
     path.write_text("{not json")
     with pytest.raises(ConfigError, match=rf"(?s){path}: not a preflight report .*; move it aside"):
         require_passing_preflight(config, "baseline")
+
+
+def test_the_identity_is_the_configs_content_not_the_file_it_was_read_from(raw):
+    assert preflight_identity(parse_run_config(raw, "a.yaml")) == preflight_identity(
+        parse_run_config(raw, "elsewhere/b.yaml")
+    )
+
+
+def test_the_latest_report_is_the_newest_of_any_identity(raw):
+    config = parse_run_config(raw, "test")
+    assert latest_report(config) is None
+    newest = report_of(config, code_commit="9" * 40).model_copy(
+        update={"finished_at": "2026-12-04T09:00:00+00:00"}
+    )
+    write_report(config, report_of(config))
+    write_report(config, newest)
+    assert latest_report(config) == newest

@@ -44,6 +44,7 @@ __all__ = [
     "GOLDEN_PROBLEM",
     "GOLDEN_PROMPT",
     "MIB",
+    "ReplAnswer",
     "ReplMeasure",
     "blocked",
     "config_paths",
@@ -54,10 +55,11 @@ __all__ = [
     "import_check",
     "model_files_check",
     "model_revision_check",
+    "one_command",
     "paths_check",
     "pins_check",
     "placeholders_check",
-    "repl_command",
+    "repl_settings",
     "round_footprint_bytes",
     "round_trip_check",
     "timed",
@@ -200,14 +202,12 @@ def model_files(folder: Path) -> ModelFiles:
     return ModelFiles(weights, tokenizer, template)
 
 
-def model_files_check(folder: Path | None, why_none: str) -> PreflightCheck:
+def model_files_check(folder: Path) -> PreflightCheck:
     remedy = (
         "download the whole snapshot (weights *.safetensors, tokenizer.json, tokenizer_config.json "
         "with its chat template) into model.path"
     )
     threshold = "weights, a tokenizer and a chat template"
-    if folder is None:
-        return _not_applicable("model.files", why_none, threshold, remedy)
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         found = model_files(folder)
@@ -236,17 +236,13 @@ def model_files_check(folder: Path | None, why_none: str) -> PreflightCheck:
     return timed("model.files", threshold, remedy, measure)
 
 
-def model_revision_check(
-    folder: Path | None, declared: str | None, why_none: str
-) -> PreflightCheck:
+def model_revision_check(folder: Path, declared: str | None) -> PreflightCheck:
     threshold = (
         f"the folder is model.revision {declared}"
         if declared
         else "the revision this project recorded matches the weights"
     )
     remedy = "download the revision the config names, or correct model.revision"
-    if folder is None:
-        return _not_applicable("model.revision", why_none, threshold, remedy)
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         return CheckStatus.PASSED, f"{folder} is {model_revision(folder, declared)}", {}
@@ -288,13 +284,31 @@ def pins_check(config: RunConfig) -> PreflightCheck:
     )
 
 
-def repl_command(config: RunConfig) -> tuple[list[str], Path | None] | None:
-    """The command and folder of one REPL as the verifier starts it (None for a server)."""
-    lean = config.lean
-    if isinstance(lean, SimulatedLeanSettings):
-        import sys
+@dataclass(frozen=True)
+class ReplAnswer:
+    """One command's answer from a fresh REPL: its errors, the seconds from start to answer,
+    and the REPL's memory once it answered."""
 
-        return [
+    errors: list[dict[str, Any]]
+    seconds: float
+    memory: dict[str, float]
+
+
+def repl_settings(config: RunConfig) -> SimulatedLeanSettings | LocalLeanSettings | None:
+    """The settings of REPLs this host starts (None for a Lean server)."""
+    lean = config.lean
+    return None if isinstance(lean, RemoteLeanSettings) else lean
+
+
+def one_command(
+    lean: SimulatedLeanSettings | LocalLeanSettings, command: str, timeout_s: float
+) -> ReplAnswer:
+    """Start one REPL as the verifier starts it (its command, workspace, memory cap and
+    sandbox), send `command`, and end it."""
+    import sys
+
+    if isinstance(lean, SimulatedLeanSettings):
+        argv = [
             sys.executable,
             "-m",
             SIMULATOR_MODULE,
@@ -302,10 +316,20 @@ def repl_command(config: RunConfig) -> tuple[list[str], Path | None] | None:
             lean.rule,
             "--seed",
             str(lean.seed),
-        ], None
-    if isinstance(lean, LocalLeanSettings):
-        return list(lean.command), Path(lean.workspace)
-    return None
+        ]
+        cwd = None
+    else:
+        argv, cwd = list(lean.command), Path(lean.workspace)
+    started = time.monotonic()
+    process = ReplProcess(argv, cwd=cwd, memory_cap_mb=lean.memory_cap_mb, sandbox=lean.sandbox)
+    process.start()
+    try:
+        answer = process.send({"cmd": command}, timeout_s)
+        memory = process.memory_report()
+    finally:
+        process.close()
+    errors = [m for m in answer.get("messages", []) if m.get("severity") == "error"]
+    return ReplAnswer(errors, time.monotonic() - started, memory)
 
 
 @dataclass
@@ -325,31 +349,19 @@ def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure)
         '`{"cmd": "example : 1 + 1 = 2 := rfl"}` and a blank line): if it never answers, rebuild '
         "it (`lake build repl`); if it answers slowly, the host is overloaded"
     )
-    found = repl_command(config)
-    lean = config.lean
-    if found is None or isinstance(lean, RemoteLeanSettings):
+    lean = repl_settings(config)
+    if lean is None:
         return _not_applicable(
             "lean.round_trip", "a Lean server: the self-test is its round trip", threshold, remedy
         )
-    command, cwd = found
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
-        started = time.monotonic()
-        # as the verifier starts it: its memory cap, its sandbox
-        process = ReplProcess(
-            command, cwd=cwd, memory_cap_mb=lean.memory_cap_mb, sandbox=lean.sandbox
-        )
-        process.start()
-        try:
-            answer = process.send({"cmd": ROUND_TRIP_COMMAND}, timeout_s)
-        finally:
-            process.close()
-        seconds = time.monotonic() - started
-        measured.round_trip_s = seconds
-        errors = [m for m in answer.get("messages", []) if m.get("severity") == "error"]
-        if errors:
-            return CheckStatus.FAILED, f"answered in {seconds:.2f} s with errors: {errors[:2]}", {}
-        return CheckStatus.PASSED, f"answered in {seconds:.2f} s", {"repl round trip s": seconds}
+        answer = one_command(lean, ROUND_TRIP_COMMAND, timeout_s)
+        measured.round_trip_s = answer.seconds
+        text = f"answered in {answer.seconds:.2f} s"
+        if answer.errors:
+            return CheckStatus.FAILED, f"{text} with errors: {answer.errors[:2]}", {}
+        return CheckStatus.PASSED, text, {"repl round trip s": answer.seconds}
 
     return timed("lean.round_trip", threshold, remedy, measure)
 
@@ -357,13 +369,11 @@ def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure)
 def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
     """One `import Mathlib` (the protocol's header), timed, with the warmed REPL's memory against
     the worker's cap."""
-    lean = config.lean
-    found = repl_command(config)
-    if found is None or isinstance(lean, RemoteLeanSettings):
+    lean = repl_settings(config)
+    if lean is None:
         return _not_applicable(
             "lean.import", "a Lean server sizes its own workers", "", "see the server's own logs"
         )
-    command, cwd = found
     mechanism = memory_limit()
     limit = "resident" if mechanism == "cgroup" else "address space"
     threshold = (
@@ -377,32 +387,23 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
     )
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
-        started = time.monotonic()
-        process = ReplProcess(
-            command, cwd=cwd, memory_cap_mb=lean.memory_cap_mb, sandbox=lean.sandbox
-        )
-        process.start()
-        try:
-            answer = process.send({"cmd": GOEDEL_HEADER.strip()}, lean.header_timeout_s)
-            memory = process.memory_report()
-        finally:
-            process.close()
-        seconds = time.monotonic() - started
-        measured.import_s = seconds
+        answer = one_command(lean, GOEDEL_HEADER.strip(), lean.header_timeout_s)
+        memory = answer.memory
+        measured.import_s = answer.seconds
         measured.resident_mb = memory["resident_mb"]
         measured.address_space_mb = memory["address_space_mb"]
-        errors = [m for m in answer.get("messages", []) if m.get("severity") == "error"]
         held = memory["resident_mb"] if mechanism == "cgroup" else memory["address_space_mb"]
         ok = (
-            not errors
+            not answer.errors
             and held < lean.memory_cap_mb
             and memory["resident_mb"] < lean.memory_ceiling_mb
         )
         text = (
-            f"{seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB, address space "
-            f"{memory['address_space_mb']:.0f} MiB" + (f"; errors: {errors[:2]}" if errors else "")
+            f"{answer.seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB, address space "
+            f"{memory['address_space_mb']:.0f} MiB"
+            + (f"; errors: {answer.errors[:2]}" if answer.errors else "")
         )
-        return _verdict(ok), text, {"header import s": seconds}
+        return _verdict(ok), text, {"header import s": answer.seconds}
 
     return timed("lean.import", threshold, remedy, measure)
 
@@ -560,14 +561,12 @@ def golden_prompt() -> tuple[str, str]:
     return statement, (data / GOLDEN_PROMPT).read_text(encoding="utf-8")
 
 
-def golden_prompt_check(tokenizer_folder: Path | None, why_none: str) -> PreflightCheck:
+def golden_prompt_check(tokenizer_folder: Path) -> PreflightCheck:
     threshold = f"the render of miniF2F {GOLDEN_PROBLEM} byte-identical to prover_assets/data/{GOLDEN_PROMPT}"
     remedy = (
         "the model's chat template renders another prompt than the baseline was evaluated with: "
         "use the registered snapshot's tokenizer_config.json (its chat_template) unchanged"
     )
-    if tokenizer_folder is None:
-        return _not_applicable("prompt.golden", why_none, threshold, remedy)
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         from transformers import AutoTokenizer

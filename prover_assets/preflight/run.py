@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -89,6 +90,112 @@ def self_test_check(config: RunConfig) -> PreflightCheck:
     )
 
 
+class _Checks:
+    """The checks run so far, in order; each is told to `progress` as it is added."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.done: list[PreflightCheck] = []
+        self._progress = progress
+
+    def add(self, check: PreflightCheck) -> None:
+        self.done.append(check)
+        self._progress(check)
+
+    def ok(self, *names: str) -> bool:
+        return all(next(c for c in self.done if c.name == name).ok for name in names)
+
+    def first_failed(self, *names: str) -> str:
+        return next(name for name in names if not self.ok(name))
+
+    def add_if(self, needs: tuple[str, ...], run: Callable[[], PreflightCheck], name: str) -> None:
+        """`run()` when every check `needs` passed, else `name` blocked by the first that did
+        not."""
+        if self.ok(*needs):
+            self.add(run())
+        else:
+            self.add(env.blocked(name, self.first_failed(*needs), "see its row", "see above"))
+
+
+def _model_checks(config: RunConfig, checks: _Checks, work: Path) -> smoke.SmokeModel | None:
+    """The model folder resolved (built, for the demo), its files and its revision."""
+    resolved: list[smoke.SmokeModel] = []
+
+    def resolve_model() -> tuple[CheckStatus, str, dict[str, float]]:
+        resolved.append(_smoke_model(config, work))
+        return CheckStatus.PASSED, f"{resolved[0].folder} is {resolved[0].revision}", {}
+
+    checks.add(
+        env.timed(
+            "model.load",
+            "the model folder resolves and its revision derives",
+            "download the snapshot into model.path and give its hub revision in model.revision",
+            resolve_model,
+        )
+    )
+    model = resolved[0] if resolved else None
+    declared = None if config.experiment.demo else config.experiment.model.revision
+    if model is None:
+        checks.add(env.blocked("model.files", "model.load", "see its row", "see above"))
+        checks.add(env.blocked("model.revision", "model.load", "see its row", "see above"))
+    else:
+        checks.add(env.model_files_check(model.folder))
+        checks.add(env.model_revision_check(model.folder, declared))
+    return model
+
+
+def _lean_checks(config: RunConfig, checks: _Checks, settings: PreflightSettings) -> None:
+    """The pins, one round trip, one import, the self-test, and the host memory they need."""
+    measured = env.ReplMeasure()
+    checks.add(env.pins_check(config))
+    checks.add(env.round_trip_check(config, settings.round_trip_timeout_s, measured))
+    repl = ("lean.pins", "lean.round_trip")
+    checks.add_if(repl, lambda: env.import_check(config, measured), "lean.import")
+    checks.add_if(repl, lambda: self_test_check(config), "lean.self_test")
+    checks.add(env.host_memory_check(config, measured))
+
+
+def _smoke_checks(
+    config: RunConfig,
+    checks: _Checks,
+    settings: PreflightSettings,
+    model: smoke.SmokeModel | None,
+    work: Path,
+) -> None:
+    """The smoke round: samples, their verdicts, the memory plan, two steps, the export."""
+    generations: list = []
+    shards: list[Path] = []
+
+    def generate() -> PreflightCheck:
+        assert model is not None
+        cap = settings.smoke_cap or min(config.experiment.generation.caps)
+        check, made = smoke.generation_check(config, model, work, settings.smoke_samples, cap)
+        generations.extend(made)
+        return check
+
+    def train() -> PreflightCheck:
+        assert model is not None
+        check, shards_dir, checkpoint = smoke.training_check(config, model, work)
+        shards.extend(p for p in (shards_dir, checkpoint) if p is not None)
+        return check
+
+    loaded = ("model.load", "model.files", "gpu.devices")
+    checks.add_if(loaded, generate, "smoke.generation")
+    checks.add_if(
+        ("smoke.generation", "lean.self_test"),
+        lambda: smoke.verification_check(config, generations),
+        "smoke.verification",
+    )
+    checks.add_if(
+        ("model.load",), lambda: smoke.memory_plan_check(config, model), "training.memory_plan"
+    )
+    checks.add_if(("training.memory_plan", "gpu.devices"), train, "smoke.training")
+    checks.add_if(
+        ("smoke.training",),
+        lambda: smoke.export_check(config, model, shards[0], shards[1], work),
+        "smoke.export",
+    )
+
+
 def run_preflight(
     config: RunConfig,
     settings: PreflightSettings = PreflightSettings(),
@@ -101,121 +208,28 @@ def run_preflight(
     report) otherwise."""
     started = time.monotonic()
     root = resolve_path(config.experiment.data_root, "spec.data_root").resolve() / PREFLIGHT_DIR
-    work = root / f"work-{time.strftime('%Y%m%dT%H%M%S')}-{id(config) % 10_000}"
+    work = root / f"work-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
-    checks: list[PreflightCheck] = []
-
-    def add(check: PreflightCheck) -> PreflightCheck:
-        checks.append(check)
-        progress(check)
-        return check
-
-    def ok(name: str) -> bool:
-        return next(c for c in checks if c.name == name).ok
-
-    add(env.placeholders_check(config))
-    add(env.paths_check(config))
-    resolved: list[smoke.SmokeModel] = []
-
-    def resolve_model() -> tuple[CheckStatus, str, dict[str, float]]:
-        resolved.append(_smoke_model(config, work))
-        return CheckStatus.PASSED, f"{resolved[0].folder} is {resolved[0].revision}", {}
-
-    add(
-        env.timed(
-            "model.load",
-            "the model folder resolves and its revision derives",
-            "download the snapshot into model.path and give its hub revision in model.revision",
-            resolve_model,
-        )
-    )
-    model = resolved[0] if resolved else None
-    why = "the model did not resolve (model.load)"
-    add(
-        env.model_files_check(model.folder if model else None, why)
-        if model
-        else env.blocked(
-            "model.files",
-            "model.load",
-            "weights, a tokenizer and a chat template",
-            "see model.load",
-        )
-    )
-    add(
-        env.model_revision_check(
-            model.folder, None if config.experiment.demo else config.experiment.model.revision, why
-        )
-        if model
-        else env.blocked("model.revision", "model.load", "the declared revision", "see model.load")
-    )
-    measured = env.ReplMeasure()
-    add(env.pins_check(config))
-    add(env.round_trip_check(config, settings.round_trip_timeout_s, measured))
-    repl_ok = ok("lean.pins") and ok("lean.round_trip")
-    needs = "lean.pins" if not ok("lean.pins") else "lean.round_trip"
-    add(
-        env.import_check(config, measured)
-        if repl_ok
-        else env.blocked("lean.import", needs, "the header imports", "see above")
-    )
-    add(
-        self_test_check(config)
-        if repl_ok
-        else env.blocked("lean.self_test", needs, "known proofs judged right", "see above")
-    )
-    add(env.host_memory_check(config, measured))
-    add(env.gpu_check(config))
-    add(
-        env.golden_prompt_check(model.folder, why)
-        if model
-        else env.blocked("prompt.golden", "model.load", "the golden prompt", "see model.load")
-    )
-    generations = []
-    if model and ok("model.files") and ok("gpu.devices"):
-        cap = settings.smoke_cap or min(config.experiment.generation.caps)
-        generation, generations = smoke.generation_check(
-            config, model, work, settings.smoke_samples, cap
-        )
-        add(generation)
-    else:
-        add(
-            env.blocked(
-                "smoke.generation",
-                "model.files" if model else "model.load",
-                "a few samples",
-                "see above",
-            )
-        )
-    if ok("smoke.generation") and ok("lean.self_test"):
-        add(smoke.verification_check(config, generations))
-    else:
-        needs = "smoke.generation" if not ok("smoke.generation") else "lean.self_test"
-        add(env.blocked("smoke.verification", needs, "every sample judged", "see above"))
-    if model:
-        add(smoke.memory_plan_check(config, model))
-    else:
-        add(env.blocked("training.memory_plan", "model.load", "the plan fits", "see model.load"))
-    shards = checkpoint = None
-    if model and ok("training.memory_plan") and ok("gpu.devices"):
-        training, shards, checkpoint = smoke.training_check(config, model, work)
-        add(training)
-    else:
-        add(env.blocked("smoke.training", "training.memory_plan", "2 optimizer steps", "see above"))
-    if model and shards and checkpoint and ok("smoke.training"):
-        add(smoke.export_check(config, model, shards, checkpoint, work))
-    else:
-        add(env.blocked("smoke.export", "smoke.training", "the export's parity", "see above"))
+    checks = _Checks(progress)
+    checks.add(env.placeholders_check(config))
+    checks.add(env.paths_check(config))
+    model = _model_checks(config, checks, work)
+    _lean_checks(config, checks, settings)
+    checks.add(env.gpu_check(config))
+    checks.add_if(("model.load",), lambda: env.golden_prompt_check(model.folder), "prompt.golden")
+    _smoke_checks(config, checks, settings, model, work)
     model_bytes = sum(p.stat().st_size for p in model.folder.glob("*.safetensors")) if model else 0
-    add(env.disk_check(config, settings.disk_margin, model_bytes))
+    checks.add(env.disk_check(config, settings.disk_margin, model_bytes))
+    passed = all(c.ok for c in checks.done)
     report = PreflightReport(
         identity=identity or _identity(config),
         config_source=config.source,
-        checks=checks,
+        checks=checks.done,
         wall_s=round(time.monotonic() - started, 1),
         finished_at=now_utc(),
         simulated=config.experiment.demo is not None or config.lean.backend == "simulated",
-        work_folder=None if all(c.ok for c in checks) else str(work),
+        work_folder=None if passed else str(work),
     )
-    if report.passed:
+    if passed:
         shutil.rmtree(work, ignore_errors=True)
     return report, write_report(config, report)
