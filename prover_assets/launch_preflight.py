@@ -6,6 +6,7 @@ import sys
 
 import dagster as dg
 
+from prover_assets.config import load_run_config
 from prover_assets.definitions import build_definitions, config_path
 from prover_assets.preflight import PREFLIGHT_JOB, latest_report
 from prover_assets.preflight.gate import report_path
@@ -21,8 +22,6 @@ def main() -> int:
         result = definitions.resolve_job_def(PREFLIGHT_JOB).execute_in_process(
             instance=instance, raise_on_error=False
         )
-    from prover_assets.config import load_run_config
-
     config = load_run_config(path)
     report = latest_report(config)
     if report is None:

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 import psutil
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from prover_assets.config import (
     LocalLeanSettings,
@@ -38,6 +40,8 @@ from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplProcess, memory_limit
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
+from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
+from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
 
 __all__ = [
@@ -305,8 +309,6 @@ def one_command(
 ) -> ReplAnswer:
     """Start one REPL as the verifier starts it (its command, workspace, memory cap and
     sandbox), send `command`, and end it."""
-    import sys
-
     if isinstance(lean, SimulatedLeanSettings):
         argv = [
             sys.executable,
@@ -503,8 +505,6 @@ def gpu_check(
 
 
 def _satisfies(version: str, specifier: str) -> bool:
-    from packaging.specifiers import SpecifierSet
-
     return SpecifierSet(specifier).contains(version.split("+")[0], prereleases=True)
 
 
@@ -594,8 +594,6 @@ def round_footprint_bytes(config: RunConfig, model_bytes: int) -> dict[str, int]
     """The bytes a full round writes under data_root, term by term, from the config's counts as
     the `eta` asset plans them and its high prior of completion length (at most the largest
     cap): generations, verdicts, checkpoints, exports."""
-    from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
-
     spec = config.experiment
     tokens = min(PRIORS["mean_completion_tokens"][2], max(spec.generation.caps))
     eval_samples = sum(
@@ -620,8 +618,6 @@ def round_footprint_bytes(config: RunConfig, model_bytes: int) -> dict[str, int]
 
 
 def _lora_bytes(config: RunConfig) -> int:
-    from prover_assets.sft.memory import QWEN3_8B, ModelShape
-
     path = config.experiment.model.path
     shape_config = QWEN3_8B
     if path is not None and not is_placeholder(path) and (Path(path) / "config.json").is_file():

@@ -10,6 +10,7 @@ only their figures are kept.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from prover_assets.generation.stages import sampling_settings
 from prover_assets.preflight.environment import timed
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
-from prover_assets.records import Appender, Generation, Problem, publish_folder
+from prover_assets.records import Appender, Generation, Problem, publish_folder, read_records
 from prover_assets.records.outputs import StageResult, Step, StepInputs
 from prover_assets.sft.memory import GIB
 from prover_assets.sft.shards import ROWS_FILE, ShardWriter
@@ -108,8 +109,6 @@ def generation_check(
                 max_model_len=spec.model.max_model_len,
                 commit_every=len(specs),
             )
-        from prover_assets.records import read_records
-
         made.extend(read_records(folder / "generations.jsonl", Generation))
         rate = stats.tokens_per_s()
         text = (
@@ -273,8 +272,6 @@ def training_check(
 
 
 def _config_value(folder: Path, name: str) -> object:
-    import json
-
     return json.loads((folder / "config.json").read_text(encoding="utf-8"))[name]
 
 
