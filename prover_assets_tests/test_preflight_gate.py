@@ -304,4 +304,5 @@ def test_the_latest_report_is_the_newest_of_any_identity(raw):
     )
     write_report(config, report_of(config))
     write_report(config, newest)
+    write_report(config, report_of(config, code_commit="8" * 40))  # older than `newest`
     assert latest_report(config) == newest
