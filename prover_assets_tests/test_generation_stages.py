@@ -1,14 +1,24 @@
 """A generation step refuses what it cannot append to honestly: an empty batch, a stream that
 holds samples outside its plan."""
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from prover_assets.config import parse_experiment_spec
 from prover_assets.generation.engines import SamplingSettings
 from prover_assets.generation.runner import round0_specs
-from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
+from prover_assets.generation.stages import (
+    GENERATIONS_FILE,
+    Samples,
+    hub_model,
+    materialize_generations,
+)
 from prover_assets.records import Appender, Generation
 from prover_assets.records.outputs import EmptyOutputError
 from prover_assets.records.store import RecordError
+from prover_assets_tests.conftest import CONFIGS
 from prover_assets_tests.factories import make_generation, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
@@ -85,3 +95,24 @@ def test_a_later_iterations_round_0_leaves_out_every_problem_an_earlier_round_so
     assert samples.inputs["solved_before_1_verdicts"] == rounds[1][1]  # hashed as an input
     everything = round0_samples(tmp_path / "problems.jsonl", 2, 64)
     assert (everything.plan.problems, set(everything.inputs)) == (4, {"problems"})
+
+
+def registered_spec(model_path: Path, revision: str):
+    """The registered experiment's spec with its model at `model_path`, `revision` declared."""
+    raw = yaml.safe_load((CONFIGS / "p2.yaml").read_text())
+    spec = raw["resources"]["experiment"]["config"]["spec"]
+    spec["model"].update(path=str(model_path), revision=revision)
+    return parse_experiment_spec(spec)
+
+
+def test_the_hub_model_is_the_snapshot_folder_with_its_declared_revision(tmp_path):
+    revision = "a" * 40
+    snapshot = tmp_path / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    assert hub_model(registered_spec(snapshot, revision)) == (snapshot, revision)
+
+
+def test_a_hub_model_path_that_is_no_folder_says_to_download_it(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError, match="is not a folder: download the snapshot there"):
+        hub_model(registered_spec(missing, "a" * 40))

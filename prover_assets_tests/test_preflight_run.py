@@ -71,6 +71,10 @@ def test_the_smoke_round_measures_the_rates_the_eta_reads(passed):
     assert figures["tokens_per_s"] > 0
     assert figures["sft_tokens_per_s"] > 0
     assert "generation startup s" in figures
+    # one worker's seconds a proof in the self-test, over the demo's 2 workers
+    self_test = next(c for c in passed["report"].checks if c.name == "lean.self_test")
+    per_proof = float(self_test.measured.rsplit("; ", 1)[1].split(" s a proof")[0])
+    assert figures["verify_s_per_code_sample"] == pytest.approx(per_proof / 2, abs=0.01)
 
 
 def test_the_markdown_has_a_row_per_check_with_measured_value_and_threshold(passed):

@@ -28,13 +28,14 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import partition_of, step_metadata
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
-from prover_assets.config import ConfigError, ExperimentSpec, require_filled, resolve_path
+from prover_assets.config import ConfigError, ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.runner import GenerationStats
 from prover_assets.generation.stages import (
     GENERATIONS_FILE,
     Samples,
     correction_samples,
+    hub_model,
     materialize_generations,
     round0_samples,
     sampling_settings,
@@ -102,12 +103,7 @@ def model_for(
     if spec.model.source == "demo_tiny":
         folder = experiment.complete_folder(DEMO_BASE_MODEL) / MODEL_DIR
         return folder, model_revision(folder)
-    path = resolve_path(require_filled(spec.model.path or "", "spec.model.path"), "spec.model.path")
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"spec.model.path {path} is not a folder: download the snapshot there"
-        )
-    return path, model_revision(path, spec.model.revision)
+    return hub_model(spec)
 
 
 def _load_tokenizer(path: Path):

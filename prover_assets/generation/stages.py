@@ -14,9 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from prover_assets.config import ExperimentSpec
+from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.generation.corrections import correction_specs, plan_corrections
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings
+from prover_assets.generation.revision import model_revision
 from prover_assets.generation.runner import (
     CorrectionCounts,
     GenerationBatchResult,
@@ -49,6 +50,7 @@ __all__ = [
     "GENERATIONS_FILE",
     "Samples",
     "correction_samples",
+    "hub_model",
     "materialize_generations",
     "round0_problems",
     "round0_samples",
@@ -89,6 +91,17 @@ def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
     """The sampling settings of the experiment's generation section (no top-k: 0)."""
     g = spec.generation
     return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k or 0)
+
+
+def hub_model(spec: ExperimentSpec) -> tuple[Path, str]:
+    """The base model of a registered experiment: the hub snapshot at `model.path` and the
+    revision the config declares for it (checked against the folder)."""
+    path = resolve_path(require_filled(spec.model.path or "", "spec.model.path"), "spec.model.path")
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"spec.model.path {path} is not a folder: download the snapshot there"
+        )
+    return path, model_revision(path, spec.model.revision)
 
 
 def solved_problems(rounds: Sequence[tuple[Path, Path]]) -> set[str]:

@@ -75,7 +75,7 @@ GOLDEN_PROMPT = f"golden/minif2f-{GOLDEN_PROBLEM}.prompt.txt"  # under prover_as
 # A REPL command that needs no import: the round trip measures the REPL, not Mathlib.
 ROUND_TRIP_COMMAND = "example : 1 + 1 = 2 := rfl"
 # Host memory a vLLM engine child holds beside its GPU (CUDA context, the scheduler, the
-# tokenizer, pinned buffers): vLLM's own estimate for the CPU side of a worker is a few GiB.
+# tokenizer, pinned buffers): a stated prior, never measured here (no GPU), said in the check.
 ENGINE_HOST_GIB = 6.0
 
 
@@ -427,7 +427,7 @@ def host_memory_check(
     if gpu.engine == "vllm":
         slices = len(gpu.gpus) // (gpu.tensor_parallel_size * gpu.pipeline_parallel_size)
         engine_bytes = slices * ENGINE_HOST_GIB * (1 << 30)
-        engines = f"{slices} vLLM children x {ENGINE_HOST_GIB:g} GiB"
+        engines = f"{slices} vLLM children x {ENGINE_HOST_GIB:g} GiB (a prior)"
     elif gpu.engine == "transformers":
         engine_bytes = _model_bytes(config) * (2 if gpu.device == "cpu" else 1)
         engines = "the transformers engine's model"

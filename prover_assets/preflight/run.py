@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from prover_assets.config import RemoteLeanSettings, RunConfig, require_filled, resolve_path
+from prover_assets.config import RemoteLeanSettings, RunConfig, resolve_path
 from prover_assets.generation.revision import model_revision
+from prover_assets.generation.stages import hub_model
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.preflight import environment as env
 from prover_assets.preflight import smoke
@@ -22,7 +23,7 @@ from prover_assets.preflight.model import (
     PreflightReport,
 )
 from prover_assets.records import now_utc
-from prover_assets.verify.backends import backend_from_settings, self_test
+from prover_assets.verify.backends import SELF_TEST_JOBS, backend_from_settings, self_test
 
 __all__ = ["PreflightSettings", "run_preflight"]
 
@@ -55,8 +56,7 @@ def _smoke_model(config: RunConfig, work: Path) -> smoke.SmokeModel:
             seed=spec.generation.seed,
         )
         return smoke.SmokeModel(folder, model_revision(folder))
-    path = resolve_path(require_filled(spec.model.path or "", "spec.model.path"), "spec.model.path")
-    return smoke.SmokeModel(path, model_revision(path, spec.model.revision))
+    return smoke.SmokeModel(*hub_model(spec))
 
 
 def _identity(config: RunConfig) -> PreflightIdentity:
@@ -68,7 +68,9 @@ def _identity(config: RunConfig) -> PreflightIdentity:
         return preflight_identity(config, pins_unreadable=str(exc))
 
 
-def self_test_check(config: RunConfig) -> PreflightCheck:
+def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCheck:
+    """The self-test on one worker; its seconds per proof (past the header import the round
+    measured before) give the ETA's verification rate at the configured workers."""
     lean = config.lean
     one = (
         lean
@@ -77,9 +79,20 @@ def self_test_check(config: RunConfig) -> PreflightCheck:
     )
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+        started = time.monotonic()
         with backend_from_settings(one) as backend:
             outcome = self_test(backend, lean.budget_s, GOEDEL_HEADER.strip())
-        return CheckStatus.PASSED if outcome.passed else CheckStatus.FAILED, outcome.description, {}
+        proofs_s = max(time.monotonic() - started - (measured.import_s or 0.0), 0.0)
+        per_proof = proofs_s / SELF_TEST_JOBS
+        status = CheckStatus.PASSED if outcome.passed else CheckStatus.FAILED
+        text = f"{outcome.description}; {per_proof:.2f} s a proof on one worker"
+        # a server's workers are its own: no rate per worker of ours to scale
+        figures = (
+            {}
+            if isinstance(lean, RemoteLeanSettings)
+            else {"verify_s_per_code_sample": per_proof / lean.workers}
+        )
+        return status, text, figures
 
     return env.timed(
         "lean.self_test",
@@ -150,7 +163,7 @@ def _lean_checks(config: RunConfig, checks: _Checks, settings: PreflightSettings
     checks.add(env.round_trip_check(config, settings.round_trip_timeout_s, measured))
     repl = ("lean.pins", "lean.round_trip")
     checks.add_if(repl, lambda: env.import_check(config, measured), "lean.import")
-    checks.add_if(repl, lambda: self_test_check(config), "lean.self_test")
+    checks.add_if(repl, lambda: self_test_check(config, measured), "lean.self_test")
     checks.add(env.host_memory_check(config, measured))
 
 

@@ -531,10 +531,9 @@ def preflight_provenance(overrides: Sequence[str]) -> list[str]:
     its reason, or that there was none."""
     if not overrides:
         return [
-            "No heavy job of this instance (baseline, pool_round, sft, candidate_eval, "
-            "full_round, iteration) was launched with `preflight_override`: each launched after "
-            "a passing preflight for its config, pins and code. (Assets materialized one by one, "
-            "outside these jobs, are not gated.)\n"
+            "No heavy job of this instance was launched with `preflight_override`: each launched "
+            "after a passing preflight for its config, pins and code. (Assets materialized one by "
+            "one, outside the jobs, are not gated.)\n"
         ]
     return [
         f"**{len(overrides)} heavy runs were launched WITHOUT a passing preflight** "

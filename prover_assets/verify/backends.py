@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "SELF_TEST_BAD",
     "SELF_TEST_GOOD",
+    "SELF_TEST_JOBS",
     "LeanBackend",
     "LocalReplBackend",
     "RemoteBackend",
@@ -504,6 +505,9 @@ _SELF_TEST_CASES = (
         _Expect.NOT_ACCEPTED,
     ),
 )
+
+
+SELF_TEST_JOBS = len(_SELF_TEST_CASES)  # the proofs one self-test judges
 
 
 def _self_test_job(case: _SelfTestCase, budget_s: float, header: str) -> LeanJob:
