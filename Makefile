@@ -7,6 +7,12 @@ CONFIG ?= configs/demo.yaml
 HOST ?= 127.0.0.1
 PORT ?= 3000
 PYTEST_ARGS ?=
+# Two test processes on 2 cores (pytest-xdist): each module, or each group of modules sharing a
+# daemon, runs whole in one of them, the slowest groups first (prover_assets_tests/conftest.py,
+# `pytest_xdist_make_scheduler`); torch in each takes its share of the cores.
+TEST_WORKERS ?= 2
+DURATIONS ?= 25
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=$(DURATIONS)
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
 .PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo lean-workspace preflight
@@ -31,12 +37,12 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml | install
 	$(BIN)/python -c "import dagster; dagster.DagsterInstance.get().dispose()"
 
 test: install
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # Everything but the slow integration tests (the demo loop, the daemon, the browser, the kill -9
-# trials of whole processes): about four minutes on 2 cores.
+# trials of whole processes).
 test-fast: install
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # The registered Lean workspace (toolchain, Mathlib and the REPL at the pins, the REPL built,
 # the pins read back, the self-test), where configs/p2.yaml's lean workspace points, or in
@@ -89,4 +95,4 @@ mutation: install
 	$(BIN)/python scripts/mutation.py
 
 clean-demo:
-	rm -rf .prover_data/demo .prover_data/demo-null
+	rm -rf .prover_data/demo .prover_data/demo-null .prover_data/demo-iterations .prover_data/demo-tunings

@@ -338,6 +338,10 @@ class DemoSpec(_Spec):
     tiny_hidden_size: PositiveInt
     tiny_layers: PositiveInt
     tiny_vocab_size: PositiveInt
+    # A folder of format-tuned models shared across data roots (prover_assets.generation.
+    # shared_tunings): the demos tune once per statements and settings. None: each data root
+    # tunes its own.
+    shared_tunings: str | None = None
 
 
 class ExperimentSpec(_Spec):
@@ -420,7 +424,8 @@ class _ReplPoolSettings(_LeanCommon):
     memory_cap_mb: PositiveInt = 12288  # RLIMIT_AS of each REPL process
     memory_ceiling_mb: PositiveInt = 8192  # resident size after which a worker is recycled
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
-    sandbox: bool = True  # no network, private TMPDIR (where the OS allows)
+    # Contain each REPL: bubblewrap where it runs, else no network alone (`lean/repl.py`).
+    sandbox: bool = True
     # One more REPL kept started with the header imported, taken by the next worker to restart
     # (after a timeout, a fault or a recycle): no import on the restart path.
     warm_spare: bool = True

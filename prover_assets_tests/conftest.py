@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,21 +17,98 @@ CONFIGS = ROOT / "configs"
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
-def full_demo_run_config(data_root: Path, name: str = "demo.yaml") -> dict:
-    """A demo config (the positive control, or `demo-null.yaml`) exactly as shipped, as a
-    run-config dict writing under `data_root`."""
+# How `make test` deals the tests to its two processes (pytest-xdist): each module whole to one
+# of them (its module fixtures built once), the modules that share one `dagster dev` (the CLI,
+# the Launchpad, the browser) together, and the groups that run a whole loop or a daemon first,
+# longest first, so that no process is left alone with one at the end. xdist's own `loadgroup`
+# cannot say this: under pytest 9 its `xdist_group` marks never reach the scheduler.
+SHARED_PROCESS_GROUPS = {
+    "test_jobs.py": "dagster_dev",
+    "test_launchpad.py": "dagster_dev",
+    "test_ui.py": "dagster_dev",
+}
+SLOW_GROUPS_FIRST = ("dagster_dev", "test_demo.py", "test_demo_iterations.py", "test_demo_null.py")
+
+
+def group_of(nodeid: str) -> str:
+    """The group of the test `nodeid`: its module's file name, or the group it shares."""
+    module = Path(nodeid.split("::", 1)[0]).name
+    return SHARED_PROCESS_GROUPS.get(module, module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        group = group_of(item.nodeid)
+        return (
+            SLOW_GROUPS_FIRST.index(group) if group in SLOW_GROUPS_FIRST else len(SLOW_GROUPS_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: within a group, and among the rest, collection order stays
+
+
+# A folder every test process of one session shares (the workers of `pytest -n` inherit it from
+# the process that starts them): the demos' format-tuned models, tuned once per session. Set it
+# yourself to keep them from one session to the next.
+SHARED_ENV = "PROVER_TEST_SHARED"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if SHARED_ENV not in os.environ:
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="prover-assets-tests-")
+        config.stash[_OWNS_SHARED] = True
+    # Under `pytest -n N`, on the process that starts the workers (they inherit it, and it
+    # imports no torch itself): each worker's torch, and every process it starts, takes its share
+    # of the cores. Two workers each spinning a thread per core would thrash (measured: format
+    # tuning 5x slower).
+    workers = config.getoption("numprocesses", None)
+    if isinstance(workers, int) and workers > 0:
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(variable, threads)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_OWNS_SHARED, False):
+        shutil.rmtree(os.environ.pop(SHARED_ENV), ignore_errors=True)
+
+
+_OWNS_SHARED = pytest.StashKey[bool]()
+
+
+def shipped_config(data_root: Path, name: str) -> dict:
+    """A config of configs/ exactly as shipped, as a run-config dict writing under `data_root`;
+    a demo's tuned model shared with the session's other loops, not with the user's."""
     raw = yaml.safe_load((CONFIGS / name).read_text())
-    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(data_root)
+    spec = raw["resources"]["experiment"]["config"]["spec"]
+    spec["data_root"] = str(data_root)
+    if "demo" in spec:
+        spec["demo"]["shared_tunings"] = str(Path(os.environ[SHARED_ENV]) / "demo-tunings")
     return raw
 
 
-def demo_run_config(data_root: Path, **spec_overrides) -> dict:
-    """The demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills):
-    a quarter of its problems and pool, a shorter format tuning, and a simulated verifier that
-    accepts a share of proofs by their code (so that a short-tuned model still finds proofs to
-    train on). Only the control tests run it whole (`full_demo_run_config`): the size that
-    detects the planted effect."""
-    raw = full_demo_run_config(data_root)
+def full_demo_run_config(data_root: Path, name: str = "demo.yaml") -> dict:
+    """A demo config (the positive control, or `demo-null.yaml`) exactly as shipped, as a
+    run-config dict writing under `data_root`."""
+    return shipped_config(data_root, name)
+
+
+def demo_run_config(data_root: Path, name: str = "demo.yaml", **spec_overrides) -> dict:
+    """A demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills,
+    iterations): a quarter of its problems and pool, a shorter format tuning (the same for every
+    such test: tuned once a session), and a simulated verifier that accepts a share of proofs by
+    their code (so that a short-tuned model still finds proofs to train on). Only the control
+    tests run it whole (`full_demo_run_config`): the size that detects the planted effect."""
+    raw = shipped_config(data_root, name)
     raw["resources"]["lean"]["config"]["settings"]["simulated"].update(
         rule="seeded_share", accept_share=0.5, seed=7
     )
@@ -106,17 +185,21 @@ def lean_workspace() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def demo_webserver(tmp_path_factory):
-    """`dagster dev` on the demo config, shared by the Launchpad and browser tests (the later
-    ones reuse what the earlier ones materialized, as a user's relaunch does), after a passing
-    preflight for it."""
-    from prover_assets.config import parse_run_config
-    from prover_assets.preflight import run_preflight
+def demo_dagster_dev(tmp_path_factory):
+    """`dagster dev` (webserver and daemon) on the mechanics-size demo config, shared by the
+    tests of the CLI, the Launchpad and the browser (the `dagster_dev` group: one worker): the
+    later ones reuse what the earlier ones materialized, as a user's relaunch does."""
     from prover_assets_tests.processes import dagster_dev
 
-    tmp = tmp_path_factory.mktemp("webserver")
-    raw = demo_run_config(tmp / "data")
-    report, _ = run_preflight(parse_run_config(raw, "the webserver's config"))
-    assert report.passed, report.markdown()  # heavy jobs launch only after one
-    with dagster_dev(tmp, raw) as url:
-        yield {"url": url, "data": tmp / "data"}
+    tmp = tmp_path_factory.mktemp("dagster_dev")
+    with dagster_dev(tmp, demo_run_config(tmp / "data")) as dev:
+        yield dev
+
+
+@pytest.fixture(scope="session")
+def demo_preflight_run(demo_dagster_dev):
+    """The preflight job launched from the CLI on `demo_dagster_dev` (heavy jobs launch only
+    after a passing one); its run."""
+    from prover_assets_tests.processes import launch_and_wait
+
+    return launch_and_wait(demo_dagster_dev, "preflight")

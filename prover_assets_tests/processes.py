@@ -12,11 +12,13 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 
 @contextlib.contextmanager
@@ -66,21 +68,75 @@ def wait_until_serving(url: str, process: subprocess.Popen, timeout: float = 240
     raise TimeoutError(f"dagster dev did not serve {url} within {timeout} s")
 
 
+@dataclass(frozen=True)
+class DagsterDev:
+    """A running `dagster dev`: its webserver's URL, its instance, the config its definitions
+    were built from, and the environment a `dagster` command needs to reach it."""
+
+    url: str
+    home: Path
+    config: Path
+    data: Path
+    env: dict[str, str]
+
+
 @contextlib.contextmanager
-def dagster_dev(tmp: Path, run_config: dict) -> Iterator[str]:
+def dagster_dev(tmp: Path, run_config: dict) -> Iterator[DagsterDev]:
     """`dagster dev` (webserver and daemon) on 127.0.0.1 with a fresh DAGSTER_HOME under `tmp`
-    and the definitions built from `run_config`; yields the webserver's URL."""
+    and the definitions built from `run_config`."""
+    import dagster as dg
+
     from prover_assets_tests.conftest import dagster_home
 
     home = dagster_home(tmp / "dagster_home")
+    with dg.DagsterInstance.from_config(str(home)):
+        pass  # create the SQLite storage first: two processes creating it at once can race
     config = tmp / "run_config.yaml"
     config.write_text(yaml.safe_dump(run_config))
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
-    command = [Path(sys.executable).parent / "dagster", "dev", "-h", "127.0.0.1", "-p", str(port)]
+    command = [BIN / "dagster", "dev", "-h", "127.0.0.1", "-p", str(port)]
     with process_group(
         [*command, "-w", "workspace.yaml"], cwd=ROOT, env=env, log_path=tmp / "dagster-dev.log"
     ) as process:
         url = f"http://127.0.0.1:{port}"
         wait_until_serving(url, process)
-        yield url
+        data = Path(run_config["resources"]["experiment"]["config"]["spec"]["data_root"])
+        yield DagsterDev(url, home, config, data, env)
+
+
+def launch(dev: DagsterDev, job: str, config: Path | None = None) -> subprocess.CompletedProcess:
+    """`dagster job launch -w workspace.yaml -j <job> -c <config>` as a user runs it against
+    `dev`'s instance (its daemon runs what is queued)."""
+    command = [BIN / "dagster", "job", "launch", "-w", "workspace.yaml", "-j", job]
+    command += ["-c", str(config or dev.config)]
+    return subprocess.run(
+        [str(part) for part in command],
+        cwd=ROOT,
+        env=dev.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def launch_and_wait(dev: DagsterDev, job: str, timeout: float = 1800):
+    """Launch `job` and wait for its run to end (a generous bound on a hung run, not a speed
+    expectation); the run."""
+    import dagster as dg
+
+    finished = {
+        dg.DagsterRunStatus.SUCCESS,
+        dg.DagsterRunStatus.FAILURE,
+        dg.DagsterRunStatus.CANCELED,
+    }
+    with dg.DagsterInstance.from_config(str(dev.home)) as instance:
+        before = {run.run_id for run in instance.get_runs()}
+        launched = launch(dev, job)
+        assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
+        (run_id,) = {run.run_id for run in instance.get_runs()} - before
+        deadline = time.monotonic() + timeout
+        while (run := instance.get_run_by_id(run_id)).status not in finished:
+            assert time.monotonic() < deadline, f"run {run_id} of {job} still {run.status}"
+            time.sleep(1)
+        return run

@@ -26,6 +26,7 @@ __all__ = [
     "check_report_is_secondary_and_simulated",
     "check_sft_rows_are_accepted_samples",
     "check_training_order",
+    "report_folder",
 ]
 
 NO_CODE_SHA = hashlib.sha256(b"\x00no_code").hexdigest()
@@ -203,6 +204,12 @@ def check_candidate_is_the_export(candidate_generations: Path, exported_model: P
             f"weights are {revision}"
         )
     return revision
+
+
+def report_folder(root: Path) -> Path:
+    """The one report of the finished round under data root `root`."""
+    (folder,) = (root / "eval_report").glob("report-*")
+    return folder
 
 
 def check_report_is_secondary_and_simulated(report_dir: Path) -> None:

@@ -1,19 +1,14 @@
 """The smoke loop: the demo config (the positive control) end to end, job by job as a user
 launches them, with SFT training stopped (SIGTERM) half-way and resumed; then every seam checked
 on the real files, each seam check shown to fail when its seam is broken on purpose, and the
-planted effect detected. Then the null control, run as `make demo-null` runs it: no effect
-detected, and the `eta` asset's total beside the round's measured time."""
+planted effect detected. The null control is test_demo_null.py."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,7 +24,9 @@ from prover_assets.verify.runner import VerificationResult
 from prover_assets_tests import seams
 from prover_assets_tests.conftest import dagster_home, full_demo_run_config
 
-pytestmark = pytest.mark.slow  # the whole demo loop
+# The whole demo loop, its format tuning included when it is the session's first: a bound of its
+# own on a hung loop, not an expectation of speed (two test processes share 2 cores).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 
 EPOCHS = full_demo_run_config(Path("unused"))["resources"]["experiment"]["config"]["spec"][
     "training"
@@ -59,7 +56,7 @@ def run_job(defs: dg.Definitions, name: str, instance: dg.DagsterInstance):
     return result, failed
 
 
-def stop_training_midway(data_root: Path, timeout: float = 300) -> None:
+def stop_training_midway(data_root: Path, timeout: float = 1200) -> None:
     """SIGTERM the trainer once it has trained two micro-steps."""
     order = data_root / "sft_checkpoint" / "data_order.jsonl"
     deadline = time.monotonic() + timeout
@@ -90,7 +87,7 @@ def finished_round(tmp_path_factory):
         worker = threading.Thread(target=lambda: stopped.update(run=run_job(defs, "sft", instance)))
         worker.start()
         stop_training_midway(data_root)
-        worker.join(timeout=600)
+        worker.join(timeout=1800)
         outcomes["sft stopped"] = stopped["run"]
         summary = json.loads((data_root / "sft_checkpoint" / "summary.json").read_text())
         for name in ("sft", "candidate_eval", "report"):
@@ -120,11 +117,6 @@ def eval_runs(root: Path) -> list[tuple[Path, Path]]:
         )
         for s in ("baseline", "candidate")
     ]
-
-
-def report_dir(root: Path) -> Path:
-    (folder,) = (root / "eval_report").glob("report-*")
-    return folder
 
 
 def test_every_job_succeeds_with_every_check_passing(finished_round):
@@ -221,11 +213,11 @@ def test_the_candidate_was_sampled_from_the_export(finished_round):
 
 
 def test_the_report_is_secondary_and_simulated(finished_round):
-    seams.check_report_is_secondary_and_simulated(report_dir(finished_round["root"]))
+    seams.check_report_is_secondary_and_simulated(seams.report_folder(finished_round["root"]))
 
 
 def test_the_planted_effect_is_detected_by_the_registered_test(finished_round):
-    folder = report_dir(finished_round["root"])
+    folder = seams.report_folder(finished_round["root"])
     (comparison,) = json.loads((folder / "summary.json").read_text())["comparisons"]
     table = comparison["table"]
     assert comparison["p_value"] < 0.05
@@ -391,7 +383,9 @@ def test_a_candidate_sampled_from_other_weights_breaks_the_revision_seam(copy_of
 
 
 def test_a_report_without_the_simulated_banner_breaks_the_report_seam(copy_of, finished_round):
-    folder = copy_of(str(report_dir(finished_round["root"]).relative_to(finished_round["root"])))
+    folder = copy_of(
+        str(seams.report_folder(finished_round["root"]).relative_to(finished_round["root"]))
+    )
     text = (folder / "report.md").read_text()
     (folder / "report.md").write_text(text.replace("# SIMULATED - NOT EVIDENCE", "# Report", 1))
     with pytest.raises(seams.SeamBroken, match="does not open with SIMULATED"):
@@ -399,54 +393,11 @@ def test_a_report_without_the_simulated_banner_breaks_the_report_seam(copy_of, f
 
 
 def test_a_primary_comparison_in_a_simulated_report_breaks_the_report_seam(copy_of, finished_round):
-    folder = copy_of(str(report_dir(finished_round["root"]).relative_to(finished_round["root"])))
+    folder = copy_of(
+        str(seams.report_folder(finished_round["root"]).relative_to(finished_round["root"]))
+    )
     summary = json.loads((folder / "summary.json").read_text())
     summary["comparisons"][0]["primary"] = True
     (folder / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(seams.SeamBroken, match="PRIMARY"):
         seams.check_report_is_secondary_and_simulated(folder)
-
-
-@pytest.fixture(scope="module")
-def null_control(tmp_path_factory):
-    """`make demo-null`: the demo's loop in one `full_round` run, acceptance independent of
-    content, then the `eta` asset, as `python -m prover_assets.demo` runs them."""
-    tmp = tmp_path_factory.mktemp("null")
-    config = tmp / "demo-null.yaml"
-    config.write_text(yaml.safe_dump(full_demo_run_config(tmp / "data", "demo-null.yaml")))
-    home = dagster_home(tmp / "dagster_home")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
-    done = subprocess.run(
-        [sys.executable, "-m", "prover_assets.demo"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    return {"root": tmp / "data", "home": home, "done": done}
-
-
-def test_the_null_control_detects_no_improvement(null_control):
-    assert null_control["done"].returncode == 0, null_control["done"].stdout[-3000:]
-    folder = report_dir(null_control["root"])
-    (comparison,) = json.loads((folder / "summary.json").read_text())["comparisons"]
-    assert comparison["decision"] == "no detectable improvement"
-    text = (folder / "report.md").read_text()
-    assert "no effect is planted" in text
-
-
-def test_the_eta_of_the_demo_round_is_within_half_again_of_its_measured_time(null_control):
-    assert null_control["done"].returncode == 0, null_control["done"].stdout[-3000:]
-    with dg.DagsterInstance.from_config(str(null_control["home"])) as instance:
-        (run,) = instance.get_run_records(dg.RunsFilter(job_name="full_round"))
-        measured_s = run.end_time - run.start_time
-        eta = instance.get_latest_materialization_event(dg.AssetKey("eta"))
-        metadata = eta.asset_materialization.metadata
-    estimated_s = metadata["total_hours_central"].value * 3600
-    measured, of = metadata["inputs_measured"].value.split(" of ")
-    assert measured == of  # every input measured by the round itself, no prior left
-    off_by = abs(math.log(estimated_s / measured_s))
-    assert off_by <= math.log(1.5), f"eta {estimated_s:.0f} s, measured {measured_s:.0f} s"
-    assert re.search(
-        r"ETA of a full round .* this round took \d+:\d\d:\d\d", null_control["done"].stdout
-    )

@@ -1,79 +1,28 @@
 """`dagster job launch -w workspace.yaml -j baseline -c <config>` as a user runs it: with the
-project's dagster.yaml (runs queue until a daemon takes them), a daemon in its own process
-group, and the same command launched twice: the second run reuses every finished asset."""
+project's dagster.yaml (runs queue until a daemon takes them), the daemon of the session's
+`dagster dev`, and the same command launched twice: the second run reuses every finished asset."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import ROOT, dagster_home, demo_run_config
-from prover_assets_tests.processes import process_group
+from prover_assets_tests.processes import launch, launch_and_wait
 
 pytestmark = pytest.mark.slow  # a whole loop
 
-BIN = Path(sys.executable).parent
-FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
-
 
 @pytest.fixture(scope="module")
-def user_setup(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("launch")
-    home = dagster_home(tmp / "dagster_home")
-    config = tmp / "demo.yaml"
-    config.write_text(yaml.safe_dump(demo_run_config(tmp / "data")))
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
-    with dg.DagsterInstance.from_config(str(home)):
-        pass  # create the SQLite storage first: two processes creating it at once can race
-    daemon = [BIN / "dagster-daemon", "run", "-w", "workspace.yaml"]
-    with process_group(daemon, cwd=ROOT, env=env, log_path=tmp / "daemon.log"):
-        setup = {"home": home, "config": config, "env": env, "data": tmp / "data"}
-        setup["refused"] = launch(setup, "baseline")  # before any preflight
-        setup["preflight"] = launch_and_wait(setup, "preflight")
-        yield setup
+def user_setup(demo_dagster_dev, demo_preflight_run):
+    return demo_dagster_dev
 
 
-def launch(setup: dict, job: str) -> subprocess.CompletedProcess:
-    command = [
-        BIN / "dagster",
-        "job",
-        "launch",
-        "-w",
-        "workspace.yaml",
-        "-j",
-        job,
-        "-c",
-        str(setup["config"]),
-    ]
-    return subprocess.run(
-        command, cwd=ROOT, env=setup["env"], capture_output=True, text=True, timeout=300
-    )
-
-
-def launch_and_wait(setup: dict, job: str, timeout: float = 600) -> dg.DagsterRun:
-    launched = launch(setup, job)
-    assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
-    deadline = time.monotonic() + timeout
-    with dg.DagsterInstance.from_config(str(setup["home"])) as instance:
-        while True:
-            (run,) = instance.get_runs(limit=1)
-            if run.status in FINISHED:
-                return run
-            assert time.monotonic() < deadline, f"run {run.run_id} still {run.status}"
-            time.sleep(2)
-
-
-def materializations(setup: dict, run_id: str) -> dict[str, dict]:
-    with dg.DagsterInstance.from_config(str(setup["home"])) as instance:
+def materializations(setup, run_id: str) -> dict[str, dict]:
+    with dg.DagsterInstance.from_config(str(setup.home)) as instance:
         records = instance.get_records_for_run(
             run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
         ).records
@@ -86,18 +35,28 @@ def materializations(setup: dict, run_id: str) -> dict[str, dict]:
         }
 
 
-def test_a_heavy_job_launched_before_any_preflight_is_refused_saying_what_to_run(user_setup):
-    refused = user_setup["refused"]
+def test_a_heavy_job_whose_config_has_no_preflight_is_refused_saying_what_to_run(
+    user_setup, tmp_path
+):
+    raw = yaml.safe_load(user_setup.config.read_text())
+    raw["resources"]["experiment"]["config"]["spec"]["generation"]["temperature"] = 0.7
+    never_preflighted = tmp_path / "demo-t07.yaml"
+    never_preflighted.write_text(yaml.safe_dump(raw))
+    with dg.DagsterInstance.from_config(str(user_setup.home)) as instance:
+        before = [run.run_id for run in instance.get_runs()]
+        refused = launch(user_setup, "baseline", never_preflighted)
+        after = [run.run_id for run in instance.get_runs()]
     assert refused.returncode != 0
     output = refused.stdout + refused.stderr
     assert "job 'baseline' refused: no preflight has run for this config" in output
     assert "make preflight" in output
-    with dg.DagsterInstance.from_config(str(user_setup["home"])) as instance:
-        assert [run.job_name for run in instance.get_runs()] == ["preflight"]  # none for it
+    assert after == before  # no run made for it
 
 
-def test_the_preflight_job_launched_from_the_cli_passes_with_its_report(user_setup):
-    run = user_setup["preflight"]
+def test_the_preflight_job_launched_from_the_cli_passes_with_its_report(
+    user_setup, demo_preflight_run
+):
+    run = demo_preflight_run
     assert run.status == dg.DagsterRunStatus.SUCCESS
     (metadata,) = materializations(user_setup, run.run_id).values()
     assert metadata["passed"] is True
@@ -111,12 +70,12 @@ def test_baseline_launch_then_relaunch_resumes_without_recomputing(user_setup):
     made = materializations(user_setup, first.run_id)
     expected = {
         key.to_user_string()
-        for key in build_definitions(user_setup["config"])
+        for key in build_definitions(user_setup.config)
         .resolve_job_def("baseline")
         .asset_layer.executable_asset_keys
     }
     assert set(made) == expected
-    generations = user_setup["data"] / "generations/minif2f/baseline/c256/generations.jsonl"
+    generations = user_setup.data / "generations/minif2f/baseline/c256/generations.jsonl"
     before = generations.read_bytes()
 
     second = launch_and_wait(user_setup, "baseline")

@@ -4,6 +4,7 @@ model checked, and the same resumable runner and records as the in-process engin
 
 import contextlib
 import socket
+import threading
 
 import pytest
 
@@ -375,12 +376,16 @@ def test_at_most_requests_per_replica_are_open_on_a_replica_at_once():
 
 
 def test_each_sample_comes_as_it_finishes_not_when_the_batch_does():
-    double = CompletionsDouble(delay_s_by_seed={1000: 2.0})  # sample 0 is slow
+    # Sample 0 is held by the server until the first result is in hand: no timing, so however
+    # slowly a loaded machine sends or serves either request, sample 0 cannot finish first.
+    slow = threading.Event()
+    double = CompletionsDouble(held_by_seed={1000: slow})
     with replicas(double) as urls, engine(urls) as completions:
         results = completions.generate(requests_of(2))
         first = next(results)
         assert first.key == ("p", 1)
-        assert double.in_flight == 1  # the slow one still running
+        assert len(double.effective) == 1  # answered: sample 1 only; sample 0 still held
+        slow.set()
         assert [r.key for r in results] == [("p", 0)]
 
 

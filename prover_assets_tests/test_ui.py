@@ -37,8 +37,9 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="module")
-def dagster_dev(demo_webserver):
-    return demo_webserver
+def dagster_dev(demo_dagster_dev, demo_preflight_run):
+    """The session's `dagster dev`, after the preflight its heavy jobs need."""
+    return {"url": demo_dagster_dev.url, "data": demo_dagster_dev.data}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import step_metadata
 from prover_assets.assets.progress import ProgressReporter
-from prover_assets.config import ExperimentSpec
+from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.stages import materialize_demo_model
 from prover_assets.problems.stages import PROBLEMS_FILE
@@ -54,9 +54,19 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
             vocab_size=demo.tiny_vocab_size,
             steps=demo.finetune_steps,
             seed=spec.generation.seed,
+            shared=(
+                None
+                if demo.shared_tunings is None
+                else resolve_path(demo.shared_tunings, "spec.demo.shared_tunings").resolve()
+            ),
             progress=lambda at: reporter(at.step, at.steps, at.steps_per_s(), "steps", at.extra()),
         )
         counts = result.result
+        shared = result.manifest.get("shared_tuning")
+        if shared is not None and shared["copied"]:
+            context.log.info(
+                f"format tuning: copied from {shared['entry']} (same statements, settings)"
+            )
         context.log.info(
             f"format tuning: loss {counts.first_loss:.3f} -> {counts.final_loss:.3f} "
             f"in {counts.seconds:.0f} s"

@@ -27,6 +27,12 @@ from prover_assets.generation.runner import (
     generate_samples,
     round0_specs,
 )
+from prover_assets.generation.shared_tunings import (
+    copy_tuning,
+    holding_entry,
+    publish_tuning,
+    tuning_key,
+)
 from prover_assets.generation.tiny_model import FormatTuningResult
 from prover_assets.records import (
     Appender,
@@ -287,12 +293,14 @@ def materialize_demo_model(
     vocab_size: int,
     steps: int,
     seed: int,
+    shared: Path | None = None,
     progress: TrainingProgressCallback | None = None,
 ) -> StepResult[FormatTuningResult]:
     """The demo's base model: the tiny model, fine-tuned for a few CPU seconds to answer the
-    demo's statements in the prover's output format (a plan, then a fenced `lean4` block)."""
+    demo's statements in the prover's output format (a plan, then a fenced `lean4` block).
+    With `shared`, a tuning of the same statements and settings made for another data root is
+    copied (`shared_tunings`), and this one is shared when it is the first."""
     from prover_assets.generation.revision import MODEL_DIR
-    from prover_assets.generation.tiny_model import build_tiny_model, teach_output_format
 
     inputs = StepInputs.hash({path.parent.name: path for path in statement_files})
     config = {
@@ -305,12 +313,39 @@ def materialize_demo_model(
     step = Step(folder, str(folder), FormatTuningResult, inputs, config)
     if (reused := step.reused()) is not None:
         return reused
+    model_dir = folder / MODEL_DIR
     statements = [
         p.formal_statement for path in statement_files for p in read_records(path, Problem)
     ]
-    model_dir = folder / MODEL_DIR
+    if shared is None:
+        result = _tune_demo_model(model_dir, statements, config, progress)
+        return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()))
+    key = tuning_key(inputs.digests, config)
+    with holding_entry(shared, key) as entry:
+        result = copy_tuning(entry, model_dir)
+        copied = result is not None
+        if result is None:
+            result = _tune_demo_model(model_dir, statements, config, progress)
+            publish_tuning(entry, model_dir, inputs=inputs.digests, settings=config, result=result)
+    files = sorted(p for p in model_dir.iterdir() if p.is_file())
+    return step.finish(result, files, {"shared_tuning": {"entry": str(entry), "copied": copied}})
+
+
+def _tune_demo_model(
+    model_dir: Path,
+    statements: list[str],
+    config: dict[str, int],
+    progress: TrainingProgressCallback | None,
+) -> FormatTuningResult:
+    from prover_assets.generation.tiny_model import build_tiny_model, teach_output_format
+
     build_tiny_model(
-        model_dir, hidden_size=hidden_size, layers=layers, vocab_size=vocab_size, seed=seed
+        model_dir,
+        hidden_size=config["hidden_size"],
+        layers=config["layers"],
+        vocab_size=config["vocab_size"],
+        seed=config["seed"],
     )
-    result = teach_output_format(model_dir, statements, steps=steps, seed=seed, progress=progress)
-    return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()))
+    return teach_output_format(
+        model_dir, statements, steps=config["steps"], seed=config["seed"], progress=progress
+    )

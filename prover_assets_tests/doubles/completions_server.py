@@ -70,6 +70,9 @@ def completion_ids(
     return (ids, "stop") if len(ids) <= max_tokens else (ids[:max_tokens], "length")
 
 
+HELD_AT_MOST_S = 120.0  # a bound on a hung test, never an expectation of speed
+
+
 @dataclass
 class CompletionsDouble:
     served_model: str = "prover"
@@ -82,6 +85,9 @@ class CompletionsDouble:
     generation_config: dict[str, Any] = field(default_factory=lambda: dict(QWEN3_GENERATION_CONFIG))
     effective: list[dict[str, Any]] = field(default_factory=list)  # each answer's sampling
     delay_s_by_seed: dict[int, float] = field(default_factory=dict)  # a slow sample's delay
+    # a held sample: answered only once the test sets its event, so that "still running" holds
+    # however slowly a loaded machine serves the others (bounded by HELD_AT_MOST_S)
+    held_by_seed: dict[int, threading.Event] = field(default_factory=dict)
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every completions request
     model_listings: int = 0  # GET /v1/models answered
     in_flight: int = 0
@@ -148,6 +154,9 @@ def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             delay_s = double.delay_s_by_seed.get(body.get("seed"), double.delay_s)
             if delay_s:
                 threading.Event().wait(delay_s)
+            held = double.held_by_seed.get(body.get("seed"))
+            if held is not None:
+                held.wait(HELD_AT_MOST_S)
             with double.lock:
                 double.in_flight -= 1
             self._send(*double.answer(body))

@@ -1,0 +1,156 @@
+"""The demo's format-tuned models shared across data roots: tuned once, copied whole and checked,
+a torn or edited entry refused, one tuner at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prover_assets.generation.shared_tunings import (
+    SharedTuningError,
+    copy_tuning,
+    holding_entry,
+    publish_tuning,
+    tuning_key,
+)
+from prover_assets.generation.stages import materialize_demo_model
+from prover_assets.generation.tiny_model import FormatTuningResult
+from prover_assets.records import publish_records
+from prover_assets.records.hashing import sha256_file
+from prover_assets_tests.factories import make_problem
+
+TINY = {"hidden_size": 16, "layers": 1, "vocab_size": 300, "steps": 2, "seed": 3}
+RESULT = FormatTuningResult(steps=2, first_loss=5.0, final_loss=4.0, seconds=1.5, examples=2)
+
+
+def statements(folder: Path) -> list[Path]:
+    path = folder / "eval" / "problems.jsonl"
+    path.parent.mkdir(parents=True)
+    publish_records(
+        path, [make_problem("p1"), make_problem("p2", "theorem p2 : 1 = 1 := by sorry")]
+    )
+    return [path]
+
+
+def model_files(folder: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted((folder / "model").iterdir())}
+
+
+def an_entry(shared: Path, tmp_path: Path) -> Path:
+    model = tmp_path / "tuned"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"\x01\x02")
+    (model / "config.json").write_text("{}")
+    entry = shared / tuning_key({"eval": "ab"}, TINY)
+    publish_tuning(entry, model, inputs={"eval": "ab"}, settings=TINY, result=RESULT)
+    return entry
+
+
+def test_the_key_changes_with_any_input_digest_or_setting():
+    key = tuning_key({"eval": "ab"}, TINY)
+    assert key != tuning_key({"eval": "ac"}, TINY)
+    assert key != tuning_key({"eval": "ab"}, {**TINY, "steps": 3})
+    assert key == tuning_key({"eval": "ab"}, dict(reversed(TINY.items())))  # order is not identity
+
+
+def test_no_entry_copies_nothing(tmp_path):
+    assert copy_tuning(tmp_path / "shared" / "absent", tmp_path / "model") is None
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_published_entry_is_copied_byte_for_byte_with_its_result(tmp_path):
+    entry = an_entry(tmp_path / "shared", tmp_path)
+    assert copy_tuning(entry, tmp_path / "copy") == RESULT
+    assert (tmp_path / "copy" / "weights.bin").read_bytes() == b"\x01\x02"
+    assert (tmp_path / "copy" / "config.json").read_text() == "{}"
+
+
+def test_an_edited_model_file_is_refused_naming_it(tmp_path):
+    entry = an_entry(tmp_path / "shared", tmp_path)
+    (entry / "model" / "weights.bin").write_bytes(b"\x01\x03")
+    with pytest.raises(SharedTuningError, match=r"weights\.bin: missing or not the file"):
+        copy_tuning(entry, tmp_path / "copy")
+
+
+def test_an_entry_under_another_name_is_refused(tmp_path):
+    entry = an_entry(tmp_path / "shared", tmp_path)
+    moved = entry.rename(entry.parent / ("0" * 64))
+    with pytest.raises(SharedTuningError, match="names entry"):
+        copy_tuning(moved, tmp_path / "copy")
+
+
+def test_an_entry_without_its_record_is_refused(tmp_path):
+    entry = an_entry(tmp_path / "shared", tmp_path)
+    (entry / "tuning.json").unlink()
+    with pytest.raises(SharedTuningError, match="not a shared tuning entry"):
+        copy_tuning(entry, tmp_path / "copy")
+
+
+LOCK_PROBE = (
+    "import fcntl, os, sys\n"
+    "d = os.open(sys.argv[1], os.O_RDWR)\n"
+    "try:\n    fcntl.flock(d, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('took')\n"
+    "except BlockingIOError:\n    print('held')\n"
+)
+
+
+def another_process_tries(lock: Path) -> str:
+    """What another process gets when it tries the entry's lock without waiting."""
+    probe = [sys.executable, "-c", LOCK_PROBE, str(lock)]
+    return subprocess.run(probe, text=True, capture_output=True, check=True).stdout.strip()
+
+
+def test_a_second_process_cannot_take_the_entry_while_one_holds_it(tmp_path):
+    shared = tmp_path / "shared"
+    with holding_entry(shared, "k"):
+        held = another_process_tries(shared / ".k.lock")
+    assert (held, another_process_tries(shared / ".k.lock")) == ("held", "took")
+
+
+def test_a_second_data_root_copies_the_first_ones_tuning(tmp_path):
+    shared = tmp_path / "shared"
+    first = materialize_demo_model(
+        tmp_path / "a" / "demo_base_model", statements(tmp_path / "a"), shared=shared, **TINY
+    )
+    second = materialize_demo_model(
+        tmp_path / "b" / "demo_base_model", statements(tmp_path / "b"), shared=shared, **TINY
+    )
+    assert (
+        first.manifest["shared_tuning"]["copied"],
+        second.manifest["shared_tuning"]["copied"],
+    ) == (
+        False,
+        True,
+    )
+    assert second.result == first.result
+    assert model_files(second.folder) == model_files(first.folder)
+    (entry,) = [p for p in shared.iterdir() if not p.name.startswith(".")]
+    assert json.loads((entry / "tuning.json").read_text())["files"] == model_files(first.folder)
+
+
+def test_other_statements_tune_again(tmp_path):
+    shared = tmp_path / "shared"
+    materialize_demo_model(
+        tmp_path / "a" / "demo_base_model", statements(tmp_path / "a"), shared=shared, **TINY
+    )
+    other = tmp_path / "b" / "eval" / "problems.jsonl"
+    other.parent.mkdir(parents=True)
+    publish_records(other, [make_problem("p3", "theorem p3 : 2 = 2 := by sorry")])
+    again = materialize_demo_model(
+        tmp_path / "b" / "demo_base_model", [other], shared=shared, **TINY
+    )
+    assert again.manifest["shared_tuning"]["copied"] is False
+    assert len([p for p in shared.iterdir() if not p.name.startswith(".")]) == 2
+
+
+def test_without_a_shared_folder_each_data_root_tunes_its_own(tmp_path):
+    made = materialize_demo_model(
+        tmp_path / "a" / "demo_base_model", statements(tmp_path / "a"), **TINY
+    )
+    assert "shared_tuning" not in made.manifest
+    assert os.listdir(tmp_path) == ["a"]  # nothing written beside the data root
