@@ -313,11 +313,22 @@ for name, before, reasons, why in [
         why,
     )
 case(
-    "kernel_checks_off_before_the_theorem",
+    "kernel_checks_off_in_the_candidates_header",
     "options",
     plain("  positivity", before="set_option debug.skipKernelTC true\n"),
-    gate("banned:set_option:debug.skipKernelTC"),
-    "An option line before the theorem is in the allowed form, but not this option.",
+    LEAN,
+    "The line ends the candidate's header (imports, options and opens before the theorem). "
+    "Re-insertion drops the whole header and Lean compiles the trusted one, so the kernel checks "
+    "this proof as any other: nothing Lean never reads is judged (issue 45). Before: refused "
+    "as banned:set_option:debug.skipKernelTC.",
+)
+case(
+    "kernel_checks_off_after_a_helper",
+    "options",
+    plain("  positivity", before="lemma h : True := trivial\nset_option debug.skipKernelTC true\n"),
+    gate("banned:set_option:debug.skipKernelTC", "dropped_by_reinsertion:lemma"),
+    "After the header the candidate's own text is judged, options included: this one is not "
+    "allowed (and the helper is dropped by re-insertion).",
 )
 case(
     "prelude",
@@ -331,8 +342,17 @@ case(
     "meta_namespace_opened_in_the_header",
     "options",
     plain("  positivity").replace("open BigOperators", "open Lean Elab BigOperators"),
-    gate("banned:open:Lean"),
-    "Lean compiles the trusted header, not this one, but the displayed code is training data.",
+    LEAN,
+    "Lean compiles the trusted header, not this one, and the proof uses no name of the meta API: "
+    "not judged (issue 45). Before: refused as banned:open:Lean.",
+)
+case(
+    "meta_name_used_after_the_header_opened_it",
+    "options",
+    plain("  exact Elab.admitGoal").replace("open BigOperators", "open Lean BigOperators"),
+    LEAN,
+    "`Elab.admitGoal` is no banned name as written, and the trusted header Lean compiles does "
+    "not open `Lean`: Lean fails on an unknown identifier, which decides.",
 )
 # --- `#print axioms` and the namespace a preamble leaves open.
 case(
@@ -450,16 +470,298 @@ case(
     "Honest, but it would reach Lean cut in half (`here -/`): refused with the reason instead.",
 )
 case(
-    "honest_but_tactic_open_in",
+    "honest_tactic_open_in_on_a_line_lean_never_reads",
     "honest",
     plain("  open Real in\n  positivity"),
-    gate("banned:scope:open"),
-    "Over-strict by choice: any `open` after the header is a scope change to the gate.",
+    LEAN,
+    "The compile view drops the whole plain `open ... in` line: Lean never reads it, so it "
+    "changes no scope (issue 45). Before: refused as banned:scope:open.",
 )
 case(
-    "honest_but_pp_option",
+    "an_open_lean_reads",
+    "compile view",
+    plain("  · open Real in positivity"),
+    gate("banned:scope:open"),
+    "The line starts with `·`, so the compile view keeps it: Lean reads the `open`, and the "
+    "compiled reading refuses the scope change.",
+)
+case(
+    "honest_pp_option",
     "honest",
     plain("  set_option pp.all true in\n  positivity"),
-    gate("banned:set_option:pp.all"),
-    "Over-strict by choice: only maxHeartbeats and maxRecDepth are allowed.",
+    LEAN,
+    "A printing option, allowed with its reason (issue 45). Before: refused, over-strict by "
+    "choice.",
 )
+# --- Issue 45. Code in a tactic's configuration: elaborated, then evaluated. Mathlib's
+# `LinarithConfig.discharger : TacticM Unit` and its `oracle` run whatever the value is; a value
+# may hold data only, and the first token that is not data is named with its field.
+for name, proof, reason, why in [
+    (
+        "discharger_do_block",
+        "  nlinarith [sq_nonneg x]\n"
+        "    (config := { discharger := do for g in ← getGoals do g.assign default })",
+        "banned:config:discharger:do",
+        "A do block as linarith's discharger: run when linarith closes a goal, it assigns every "
+        "goal a default proof term, with no banned word. Before: reached Lean.",
+    ),
+    (
+        "oracle_function",
+        "  linarith (config := { oracle := fun _ _ => pure default })",
+        "banned:config:oracle:fun",
+        "A certificate oracle written as a function: code Lean evaluates. Before: reached Lean.",
+    ),
+    (
+        "lambda_nested_in_a_field",
+        "  linarith (config := { transparency := .reducible, oracle := { run := λ _ => default } })",
+        "banned:config:run:λ",
+        "A λ inside a nested structure instance, named by its innermost field. Before: reached Lean.",
+    ),
+    (
+        "discharger_by_block",
+        "  linarith (config := { discharger := by exact pure () })",
+        "banned:config:discharger:by",
+        "A term built by tactics inside the configuration. Before: reached Lean.",
+    ),
+    (
+        "discharger_bind_arrow",
+        "  linarith (config := { discharger := ← getMainGoal })",
+        "banned:config:discharger:←",
+        "A monadic bind: code. Before: reached Lean.",
+    ),
+    (
+        "anonymous_function_dot",
+        "  linarith (config := { preprocessors := [(· )] })",
+        "banned:config:preprocessors:·",
+        "`(· ...)` is a function. Before: reached Lean.",
+    ),
+    (
+        "quotation",
+        "  linarith (config := { discharger := evalTactic `(tactic| positivity) })",
+        "banned:config:discharger:`",
+        "A name applied to a syntax quotation: both code; refused at the first token after the "
+        "name, the quotation's backtick. Before: reached Lean.",
+    ),
+    (
+        "antiquotation",
+        "  linarith (config := { discharger := $t })",
+        "banned:config:discharger:$",
+        "An antiquotation. Before: reached Lean.",
+    ),
+    (
+        "application",
+        "  linarith (config := { discharger := pure () })",
+        "banned:config:discharger:(",
+        "A name applied to an argument is a computation, not data. Before: reached Lean.",
+    ),
+    (
+        "simp_config_of_aesop",
+        "  aesop (simp_config := { zeta := fun _ => true })",
+        "banned:config:zeta:fun",
+        "Any `<name>_config` argument is a configuration too. Before: reached Lean.",
+    ),
+]:
+    case(f"config_{name}", "code in a tactic config", plain(proof), gate(reason), why)
+for name, proof, why in [
+    (
+        "decide_flag",
+        "  norm_num (config := { decide := true })\n  positivity",
+        "Literals in fields: data (the shape of the shipped data's configurations).",
+    ),
+    (
+        "constructor_names_and_layout",
+        "  linarith (config := { transparency := .reducible, splitNe := true\n"
+        "    exfalso := false })",
+        "Leading-dot names, booleans, fields separated by layout: data.",
+    ),
+    ("empty", "  simp (config := {})\n  positivity", "An empty configuration is data."),
+]:
+    case(f"honest_config_{name}", "code in a tactic config", plain(proof), LEAN, why)
+# --- Runners and admitting tactics of Mathlib (and the core it builds on), read from source:
+# one candidate per entry of `prover_assets/data/gate/mathlib_runners.jsonl`.
+for name, block, reasons, why in [
+    ("run_tac", plain("  run_tac pure ()"), ("banned:run_tac",), "Runs TacticM code."),
+    (
+        "run_cmd",
+        plain("  positivity", after="run_cmd pure ()"),
+        ("banned:run_cmd", "banned:after_proof:run_cmd"),
+        "Runs CommandElabM code; after the proof, at column 0.",
+    ),
+    ("by_elab", plain("  exact by_elab pure default"), ("banned:by_elab",), "Runs TermElabM code."),
+    (
+        "run_conv",
+        plain("  conv => run_conv pure ()\n  positivity"),
+        ("banned:run_conv",),
+        "The conv-mode runner (`run_conv doSeq` expands to `run_tac`). Before: reached Lean.",
+    ),
+    (
+        "eval%",
+        plain("  have : 2 ^ 10 = eval% 2 ^ 10 := rfl\n  positivity"),
+        ("banned:eval%",),
+        "Runs its term in the interpreter.",
+    ),
+    (
+        "slim_check",
+        plain("  slim_check"),
+        ("banned:slim_check",),
+        "Tests the goal on random values and, when no counterexample shows, admits it: a proof "
+        "with no sorry in its text and no warning. Before: reached Lean.",
+    ),
+    ("apply?", plain("  apply?"), ("banned:apply?",), "Admits the goal after its search."),
+    (
+        "polyrith",
+        plain("  polyrith"),
+        ("banned:polyrith",),
+        "Starts curl to post the goal to a web service, at elaboration. Before: reached Lean.",
+    ),
+    (
+        "sudo",
+        plain("  exact sudo set_option debug.skipKernelTC true in pow_pos h₀ 2"),
+        ("banned:sudo", "banned:set_option:debug.skipKernelTC"),
+        "Sets any option inside a term. Before: refused for the option only.",
+    ),
+    (
+        "variable?",
+        plain("  positivity", after="variable? [Fact (1 < 2)]"),
+        ("banned:decl:variable?", "banned:after_proof:variable?"),
+        "Mathlib's `variable?` command, an identifier to the lexer: its `?` hid it from the "
+        "declaration words. Before: reached Lean.",
+    ),
+    (
+        "mk_iff_of_inductive_prop",
+        plain("  positivity", after="mk_iff_of_inductive_prop List.Chain chain_iff'"),
+        ("banned:mk_iff_of_inductive_prop", "banned:after_proof:mk_iff_of_inductive_prop"),
+        "Declares an iff lemma with no declaration keyword. Before: reached Lean.",
+    ),
+]:
+    case(f"runner_{name}", "runners from Mathlib's source", block, gate(*reasons), why)
+# --- Commands after the proof. Lean ends a tactic block at the first line left of its column;
+# what stands there is a command, refused whatever its word. Words that need no declaration
+# keyword are refused also at the tactics' column, where Lean ends the block too.
+for name, after, reasons, why in [
+    (
+        "binder_predicate",
+        'binder_predicate x " > " y:term => x > y',
+        ("banned:after_proof:binder_predicate", "banned:decl:binder_predicate"),
+        "Declares syntax and macro rules. Before: reached Lean.",
+    ),
+    (
+        "unification_hint",
+        "unif_hint (n : ℕ) where n =?= 0 ⊢ n + 0 =?= 0",
+        ("banned:after_proof:unif_hint", "banned:decl:unif_hint"),
+        "Registers a unification hint. Before: reached Lean.",
+    ),
+    (
+        "simp_like_tactic",
+        'declare_simp_like_tactic mySimp "my_simp " (autoUnfold := true)',
+        ("banned:after_proof:declare_simp_like_tactic",),
+        "Declares a tactic. Before: reached Lean.",
+    ),
+    (
+        "a_command_no_list_knows",
+        "frobnicate_everything t",
+        ("banned:after_proof:frobnicate_everything",),
+        "A command the next Mathlib may add: refused by where it stands, not by its word.",
+    ),
+    (
+        "simp_attribute_command",
+        "attribute [simp] t",
+        ("banned:after_proof:attribute", "banned:decl:attribute"),
+        "Registers the theorem as a simp lemma.",
+    ),
+    (
+        "notation",
+        'notation "𝟚" => (2 : ℝ)',
+        ("banned:after_proof:notation", "banned:notation"),
+        "Adds syntax.",
+    ),
+    ("macro", 'macro "cheat" : tactic => `(tactic| rfl)', ("banned:after_proof:macro",), "Syntax."),
+    ("syntax", 'syntax "cheat" : tactic', ("banned:after_proof:syntax",), "Adds syntax."),
+    (
+        "where_clause",
+        "where\n  aux : 0 < (1 : ℝ) := one_pos",
+        ("banned:after_proof:where", "banned:decl:where"),
+        "Auxiliary definitions of the theorem: a second declaration.",
+    ),
+]:
+    case(
+        f"after_proof_{name}",
+        "commands after the proof",
+        plain("  positivity", after=after),
+        gate(*reasons),
+        why,
+    )
+case(
+    "a_command_word_at_the_tactics_column",
+    "commands after the proof",
+    plain('  positivity\n  binder_predicate x " > " y:term => x > y'),
+    gate("banned:decl:binder_predicate"),
+    "No tactic starts with `binder_predicate`, so Lean ends the block and reads the command: "
+    "refused by its word where the column cannot tell. Before: reached Lean.",
+)
+case(
+    "a_question_mark_command_at_the_tactics_column",
+    "commands after the proof",
+    plain("  positivity\n  variable? [Fact (1 < 2)]"),
+    gate("banned:decl:variable?"),
+    "The `?`-ending command inside the proof's column. Before: reached Lean.",
+)
+case(
+    "an_unmatched_bracket_ends_the_proof",
+    "commands after the proof",
+    plain("  (positivity))\nfrobnicate_everything t"),
+    gate("banned:after_proof:)"),
+    "A closing bracket no opening one matches ends the proof's term: what follows is a command.",
+)
+case(
+    "an_unindented_proof",
+    "commands after the proof",
+    MODEL_HEADER + SIGNATURE + "\npositivity\nfrobnicate_everything t",
+    gate("banned:unindented_proof"),
+    "At column 0 a tactic and a command stand alike: refused (the shipped data has none).",
+)
+# --- Honest proofs refused before for what Lean never reads (issue 45).
+for name, block, why in [
+    (
+        "line_comment_with_an_opener",
+        plain("  -- divide by (-20)/-10\n  positivity"),
+        "No `-/` follows the `/-`: the regex removes nothing, Lean skips the line comment. "
+        "Before: refused as protocol_differential:comment_opener_in_line_comment.",
+    ),
+    (
+        "synth_instance_heartbeats",
+        plain("  set_option synthInstance.maxHeartbeats 100000 in\n  positivity"),
+        "A resource limit of type-class search, allowed with its reason. Before: refused.",
+    ),
+    (
+        "linter_option",
+        plain("  set_option linter.unusedVariables false in\n  positivity"),
+        "Turns warnings off. Before: refused.",
+    ),
+    (
+        "options_in_its_own_header",
+        plain("  positivity").replace(
+            "set_option maxHeartbeats 400000",
+            "set_option maxHeartbeats 400000\nset_option maxRecDepth 100000\n"
+            "set_option pp.all true",
+        ),
+        "The candidate's header is dropped by re-insertion; Lean compiles the trusted one. "
+        "Before: refused as banned:set_option:pp.all.",
+    ),
+    (
+        "proof_on_the_by_line",
+        MODEL_HEADER + SIGNATURE + " positivity",
+        "The block's column is its first tactic's, on the `by` line.",
+    ),
+    (
+        "argument_list_continued_at_column_0",
+        plain("  nlinarith [sq_nonneg (x - 1),\nsq_nonneg (x + 1)]"),
+        "Inside brackets a line's column does not end the block.",
+    ),
+    (
+        "sequence_continued_after_its_operator",
+        plain("  cases' le_total x 1 with h h <;>\n  nlinarith [sq_nonneg (x - 1)]"),
+        "A line after `<;>` continues the tactic.",
+    ),
+]:
+    case(f"honest_{name}", "honest", block, LEAN, why)

@@ -466,3 +466,33 @@ def test_a_backends_config_names_how_its_memory_cap_is_enforced(tmp_path):
         limit = capped.config()["memory_limit"]
     assert limit["mechanism"] in ("cgroup", "rlimit_as")
     assert limit["malloc_arena_max"] == 2
+
+
+def test_a_backends_config_records_which_containment_held_and_its_repls_miss_the_data_root(
+    tmp_path,
+):
+    from dataclasses import asdict
+
+    from prover_assets.lean.repl import containment
+
+    with double_backend(tmp_path / "off") as off:
+        assert off.config()["sandbox"] == {
+            "mechanism": "none",
+            "network": False,
+            "filesystem": False,
+            "how": "off in config",
+            "data_root_hidden": False,
+            "tmpdir": "private per REPL",
+        }
+    settings = SimulatedLeanSettings(workers=1, rule="seeded_share", accept_share=0.5, seed=1)
+    with backend_from_settings(settings, tmp_path) as on:
+        recorded, hidden = on.config()["sandbox"], on.hidden
+        # The demo's verifier works contained: the simulator answers, canaries included.
+        assert self_test(on, 10.0, GOEDEL_HEADER.strip()).passed
+    held = containment()
+    assert recorded == {
+        **asdict(held),
+        "data_root_hidden": held.filesystem,  # out of sight wherever bwrap runs
+        "tmpdir": "private per REPL",
+    }
+    assert hidden == (tmp_path,)

@@ -9,10 +9,12 @@ from prover_assets.lean.extract import (
     compile_view,
     displayed_statement_faithful,
     displayed_theorem,
+    dropped_command_tokens,
     extract_lean_code,
     reinsert_statement,
     reinsertion_keeps_statement,
 )
+from prover_assets.lean.lexer import code_tokens
 from prover_assets.lean.protocol import GOEDEL_HEADER
 
 STATEMENT = (
@@ -294,7 +296,11 @@ def candidate(proof: str, before: str = "") -> str:
         (candidate("  positivity"), []),
         (candidate("  /-/- a -/ -/\n  positivity"), ["nested_comment", "comment_removal"]),
         (candidate("  /-- doc -/\n  positivity"), []),
-        (candidate("  -- a /- b\n  positivity"), ["comment_opener_in_line_comment"]),
+        (candidate("  -- divide by (-20)/-10\n  positivity"), []),
+        (
+            candidate("  -- a /- b\n  positivity\n  -- -/"),
+            ["comment_opener_in_line_comment", "comment_removal"],
+        ),
         (
             candidate('  have : "a--b" = "a--b" := rfl\n  positivity'),
             ["comment_marker_in_string", "comment_removal"],
@@ -324,12 +330,14 @@ def candidate(proof: str, before: str = "") -> str:
             candidate("  positivity", before='def s := " theorem t (x : ℝ) : 0 < 1 := by"\n'),
             ["theorem"],
         ),
+        (candidate("  positivity\n  open_lemma h₀ x"), ["dropped_line"]),
     ],
     ids=[
         "none",
         "nested_right_after_the_opener",
         "doc_comment_is_no_nesting",
-        "opener_in_a_line_comment",
+        "opener_in_a_line_comment_that_nothing_closes",
+        "opener_in_a_line_comment_closed_later",
         "dashes_in_a_string",
         "dashes_in_a_raw_string",
         "opener_in_a_quoted_name",
@@ -341,6 +349,7 @@ def candidate(proof: str, before: str = "") -> str:
         "the_signature_ends_the_text",
         "theorem_only_in_a_string",
         "theorem_in_a_string_first",
+        "a_tactic_line_that_starts_with_open",
     ],
 )
 def test_protocol_differentials_name_each_disagreement(code, reasons):
@@ -416,3 +425,14 @@ def test_the_lean_input_is_the_compile_view_of_the_reinsertion_split_at_the_trus
     # By hand: the header's lines go, `sorry` goes, the option line goes.
     assert given.body == "\n\n\n" + DIFF_SIGNATURE + " \n  positivity"
     assert given.proof == "\n  positivity"  # the space after `by` is the trusted head's
+
+
+def test_the_tokens_on_whole_plain_command_lines_are_those_the_compile_view_drops():
+    code = (
+        "theorem t : True := by\n  open Real in\n  set_option maxRecDepth 100 in\n"
+        "  open_lemma a b\n  trivial"
+    )
+    tokens = code_tokens(code)
+    unread = sorted(tokens[i].text for i in dropped_command_tokens(code, tokens))
+    assert unread == sorted(["open", "Real", "in", "set_option", "maxRecDepth", "100", "in"])
+    assert "trivial" in compile_view(code)

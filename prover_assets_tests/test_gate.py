@@ -35,7 +35,10 @@ def code(proof: str, before: str = "", after: str = "") -> str:
         (code("  rfl", before="@[implemented_by g] def f : ℕ := 0\n"), "banned:implemented_by"),
         (code("  rfl", before='@[extern "c_f"] def f : ℕ := 0\n'), "banned:extern"),
         (
-            code("  positivity", before="set_option debug.skipKernelTC true\n"),
+            code(
+                "  positivity",
+                before="lemma h : True := trivial\nset_option debug.skipKernelTC true\n",
+            ),
             "banned:set_option:debug.skipKernelTC",
         ),
         (
@@ -48,7 +51,7 @@ def code(proof: str, before: str = "", after: str = "") -> str:
         (code("  positivity", after="run_elab pure ()"), "banned:run_elab"),
         (code("  exact Lean.ofReduceBool _ _ rfl"), "banned:Lean.ofReduceBool"),
         (code("  exact Lean.trustCompiler"), "banned:Lean.trustCompiler"),
-        (code("  positivity", before="open private foo in\n"), "banned:open_private"),
+        (code("  open private foo in\n  positivity"), "banned:open_private"),
         (code("  positivity", before="#eval Lean.modifyEnv id\n"), "banned:#eval"),
         (code("  positivity", after="#exit"), "banned:#exit"),
         (code("  positivity", after="#print axioms t"), "banned:#print"),
@@ -241,7 +244,11 @@ def test_an_open_in_after_the_header_is_banned_and_a_plain_open_is_a_scope_chang
         (GOEDEL_HEADER + "open", ["no_theorem"]),
         (
             code("  positivity", after="set_option"),
-            ["banned:set_option:", "protocol_differential:dropped_line"],
+            [
+                "banned:set_option:",
+                "banned:after_proof:set_option",
+                "protocol_differential:dropped_line",
+            ],
         ),
         (code("  simp [native]"), []),
         (
@@ -465,17 +472,30 @@ def test_what_stands_between_the_header_and_the_theorem(source, reasons):
 
 
 @pytest.mark.parametrize(
-    ("opened", "reason"),
+    "header",
     [
-        ("sorryAx", "banned:sorryAx"),
-        ("Lean", "banned:open:Lean"),
-        ("_root_.Lean", "banned:open:_root_.Lean"),
-        ("Lean.Elab", "banned:Lean.Elab"),
+        "open sorryAx BigOperators Real Nat Topology Rat",
+        "open Lean Elab BigOperators Real Nat Topology Rat",
+        "set_option debug.skipKernelTC true\nopen BigOperators Real Nat Topology Rat",
+        "set_option synthInstance.maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat",
+        "set_option pp.all true\nopen BigOperators Real Nat Topology Rat",
     ],
+    ids=["opens_a_word", "opens_the_meta_api", "kernel_off", "synth", "pp_all"],
 )
-def test_the_names_a_candidates_header_opens_are_held_to_the_bans(opened, reason):
-    source = code("  positivity").replace("open BigOperators", f"open {opened} BigOperators")
-    assert static_check(source, statement=STATEMENT) == [reason]
+def test_the_candidates_own_header_is_not_judged(header):
+    # Re-insertion drops the candidate's header and Lean compiles the trusted one: nothing in it
+    # reaches Lean, so nothing in it can serve the proof (issue 45).
+    source = code("  positivity").replace("open BigOperators Real Nat Topology Rat", header)
+    assert static_check(source, statement=STATEMENT) == []
+
+
+def test_a_meta_name_the_header_opened_is_still_judged_where_the_proof_uses_it():
+    # Lean never opens `Lean` for the proof (the trusted header does not); the proof's own
+    # names are held to the bans as written.
+    source = code("  exact Lean.Elab.admitGoal").replace(
+        "open BigOperators", "open Lean BigOperators"
+    )
+    assert static_check(source, statement=STATEMENT) == ["banned:Lean.Elab.admitGoal"]
 
 
 def test_a_tampered_preamble_is_only_a_preamble_mismatch_not_a_dropped_text():
@@ -506,6 +526,7 @@ def test_a_declaration_only_lean_would_get_is_named_by_the_compiled_reading():
         "protocol_differential:nested_comment",
         "protocol_differential:comment_removal",
         "banned:decl:theorem",
+        "banned:unindented_proof",
     ]
 
 
@@ -520,6 +541,7 @@ def test_a_scope_change_only_lean_would_get_is_named_by_the_compiled_reading():
         "protocol_differential:nested_comment",
         "protocol_differential:comment_removal",
         "banned:decl:namespace",
+        "banned:unindented_proof",
         "banned:scope:end",
         "banned:scope:namespace",
     ]

@@ -5,7 +5,10 @@ their statements by Goedel's own prompt rule, and every miniF2F and MOBench stat
 `sorry` replaced by a tactic (synthetic proofs of real statements, preambles included): none is
 refused before Lean, and the body each sends the REPL is byte-identical to the independent
 oracle's (`goedel_oracle.py`). Where the pool sources hold a proof's statement, the derived
-statement is the same statement.
+statement is the same statement. The real proofs stay unrefused with what issue 45 says Lean never
+reads or cannot be harmed by: a `/-` no `-/` follows in a line comment, options in the
+candidate's own header, allowed options in the proof. (`scripts/false_rejections.py` counts the
+same over every source of the shared data.)
 """
 
 import json
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.statements import statement_sha
+from prover_assets.lean.statements import normalise_statement, statement_sha
 from prover_assets.problems.eval_sets import (
     goedel_prompt_statement,
     load_minif2f,
@@ -83,6 +86,45 @@ def test_the_derived_statements_are_the_pools_where_the_pool_has_them():
             compared += 1
             assert statement_sha(pool[name] + " sorry") == problem.statement_sha, name
     assert compared == 39
+
+
+# Honest additions to a real proof (issue 45), each of which the gate refused before.
+HONEST_VARIANTS = {
+    # Last in the text: no `-/` follows the `/-`, so the regex removes nothing.
+    "line_comment_with_an_opener": lambda code: code + "\n  -- divide by (-20)/-10",
+    "allowed_options_in_the_proof": lambda code: code.replace(
+        ":= by\n",
+        ":= by\n  set_option synthInstance.maxHeartbeats 400000 in\n"
+        "  set_option linter.unusedVariables false in\n",
+        1,
+    ),
+    "options_in_the_own_header": lambda code: code.replace(
+        "import Mathlib\n",
+        "import Mathlib\nset_option pp.all true\nset_option trace.Meta true\n",
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(HONEST_VARIANTS))
+def test_every_real_proof_with_an_honest_addition_still_reaches_lean(verifier, variant):
+    originals = list(_proof_problems())
+    changed = [(problem, HONEST_VARIANTS[variant](code)) for problem, code in originals]
+    assert all(new != old for (_, new), (_, old) in zip(changed, originals, strict=True))
+    assert _refused_or_changed(verifier, changed) == {}
+
+
+def test_every_lean_workbook_test_statement_with_its_own_header_reaches_lean(verifier):
+    # Their headers set `maxRecDepth` before the theorem: the candidate's header is not judged.
+    rows = (DATA / "pool-sources/leanworkbook_test.jsonl").read_text(encoding="utf-8")
+    problems = []
+    for line in rows.splitlines():
+        row = json.loads(line)
+        statement = normalise_statement(row["formal_statement"] + " sorry")
+        problems.append(make_problem(row["name"], statement=statement))
+    assert len(problems) == 434
+    assert all("set_option maxRecDepth" in p.formal_statement for p in problems)
+    assert _refused_or_changed(verifier, map(_with_a_proof, problems)) == {}
 
 
 def _with_a_proof(problem):

@@ -3,6 +3,7 @@ the product's verifier, and what reaches Lean is the byte-exact text of Goedel's
 
 import pytest
 
+from prover_assets.lean.gate_data import RUNNERS
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets.verify.worker import LeanJob
@@ -146,3 +147,8 @@ def test_no_text_the_gate_passes_carries_a_hidden_word_into_lean():
         assert not HIDDEN & {t.text for t in readings[1]}, code
 
     check()
+
+
+def test_each_runner_read_from_mathlibs_source_has_its_red_team_candidate():
+    covered = {c.name.removeprefix("runner_") for c in CASES if c.family.startswith("runners")}
+    assert covered == {runner.name for runner in RUNNERS}

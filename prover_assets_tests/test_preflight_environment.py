@@ -290,6 +290,8 @@ def test_the_round_trip_and_the_import_of_a_healthy_repl_pass_recording_their_se
     imported = env.import_check(config, measured)
     assert (trip.status, imported.status) == (CheckStatus.PASSED, CheckStatus.PASSED)
     assert 0 < measured.round_trip_s == trip.figures["repl round trip s"] < 30
+    assert config.lean.sandbox is False  # the test configs' REPLs run uncontained, and say so
+    assert trip.measured.endswith("; contained by none: off in config")
     assert 0 < measured.import_s == imported.figures["header import s"] < 30
 
 

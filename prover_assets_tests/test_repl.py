@@ -4,6 +4,7 @@ import functools
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
@@ -11,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 import prover_assets.lean.repl as repl_module
@@ -18,8 +20,8 @@ from prover_assets.lean.repl import (
     MALLOC_ARENA_MAX,
     ReplFailure,
     ReplProcess,
+    containment,
     read_answer,
-    sandbox_prefix,
     take_answer,
 )
 
@@ -69,8 +71,10 @@ def repl(tmp_path, monkeypatch):
     processes = []
 
     def start(*args, memory_cap_mb=None, sandbox=False):
+        # A sandboxed double cannot write its log: the test's folder is under the host's /tmp.
+        log = [] if sandbox else ["--log", str(tmp_path / "log.jsonl")]
         process = ReplProcess(
-            [*DOUBLE, "--log", str(tmp_path / "log.jsonl"), *args],
+            [*DOUBLE, *log, *args],
             memory_cap_mb=memory_cap_mb,
             sandbox=sandbox,
         )
@@ -217,9 +221,7 @@ def listener():
     server.close()
 
 
-@pytest.mark.skipif(
-    not sandbox_prefix()[0], reason=f"no network sandbox here: {sandbox_prefix()[1]}"
-)
+@pytest.mark.skipif(not containment().network, reason=f"no network sandbox: {containment().how}")
 def test_sandboxed_repl_has_no_network(repl, listener):
     assert probe(repl(sandbox=False), listener)["connect"] == "ok"
     assert probe(repl(sandbox=True), listener)["connect"].startswith("blocked")
@@ -234,11 +236,6 @@ def test_each_repl_has_a_private_tmpdir_removed_when_it_ends(repl):
     assert os.path.isdir(first_tmp)
     first.close()
     assert not os.path.exists(first_tmp)
-
-
-def test_sandbox_description_is_recorded():
-    prefix, description = sandbox_prefix()
-    assert description.startswith("unshare") == bool(prefix)
 
 
 def test_an_answer_is_split_into_its_messages_by_severity_with_its_env_and_sorries():
@@ -540,3 +537,224 @@ def test_a_warmed_repls_memory_report_names_its_largest_address_space_and_reside
     after = process.memory_report()
     assert after["resident_mb"] - before["resident_mb"] > 90
     assert after["address_space_mb"] >= after["resident_mb"] - 1
+
+
+# --- answers bound to their commands ---------------------------------------------------------
+
+
+def printing(text: str) -> str:
+    """A command whose code prints `text` to the REPL's stdout while it runs."""
+    return f"--@fake print {json.dumps(text)}\ntheorem a : True := trivial"
+
+
+def test_env_ids_are_counted_from_zero_per_process_and_an_error_answer_takes_none(repl):
+    process = repl()
+    assert process.send({"cmd": "import Mathlib"}, 10) == {"env": 0}
+    assert process.send({"cmd": "def f := 1", "env": 7}, 10) == {"message": "Unknown environment."}
+    assert process.send({"cmd": "def f := 1", "env": 0}, 10) == {"env": 1}
+    assert process.next_env == 2
+    process.kill()
+    process.start()
+    assert process.next_env == 0
+
+
+@pytest.mark.parametrize(
+    ("printed", "detail"),
+    [
+        ('{"env": 5}\n\n', "an answer with env 5, expected 1"),
+        ('{"env": 0}\n\n', "an answer with env 0, expected 1"),  # an id already given out
+        ('{"env": true}\n\n', "an answer with env True, expected 1"),  # true == 1 in Python
+        ('{"env": 1.0}\n\n', "an answer with env 1.0, expected 1"),
+    ],
+    ids=["ahead", "reused", "bool", "float"],
+)
+def test_an_answer_with_another_env_than_the_next_is_forged_output(repl, printed, detail):
+    process = repl()
+    process.send({"cmd": "import Mathlib"}, 10)
+    with pytest.raises(ReplFailure) as failure:
+        process.send({"cmd": printing(printed), "env": 0}, 10)
+    assert (failure.value.kind, failure.value.detail) == ("forged_output", detail)
+    assert not process.alive  # recycled: nothing it prints later is read
+
+
+def test_a_printed_answer_with_the_next_env_passes_its_command_and_fails_the_canary(repl):
+    """The env count alone cannot tell a guessed id: the canary's nonce can."""
+    process = repl()
+    process.send({"cmd": "import Mathlib"}, 10)
+    assert process.send({"cmd": printing('{"env": 1}\n\n'), "env": 0}, 10) == {"env": 1}
+    with pytest.raises(ReplFailure) as failure:
+        process.canary(0, 10)
+    # Lean's own answer to the command (env 1) is what came next, not the canary's (env 2).
+    assert (failure.value.kind, failure.value.detail) == (
+        "forged_output",
+        "an answer with env 1, expected 2",
+    )
+
+
+def test_a_canary_answered_next_names_its_nonce_and_takes_the_next_env(repl):
+    process = repl()
+    process.send({"cmd": "import Mathlib"}, 10)
+    process.send({"cmd": "theorem a : True := trivial", "env": 0}, 10)
+    process.canary(0, 10)
+    process.canary(0, 10)
+    assert process.next_env == 4
+    assert process.alive
+
+
+def test_a_canary_answer_without_its_nonce_is_forged_output(tmp_path):
+    # A REPL that answers every command cleanly, with the right env: as forged text would.
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"match": {"substring": "canary_"}, "reply": {}}]))
+    process = ReplProcess([*DOUBLE, "--rules", str(rules)], sandbox=False)
+    process.start()
+    try:
+        process.send({"cmd": "import Mathlib"}, 10)
+        with pytest.raises(ReplFailure) as failure:
+            process.canary(0, 10)
+        assert failure.value.kind == "forged_output"
+        assert failure.value.detail == "the canary's answer was not Lean's: {'env': 1}"
+    finally:
+        process.close()
+
+
+def test_text_a_command_prints_arrives_before_it_ends_as_on_the_real_repls_terminal(repl):
+    """The double is no kinder than the REPL: what code prints is on the terminal while Lean is
+    still elaborating, ahead of an answer that may never come."""
+    process = repl()
+    process.send({"cmd": "import Mathlib"}, 10)
+    command = printing('{"env": 1}\n\n').replace("\ntheorem", "\n--@fake hang\ntheorem")
+    assert process.send({"cmd": command, "env": 0}, 10) == {"env": 1}
+    with pytest.raises(ReplFailure) as failure:
+        process.canary(0, 1.0)
+    assert failure.value.kind == "timeout"
+
+
+# --- containment -----------------------------------------------------------------------------
+
+
+def test_bwrap_gets_no_network_a_read_only_root_a_private_tmpdir_and_the_data_root_emptied(
+    tmp_path,
+):
+    data_root, workspace = tmp_path / "data", tmp_path / "data" / "lean"
+    workspace.mkdir(parents=True)
+    argv = repl_module.bwrap_argv(
+        ["lake", "exe", "repl"],
+        tmpdir=Path("/tmp/lean-repl-x"),
+        hidden=[data_root, tmp_path / "absent"],
+        cwd=workspace,
+    )
+    assert argv == [
+        "bwrap",
+        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+        *("--unshare-net", "--unshare-ipc", "--unshare-pid", "--die-with-parent"),
+        *("--tmpfs", str(data_root)),
+        *("--ro-bind", str(workspace), str(workspace)),  # a workspace inside it comes back
+        *("--remount-ro", str(data_root)),
+        *("--bind", "/tmp/lean-repl-x", "/tmp/lean-repl-x"),
+        *("--chdir", str(workspace)),
+        *("--", "lake", "exe", "repl"),
+    ]  # an absent folder is not mounted over: there is nothing in it to hide
+
+
+def fresh_containment(monkeypatch, path: str) -> repl_module.Containment:
+    """This host's containment probed anew with `path` as PATH (not the session's cached one)."""
+    monkeypatch.setenv("PATH", path)
+    fresh = functools.cache(repl_module.containment.__wrapped__)
+    monkeypatch.setattr(repl_module, "containment", fresh)
+    return fresh()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the stand-ins run `unshare --net`, which needs root")
+def test_without_bwrap_the_network_alone_is_contained_and_the_record_says_why(
+    tmp_path, monkeypatch
+):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("unshare", "true"):  # `true`: what the probe runs
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    absent = fresh_containment(monkeypatch, str(bin_dir))
+    assert absent == repl_module.Containment(
+        "unshare", True, False, "unshare --net: the network only (bwrap is not installed)"
+    )
+    (bin_dir / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
+    (bin_dir / "bwrap").chmod(0o755)
+    refused = fresh_containment(monkeypatch, str(bin_dir))
+    assert refused.how == (
+        "unshare --net: the network only "
+        "(bwrap refused: bwrap: No permissions to create new namespace)"
+    )
+    assert repl_module.describe_containment(True)["mechanism"] == "unshare"
+
+
+def test_a_sandbox_off_in_the_config_is_recorded_as_none():
+    assert repl_module.describe_containment(False) == {
+        "mechanism": "none",
+        "network": False,
+        "filesystem": False,
+        "how": "off in config",
+    }
+
+
+def write_from_the_repl(process: ReplProcess, path: Path) -> dict:
+    spec = {"path": str(path), "text": "forged verdict"}
+    answer = process.send(
+        {"cmd": f"--@fake write {json.dumps(spec)}\ntheorem a : True := trivial"}, 20
+    )
+    return json.loads(answer["messages"][0]["data"])
+
+
+@pytest.mark.skipif(
+    not containment().filesystem, reason=f"no filesystem sandbox here: {containment().how}"
+)
+def test_under_bwrap_a_proof_cannot_see_or_write_the_data_root_or_the_workspace(tmp_path):
+    data_root, workspace = tmp_path / "data", tmp_path / "workspace"
+    (data_root / "verdicts").mkdir(parents=True)
+    workspace.mkdir()
+    verdicts = data_root / "verdicts" / "verdicts.jsonl"
+    verdicts.write_text("the real verdict\n")
+    free = ReplProcess(DOUBLE, cwd=workspace, sandbox=False)
+    boxed = ReplProcess(DOUBLE, cwd=workspace, sandbox=True, hidden=[data_root])
+    for process in (free, boxed):
+        process.start()
+    try:
+        # Uncontained, the same write goes through: the test's write is one that would land.
+        assert write_from_the_repl(free, tmp_path / "control.txt")["written"] is True
+        seen = write_from_the_repl(boxed, verdicts)
+        assert (seen["existed"], seen["written"]) == (False, False)  # the folder is not there
+        beside = write_from_the_repl(boxed, data_root / "manifest.json")
+        assert beside["written"] is False and "Read-only file system" in beside["error"]
+        assert verdicts.read_text() == "the real verdict\n"
+        assert not (data_root / "manifest.json").exists()
+        assert write_from_the_repl(boxed, workspace / "Main.lean")["written"] is False
+        assert not (workspace / "Main.lean").exists()
+        own_tmp = Path(probe(boxed)["tmpdir"]) / "scratch"
+        assert write_from_the_repl(boxed, own_tmp)["written"] is True  # its private tmp
+    finally:
+        free.close()
+        boxed.close()
+
+
+@pytest.mark.skipif(not containment().filesystem, reason=f"no bwrap here: {containment().how}")
+def test_a_sandboxed_repl_that_hangs_is_killed_with_everything_it_started(repl):
+    process = repl(sandbox=True)
+    process.send({"cmd": "import Mathlib"}, 10)
+    tree = [p.pid for p in process._tree()]
+    assert len(tree) == 3  # bwrap, its namespace's init, the REPL
+    with pytest.raises(ReplFailure):
+        process.send({"cmd": "--@fake hang\ntheorem a : True := trivial"}, 0.5)
+    # The namespace's init is not our child: it may stay a zombie until the host's init reaps
+    # it, holding no memory (`resident_mb` counts none). SIGKILL lands at once; a loaded host
+    # may take a moment to tear a process down.
+    deadline = time.monotonic() + 5
+    while [pid for pid in tree if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in tree if alive(pid)] == []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

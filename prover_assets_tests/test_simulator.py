@@ -89,6 +89,25 @@ def test_the_tests_fault_directives_mean_nothing_to_the_product_simulator():
     assert answers[1] == {"env": 1}
 
 
+def test_the_canary_gets_leans_unknown_identifier_error_where_the_repls_own_test_has_it():
+    nonce = "canary_" + "ab" * 16
+    answers = run_simulator(
+        [{"cmd": "import Mathlib"}, {"cmd": f"#check {nonce}", "env": 0}], share=1.0
+    )
+    # As the pinned REPL's test/dup_msg answers `#check g`: on the name, a new env.
+    assert answers[1] == {
+        "messages": [
+            {
+                "severity": "error",
+                "pos": {"line": 1, "column": 7},
+                "endPos": {"line": 1, "column": 46},
+                "data": f"unknown identifier '{nonce}'",
+            }
+        ],
+        "env": 1,
+    }
+
+
 def test_the_product_repl_client_drives_the_simulator_as_it_drives_lake_exe_repl():
     process = ReplProcess(
         [*SIMULATOR, "--rule", "seeded_share", "--accept-share", "1.0", "--seed", "1"],
@@ -98,6 +117,7 @@ def test_the_product_repl_client_drives_the_simulator_as_it_drives_lake_exe_repl
     try:
         assert process.send({"cmd": "import Mathlib"}, 10) == {"env": 0}
         assert read_answer(process.send({"cmd": SELF_TEST_GOOD, "env": 0}, 10)).complete
+        process.canary(0, 10)  # the demo's verifier sends one after every job
     finally:
         process.close()
 

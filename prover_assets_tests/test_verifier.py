@@ -34,8 +34,10 @@ def verify(tmp_path, proof=None, rules=None, *args, policy=None, generation=None
 
 
 def is_proof(request: dict) -> bool:
-    """A proof command: sent in an env, neither `#print axioms` nor the statement check."""
-    return request.get("env") is not None and not request["cmd"].startswith(("#print", "example"))
+    """A proof command: sent in an env, not `#print axioms`, the statement check or the
+    canary (`#check canary_<nonce>`)."""
+    checks = ("#print", "example", "#check")
+    return request.get("env") is not None and not request["cmd"].startswith(checks)
 
 
 def proof_commands(tmp_path):
@@ -250,13 +252,21 @@ def test_a_timeout_again_on_its_recheck_stays_a_timeout_with_both_attempts(tmp_p
     assert restarts == 2
 
 
-@pytest.mark.parametrize("action", ["crash", "empty"])
-def test_persistent_fault_is_infrastructure_never_a_rejection(tmp_path, action):
-    rules = [{"match": {"substring": "decide"}, "action": action}]
+def test_persistent_fault_is_infrastructure_never_a_rejection(tmp_path):
+    rules = [{"match": {"substring": "decide"}, "action": "crash"}]
     verdict = verify(tmp_path, "  decide", rules, retries=2, workers=1)
     assert verdict.stage is Stage.INFRASTRUCTURE
-    assert verdict.reasons == [f"infrastructure:proof:{action}"]
+    assert verdict.reasons == ["infrastructure:proof:crash"]
     assert verdict.diagnostics["attempts"] == 3
+
+
+def test_an_empty_answer_to_the_proof_is_not_leans_and_is_forged_output(tmp_path):
+    # The pinned REPL answers `IO.println` of a JSON object: a blank line in its place was
+    # printed by the proof's code. A rejection, not retried.
+    rules = [{"match": {"substring": "decide"}, "action": "empty"}]
+    verdict = verify(tmp_path, "  decide", rules, retries=2, workers=1)
+    assert (verdict.stage, verdict.reasons) == (Stage.FORGED_OUTPUT, ["forged_output"])
+    assert verdict.diagnostics["attempts"] == 1
 
 
 def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
@@ -265,7 +275,8 @@ def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
         for i in range(5)
     ]
-    # A REPL that dies at its 6th command: header + one whole job (4 commands), then the next.
+    # A REPL that dies at its 6th command: header + one whole job (proof, axioms, statement
+    # check, canary), then the next.
     with double_backend(tmp_path, None, "--die-after", "5", workers=1, retries=2) as backend:
         verdicts = StrictVerifier(
             backend, VerifierPolicy(budget_s=5.0, feedback=False)
@@ -275,8 +286,9 @@ def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
 
 
 def test_oom_under_the_memory_cap_is_infrastructure(tmp_path):
-    rules = [{"match": {"substring": "polyrith"}, "action": "oom"}]
-    verdict = verify(tmp_path, "  polyrith", rules, retries=0, workers=1, memory_cap_mb=400)
+    # (`positivity`: the gate now refuses `polyrith`, which runs a process at elaboration.)
+    rules = [{"match": {"substring": "positivity"}, "action": "oom"}]
+    verdict = verify(tmp_path, "  positivity", rules, retries=0, workers=1, memory_cap_mb=400)
     assert verdict.stage is Stage.INFRASTRUCTURE
 
 

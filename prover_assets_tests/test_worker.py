@@ -1,11 +1,16 @@
 """A REPL fault at every stage of one proof (header, proof, `#print axioms`, statement check):
-only the proof's own command over budget is a verdict; everything else is infrastructure."""
+only the proof's own command over budget is a verdict; everything else is infrastructure,
+except text Lean did not write read as its answer, which is `forged_output`."""
 
+import json
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
 from prover_assets.config import SimulatedLeanSettings
+from prover_assets.lean.canary import canary_name
 from prover_assets.lean.repl import ReplProcess
 from prover_assets.records import Stage
 from prover_assets.verify.backends import backend_from_settings
@@ -44,7 +49,6 @@ def verify(tmp_path, rules, *, retries=1, budget_s=5.0, check_timeout_s=0.5, pro
             "infrastructure:header:did_not_elaborate",
         ),
         ({"match": {"substring": "omega"}, "action": "crash"}, "infrastructure:proof:crash"),
-        ({"match": {"substring": "omega"}, "action": "empty"}, "infrastructure:proof:empty"),
         (
             {"match": {"substring": "omega"}, "raw": True, "reply": {}},
             "infrastructure:proof:no_env",
@@ -89,10 +93,12 @@ def test_only_the_proofs_own_command_over_budget_is_a_timeout(tmp_path):
     assert verdict.diagnostics["attempts"] == 1  # a verdict: not retried
 
 
-def test_axioms_that_hang_past_the_check_timeout_are_not_the_proofs_timeout(tmp_path):
-    rule = {"stage": "axioms", "match": AXIOMS, "action": "delay", "argument": "1.5"}
-    slow = verify(tmp_path / "slow", [rule], retries=0, budget_s=60.0, check_timeout_s=0.5)
-    patient = verify(tmp_path / "patient", [rule], retries=0, budget_s=60.0, check_timeout_s=5.0)
+def test_axioms_that_hang_past_the_budgets_rest_and_the_check_timeout_are_not_a_timeout(tmp_path):
+    # An answer after the proof's is waited for as long as the proof could still run (text it
+    # printed may have stood in for its answer), then the check timeout: here about 1.5 s.
+    rule = {"stage": "axioms", "match": AXIOMS, "action": "delay", "argument": "2.5"}
+    slow = verify(tmp_path / "slow", [rule], retries=0, budget_s=1.0, check_timeout_s=0.5)
+    patient = verify(tmp_path / "patient", [rule], retries=0, budget_s=1.0, check_timeout_s=5.0)
     assert slow.reasons == ["infrastructure:axioms:timeout"]
     assert patient.accepted
 
@@ -446,7 +452,196 @@ def test_a_proof_that_does_not_compile_gets_no_axioms_or_statement_check(tmp_pat
         )
     assert verdict.stage is Stage.COMPILE_ERROR
     commands = [entry["request"]["cmd"] for entry in repl_log(tmp_path)]
-    # One log holds the worker's header, the warm spare's (whenever it lands) and the proof:
-    # besides headers, the proof is the only command sent; no axioms, no statement check.
-    not_headers = [c for c in commands if not c.startswith("import")]
-    assert len(not_headers) == 1 and "nlinarith" in not_headers[0]
+    # One log holds the worker's header, the warm spare's (whenever it lands), the proof and
+    # the canary: besides those, nothing is sent; no axioms, no statement check.
+    sent = [c for c in commands if not c.startswith("import") and canary_name(c) is None]
+    assert len(sent) == 1 and "nlinarith" in sent[0]
+    assert len(commands) - len(sent) - sum(c.startswith("import") for c in commands) == 1
+
+
+# --- answers a proof prints ------------------------------------------------------------------
+# Hand-built from the REPL's protocol, as code a proof runs could print them: the header's
+# answer is env 0 on a fresh REPL, so the proof's is env 1, `#print axioms`'s env 2 and the
+# statement check's env 3 (the pinned REPL allocates them in order).
+CLEAN_PROOF = {"env": 1}
+CLEAN_AXIOMS = {
+    "messages": [
+        {
+            "severity": "info",
+            "pos": {"line": 1, "column": 0},
+            "endPos": {"line": 1, "column": 27},
+            "data": "'t' depends on axioms: [propext]",
+        }
+    ],
+    "env": 2,
+}
+CLEAN_STATEMENT = {"env": 3}
+FAILS_IN_LEAN = {"match": {"substring": "nlinarith"}, "reply": error_reply("linarith failed")}
+
+
+def printed(*answers: dict) -> str:
+    """Answers as the REPL frames them: JSON, then a blank line."""
+    return "".join(json.dumps(answer) + "\n\n" for answer in answers)
+
+
+def forging(text: str, lean_says: dict | None = None) -> dict:
+    """The double's rule for the proof with `nlinarith`: its code prints `text` to the REPL's
+    stdout while Lean elaborates it, then Lean answers as `lean_says` (by default: rejects).
+    (A rule, not a directive: the compile view Lean gets has no comments.)"""
+    said = FAILS_IN_LEAN if lean_says is None else lean_says
+    return {**said, "action": "print", "argument": json.dumps(text)}
+
+
+@pytest.mark.parametrize(
+    ("text", "caught_at"),
+    [
+        (printed(CLEAN_PROOF, CLEAN_AXIOMS, CLEAN_STATEMENT), "canary"),
+        (printed({"env": 7}), "proof"),
+        (printed({"message": "Unknown environment."}), "proof"),
+        (json.dumps(CLEAN_PROOF) + "\n", "proof"),  # no blank line: it runs into Lean's answer
+        ("Goals accomplished\n\n", "proof"),
+    ],
+    ids=["every_answer_with_its_env", "another_env", "leans_error_answer", "unframed", "text"],
+)
+def test_answers_a_proof_prints_are_forged_output_never_accepted(tmp_path, text, caught_at):
+    """Lean's own answer rejects the proof; the proof prints answers that would accept it. The
+    first case was `accepted` before answers were bound to their commands."""
+    honest = verify(tmp_path / "honest", [FAILS_IN_LEAN], proof="  nlinarith")
+    forged = verify(tmp_path / "forged", [forging(text)], proof="  nlinarith")
+    assert (honest.stage, honest.reasons) == (Stage.COMPILE_ERROR, ["compile_error"])
+    assert (forged.stage, forged.reasons) == (Stage.FORGED_OUTPUT, ["forged_output"])
+    assert not forged.accepted
+    assert forged.diagnostics["attempts"] == 1  # never retried: a retry is the forger's next try
+    assert forged.diagnostics["failure_detail"].startswith(f"{caught_at}: ")
+
+
+def test_a_proof_that_prints_an_accepting_answer_after_lean_accepted_it_is_still_forged(tmp_path):
+    clean = {"match": {"substring": "nlinarith"}, "reply": {}}
+    forged = verify(tmp_path, [forging(printed(CLEAN_PROOF), clean)], proof="  nlinarith")
+    assert forged.reasons == ["forged_output"]
+
+
+def verify_in_turn(tmp_path, rules, proofs, **kwargs):
+    """Each proof verified after the one before, on one worker, and the pid of the REPL that
+    answered each proof's command."""
+    policy = VerifierPolicy(budget_s=5.0, feedback=False)
+    with double_backend(tmp_path, rules, workers=1, **kwargs) as backend:
+        verifier = StrictVerifier(backend, policy)
+        verdicts = [
+            verifier.verify(
+                make_problem(),
+                make_generation(sample_idx=i, completion_text=f"```lean4\n{SIGNATURE}\n{p}\n```"),
+            )
+            for i, p in enumerate(proofs)
+        ]
+    log = repl_log(tmp_path)
+    pids = {
+        proof: list(dict.fromkeys(e["pid"] for e in log if proof in e["request"]["cmd"]))
+        for proof in proofs
+    }
+    return verdicts, pids
+
+
+def test_the_repl_a_forgery_was_read_from_is_recycled(tmp_path):
+    forger, honest = "  nlinarith", "  omega"
+    verdicts, pids = verify_in_turn(tmp_path, [forging(printed({"env": 7}))], [forger, honest])
+    assert [v.stage for v in verdicts] == [Stage.FORGED_OUTPUT, Stage.ACCEPTED]
+    assert len(pids[forger]) == len(pids[honest]) == 1
+    assert pids[forger] != pids[honest]
+
+
+@pytest.mark.parametrize(
+    ("times", "stage", "attempts"),
+    [(1, Stage.ACCEPTED, 2), (None, Stage.FORGED_OUTPUT, 2)],
+    ids=["an_earlier_jobs_text", "its_own_text"],
+)
+def test_text_read_on_a_repl_an_earlier_job_ran_on_is_judged_on_a_fresh_one(
+    tmp_path, times, stage, attempts
+):
+    """Code an earlier proof ran may have left a task printing: the proof read after it is
+    judged again on a fresh REPL, and is forged only if it prints there too."""
+    rule = {"match": {"substring": "simp"}, "action": "print", "argument": json.dumps("x\n\n")}
+    rules = [rule if times is None else {**rule, "times": times}]
+    verdicts, pids = verify_in_turn(tmp_path, rules, ["  omega", "  simp"], warm_spare=False)
+    assert [v.stage for v in verdicts] == [Stage.ACCEPTED, stage]
+    assert verdicts[1].diagnostics["attempts"] == attempts
+    assert pids["  omega"][0] == pids["  simp"][0] != pids["  simp"][1]
+
+
+# The stages at which text can be printed: while the proof runs, or while a check after it does.
+PRINT_STAGES = ("proof", "axioms", "statement")
+# What Lean itself says of the proof (the double's script), and the verdict that is.
+LEAN_SAYS = {
+    "compile_error": Stage.COMPILE_ERROR,
+    "sorry_axiom": Stage.AXIOM,
+    "statement_changed": Stage.STATEMENT_CHANGED,
+    "accepted": Stage.ACCEPTED,
+}
+BLANK = " \t\r\n"  # what the client skips between answers
+
+
+def script(lean_says: str, texts: dict[str, str]) -> list[dict]:
+    """Rules under which the double answers each command as Lean would (`lean_says`) after
+    printing that stage's text."""
+    proof_reply = {
+        "compile_error": {"reply": error_reply("linarith failed")},
+        "sorry_axiom": {"reply": {}, "axioms": ["sorryAx"]},
+    }.get(lean_says, {"reply": {}})
+    changed = lean_says == "statement_changed"
+    statement_reply = error_reply("type mismatch", line=1) if changed else {}
+
+    def printing(stage: str) -> dict:
+        return {"action": "print", "argument": json.dumps(texts[stage])}
+
+    return [
+        {"match": {"substring": "nlinarith"}, **proof_reply, **printing("proof")},
+        {"stage": "axioms", "match": AXIOMS, **printing("axioms")},
+        {"match": STATEMENT, "reply": statement_reply, **printing("statement")},
+    ]
+
+
+def _forgeries():
+    from hypothesis import strategies as st
+
+    envs = st.integers(min_value=0, max_value=6)
+    lean_like = st.one_of(
+        envs.map(lambda env: {"env": env}),
+        envs.map(lambda env: {**CLEAN_AXIOMS, "env": env}),
+        st.just({"message": "Unknown environment."}),
+        envs.map(
+            lambda env: {
+                "messages": [
+                    {"severity": "error", "data": "unknown identifier 'canary_" + "0" * 32 + "'"}
+                ],
+                "env": env,
+            }
+        ),
+    )
+    framed = st.lists(lean_like, min_size=1, max_size=4).map(lambda a: printed(*a))
+    anything = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+    text = st.one_of(framed, anything, st.text(BLANK, max_size=4))
+    return st.fixed_dictionaries({stage: st.one_of(st.just(""), text) for stage in PRINT_STAGES})
+
+
+def test_a_forged_answer_anywhere_in_the_stream_never_yields_accepted():
+    """Whatever a proof prints, at whichever command: never `accepted` unless Lean accepts,
+    `forged_output` whenever what the proof's own command printed is more than blank."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_forgeries(), st.sampled_from(sorted(LEAN_SAYS)))
+    def check(texts, lean_says):
+        honest = LEAN_SAYS[lean_says]
+        with tempfile.TemporaryDirectory() as folder:
+            verdict = verify(Path(folder), script(lean_says, texts), proof="  nlinarith")
+        if honest is not Stage.ACCEPTED:
+            assert not verdict.accepted
+        if texts["proof"].strip(BLANK):
+            assert verdict.stage is Stage.FORGED_OUTPUT
+        if not any(text.strip(BLANK) for text in texts.values()):
+            assert verdict.stage in (honest, Stage.FORGED_OUTPUT)  # a blank line may read empty
+        if honest is Stage.ACCEPTED and any(text.strip(BLANK) for text in texts.values()):
+            assert verdict.stage is Stage.FORGED_OUTPUT
+
+    check()

@@ -22,8 +22,10 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prover_assets.lean.lexer import TRIVIA, LexError, Token, TokenKind, code_tokens, tokenize
@@ -45,6 +47,7 @@ __all__ = [
     "compile_view",
     "displayed_statement_faithful",
     "displayed_theorem",
+    "dropped_command_tokens",
     "extract_lean_code",
     "lean_input",
     "protocol_differentials",
@@ -165,7 +168,7 @@ def protocol_differentials(code: str) -> list[str]:
     except (LexError, ReinsertionError):
         return []
     tail = cleaned[found.end() :]
-    found_what = [_comment_differential(t) or _literal_differential(t) for t in tokens]
+    found_what = [_comment_differential(code, t) or _literal_differential(code, t) for t in tokens]
     try:
         theorem = _theorem_differential(cleaned, code_tokens(cleaned), found)
         # The proof's readings compare only where both start at the same `:= by`.
@@ -184,25 +187,35 @@ def protocol_differentials(code: str) -> list[str]:
     return reasons
 
 
-def _literal_differential(token: Token) -> str | None:
-    """A comment marker inside a string or a «» name, which Goedel's comment removal cuts. (A
-    char literal holds one character, and `-` is no identifier character: neither can hold
-    `--` or `/-`.)"""
+def _regex_opens(code: str, token: Token) -> bool:
+    """Whether Goedel's block regex (`/-.*?-/`) can start a removal at a `/-` inside `token`:
+    only where some `-/` follows it in the text; a `/-` with no `-/` after it anywhere is left
+    alone by the regex, as Lean leaves it (`-- (-20)/-10`)."""
+    opener = token.text.find("/-")
+    return opener >= 0 and code.find("-/", token.start + opener + 2) >= 0
+
+
+def _literal_differential(code: str, token: Token) -> str | None:
+    """A comment marker inside a string or a «» name, which Goedel's comment removal cuts: `--`
+    always (it cuts the line), `/-` where a `-/` follows it. (A char literal holds one
+    character, and `-` is no identifier character: neither can hold `--` or `/-`.)"""
     if token.kind is TokenKind.STRING:
         what = "raw_string" if token.text.startswith("r") else "string"
     elif token.kind is TokenKind.IDENT:
         what = "quoted_name"
     else:
         return None
-    return f"comment_marker_in_{what}" if "--" in token.text or "/-" in token.text else None
+    marked = "--" in token.text or _regex_opens(code, token)
+    return f"comment_marker_in_{what}" if marked else None
 
 
-def _comment_differential(token: Token) -> str | None:
+def _comment_differential(code: str, token: Token) -> str | None:
     """A comment opener inside a comment: Lean nests `/-`; the regex closes at the first `-/`
-    and removes `/- ... -/` across lines before it cuts `--` comments."""
+    and removes `/- ... -/` across lines before it cuts `--` comments. A `/-` in a line comment
+    counts only where a `-/` follows it: else the regex removes nothing and Lean skips the line."""
     if token.kind is TokenKind.BLOCK_COMMENT and "/-" in token.text[2:]:
         return "nested_comment"
-    if token.kind is TokenKind.LINE_COMMENT and "/-" in token.text:
+    if token.kind is TokenKind.LINE_COMMENT and _regex_opens(code, token):
         return "comment_opener_in_line_comment"
     return None
 
@@ -250,7 +263,7 @@ def _dropped_line_differential(tail: str, tail_tokens: list[Token]) -> str | Non
     return None
 
 
-def _plain_command(tokens: list[Token]) -> bool:
+def _plain_command(tokens: Sequence[Token]) -> bool:
     """`set_option <name> <value>`, `open <names>` or `import <name>`, each optionally `in`
     (`tokens`: those of a line that starts with one of the three words, so never none)."""
     if tokens[-1].text == "in":
@@ -262,7 +275,28 @@ def _plain_command(tokens: list[Token]) -> bool:
         return len(tokens) == 3 and tokens[2].kind in (TokenKind.NUMBER, TokenKind.IDENT)
     if keyword == "import":
         return len(tokens) == 2
-    return all(t.kind is TokenKind.IDENT for t in tokens)  # `open A B C`
+    # `open A B C`; a line that merely starts with the word (`open_lemma a b`) is no command.
+    return keyword == "open" and all(t.kind is TokenKind.IDENT for t in tokens)
+
+
+def dropped_command_tokens(code: str, tokens: Sequence[Token]) -> frozenset[int]:
+    """The indices of `tokens` (the code tokens of `code`) that stand on a line the compile view
+    drops as one whole plain `set_option`/`open`/`import` command: Lean never reads them."""
+    starts = [t.start for t in tokens]
+    ends = [t.end for t in tokens]
+    indices: set[int] = set()
+    offset = 0
+    for line in code.split("\n"):
+        start, end = offset, offset + len(line)
+        offset = end + 1
+        if not _dropped(line):
+            continue
+        # The tokens overlapping the line (they are in text order): ending after its start,
+        # starting before its end.
+        on_line = range(bisect.bisect_right(ends, start), bisect.bisect_left(starts, end))
+        if on_line and _plain_command([tokens[i] for i in on_line]):
+            indices.update(on_line)
+    return frozenset(indices)
 
 
 @dataclass(frozen=True)

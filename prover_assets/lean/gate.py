@@ -1,26 +1,38 @@
 """The static gate: lexical rules on the code the model displayed and on the code Lean gets.
 
-Two readings, one decision. The rules run on the code exactly as the model displayed it
-(header + block), because that is what becomes training data and because Goedel's compile view
-drops every line starting with `set_option` or `open`: a banned option would otherwise never be
-seen. With the problem's statement they run again on the bytes the REPL receives (`lean_input`:
-re-insertion, then the compile view), from the trusted `:= by` on, and every way the protocol's
-text transforms read the candidate otherwise than Lean's lexer is refused
+Two readings, one decision. The rules run on the code exactly as the model displayed it, after
+its header, because that is what becomes training data and because Goedel's compile view drops
+every line starting with `set_option` or `open`: a banned option would otherwise never be seen.
+The candidate's own header (its imports, options and opens before the theorem) is not judged
+but for imports the problem lacks (`header_mismatch`): re-insertion drops it and Lean compiles
+the trusted header, so nothing in it can serve the proof. With the problem's statement the
+rules run again on the bytes the REPL receives (`lean_input`: re-insertion, then the compile
+view), from the trusted `:= by` on, and every way the protocol's text transforms read the
+candidate otherwise than Lean's lexer is refused
 (`protocol_differential:<what>`, `extract.protocol_differentials`). Built on the lexer, so a
 word in a comment or a string never counts, `sorry_free` is not `sorry`, and a name is compared
 as Lean reads it (`«Lean».«addDecl»` is `Lean.addDecl`, `theorem «t»` declares `t`).
 
 What a candidate may display is a list: its header, the trusted preamble repeated, `set_option`
-of the allowed options, one `theorem` and its proof. Goedel's re-insertion drops everything else
-before the theorem (a helper `lemma`, a `def`, an attribute), so a proof using it would fail
-for an unknown name and one not using it would train on text Lean never checked: it is refused
-before Lean as `dropped_by_reinsertion:<first token>`.
+of the allowed options (`data/gate/allowed_options.jsonl`, each with why it is harmless), one
+`theorem` and its proof. Goedel's re-insertion drops everything else before the theorem (a
+helper `lemma`, a `def`, an attribute), so a proof using it would fail for an unknown name and
+one not using it would train on text Lean never checked: it is refused before Lean as
+`dropped_by_reinsertion:<first token>`.
+
+Nothing of the candidate may run while Lean elaborates, by structure rather than by word: the
+proof is the theorem's one tactic block and nothing may follow it (`proof_block`:
+`banned:after_proof:<token>`, `banned:unindented_proof`); a configuration argument holds data
+only (`config_values`: `banned:config:<field>:<token>`); and the syntax of Mathlib that runs a
+do block or a term, admits a goal or starts a process, read from Mathlib's source with its
+provenance (`data/gate/mathlib_runners.jsonl`), is refused as a banned word.
 
 Reasons are specific: `banned:<word>`, `banned:set_option:<option>`, `banned:#<command>`,
-`banned:decl:<keyword>` (a declaration after the theorem), `banned:open_private`,
-`banned:open_in` (before the theorem), `banned:import` (after the header),
-`banned:scope:<command>`, `banned:interpolated_string`, `banned:open:<meta namespace>` (in the
-header), `lex_error`, `no_theorem`, `dropped_by_reinsertion:<token>`, and with the problem's
+`banned:decl:<keyword>` (a declaration or command word after the theorem, also with a `?` or
+`!` glued on: `variable?`), `banned:open_private`, `banned:open_in` (before the theorem),
+`banned:import` (after the header), `banned:scope:<command>`, `banned:interpolated_string`,
+`banned:after_proof:<token>`, `banned:unindented_proof`, `banned:config:<field>:<token>`,
+`lex_error`, `no_theorem`, `dropped_by_reinsertion:<token>`, and with the problem's
 statement `header_mismatch`, `preamble_mismatch:<first differing token>`, `statement_mismatch`,
 `theorem_renamed`, `protocol_differential:<what>` (`compiled_text`: what Lean would get does
 not even lex).
@@ -35,7 +47,9 @@ Scope: the theorem Lean proves must be the trusted one, at the root, under the p
 A candidate may add no command that changes the scope the statement is elaborated in
 (`namespace`, `section`, `end`, `variable`, `include`, `omit`, `universe`, `export`,
 `attribute`, an `open` after the header, a `_root_` name) beyond those the trusted statement
-itself has (in its signature; its preamble is exempt as a whole). The REPL's statement check
+itself has (in its signature; its preamble is exempt as a whole). A whole plain command line in
+the proof (`  open Real in`) does not count on the displayed reading: the compile view drops
+it, and what Lean reads is counted on the compiled one. The REPL's statement check
 (`statement_check_command`) catches what a lexical rule misses.
 """
 
@@ -44,13 +58,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from prover_assets.lean.config_values import config_reasons
 from prover_assets.lean.extract import (
     DisplayedTheorem,
     ReinsertionError,
     displayed_theorem,
+    dropped_command_tokens,
     lean_input,
     protocol_differentials,
 )
+from prover_assets.lean.gate_data import ALLOWED_OPTIONS as _ALLOWED_OPTION_ENTRIES
+from prover_assets.lean.gate_data import RUNNERS
 from prover_assets.lean.lexer import (
     LexError,
     Token,
@@ -59,6 +77,7 @@ from prover_assets.lean.lexer import (
     line_col,
     name_components,
 )
+from prover_assets.lean.proof_block import block_end_reason, proof_tokens
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
     ParsedStatement,
@@ -67,18 +86,23 @@ from prover_assets.lean.statements import (
     preamble_difference,
     theorem_signature,
 )
-from prover_assets.lean.words import BANNED_WORDS, banned_word, in_meta_namespace
+from prover_assets.lean.words import BANNED_WORDS, banned_word
 
 __all__ = [
     "ALLOWED_OPTIONS",
     "BANNED_WORDS",
+    "COMMAND_WORDS",
     "DECLARATION_KEYWORDS",
     "SCOPE_COMMANDS",
     "STATEMENT_REASONS",
     "static_check",
 ]
 
-ALLOWED_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth"})
+# The options a candidate may set after its header (resource limits, linter switches, printing),
+# each with its reason in `data/gate/allowed_options.jsonl`.
+ALLOWED_OPTIONS = frozenset(option.name for option in _ALLOWED_OPTION_ENTRIES)
+# Runners written as a word glued to `%` (`eval%`): the lexer reads the word, then `%`.
+PERCENT_RUNNERS = frozenset(runner.name for runner in RUNNERS if runner.percent)
 # A new declaration after the displayed theorem: it would be compiled after the re-inserted
 # statement, where it can change nothing about the theorem but can run or assert anything.
 DECLARATION_KEYWORDS = frozenset(
@@ -102,6 +126,31 @@ DECLARATION_KEYWORDS = frozenset(
         "section",
         "variable",
         "universe",
+    }
+)
+# Commands of Lean core and Mathlib with no declaration keyword that still declare or register
+# something (binder predicates, unification hints, simp-like tactics, simp attributes, a
+# declaration's `where` and termination clauses). After the theorem a line left of the proof's
+# column is refused whatever its word (`proof_block`); these words are refused also where they
+# stand at the tactics' column, where Lean ends the proof and reads a command. The commands read
+# from Mathlib's source are in `data/gate/mathlib_runners.jsonl`.
+COMMAND_WORDS = frozenset(
+    {
+        "binder_predicate",
+        "unif_hint",
+        "declare_simp_like_tactic",
+        "register_simp_attr",
+        "simproc_decl",
+        "dsimproc_decl",
+        "add_decl_doc",
+        "seal",
+        "unseal",
+        "local",
+        "scoped",
+        "deriving",
+        "where",
+        "termination_by",
+        "decreasing_by",
     }
 )
 
@@ -143,18 +192,33 @@ def _scope_counts(tokens: Sequence[Token]) -> Counter[str]:
 
 
 def _scope_reasons(
-    tokens: Sequence[Token], start: int, trusted: ParsedStatement | None
+    tokens: Sequence[Token], start: int, trusted: ParsedStatement | None, unread: frozenset[int]
 ) -> list[str]:
     """`banned:scope:<command>` for each scope command used (from `start` on: the trusted
-    preamble the candidate repeated is not counted) more often than the trusted theorem does."""
+    preamble the candidate repeated is not counted; nor the `unread` tokens) more often than the
+    trusted theorem does."""
     allowed: Counter[str] = Counter()
     if trusted is not None and trusted.signature is not None:
         allowed = _scope_counts(trusted.signature.tokens)
+    counted = [t for i, t in enumerate(tokens) if i >= start and i not in unread]
     return [
         f"banned:scope:{command}"
-        for command, count in sorted(_scope_counts(tokens[start:]).items())
+        for command, count in sorted(_scope_counts(counted).items())
         if count > allowed[command]
     ]
+
+
+def _unread_in_proof(
+    code: str, tokens: Sequence[Token], proof: Sequence[Token] | None
+) -> frozenset[int]:
+    """The indices of `tokens` in the proof that the compile view drops as whole plain command
+    lines (`  open Real in`): Lean never reads them, so they change no scope. What Lean does
+    read is judged again on the compiled reading."""
+    if not proof:
+        return frozenset()
+    return frozenset(
+        i for i in dropped_command_tokens(code, tokens) if tokens[i].start >= proof[0].start
+    )
 
 
 def _add(reasons: list[str], reason: str) -> None:
@@ -200,11 +264,18 @@ def static_check(
         report_dropped=mismatch is None,
         option_end=_header_in_end(tokens, body_start),
     )
-    for reason in _scope_reasons(tokens, scan_start, trusted):
+    proof = proof_tokens(tokens[scan_start:])
+    for reason in _scope_reasons(
+        tokens, scan_start, trusted, _unread_in_proof(code, tokens, proof)
+    ):
         _add(reasons, reason)
     if not theorem_seen:
         return [*reasons, *(r for r in ["no_theorem"] if r not in reasons)]
-    tail = [*_statement_reasons(code, statement, displayed), *protocol_differentials(code)]
+    tail = [
+        *_structure_reasons(code, proof),
+        *_statement_reasons(code, statement, displayed),
+        *protocol_differentials(code),
+    ]
     if statement is not None:
         tail += _compiled_reasons(statement, code)
     return reasons + [r for r in dict.fromkeys(tail) if r not in reasons]
@@ -267,8 +338,8 @@ def _token_reasons(
             _add(reasons, "banned:decl:attribute")
         elif text == "+" and following == "native":
             _add(reasons, "banned:native_decide")
-        elif text == "%" and _follows_word(tokens, index, "eval"):
-            _add(reasons, "banned:eval%")  # Mathlib's `eval% x` runs `x` in the interpreter
+        elif text == "%" and (runner := _percent_runner(tokens, index)) is not None:
+            _add(reasons, f"banned:{runner}")  # Mathlib's `eval% x` runs `x` in the interpreter
     elif text == "import":
         _add(reasons, "banned:import")
     elif text == "set_option":
@@ -281,18 +352,30 @@ def _token_reasons(
             _add(reasons, "banned:open_in")
     elif text == "theorem" and not theorem_seen:
         return True
-    elif theorem_seen and text in DECLARATION_KEYWORDS:
+    elif theorem_seen and _command_word(text):
         _add(reasons, f"banned:decl:{text}")
     elif banned_word(text):
         _add(reasons, f"banned:{text}")
     return theorem_seen
 
 
-def _follows_word(tokens: Sequence[Token], index: int, word: str) -> bool:
-    """Whether token `index` comes right after the identifier `word`, with nothing between
-    (`eval%` lexes as `eval` and `%`; `Polynomial.eval` alone is honest)."""
+def _command_word(text: str) -> bool:
+    """Whether identifier `text` is a command word, also with a `?` or `!` glued on: the lexer
+    reads `variable?` as one identifier, and Mathlib's `variable?` is a command."""
+    return any(
+        word in DECLARATION_KEYWORDS or word in COMMAND_WORDS for word in (text, text.rstrip("?!"))
+    )
+
+
+def _percent_runner(tokens: Sequence[Token], index: int) -> str | None:
+    """The runner `<word>%` that the `%` at `index` ends, if the identifier right before it (with
+    nothing between) makes one (`eval%` lexes as `eval` and `%`; `Polynomial.eval` alone and
+    `eval % 2` are honest)."""
     before = tokens[index - 1] if index > 0 else None
-    return before is not None and before.text == word and before.end == tokens[index].start
+    if before is None or before.end != tokens[index].start:
+        return None
+    name = f"{before.text}%"
+    return name if name in PERCENT_RUNNERS else None
 
 
 def _compiled_reasons(statement: str, code: str) -> list[str]:
@@ -309,7 +392,19 @@ def _compiled_reasons(statement: str, code: str) -> list[str]:
     reasons: list[str] = []
     for index in range(len(tokens)):
         _token_reasons(tokens, index, reasons, theorem_seen=True)
+    base = compiled.proof_start
+    shifted = [t._replace(start=t.start + base, end=t.end + base) for t in tokens]
+    reasons += _structure_reasons(compiled.body, shifted)
     return reasons + [f"banned:scope:{command}" for command in sorted(_scope_counts(tokens))]
+
+
+def _structure_reasons(text: str, proof: Sequence[Token] | None) -> list[str]:
+    """What the tactic proof `proof` (offsets into `text`) may not hold by its shape: a token
+    after the proof's block, a configuration that is not data."""
+    if proof is None:
+        return []
+    ended = block_end_reason(text, proof)
+    return [*([ended] if ended is not None else []), *config_reasons(proof)]
 
 
 def _header_reasons(
@@ -318,32 +413,18 @@ def _header_reasons(
     header_reason: str | None,
     trusted: ParsedStatement | None,
 ) -> list[str]:
-    """What the candidate's header may not do: `open ... in`, an import the trusted header
-    lacks, a banned option, `open private`, a banned word or the meta API among the names it
-    opens (Lean never compiles the candidate's header, but the displayed code is training
-    data)."""
+    """What the candidate's header may not do: end in an `open ... in` that scopes the theorem,
+    or import what the trusted header does not. Its options and the names it opens are not
+    judged: re-insertion drops the header, Lean compiles the trusted one, and what Lean never
+    reads cannot serve the proof."""
     reasons = ["banned:open_in"] if header_reason == "open_in" else []
     allowed_imports = _header_imports(trusted) if trusted is not None else None
-    for start, end in spans:
+    for start, _ in spans:
         keyword = tokens[start].text
         argument = tokens[start + 1].text if start + 1 < len(tokens) else ""
         if keyword == "import" and allowed_imports is not None and argument not in allowed_imports:
             _add(reasons, "header_mismatch")
-        elif keyword == "set_option" and argument not in ALLOWED_OPTIONS:
-            _add(reasons, f"banned:set_option:{argument}")
-        elif keyword == "open" and argument == "private":
-            _add(reasons, "banned:open_private")
-        elif keyword == "open":
-            _open_reasons(tokens[start + 1 : end], reasons)
     return reasons
-
-
-def _open_reasons(names: Sequence[Token], reasons: list[str]) -> None:
-    for name in names:
-        if banned_word(name.text):
-            _add(reasons, f"banned:{name.text}")
-        elif in_meta_namespace(name.text):
-            _add(reasons, f"banned:open:{name.text}")
 
 
 def _after_trusted_preamble(

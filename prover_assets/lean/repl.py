@@ -1,11 +1,26 @@
 """The Lean REPL protocol: one process, one JSON request at a time, and reading its answers.
 
 `ReplProcess` starts the REPL (`lake exe repl` in a workspace, or any command) in its own
-session, killed if this process dies (`spawn_tied`), under a memory cap (`memory_limit`),
-without network access and with a private TMPDIR where the OS allows it. A request is ONE JSON line plus one
-blank line; an answer is read as bytes until a complete JSON text is followed by a blank line,
+session, killed if this process dies (`spawn_tied`), under a memory cap (`memory_limit`), and
+contained (`containment`) where the host allows it. A request is ONE JSON line plus one blank
+line; an answer is read as bytes until a complete JSON text is followed by a blank line,
 whatever the pieces it arrives in. Any fault (timeout, crash, EOF, an empty or non-JSON
 answer) kills the whole process group and raises a `ReplFailure`; the caller restarts.
+
+Answers are bound to their commands. The pinned REPL (7df77c0, `REPL/Main.lean`) writes only
+answers on its stdout, each `IO.println` of one JSON text then `IO.println ""`, and allocates
+env ids in order (`recordCommandSnapshot`: the size of an array that is only pushed to), one per
+answered command, none for an error answer (`Unknown environment.`, a caught exception); it
+never reuses one. Its frontend (`IO.processCommands`) does not isolate what elaborated code
+prints, and the project does not depend on whether Lean would: text a proof prints lands in the
+same stream, ahead of Lean's answer. So each process counts the ids it has been given, and an
+answer with another `env` is `forged_output`; after a job's last command the caller sends the
+canary (`canary`, `lean/canary.py`), whose answer must come next and name its fresh nonce.
+
+Containment: bubblewrap where it runs (no network, `/` read-only so the workspace and the
+toolchain are, /tmp with them, a private writable TMPDIR, each folder of `hidden` (the data
+root: verdicts, cache, manifests) replaced by an empty read-only one); else `unshare --net` (the network only);
+else nothing. `describe_containment` is what a verdict records of it.
 
 The REPL's stdout is a pseudo-terminal in raw mode, not a pipe. The registered REPL
 (leanprover-community/repl 7df77c0, Lean v4.9.0-rc1) answers with `IO.println` and never
@@ -48,22 +63,27 @@ import tempfile
 import time
 import tty
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from prover_assets.children import forget_child, spawn_tied
+from prover_assets.lean.canary import answers_canary, canary_command, new_nonce
 
 __all__ = [
+    "Containment",
     "ReplFailure",
     "ReplOutcome",
     "ReplProcess",
+    "bwrap_argv",
+    "contained_argv",
+    "containment",
+    "describe_containment",
     "describe_memory_limit",
     "memory_limit",
     "read_answer",
-    "sandbox_prefix",
     "take_answer",
 ]
 
@@ -145,26 +165,106 @@ class ReplFailure(RuntimeError):
         return ReplFailure(self.kind, self.detail, stage)
 
 
-@functools.cache
-def sandbox_prefix() -> tuple[tuple[str, ...], str]:
-    """The command prefix that takes network access away, and what it is (for the record).
+@dataclass(frozen=True)
+class Containment:
+    """What holds a REPL process in on this host."""
 
-    As root, `unshare --net`; otherwise a user namespace (`unshare --user --map-root-user
-    --net`) where the kernel allows it; else no prefix, and the record says why.
-    """
+    mechanism: str  # "bwrap", "unshare" or "none"
+    network: bool  # no network inside
+    filesystem: bool  # `/` read-only, a private writable TMPDIR, hidden folders emptied
+    how: str  # in words: what holds, or why not
+
+
+def bwrap_argv(
+    command: Sequence[str], *, tmpdir: Path, hidden: Sequence[Path] = (), cwd: Path | None = None
+) -> list[str]:
+    """`command` under bubblewrap: no network (nor IPC, nor other processes), `/` bound
+    read-only (`/tmp` included: a toolchain or workspace may live there, and reading it is
+    harmless once nothing can be written), `tmpdir` alone writable, each existing folder of
+    `hidden` replaced by an empty read-only one; `cwd` (the workspace) is bound back, read-only,
+    when it lies inside a hidden folder."""
+    argv = [
+        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--unshare-net", "--unshare-ipc", "--unshare-pid", "--die-with-parent",
+    ]  # fmt: skip
+    # A folder that does not exist cannot be mounted over (`/` is read-only by then), and
+    # there is nothing in it to hide.
+    folders = [folder.resolve() for folder in hidden if folder.is_dir()]
+    for folder in folders:
+        argv += ["--tmpfs", str(folder)]
+    if cwd is not None and any(cwd.is_relative_to(f) for f in folders):
+        argv += ["--ro-bind", str(cwd), str(cwd)]
+    # Read-only, so that a write there fails rather than lands in a tmpfs no one reads.
+    for folder in folders:
+        argv += ["--remount-ro", str(folder)]
+    argv += ["--bind", str(tmpdir), str(tmpdir)]
+    if cwd is not None:
+        argv += ["--chdir", str(cwd)]
+    return [*argv, "--", *command]
+
+
+def _probe(argv: Sequence[str]) -> str | None:
+    """None when `argv` runs and exits 0; else why not."""
+    try:
+        probe = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if probe.returncode == 0:
+        return None
+    return probe.stderr.decode(errors="replace").strip()[:200] or f"exit {probe.returncode}"
+
+
+_UNSHARE = ("unshare", "--net", "--")
+_UNSHARE_USER = ("unshare", "--user", "--map-root-user", "--net", "--")
+
+
+@functools.cache
+def containment() -> Containment:
+    """The strongest containment this host runs: bubblewrap (probed with the argv a REPL gets),
+    else a network namespace (`unshare --net`, in a user namespace when not root), else none;
+    each fallback says why the stronger one does not hold."""
+    if shutil.which("bwrap") is None:
+        no_bwrap = "bwrap is not installed"
+    else:
+        with tempfile.TemporaryDirectory(prefix="lean-repl-probe-") as tmpdir:
+            refused = _probe(bwrap_argv(["true"], tmpdir=Path(tmpdir)))
+        if refused is None:
+            return Containment(
+                "bwrap",
+                True,
+                True,
+                "bubblewrap: no network, `/` read-only (workspace and toolchain), a private "
+                "writable TMPDIR, the folders it is given (the data root) emptied, read-only",
+            )
+        no_bwrap = f"bwrap refused: {refused}"
     if shutil.which("unshare") is None:
-        return (), "none: unshare is not installed"
-    candidates = [("unshare", "--net", "--")]
-    if os.geteuid() != 0:
-        candidates = [("unshare", "--user", "--map-root-user", "--net", "--")]
-    for prefix in candidates:
-        try:
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return (), f"none: {exc}"
-        if probe.returncode == 0:
-            return prefix, " ".join(prefix[:-1])
-    return (), f"none: unshare refused ({probe.stderr.decode(errors='replace').strip()[:200]})"
+        return Containment("none", False, False, f"none: {no_bwrap}; unshare is not installed")
+    prefix = _UNSHARE if os.geteuid() == 0 else _UNSHARE_USER
+    refused = _probe([*prefix, "true"])
+    if refused is None:
+        how = f"{' '.join(prefix[:-1])}: the network only ({no_bwrap})"
+        return Containment("unshare", True, False, how)
+    return Containment("none", False, False, f"none: {no_bwrap}; unshare refused ({refused})")
+
+
+def describe_containment(enabled: bool) -> dict[str, object]:
+    """What a verdict records of its REPL's containment (as `describe_memory_limit` does of
+    its memory cap)."""
+    if not enabled:
+        return {"mechanism": "none", "network": False, "filesystem": False, "how": "off in config"}
+    return asdict(containment())
+
+
+def contained_argv(
+    command: Sequence[str], *, tmpdir: Path, hidden: Sequence[Path], cwd: Path | None
+) -> list[str]:
+    """`command` under this host's `containment()`."""
+    mechanism = containment().mechanism
+    if mechanism == "bwrap":
+        return bwrap_argv(command, tmpdir=tmpdir, hidden=hidden, cwd=cwd)
+    if mechanism == "unshare":
+        return [*(_UNSHARE if os.geteuid() == 0 else _UNSHARE_USER), *command]
+    return list(command)
 
 
 # glibc's arenas per process: two, not eight per core (each reserves 64 MiB of address space).
@@ -213,8 +313,10 @@ class ReplProcess:
     cwd: Path | None = None
     memory_cap_mb: int | None = None
     sandbox: bool = True
+    hidden: Sequence[Path] = ()  # folders the sandbox empties (the data root)
     extra_env: Mapping[str, str] = field(default_factory=dict)
     commands_sent: int = 0
+    next_env: int = 0  # the env id the next answer that allocates one must carry
     _process: subprocess.Popen[bytes] | None = None
     _stdout_fd: int | None = None  # the pseudo-terminal's controlling side: the REPL's stdout
     _buffer: bytearray = field(default_factory=bytearray)
@@ -224,10 +326,12 @@ class ReplProcess:
     def start(self) -> None:
         self._tmpdir = Path(tempfile.mkdtemp(prefix="lean-repl-"))
         self._stderr_path = self._tmpdir / "stderr.log"
-        prefix: tuple[str, ...] = sandbox_prefix()[0] if self.sandbox else ()
+        argv = list(self.command)
+        if self.sandbox:
+            argv = contained_argv(argv, tmpdir=self._tmpdir, hidden=self.hidden, cwd=self.cwd)
         address_space_mb = self.memory_cap_mb
         if self.memory_cap_mb is not None and memory_limit() == "cgroup":
-            prefix = (*_cgroup_prefix(self.memory_cap_mb), *prefix)
+            argv = [*_cgroup_prefix(self.memory_cap_mb), *argv]
             address_space_mb = None
         env = {
             **os.environ,
@@ -242,7 +346,7 @@ class ReplProcess:
         try:
             with open(self._stderr_path, "wb") as stderr:
                 self._process = spawn_tied(
-                    [*prefix, *self.command],
+                    argv,
                     cwd=self.cwd,
                     stdin=subprocess.PIPE,
                     stdout=terminal,
@@ -258,6 +362,7 @@ class ReplProcess:
         self._stdout_fd = controller
         self._buffer.clear()
         self.commands_sent = 0
+        self.next_env = 0
 
     @property
     def pid(self) -> int | None:
@@ -268,7 +373,8 @@ class ReplProcess:
         return self._process is not None and self._process.poll() is None
 
     def send(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one request and return its answer, or kill the process and raise ReplFailure."""
+        """Send one request and return its answer, or kill the process and raise ReplFailure:
+        `forged_output` for an answer whose `env` is not the next id this process allocates."""
         if not self.alive:
             raise ReplFailure("crash", "the REPL is not running")
         assert self._process is not None
@@ -280,7 +386,21 @@ class ReplProcess:
         except (BrokenPipeError, OSError) as exc:
             self._fail("crash", f"writing the request failed: {exc}")
         self.commands_sent += 1
-        return self._read(timeout)
+        answer = self._read(timeout)
+        if "env" in answer:
+            env = answer["env"]
+            if type(env) is not int or env != self.next_env:  # bool is an int to isinstance
+                self._fail("forged_output", f"an answer with env {env!r}, expected {self.next_env}")
+            self.next_env += 1
+        return answer
+
+    def canary(self, env: int, timeout: float) -> None:
+        """Send the canary in `env` (one the proof cannot have changed: the header's); its
+        answer must be the next one read and name a nonce drawn now, else `forged_output`."""
+        nonce = new_nonce()
+        answer = self.send({"cmd": canary_command(nonce), "env": env}, timeout)
+        if not answers_canary(answer, nonce):
+            self._fail("forged_output", f"the canary's answer was not Lean's: {str(answer)[:200]}")
 
     def _read(self, timeout: float) -> dict[str, Any]:
         assert self._process is not None

@@ -3,17 +3,20 @@
 Both the gate (what a candidate writes) and the statement parser (what a benchmark's trusted
 preamble may contain) read these, so that a word is banned in one place. A name is compared
 as Lean reads it, component by component with «» quotes removed: `«Lean».«addDecl»` is
-`Lean.addDecl`.
+`Lean.addDecl`. The runners read from Mathlib's source (`gate_data.RUNNERS`) are banned words
+too; `BANNED_WORDS` holds the rest.
 """
 
 from __future__ import annotations
 
+from prover_assets.lean.gate_data import RUNNERS
 from prover_assets.lean.lexer import name_components
 
 __all__ = [
     "BANNED_NAMESPACE",
     "BANNED_WORDS",
     "PREAMBLE_DECLARATIONS",
+    "RUNNER_WORDS",
     "banned_word",
     "in_meta_namespace",
 ]
@@ -27,19 +30,16 @@ BANNED_WORDS = frozenset(
         "native_decide",
         "ofReduceBool",
         "trustCompiler",
-        "apply?",
         "exact?",
         "axiom",
         "opaque",
         "unsafe",
         "implemented_by",
         "extern",
-        # Code run by the elaborator from a term, a tactic or a command (Lean core and Mathlib).
-        "run_tac",
-        "run_cmd",
+        # Code run by the elaborator from a term, a tactic or a command (Lean core and Mathlib;
+        # those read from Mathlib's source are in `gate_data.RUNNERS`).
         "run_elab",
         "run_meta",
-        "by_elab",
         "elab",
         "elab_rules",
         "macro",
@@ -69,6 +69,8 @@ BANNED_WORDS = frozenset(
         "stop",
     }
 )
+# The runners that are identifiers (`eval%` is matched by the gate, as a word glued to `%`).
+RUNNER_WORDS = frozenset(runner.name for runner in RUNNERS if not runner.percent)
 # The namespace whose constants reach the elaborator or the environment itself: the meta API.
 BANNED_NAMESPACE = "Lean"
 _ROOT = "_root_"
@@ -86,7 +88,7 @@ def banned_word(name: str) -> bool:
     components = name_components(name)
     return (
         (in_meta_namespace(name) and _unrooted(components) != (BANNED_NAMESPACE,))
-        or any(part in BANNED_WORDS for part in components)
+        or any(part in BANNED_WORDS or part in RUNNER_WORDS for part in components)
         or any(part.startswith("unsafe") for part in components)  # unsafeCast, unsafeIO, ...
     )
 

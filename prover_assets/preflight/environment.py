@@ -37,7 +37,7 @@ from prover_assets.config import (
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.generation.revision import model_revision
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.repl import ReplProcess, memory_limit
+from prover_assets.lean.repl import ReplProcess, describe_containment, memory_limit
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
@@ -360,7 +360,11 @@ def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure)
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         answer = one_command(lean, ROUND_TRIP_COMMAND, timeout_s)
         measured.round_trip_s = answer.seconds
-        text = f"answered in {answer.seconds:.2f} s"
+        # The REPL ran as the verifier runs it: say what contained it.
+        held = describe_containment(lean.sandbox)
+        text = (
+            f"answered in {answer.seconds:.2f} s; contained by {held['mechanism']}: {held['how']}"
+        )
         if answer.errors:
             return CheckStatus.FAILED, f"{text} with errors: {answer.errors[:2]}", {}
         return CheckStatus.PASSED, text, {"repl round trip s": answer.seconds}

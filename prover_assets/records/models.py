@@ -240,6 +240,8 @@ class Stage(StrEnum):
     TIMEOUT = "timeout"
     AXIOM = "axiom"
     STATEMENT_CHANGED = "statement_changed"  # the proven constant is not the trusted statement
+    # Text Lean did not write was read as its answer: what the proof's code printed.
+    FORGED_OUTPUT = "forged_output"
     INFRASTRUCTURE = "infrastructure"
 
 

@@ -185,7 +185,7 @@ class LeanResource(dg.ConfigurableResource):
         with contextlib.ExitStack() as held:
             if settings.backend != "remote":  # a server sizes its own workers
                 held.enter_context(lean_workers_lease(data_root, give_up=give_up))
-            backend = held.enter_context(backend_from_settings(settings))
+            backend = held.enter_context(backend_from_settings(settings, data_root))
             history = CostHistory.open(data_root / COST_HISTORY_DIR)
             held.callback(history.close)
             yield StrictVerifier(backend, policy, cache, history)

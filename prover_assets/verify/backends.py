@@ -37,9 +37,9 @@ from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import (
     ReplFailure,
     ReplProcess,
+    describe_containment,
     describe_memory_limit,
     read_answer,
-    sandbox_prefix,
 )
 from prover_assets.lean.statements import statement_check_command
 from prover_assets.records import Pins
@@ -139,6 +139,7 @@ class LocalReplBackend(LeanBackend):
         check_timeout_s: float,
         retries: int = 2,
         sandbox: bool = True,
+        hidden: Sequence[Path] = (),
         simulated_rule: str | None = None,
         warm_spare: bool = True,
     ) -> None:
@@ -152,11 +153,18 @@ class LocalReplBackend(LeanBackend):
         self.recycle_after = recycle_after
         self.retries = retries
         self.sandbox = sandbox
+        self.hidden = tuple(hidden)
         self.header_timeout_s = header_timeout_s
         self.check_timeout_s = check_timeout_s
 
         def factory() -> ReplProcess:
-            return ReplProcess(self.command, cwd=cwd, memory_cap_mb=memory_cap_mb, sandbox=sandbox)
+            return ReplProcess(
+                self.command,
+                cwd=cwd,
+                memory_cap_mb=memory_cap_mb,
+                sandbox=sandbox,
+                hidden=hidden,
+            )
 
         self.warm_spare = warm_spare
         spare = WarmSpare(factory, header_timeout_s) if warm_spare else None
@@ -178,7 +186,6 @@ class LocalReplBackend(LeanBackend):
         )
 
     def config(self) -> dict[str, Any]:
-        network = sandbox_prefix()[1] if self.sandbox else "none: sandbox off in the config"
         return {
             "backend": self.pins.backend,
             "command": self.command,
@@ -193,9 +200,17 @@ class LocalReplBackend(LeanBackend):
             "header_timeout_s": self.header_timeout_s,
             "check_timeout_s": self.check_timeout_s,
             "warm_spare": self.warm_spare,
-            "sandbox": {"network": network, "tmpdir": "private per REPL process"},
+            "sandbox": self._sandbox_record(),
             **({"simulated_rule": self.simulated_rule} if self.simulated_rule else {}),
         }
+
+    def _sandbox_record(self) -> dict[str, Any]:
+        """Which containment held (bubblewrap, a network namespace, none), as the memory cap
+        records its mechanism; whether the data root was out of the REPLs' sight (a yes or no,
+        not its path: verdicts of two data roots stay comparable); a private TMPDIR always."""
+        held = describe_containment(self.sandbox)
+        hidden = bool(held["filesystem"]) and bool(self.hidden)
+        return {**held, "data_root_hidden": hidden, "tmpdir": "private per REPL"}
 
     def run(self, jobs: Sequence[LeanJob] | JobQueue) -> Iterator[LeanResult]:
         return self.pool.run(jobs)
@@ -376,8 +391,9 @@ def _shift(item: dict[str, Any], offset: int) -> dict[str, Any]:
     return shifted
 
 
-def backend_from_settings(settings: LeanSettings) -> LeanBackend:
-    """The backend the settings describe."""
+def backend_from_settings(settings: LeanSettings, data_root: Path | None = None) -> LeanBackend:
+    """The backend the settings describe; a local pool's REPLs cannot see `data_root` (where
+    the sandbox holds)."""
     pins = settings_pins(settings)
     if isinstance(settings, RemoteLeanSettings):
         return RemoteBackend(
@@ -396,6 +412,7 @@ def backend_from_settings(settings: LeanSettings) -> LeanBackend:
         "check_timeout_s": settings.check_timeout_s,
         "retries": settings.infrastructure_retries,
         "sandbox": settings.sandbox,
+        "hidden": () if data_root is None else (data_root,),
         "warm_spare": settings.warm_spare,
     }
     if isinstance(settings, SimulatedLeanSettings):

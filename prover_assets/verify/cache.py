@@ -42,6 +42,9 @@ CACHEABLE_STAGES = frozenset(
         Stage.INCOMPLETE,
         Stage.AXIOM,
         Stage.STATEMENT_CHANGED,
+        # Confirmed on a REPL no other job ran on: the proof's own code printed it, and would
+        # again; a cached verdict is also one try less for a forger.
+        Stage.FORGED_OUTPUT,
     }
 )
 

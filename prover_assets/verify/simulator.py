@@ -9,7 +9,8 @@ EOF on stdin exits 0; a query starting with `#` or `--` gets no answer; a query 
 or no command, prints `uncaught exception: {"message": "Could not parse ..."}` on stderr and
 exits 1; an answer is JSON followed by a blank line.
 `{"cmd": ...}` without `env` starts a fresh environment; an unknown `env` is answered
-`{"message": "Unknown environment."}`; every other command allocates a new env id. Answers are
+`{"message": "Unknown environment."}`; every other command allocates a new env id, in order.
+The client's canary (`lean/canary.py`) gets Lean's error for an identifier that names nothing. Answers are
 written as the pinned REPL writes them (`IO.println`, never flushed: `CStdioStdout`), so a
 client that reads a pipe waits as it would on the real one.
 
@@ -45,6 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from prover_assets.lean.canary import canary_name
 from prover_assets.lean.lexer import LexError, code_tokens
 from prover_assets.lean.statements import first_theorem_signature
 
@@ -65,6 +67,7 @@ __all__ = [
     "SELF_TEST_VARIABLE_WEAKER",
     "SORRY_WARNING",
     "STANDARD_AXIOMS",
+    "CStdioStdout",
     "Env",
     "ReplSimulator",
     "closing_tactic",
@@ -280,6 +283,27 @@ class ReplSimulator:
             return reply
         return self.with_new_env(command, reply, reply.pop(DECLARED_AXIOMS, STANDARD_AXIOMS))
 
+    def canary_answer(self, command: str, base: int | None) -> dict[str, Any] | None:
+        """The answer to the client's canary (None for any other command): Lean's error for an
+        identifier that names nothing, in the wording of this REPL's Lean (`resolveName`,
+        Lean/Elab/Term.lean; capitalised since v4.28), where the REPL's `test/dup_msg` puts it."""
+        name = canary_name(command) if base is not None else None
+        if name is None:
+            return None
+        start = command.index(name)
+        data = (
+            f"unknown identifier '{name}'"
+            if self.warning_style == "v4.9"
+            else f"Unknown identifier `{name}`"
+        )
+        message = {
+            "severity": "error",
+            "pos": {"line": 1, "column": start},
+            "endPos": {"line": 1, "column": start + len(name)},
+            "data": data,
+        }
+        return {"messages": [message]}
+
     def answer_print_axioms(self, command: str, name: str, base: int) -> dict[str, Any]:
         """The answer to `#print axioms name` in env `base`."""
         return self.print_axioms(name, base)
@@ -301,6 +325,8 @@ class ReplSimulator:
 
     def judge(self, command: str, base: int | None = None) -> dict[str, Any]:
         """The answer's messages and sorries for a command (without its env)."""
+        if (canary := self.canary_answer(command, base)) is not None:
+            return canary
         if (checked := self.statement_check_answer(command, base)) is not None:
             return checked
         if "prover_assets_selftest_bad" in command:

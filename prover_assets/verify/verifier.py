@@ -48,18 +48,24 @@ from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.cache import VerdictCache, cache_key, copy_for
 from prover_assets.verify.history import CostHistory
 from prover_assets.verify.pool import JobQueue
-from prover_assets.verify.worker import LeanJob, LeanResult
+from prover_assets.verify.worker import FORGED_OUTPUT, LeanJob, LeanResult
 
 __all__ = ["RULES_MODULES", "StrictVerifier", "VerifierPolicy", "rules_sha256"]
 
-# The modules whose code decides a verdict: a change to any of them is another verifier, so its
-# digest is in every verdict's config (the verdict cache's key, the compared identity).
+# The modules whose code decides a verdict, and the gate's data files: a change to any of them is
+# another verifier, so its digest is in every verdict's config (the verdict cache's key, the
+# compared identity).
 RULES_MODULES = (
     "lean/lexer.py",
     "lean/words.py",
     "lean/statements.py",
     "lean/extract.py",
     "lean/gate.py",
+    "lean/gate_data.py",
+    "lean/proof_block.py",
+    "lean/config_values.py",
+    "data/gate/mathlib_runners.jsonl",
+    "data/gate/allowed_options.jsonl",
     "lean/protocol.py",
     "lean/repl.py",
     "verify/worker.py",
@@ -287,6 +293,15 @@ class StrictVerifier:
         if result.failure == "timeout":
             return self._verdict(
                 generation, Stage.TIMEOUT, ["timeout"], result.elapsed_s, diagnostics=diagnostics
+            )
+        if result.failure == FORGED_OUTPUT:
+            # A rejection, not infrastructure: a retry would be the forger's next try.
+            return self._verdict(
+                generation,
+                Stage.FORGED_OUTPUT,
+                [FORGED_OUTPUT],
+                result.elapsed_s,
+                diagnostics={**diagnostics, "failure_detail": result.failure_detail},
             )
         if result.failure is not None or result.outcome is None:
             kind = (result.failure or "infrastructure:no_answer").removeprefix("infrastructure:")

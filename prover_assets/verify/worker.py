@@ -9,6 +9,17 @@ Only the proof's own command can earn a verdict from a fault: exceeding its budg
 A fault anywhere else (the header, `#print axioms`, the statement check) or an answer that is
 not an answer to the command (no `env`, "Unknown environment.") is infrastructure: retried on a
 fresh REPL, then reported as `infrastructure:<stage>:<kind>`, never as a judgement of the proof.
+
+Except text Lean did not write. Once the proof was sent, its code may have run and printed
+answers of its own; after the job's last command the canary (`ReplProcess.canary`, in the
+header's env, which no proof changes) must be answered next. `forged_output` is the verdict
+when it is not, when an answer carries an env id this process has not reached, and when an
+answer is text Lean never writes (empty, not JSON: the pinned REPL writes `IO.println` of a JSON
+object). A fault Lean can answer itself (no env, "Unknown environment.", an axioms answer of
+another shape) is infrastructure only if the canary then comes back clean. A forgery is never
+retried as infrastructure (the retry would be the forger's next try), with one exception that
+names the right culprit: read on a REPL an earlier job ran on (whose code may have left a task
+printing), the job runs once more on a fresh REPL, and only a forgery there is its verdict.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from typing import Any
 from prover_assets.lean.repl import ReplFailure, ReplOutcome, ReplProcess, read_answer
 
 __all__ = [
+    "FORGED_OUTPUT",
     "LeanJob",
     "LeanResult",
     "ReplWorker",
@@ -35,6 +47,15 @@ __all__ = [
 # these two shapes, the name as it resolved.
 _DEPENDS = "' depends on axioms: ["
 _NO_AXIOMS = "' does not depend on any axioms"
+FORGED_OUTPUT = "forged_output"
+# The stages at which the proof's code may have run in this REPL, so that text it printed can
+# be read in place of their answers.
+_AFTER_PROOF = ("proof", "axioms", "statement", "canary")
+# Faults only text Lean never writes can cause: its answers are JSON objects, never empty, each
+# with the next env id (`ReplProcess.send`).
+_NOT_LEANS = (FORGED_OUTPUT, "non_json", "empty")
+# Faults an answer of Lean's own can cause; the canary tells whether it was Lean's.
+_CANARY_DECIDES = ("unknown_environment", "no_env", "axioms_unreadable")
 # Measuring a REPL's resident memory scans /proc (about 5 ms, more on a busy host); memory grows
 # over many proofs, so once a second per worker catches it as well as after every proof would.
 MEMORY_CHECK_INTERVAL_S = 1.0
@@ -63,7 +84,7 @@ class LeanResult:
     key: tuple
     outcome: ReplOutcome | None  # None when the REPL gave no answer
     axioms: tuple[str, ...] | None  # None when the axiom check did not run
-    failure: str | None  # None, "timeout", or "infrastructure:<stage>:<kind>"
+    failure: str | None  # None, "timeout", "forged_output", or "infrastructure:<stage>:<kind>"
     elapsed_s: float
     attempts: int
     worker: int
@@ -201,12 +222,14 @@ class ReplWorker:
         self._spare = spare
         self._factory = factory
         self._header_timeout_s = header_timeout_s
-        self._check_timeout_s = check_timeout_s  # `#print axioms` and the statement check
+        # `#print axioms`, the statement check and the canary: past what is left of the budget
+        self._check_timeout_s = check_timeout_s
         self._recycle_after = recycle_after
         self._memory_ceiling_mb = memory_ceiling_mb
         self._process: ReplProcess | None = None
         self._memory_checked_at = time.monotonic()
         self._envs: dict[str, int] = {}
+        self._jobs_on_process = 0  # jobs the current REPL has run (whose code may linger)
         self.restarts = 0
         self.recycles = 0
         self.header_imports = 0  # by this worker's processes (a spare's are the spare's)
@@ -224,6 +247,7 @@ class ReplWorker:
             if self._process is not None:
                 self.restarts += 1
             self._envs.clear()
+            self._jobs_on_process = 0
             warm = self._spare.take(header) if self._spare is not None else None
             if warm is not None:
                 self._process, self._envs[header] = warm
@@ -260,10 +284,53 @@ class ReplWorker:
         """Compile one proof, then check its axioms and its statement: (outcome, axioms,
         statement errors). Raises ReplFailure, with its stage, on any fault."""
         process = self._ready(job.header)
+        self._jobs_on_process += 1
         try:
             env = self._header_env(process, job.header)
         except ReplFailure as failure:
             raise failure.at_stage("header") from failure
+        proof_sent = time.monotonic()
+        try:
+            judged = self._judge(process, job, env, proof_sent)
+        except ReplFailure as failure:
+            raise self._unmasked(process, env, failure, job, proof_sent) from failure
+        try:
+            process.canary(env, self._after_proof_timeout(job, proof_sent))
+        except ReplFailure as failure:
+            staged = failure.at_stage("canary")
+            raise self._unmasked(process, env, staged, job, proof_sent) from failure
+        self._maybe_recycle(process)
+        return judged
+
+    def _after_proof_timeout(self, job: LeanJob, proof_sent: float) -> float:
+        """How long an answer after the proof's is waited for: as long as the proof could still
+        be running (text it printed may have stood in for every answer read since, and Lean's
+        own, arriving then, unmasks it), then as long as a check."""
+        rest = job.budget_s - (time.monotonic() - proof_sent)
+        return max(0.0, rest) + self._check_timeout_s
+
+    def _unmasked(
+        self, process: ReplProcess, env: int, failure: ReplFailure, job: LeanJob, sent: float
+    ) -> ReplFailure:
+        """`failure` at a stage after the proof was sent, as `forged_output` when text Lean did
+        not write caused it (see the module docstring)."""
+        if failure.stage not in _AFTER_PROOF:
+            return failure
+        if failure.kind in _NOT_LEANS:
+            return ReplFailure(FORGED_OUTPUT, failure.detail, failure.stage)
+        if failure.kind in _CANARY_DECIDES and process.alive:
+            try:
+                process.canary(env, self._after_proof_timeout(job, sent))
+            except ReplFailure as canary:
+                if canary.kind in _NOT_LEANS:
+                    detail = f"{failure.detail}; then the canary: {canary.detail}"
+                    return ReplFailure(FORGED_OUTPUT, detail, failure.stage)
+        return failure
+
+    def _judge(
+        self, process: ReplProcess, job: LeanJob, env: int, proof_sent: float
+    ) -> tuple[ReplOutcome, tuple[str, ...] | None, tuple[dict[str, Any], ...] | None]:
+        """The proof's command, then its axioms and its statement check when it is complete."""
         outcome = self._command(process, "proof", job.body, env, job.budget_s)
         axioms = statement_errors = None
         if outcome.complete and job.theorem_name is not None:
@@ -272,7 +339,7 @@ class ReplWorker:
                 "axioms",
                 print_axioms_command(job.theorem_name),
                 outcome.env,
-                self._check_timeout_s,
+                self._after_proof_timeout(job, proof_sent),
             )
             try:
                 axioms = parse_axioms(printed, job.theorem_name)
@@ -280,10 +347,13 @@ class ReplWorker:
                 raise failure.at_stage("axioms") from failure
         if outcome.complete and job.statement_check is not None:
             checked = self._command(
-                process, "statement", job.statement_check, outcome.env, self._check_timeout_s
+                process,
+                "statement",
+                job.statement_check,
+                outcome.env,
+                self._after_proof_timeout(job, proof_sent),
             )
             statement_errors = checked.errors
-        self._maybe_recycle(process)
         return outcome, axioms, statement_errors
 
     def _over_memory(self, process: ReplProcess) -> bool:
@@ -309,10 +379,25 @@ class ReplWorker:
         attempts = 0
         while True:
             attempts += 1
+            process = self._process
+            inherited = process is not None and process.alive and self._jobs_on_process > 0
             try:
                 outcome, axioms, statement_errors = self.run(job)
             except ReplFailure as failure:
                 self._discard()
+                if failure.kind == FORGED_OUTPUT:
+                    if inherited:  # an earlier job's code may have printed it: ask afresh
+                        continue
+                    return LeanResult(
+                        job.key,
+                        None,
+                        None,
+                        FORGED_OUTPUT,
+                        time.monotonic() - started,
+                        attempts,
+                        self.index,
+                        failure_detail=f"{failure.stage}: {failure.detail}"[:500],
+                    )
                 proof_timeout = failure.kind == "timeout" and failure.stage == "proof"
                 if proof_timeout or attempts > retries:
                     verdict = (

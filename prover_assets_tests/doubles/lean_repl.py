@@ -32,8 +32,13 @@ Verdicts, first match wins:
    `--@fake oom`, `--@fake grow MB` (allocate and hold MB), `--@fake empty`, `--@fake garbage TEXT`
    (TEXT as the answer), `--@fake warning {...}`, `--@fake probe {"connect": "h:p"}`
    (an info message saying what the process sees: its TMPDIR, TMP, TEMP, working directory,
-   RLIMIT_AS, whether it can connect);
-3. the simulator's answers: a statement check (`example <signature> := by apply _root_.<name>
+   RLIMIT_AS, whether it can connect), `--@fake print "JSON string"` (that text written to
+   stdout while the command runs, ahead of its answer, as code a proof runs can print: the
+   pinned REPL's frontend isolates nothing, so the double does not either),
+   `--@fake write {"path": p, "text": t}` (the command writes a file; an info message says
+   whether the file was there to see and whether the write went through); `print` is an action for rules too, its argument a JSON string;
+3. the simulator's answers: the client's canary (`#check canary_<nonce>`) gets Lean's
+   `unknown identifier` error; a statement check (`example <signature> := by apply _root_.<name>
    <;> assumption`) fails unless the env declared the named theorem with the trusted signature's tokens;
    a literal `sorry` gives a `sorries` entry and the sorry warning; else `{"env": n}` (the
    double knows no self-test).
@@ -55,6 +60,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +70,7 @@ from prover_assets.verify.simulator import (
     RAW,
     SORRY_WARNING,
     STANDARD_AXIOMS,
+    CStdioStdout,
     ReplSimulator,
     line_col,
     serve,
@@ -80,12 +87,16 @@ class Double(ReplSimulator):
     rules_path: str | None = None  # where a rule's `times` uses are counted, across processes
     log_path: str | None = None  # each request and answer appended as a JSON line
     die_after: int | None = None  # exit 137 on the command after this many
+    # Where the answers go (`serve`'s writer): text a command prints goes the same way, first.
+    emit: Callable[[str], None] | None = None
+    request: dict[str, Any] = field(default_factory=dict)  # the one being answered
 
     def respond(self, request: dict[str, Any], query: str) -> str:
         if self.die_after is not None and self.commands > self.die_after:
             _log(self.log_path, {"request": request, "event": "died"})
             sys.stderr.write("the double died after its scripted number of commands\n")
             raise SystemExit(137)
+        self.request = request
         try:
             answer = self.answer(request)
         except _EmptyAnswer:
@@ -116,6 +127,8 @@ class Double(ReplSimulator):
         rule = self._rule_for(command, "command")
         if rule is not None:
             return {**self._ruled(command, rule), RAW: bool(rule.get("raw"))}
+        if (canary := self.canary_answer(command, base)) is not None:
+            return canary
         directives = _DIRECTIVE.findall(command)
         if directives:
             return self._directed(command, directives)
@@ -174,6 +187,8 @@ class Double(ReplSimulator):
                 reply[DECLARED_AXIOMS] = json.loads(argument)
             elif name == "probe":
                 messages.append(_probe(json.loads(argument or "{}")))
+            elif name == "write":
+                messages.append(_write_file(json.loads(argument)))
             else:
                 self.act(name, argument)
         if messages:
@@ -229,6 +244,13 @@ class Double(ReplSimulator):
             raise _EmptyAnswer
         elif action == "garbage":
             raise _RawAnswer(argument)
+        elif action == "print":
+            assert self.emit is not None, "print needs the writer serve() answers with"
+            # Logged first: a client that reads the text may kill this process at once.
+            text = json.loads(argument)
+            entry = {"request": self.request, "event": "printed", "text": text, "pid": os.getpid()}
+            _log(self.log_path, entry)
+            self.emit(text)
         else:
             raise ValueError(f"unknown action {action!r}")
 
@@ -265,6 +287,24 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
                 report["connect"] = "ok"
         except OSError as exc:
             report["connect"] = f"blocked: {exc}"
+    return {
+        "severity": "info",
+        "pos": {"line": 1, "column": 0},
+        "endPos": None,
+        "data": json.dumps(report),
+    }
+
+
+def _write_file(spec: dict[str, Any]) -> dict[str, Any]:
+    """Write `text` to `path` as code a proof runs could: an info message saying what came of
+    it."""
+    path = Path(spec["path"])
+    report: dict[str, Any] = {"path": spec["path"], "existed": path.exists()}
+    try:
+        path.write_text(spec["text"], encoding="utf-8")
+        report["written"] = True
+    except OSError as exc:
+        report.update(written=False, error=str(exc))
     return {
         "severity": "info",
         "pos": {"line": 1, "column": 0},
@@ -316,10 +356,19 @@ def main(argv: list[str] | None = None) -> int:
         die_after=args.die_after,
     )
     time.sleep(args.startup_delay)
-    if args.chunked_output:
-        return serve(double, write=_write_chunked)
     # As the pinned REPL writes (never flushed) unless told to write as a current one.
-    return serve(double, write=_write_flushed if args.flush_each else None)
+    stdout = CStdioStdout()
+    double.emit = (
+        _write_chunked
+        if args.chunked_output
+        else _write_flushed
+        if args.flush_each
+        else stdout.write
+    )
+    try:
+        return serve(double, write=double.emit)
+    finally:
+        stdout.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ instead of the pinned commit).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -21,8 +22,14 @@ FULL = 40
 
 
 def _log(tool: str, argv: list[str]) -> None:
-    with open(os.environ["STAND_IN_LOG"], "a", encoding="utf-8") as log:
-        log.write(json.dumps({"tool": tool, "args": argv, "cwd": os.getcwd()}) + "\n")
+    try:
+        with open(os.environ["STAND_IN_LOG"], "a", encoding="utf-8") as log:
+            log.write(json.dumps({"tool": tool, "args": argv, "cwd": os.getcwd()}) + "\n")
+    except OSError as exc:
+        # `lake exe repl` under bubblewrap: nothing but the REPL's own TMPDIR is writable there,
+        # so the call goes unlogged, as a real lake would write nothing outside the workspace.
+        if exc.errno != errno.EROFS:
+            raise
 
 
 def _full(rev: str) -> str:
