@@ -102,13 +102,13 @@ def full_demo_run_config(data_root: Path, name: str = "demo.yaml") -> dict:
     return shipped_config(data_root, name)
 
 
-def demo_run_config(data_root: Path, name: str = "demo.yaml", **spec_overrides) -> dict:
-    """A demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills,
-    iterations): a quarter of its problems and pool, a shorter format tuning (the same for every
+def demo_run_config(data_root: Path, **spec_overrides) -> dict:
+    """The demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills):
+    a quarter of its problems and pool, a shorter format tuning (the same for every
     such test: tuned once a session), and a simulated verifier that accepts a share of proofs by
     their code (so that a short-tuned model still finds proofs to train on). Only the control
     tests run it whole (`full_demo_run_config`): the size that detects the planted effect."""
-    raw = shipped_config(data_root, name)
+    raw = shipped_config(data_root, "demo.yaml")
     raw["resources"]["lean"]["config"]["settings"]["simulated"].update(
         rule="seeded_share", accept_share=0.5, seed=7
     )
