@@ -69,3 +69,56 @@ def test_named_arguments_that_are_not_configurations_are_not_judged():
     assert reasons("exact Finset.sum_congr (f := fun i => i) rfl") == []
     assert not is_config_name("configuration")
     assert is_config_name("simp_config")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("linarith (config :=", "banned:config:config:the end of the code"),
+        ("linarith (config := {", "banned:config:config:the end of the code"),
+        ("linarith (config := { a :=", "banned:config:a:the end of the code"),
+        ("linarith (config := { a := [1,", "banned:config:a:the end of the code"),
+    ],
+    ids=["no_value", "open_structure", "no_field_value", "open_list"],
+)
+def test_a_configuration_cut_off_is_refused_at_the_end_of_the_code(text, expected):
+    assert reasons(text) == [expected]
+
+
+def test_only_a_parenthesised_named_argument_is_a_configuration():
+    # A local named `config` is a `let`, not a named argument: nothing is evaluated as one.
+    assert reasons("let config := { zeta := false }\n  simp (config := config)") == []
+
+
+def test_a_negative_number_ends_after_its_digits():
+    assert reasons("linarith (config := { a := -1 })") == []
+    assert reasons("linarith (config := -1)") == []
+    assert reasons("linarith (config := { a := -1 x })") == ["banned:config:a:x"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("linarith (config := { d := .fun })", "banned:config:d:fun"),
+        ("linarith (config := { do pure () })", "banned:config:config:do"),
+        ("linarith (config := { d := (pure ()) })", "banned:config:d:("),
+        ("linarith (config := { d := [1 x] })", "banned:config:d:x"),
+        ("simp (config := { : Simp.Config x })", "banned:config:config:x"),
+        ("simp (config := { : by simp })", "banned:config:config:by"),
+    ],
+    ids=["dotted_code_word", "structure_start", "applied_in_parens", "list", "type", "type_code"],
+)
+def test_code_inside_a_shape_is_named_with_the_field_holding_it(text, expected):
+    assert reasons(text) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("linarith (config := { 1 := 2 })", "banned:config:config:1"),
+        ("linarith (config := { do := 2 })", "banned:config:config:do"),
+    ],
+    ids=["number", "code_word"],
+)
+def test_a_field_is_assigned_only_to_a_name(text, expected):
+    assert reasons(text) == [expected]

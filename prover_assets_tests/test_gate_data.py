@@ -8,6 +8,7 @@ import pytest
 from prover_assets.lean.gate_data import (
     ALLOWED_OPTIONS,
     RUNNERS,
+    AllowedOption,
     GateDataError,
     load_allowed_options,
     load_runners,
@@ -57,11 +58,15 @@ def test_a_valid_line_loads_and_eval_percent_is_a_percent_runner(tmp_path):
         ({"commit": "d1d1e4b72"}, "not 40 lowercase hex digits"),
         ({"name": "run tac"}, "is not one identifier"),
         ({"name": "%"}, "is not one identifier"),
+        ({"name": "by_elab /-"}, "is not one identifier"),
         ({"file": "Mathlib/Tactic/RunCmd.py"}, "is not a Lean file of a repo"),
         ({"why": ""}, "'why' must be a non-empty string"),
         ({"extra": "x"}, "expected the fields"),
     ],
-    ids=["kind", "category", "short_commit", "two_words", "bare_percent", "file", "empty", "extra"],
+    ids=[
+        *["kind", "category", "short_commit", "two_words", "bare_percent", "unclosed_comment"],
+        *["file", "empty", "extra"],
+    ],
 )
 def test_a_malformed_runner_is_refused_naming_the_file_and_line(tmp_path, change, message):
     path = _write(tmp_path, [RUN_TAC, {**RUN_TAC, "name": "by_elab", **change}])
@@ -94,10 +99,11 @@ def test_an_empty_file_is_refused(tmp_path):
     ("row", "message"),
     [
         ({"name": "set_option maxHeartbeats", "why": "x"}, "is not an option name"),
+        ({"name": '"maxHeartbeats', "why": "x"}, "is not an option name"),
         ({"name": "maxHeartbeats"}, "expected the fields"),
         (["maxHeartbeats"], "expected the fields"),
     ],
-    ids=["two_words", "no_reason", "not_an_object"],
+    ids=["two_words", "unclosed_string", "no_reason", "not_an_object"],
 )
 def test_a_malformed_option_is_refused_naming_the_file_and_line(tmp_path, row, message):
     path = _write(tmp_path, [row])
@@ -112,3 +118,29 @@ def test_an_option_listed_twice_is_refused(tmp_path):
         GateDataError, match=rf"{re.escape(str(path))}:2: 'maxHeartbeats' is listed twice"
     ):
         load_allowed_options(path)
+
+
+def test_a_valid_options_file_loads_each_option_with_its_reason(tmp_path):
+    rows = [{"name": "maxHeartbeats", "why": "a limit"}, {"name": "pp.all", "why": "printing"}]
+    assert load_allowed_options(_write(tmp_path, rows)) == (
+        AllowedOption("maxHeartbeats", "a limit"),
+        AllowedOption("pp.all", "printing"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "found"),
+    [
+        ('{"name": "maxHeartbeats"}', "['name']"),
+        ('["maxHeartbeats", "a limit"]', "list"),
+        ("5", "int"),
+        ("null", "NoneType"),
+    ],
+    ids=["missing_field", "array", "number", "null"],
+)
+def test_a_line_without_the_fields_is_refused_naming_what_it_holds(tmp_path, line, found):
+    path = tmp_path / "options.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(GateDataError) as raised:
+        load_allowed_options(path)
+    assert str(raised.value) == f"{path}:1: expected the fields ['name', 'why'], got {found}"

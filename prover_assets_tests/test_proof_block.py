@@ -65,3 +65,23 @@ def test_what_stands_after_the_block_is_named(proof, reason):
 def test_a_term_proof_has_no_tactic_block():
     assert proof_tokens(code_tokens("theorem t : True := trivial")) is None
     assert proof_tokens(code_tokens("def f := 1")) is None
+
+
+def test_a_text_cut_off_at_its_proof_has_no_block_or_an_empty_one():
+    # A sample truncated right after `:=` (the generation's token limit) is no tactic block.
+    assert proof_tokens(code_tokens("theorem t : True :=")) is None
+    block = proof_tokens(code_tokens("theorem t : True := by"))
+    assert block is not None and len(block) == 0
+
+
+def test_a_block_on_the_by_line_has_the_column_of_its_first_tactic():
+    # `positivity` stands one column right of the signature's last character.
+    column = len(SIGNATURE) + 1
+    assert judged(" positivity\n" + " " * column + "exact h₀") is None
+    assert judged(" positivity\n" + " " * (column - 1) + "exact h₀") == "banned:after_proof:exact"
+
+
+def test_a_line_that_continues_the_proof_keeps_its_later_tokens_whatever_their_column():
+    # The alternative's `=>` stands left of the tactics' column, on a line `|` continues: Lean's
+    # `match` reads it whatever its column.
+    assert judged("\n      match x with\n| y => positivity") is None
