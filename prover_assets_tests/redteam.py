@@ -765,3 +765,80 @@ for name, block, why in [
     ),
 ]:
     case(f"honest_{name}", "honest", block, LEAN, why)
+# --- Commands on the proof's own line. Lean needs no new line to end a tactic block: a tactic
+# ends where its syntax does, and a command keyword after it starts a command there (after a
+# multi-line string, on the string's last line). No column tells, and the words below were in no
+# word list: each keyword of the pinned Mathlib's `command` category is refused wherever it stands
+# in a proof (`data/gate/mathlib_commands.jsonl`), but the four that are also tactics.
+for name, proof, reasons, why in [
+    (
+        "compile_inductive",
+        "  positivity compile_inductive% List",
+        ("banned:after_proof:compile_inductive%",),
+        "`positivity` takes no argument, so the block ends at `compile_inductive%` and Lean runs "
+        "Mathlib's command, which adds compiled code and a `csimp` lemma for a recursor. Before: "
+        "reached Lean.",
+    ),
+    (
+        "after_a_multiline_string",
+        '  positivity\n  trace "done\n"assert_not_exists Foo',
+        ("banned:after_proof:assert_not_exists",),
+        "The string ends at the start of its second line and the command follows the quote: no "
+        "line of code starts there, so the column rule never saw it. Before: reached Lean.",
+    ),
+    (
+        "library_note",
+        '  positivity library_note "n" /-- text -/',
+        ("banned:after_proof:library_note",),
+        "Batteries' command adds a declaration to the environment. Before: reached Lean.",
+    ),
+    (
+        "proof_wanted",
+        "  positivity proof_wanted extra : False",
+        ("banned:after_proof:proof_wanted",),
+        "Batteries' command elaborates a statement as an axiom, then drops it. Before: reached "
+        "Lean.",
+    ),
+    (
+        "test_extern",
+        "  positivity test_extern Nat.add 1 2",
+        ("banned:after_proof:test_extern",),
+        "Lean core's command evaluates compiled code while Lean elaborates. Before: reached Lean.",
+    ),
+    (
+        "gen_injective_theorems",
+        "  positivity gen_injective_theorems% Nat",
+        ("banned:after_proof:gen_injective_theorems%",),
+        "Lean core's bootstrapping command declares theorems. Before: reached Lean.",
+    ),
+    (
+        "after_a_closing_bracket",
+        "  nlinarith [sq_nonneg x] with_weak_namespace Real alias sq' := sq_nonneg",
+        ("banned:after_proof:with_weak_namespace", "banned:alias"),
+        "After its argument list the tactic is complete; Mathlib's `with_weak_namespace` runs the "
+        "command it wraps in another namespace. Before: refused for `alias` alone.",
+    ),
+]:
+    case(f"same_line_{name}", "commands on the proof's line", plain(proof), gate(*reasons), why)
+for name, proof, why in [
+    (
+        "count_heartbeats_tactic",
+        "  count_heartbeats in\n  positivity",
+        "A command keyword that is also Mathlib's tactic `count_heartbeats in tacs` at the pin "
+        "(`proof_block.ALSO_TACTICS`): what it wraps is judged as any tactic.",
+    ),
+    (
+        "keywords_in_names_strings_and_comments",
+        "  -- library_note: compile_inductive% is not needed\n"
+        "  have lemma_1 : 0 < x := h₀\n"
+        '  have «lemma» : "end" = "end" := rfl\n'
+        "  exact pow_pos lemma_1 2",
+        "`lemma_1` and `«lemma»` are identifiers to Lean, and a comment or a string is no code.",
+    ),
+    (
+        "keyword_as_a_name_component",
+        "  have e : Function.End ℝ := id\n  positivity",
+        "`Function.End` is one identifier: a dotted component is never a keyword.",
+    ),
+]:
+    case(f"honest_{name}", "commands on the proof's line", plain(proof), LEAN, why)

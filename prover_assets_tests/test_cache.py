@@ -2,6 +2,7 @@
 that is not exactly the key's (the REPL double's log says what Lean was asked)."""
 
 import json
+from pathlib import Path
 
 import prover_assets.verify.verifier as verifier_module
 from prover_assets.records import Stage
@@ -196,3 +197,11 @@ def test_a_verdict_is_stored_only_under_its_own_key(tmp_path):
     _, (verdict,) = run(tmp_path, None, [sample(0)])
     with pytest.raises(ValueError, match=r"is not the verdict of key 0{64}$"):
         VerdictCache(tmp_path / "cache").put("0" * 64, verdict, make_problem().formal_statement)
+
+
+def test_every_gate_data_file_is_part_of_the_verifiers_identity():
+    """A data file the gate reads changes its verdicts: editing one alone must change the
+    digest every cached verdict is keyed by."""
+    package = Path(verifier_module.__file__).parents[1]
+    data = {str(p.relative_to(package)) for p in (package / "data" / "gate").glob("*.jsonl")}
+    assert data and data <= set(verifier_module.RULES_MODULES)

@@ -569,3 +569,74 @@ def test_mathlibs_eval_percent_is_refused_and_eval_alone_is_not(proof, reasons):
 
 def test_eval_percent_is_refused_even_as_the_texts_first_tokens():
     assert "banned:eval%" in static_check("eval% 1")
+
+
+# A command needs no new line after the proof: the block ends at the keyword, on its line. These
+# words were in no word list: only the command keywords of the pinned Mathlib refuse them.
+@pytest.mark.parametrize(
+    ("source", "reasons"),
+    [
+        (
+            "theorem t : True := by\n  skip compile_inductive% Nat",
+            ["banned:after_proof:compile_inductive%"],
+        ),
+        (
+            'theorem t : True := by\n  trace "a\n"assert_not_exists Foo',
+            ["banned:after_proof:assert_not_exists"],
+        ),
+        (
+            'theorem t : True := by\n  skip library_note "x" /-- y -/',
+            ["banned:after_proof:library_note"],
+        ),
+        (
+            'theorem t : True := by\n  trace "a\n"library_note "x" /-- y -/',
+            ["banned:after_proof:library_note"],
+        ),
+        (
+            "theorem t : True := by\n  skip assert_not_exists Foo",
+            ["banned:after_proof:assert_not_exists"],
+        ),
+        (
+            'theorem t : True := by\n  trace "a\n"compile_inductive% Nat',
+            ["banned:after_proof:compile_inductive%"],
+        ),
+    ],
+    ids=[
+        "percent_command_after_a_tactic",
+        "after_a_multiline_string",
+        "library_note_after_a_tactic",
+        "library_note_after_a_string",
+        "assert_not_exists_after_a_tactic",
+        "percent_command_after_a_string",
+    ],
+)
+def test_a_command_on_the_proofs_line_is_refused_by_its_keyword(source, reasons):
+    assert static_check(source) == reasons
+
+
+@pytest.mark.parametrize(
+    ("proof", "reasons"),
+    [
+        ("  positivity compile_inductive% List", ["banned:after_proof:compile_inductive%"]),
+        (
+            "  positivity lemma u : True := trivial",
+            ["banned:decl:lemma", "banned:after_proof:lemma"],
+        ),
+        ("  open Real in\n  positivity", []),
+        ("  set_option maxHeartbeats 400000 in\n  positivity", []),
+        ("  count_heartbeats in\n  positivity", []),
+        ("  have lemma_1 : 0 < x := h₀\n  exact pow_pos lemma_1 2", []),
+        ('  have : "library_note" = "library_note" := rfl\n  positivity', []),
+    ],
+    ids=[
+        "compiled_reading_too",
+        "a_declaration_word_and_its_place",
+        "open_in",
+        "allowed_option_in",
+        "count_heartbeats_tactic",
+        "keyword_inside_a_name",
+        "keyword_in_a_string",
+    ],
+)
+def test_command_keywords_with_the_problems_statement(proof, reasons):
+    assert static_check(code(proof), statement=STATEMENT) == reasons

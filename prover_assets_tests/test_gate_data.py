@@ -7,10 +7,13 @@ import pytest
 
 from prover_assets.lean.gate_data import (
     ALLOWED_OPTIONS,
+    COMMANDS,
     RUNNERS,
     AllowedOption,
+    Command,
     GateDataError,
     load_allowed_options,
+    load_commands,
     load_runners,
 )
 
@@ -144,3 +147,88 @@ def test_a_line_without_the_fields_is_refused_naming_what_it_holds(tmp_path, lin
     with pytest.raises(GateDataError) as raised:
         load_allowed_options(path)
     assert str(raised.value) == f"{path}:1: expected the fields ['name', 'why'], got {found}"
+
+
+PIN = "d1d1e4b72c6e009edd97cabe1d661b021fe8eeae"
+LIBRARY_NOTE = {
+    "name": "library_note",
+    "repo": "leanprover-community/batteries",
+    "file": "Batteries/Util/LibraryNote.lean",
+    "commit": "f96a34401de084c73c787ecb45b85d4fb47bb981",
+    "declaration": 'elab "library_note " title:strLit ppSpace text:docComment : command',
+}
+
+
+def test_the_shipped_commands_name_the_pinned_sources_of_the_gaps_found():
+    by_name = {command.name: command for command in COMMANDS}
+    assert by_name["compile_inductive%"] == Command(
+        "compile_inductive%",
+        "leanprover-community/mathlib4",
+        "Mathlib/Util/CompileInductive.lean",
+        PIN,
+        'elab tk:"compile_inductive% " i:ident : command',
+    )
+    assert by_name["assert_not_exists"].file == "Mathlib/Util/AssertExists.lean"
+    assert by_name["assert_not_exists"].commit == PIN
+    assert by_name["library_note"] == Command(**LIBRARY_NOTE)
+    assert by_name["open"].file == "src/Lean/Parser/Command.lean"
+    assert {"lemma", "variable?", "count_heartbeats!", "declare_aesop_rule_sets"} <= set(by_name)
+    # Hash commands are one token the gate refuses whatever its word; `in` leads no command.
+    assert not any(name.startswith("#") or name == "in" for name in by_name)
+
+
+def test_a_valid_command_line_loads_and_a_percent_keyword_is_marked(tmp_path):
+    percent = {
+        **LIBRARY_NOTE,
+        "name": "compile_def%",
+        "declaration": 'elab tk:"compile_def% " i:ident : command',
+    }
+    commands = load_commands(_write(tmp_path, [LIBRARY_NOTE, percent]))
+    assert [(c.name, c.percent) for c in commands] == [
+        ("library_note", False),
+        ("compile_def%", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"name": "library note"}, "name 'library note' is not one identifier (or one and %)"),
+        ({"name": "%"}, "name '%' is not one identifier (or one and %)"),
+        ({"name": "#eval"}, "name '#eval' is not one identifier (or one and %)"),
+        ({"commit": "f96a344"}, "commit 'f96a344' is not 40 lowercase hex digits"),
+        ({"commit": "F" * 40}, f"commit '{'F' * 40}' is not 40 lowercase hex digits"),
+        (
+            {"file": "Batteries/Util/LibraryNote.md"},
+            "leanprover-community/batteries:Batteries/Util/LibraryNote.md is not a Lean file",
+        ),
+        ({"repo": "batteries"}, "batteries:Batteries/Util/LibraryNote.lean is not a Lean file"),
+        ({"declaration": "library_note x"}, "does not quote 'library_note' as an atom"),
+        ({"declaration": ""}, "'declaration' must be a non-empty string"),
+        ({"why": "x"}, "expected the fields"),
+    ],
+    ids=[
+        "two_words",
+        "bare_percent",
+        "hash_command",
+        "short_commit",
+        "upper_case_commit",
+        "not_lean",
+        "no_owner",
+        "a_use_not_a_declaration",
+        "empty",
+        "extra",
+    ],
+)
+def test_a_malformed_command_is_refused_naming_the_file_and_line(tmp_path, change, message):
+    path = _write(tmp_path, [LIBRARY_NOTE, {**LIBRARY_NOTE, **change}])
+    with pytest.raises(GateDataError, match=rf"^{re.escape(str(path))}:2: .*{re.escape(message)}"):
+        load_commands(path)
+
+
+def test_a_command_listed_twice_is_refused(tmp_path):
+    path = _write(tmp_path, [LIBRARY_NOTE, {**LIBRARY_NOTE, "file": "Mathlib/Other.lean"}])
+    with pytest.raises(
+        GateDataError, match=rf"^{re.escape(str(path))}:2: 'library_note' is listed twice$"
+    ):
+        load_commands(path)

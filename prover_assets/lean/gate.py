@@ -21,8 +21,10 @@ one not using it would train on text Lean never checked: it is refused before Le
 `dropped_by_reinsertion:<first token>`.
 
 Nothing of the candidate may run while Lean elaborates, by structure rather than by word: the
-proof is the theorem's one tactic block and nothing may follow it (`proof_block`:
-`banned:after_proof:<token>`, `banned:unindented_proof`); a configuration argument holds data
+proof is the theorem's one tactic block and nothing may follow it, on a new line left of its
+column or on its own line after a command keyword of the pin (`proof_block`, the keywords read
+from source in `data/gate/mathlib_commands.jsonl`: `banned:after_proof:<token>`,
+`banned:unindented_proof`); a configuration argument holds data
 only (`config_values`: `banned:config:<field>:<token>`); and the syntax of Mathlib that runs a
 do block or a term, admits a goal or starts a process, read from Mathlib's source with its
 provenance (`data/gate/mathlib_runners.jsonl`), is refused as a banned word.
@@ -131,9 +133,9 @@ DECLARATION_KEYWORDS = frozenset(
 # Commands of Lean core and Mathlib with no declaration keyword that still declare or register
 # something (binder predicates, unification hints, simp-like tactics, simp attributes, a
 # declaration's `where` and termination clauses). After the theorem a line left of the proof's
-# column is refused whatever its word (`proof_block`); these words are refused also where they
-# stand at the tactics' column, where Lean ends the proof and reads a command. The commands read
-# from Mathlib's source are in `data/gate/mathlib_runners.jsonl`.
+# column is refused whatever its word, and every command keyword of the pin wherever it stands
+# in the proof (`proof_block`, `data/gate/mathlib_commands.jsonl`); these words are refused also
+# by word, anywhere after the theorem.
 COMMAND_WORDS = frozenset(
     {
         "binder_predicate",

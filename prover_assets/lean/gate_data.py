@@ -1,6 +1,7 @@
-"""The gate's data files: Mathlib's runners read from source, and the options a proof may set.
+"""The gate's data files: Mathlib's runners and the keywords of its commands, read from source, and
+the options a proof may set.
 
-Both ship under `prover_assets/data/gate/` (see the README there for provenance), one JSON object
+All ship under `prover_assets/data/gate/` (see the README there for provenance), one JSON object
 a line, and are read strictly: a line that is not an object of exactly the expected fields, a
 name the lexer would not read as the gate matches it, or a name twice, raises `GateDataError`
 naming the file and the line. The gate loads them once, at import.
@@ -17,13 +18,16 @@ from prover_assets.lean.lexer import LexError, TokenKind, code_tokens
 
 __all__ = [
     "ALLOWED_OPTIONS",
+    "COMMANDS",
     "DATA_DIR",
     "RUNNERS",
     "RUNNER_KINDS",
     "AllowedOption",
+    "Command",
     "GateDataError",
     "Runner",
     "load_allowed_options",
+    "load_commands",
     "load_runners",
 ]
 
@@ -33,6 +37,7 @@ _CATEGORIES = frozenset({"tactic", "conv", "term", "command"})
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _RUNNER_FIELDS = frozenset({"name", "kind", "category", "repo", "file", "commit", "why"})
 _OPTION_FIELDS = frozenset({"name", "why"})
+_COMMAND_FIELDS = frozenset({"name", "repo", "file", "commit", "declaration"})
 
 
 class GateDataError(ValueError):
@@ -55,6 +60,24 @@ class Runner:
     def percent(self) -> bool:
         """Whether the syntax is a word glued to `%` (`eval%`), which Lean lexes as one token and
         the gate's lexer as an identifier then `%`."""
+        return self.name.endswith("%")
+
+
+@dataclass(frozen=True)
+class Command:
+    """The leading keyword of one piece of syntax in Lean's `command` category, as the pinned
+    Mathlib (or the Lean core and the packages it builds on) declares it, and where it was read."""
+
+    name: str  # as the candidate writes it: an identifier (`library_note`) or `<identifier>%`
+    repo: str
+    file: str
+    commit: str
+    declaration: str  # the declaration's source up to its category, the keyword quoted in it
+
+    @property
+    def percent(self) -> bool:
+        """Whether the keyword is a word glued to `%` (`compile_inductive%`), which Lean lexes as
+        one token and the gate's lexer as an identifier then `%`."""
         return self.name.endswith("%")
 
 
@@ -108,11 +131,28 @@ def _runner(where: str, row: dict[str, str]) -> Runner:
         raise GateDataError(
             f"{where}: category {runner.category!r} is not one of {sorted(_CATEGORIES)}"
         )
-    if _COMMIT.fullmatch(runner.commit) is None:
-        raise GateDataError(f"{where}: commit {runner.commit!r} is not 40 lowercase hex digits")
-    if not runner.file.endswith(".lean") or runner.repo.count("/") != 1:
-        raise GateDataError(f"{where}: {runner.repo}:{runner.file} is not a Lean file of a repo")
+    _check_source(where, runner.repo, runner.file, runner.commit)
     return runner
+
+
+def _check_source(where: str, repo: str, file: str, commit: str) -> None:
+    """Refuse a source that is not a Lean file of a repository at a full commit."""
+    if _COMMIT.fullmatch(commit) is None:
+        raise GateDataError(f"{where}: commit {commit!r} is not 40 lowercase hex digits")
+    if not file.endswith(".lean") or repo.count("/") != 1:
+        raise GateDataError(f"{where}: {repo}:{file} is not a Lean file of a repo")
+
+
+def _command(where: str, row: dict[str, str]) -> Command:
+    command = Command(**row)
+    if not _single_identifier(command.name.removesuffix("%")):
+        raise GateDataError(f"{where}: name {command.name!r} is not one identifier (or one and %)")
+    _check_source(where, command.repo, command.file, command.commit)
+    # The declaration must quote the keyword as its atom (`"library_note "`, `"instance"`): what
+    # was read is the keyword's own declaration, not a use of it.
+    if f'"{command.name}' not in command.declaration:
+        raise GateDataError(f"{where}: the declaration does not quote {command.name!r} as an atom")
+    return command
 
 
 def load_runners(path: Path) -> tuple[Runner, ...]:
@@ -124,6 +164,17 @@ def load_runners(path: Path) -> tuple[Runner, ...]:
             raise GateDataError(f"{path}:{number}: {runner.name!r} is listed twice")
         runners[runner.name] = runner
     return tuple(runners.values())
+
+
+def load_commands(path: Path) -> tuple[Command, ...]:
+    """The command keywords listed in `path`, each validated; raises GateDataError."""
+    commands: dict[str, Command] = {}
+    for number, row in _objects(path, _COMMAND_FIELDS):
+        command = _command(f"{path}:{number}", row)
+        if command.name in commands:
+            raise GateDataError(f"{path}:{number}: {command.name!r} is listed twice")
+        commands[command.name] = command
+    return tuple(commands.values())
 
 
 def load_allowed_options(path: Path) -> tuple[AllowedOption, ...]:
@@ -141,4 +192,5 @@ def load_allowed_options(path: Path) -> tuple[AllowedOption, ...]:
 
 
 RUNNERS = load_runners(DATA_DIR / "mathlib_runners.jsonl")
+COMMANDS = load_commands(DATA_DIR / "mathlib_commands.jsonl")
 ALLOWED_OPTIONS = load_allowed_options(DATA_DIR / "allowed_options.jsonl")

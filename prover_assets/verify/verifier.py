@@ -66,6 +66,7 @@ RULES_MODULES = (
     "lean/config_values.py",
     "data/gate/mathlib_runners.jsonl",
     "data/gate/allowed_options.jsonl",
+    "data/gate/mathlib_commands.jsonl",
     "lean/protocol.py",
     "lean/repl.py",
     "verify/worker.py",
