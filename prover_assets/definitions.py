@@ -22,9 +22,7 @@ from prover_assets.assets.problems import problem_assets
 from prover_assets.assets.report import report_assets
 from prover_assets.assets.sft import sft_assets
 from prover_assets.assets.verification import verification_assets
-from prover_assets.checks.loop import loop_checks
-from prover_assets.checks.problems import problem_checks
-from prover_assets.checks.sft import sft_checks
+from prover_assets.checks.graph import all_checks
 from prover_assets.config import RunConfig, is_placeholder, load_run_config
 from prover_assets.jobs import build_jobs
 from prover_assets.resources import build_resources, launch_validation
@@ -85,7 +83,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
             *eta_assets(spec),
             *preflight_assets(schedule),
         ],
-        asset_checks=[*problem_checks(spec), *loop_checks(spec, schedule), *sft_checks(spec)],
+        asset_checks=all_checks(spec, schedule),
         jobs=build_jobs(
             lambda job: launch_validation(resources, job),
             unlaunchable=list(config.placeholders),

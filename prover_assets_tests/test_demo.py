@@ -5,6 +5,7 @@ planted effect detected. The null control is test_demo_null.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,6 +20,8 @@ import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
+from prover_assets.report.analysis import RunFiles
+from prover_assets.report.validity import TrainingFiles, ValiditySettings, judge_comparison
 from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
 from prover_assets.verify.runner import VerificationResult
 from prover_assets_tests import seams
@@ -228,6 +231,41 @@ def test_the_planted_effect_is_detected_by_the_registered_test(finished_round):
     assert "**Decision (applied by code): success.**" in text
 
 
+def demo_run_files(root: Path, system: str) -> RunFiles:
+    return RunFiles(
+        system,
+        "minif2f",
+        256,
+        root / "eval_problems/minif2f/problems.jsonl",
+        root / f"generations/minif2f/{system}/c256/generations.jsonl",
+        root / f"verdicts/minif2f/{system}/c256/verdicts.jsonl",
+    )
+
+
+def demo_training_files(root: Path, checkpoint: Path | None = None) -> TrainingFiles:
+    return TrainingFiles(
+        shards=root / "sft_shards",
+        pool_generations=tuple(generations for generations, _ in pool_rounds(root)),
+        pool=root / "train_pool/train_pool.jsonl",
+        decontamination_sets=root / "decontamination_sets/decontamination_sets.json",
+        checkpoint=checkpoint or root / "sft_checkpoint",
+        export=root / "exported_model",
+    )
+
+
+def test_the_reports_validity_table_holds_every_condition_with_the_files_it_judged(
+    finished_round,
+):
+    summary = json.loads((seams.report_folder(finished_round["root"]) / "summary.json").read_text())
+    (pair,) = summary["validity"]
+    names = {c["name"] for c in pair["conditions"]}
+    assert {"data_order", "logprob_parity", "read_back_exact", "no_eval_leak"} <= names
+    assert pair["held"], [c for c in pair["conditions"] if not c["held"]]
+    order = next(c for c in pair["conditions"] if c["name"] == "data_order")
+    data_order = finished_round["root"] / "sft_checkpoint/data_order.jsonl"
+    assert order["files"][0]["sha256"] == hashlib.sha256(data_order.read_bytes()).hexdigest()
+
+
 # Each seam broken on purpose, on a copy of the real files.
 
 
@@ -338,6 +376,20 @@ def test_a_repeated_micro_step_breaks_the_order_seam(copy_of, finished_round):
         seams.check_training_order(
             order, micro_steps=summary["micro_steps"], rows=summary["rows"], epochs=EPOCHS
         )
+
+
+def test_a_repeated_micro_step_fails_the_reports_data_order_condition(copy_of, finished_round):
+    root = finished_round["root"]
+    checkpoint = copy_of("sft_checkpoint")
+    rewrite(checkpoint / "data_order.jsonl", lambda rows: rows.insert(3, dict(rows[2])))
+    settings = ValiditySettings(samples_per_problem=4, max_infrastructure_share=0.01)
+    conditions = judge_comparison(
+        demo_run_files(root, "baseline"),
+        demo_run_files(root, "candidate"),
+        demo_training_files(root, checkpoint),
+        settings,
+    )
+    assert [c.name for c in conditions if not c.held] == ["data_order"]
 
 
 def test_a_row_trained_more_than_epochs_times_breaks_the_order_seam(copy_of, finished_round):

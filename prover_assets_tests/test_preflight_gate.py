@@ -150,9 +150,8 @@ def test_the_report_prints_every_override_or_says_there_was_none():
 
 def partitioned_run(job: str) -> SimpleNamespace:
     """What a resource's init context holds of a run of `job`'s iteration 1."""
-    return SimpleNamespace(
-        dagster_run=DagsterRun(job_name=job, run_id="r", tags={"dagster/partition": "1"})
-    )
+    run = DagsterRun(job_name=job, run_id="r", tags={"dagster/partition": "1"})
+    return SimpleNamespace(run=run, instance=None, log=None)
 
 
 def test_a_partitioned_heavy_run_without_a_preflight_fails_as_its_resources_start(tmp_path, raw):

@@ -386,6 +386,24 @@ def test_registered_design_is_primary_and_every_deviation_makes_it_secondary(tmp
     assert wrong_k.secondary_reasons == ["k = 4, registered 2"]
 
 
+def test_the_registered_design_read_past_a_failed_gate_is_never_primary(tmp_path, runs):
+    baseline, candidate = runs
+    prereg = read_prereg(registered_prereg(tmp_path))
+    comparison = compare_runs(
+        baseline,
+        candidate,
+        k=2,
+        alpha=0.05,
+        resamples=10,
+        seed=1,
+        prereg=prereg,
+        gate_overrides=["run r1 (job report, 2026-12-05 00:00 UTC): infra share known"],
+    )
+    assert comparison.secondary_reasons == [
+        "1 runs read outputs past a failed or missing gate (gate_override)"
+    ]
+
+
 def test_edited_prereg_block_is_a_mismatch_and_never_primary(tmp_path, runs):
     baseline, candidate = runs
     path = registered_prereg(tmp_path)

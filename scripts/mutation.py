@@ -35,6 +35,12 @@ TARGETS: dict[str, list[str]] = {
     "lean/statements.py": ["test_statements.py"],
     "lean/extract.py": ["test_extract.py", "test_gate_redteam.py", "test_gate_real_data.py"],
     "lean/repl.py": ["test_repl.py"],
+    # The structure of the text Lean compiles: one theorem, data-only configurations, the
+    # runners of Mathlib as data; each judged by its own tests and by the red team.
+    "lean/proof_block.py": ["test_proof_block.py", "test_gate_redteam.py"],
+    "lean/config_values.py": ["test_config_values.py", "test_gate_redteam.py"],
+    "lean/gate_data.py": ["test_gate_data.py"],
+    "lean/canary.py": ["test_canary.py"],
     # The verifier's cache, batch duplicates and copies are tested with the cache.
     "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
     "verify/cache.py": ["test_cache.py"],
@@ -50,6 +56,8 @@ TARGETS: dict[str, list[str]] = {
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["test_worker.py", "test_verifier.py"],
     "records/store.py": ["test_records.py"],
+    # Which outputs a step may read across runs: lineage and the gate rule.
+    "records/gates.py": ["test_gates.py"],
     "stats/core.py": ["test_stats.py"],
     "stats/bootstrap.py": ["test_stats.py"],
     "report/analysis.py": ["test_report.py", "test_report_iterations.py"],

@@ -10,8 +10,11 @@ from prover_assets.assets.generation import evaluated_systems, pool_rounds
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
+    DECONTAMINATION_KEY,
     REPORT_GROUP,
     REPORT_KEY,
+    SFT_SHARDS,
+    TRAIN_POOL,
     eval_set_key,
     generations_key,
     iteration_partition,
@@ -20,17 +23,19 @@ from prover_assets.assets.keys import (
     verdicts_key,
 )
 from prover_assets.assets.metadata import OUTPUT_DIR
+from prover_assets.assets.sft import sft_rounds
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.preflight import HEAVY_JOBS
-from prover_assets.problems.stages import PROBLEMS_FILE
+from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.render import embedded_image, render_markdown
 from prover_assets.report.stages import ReportSettings, materialize_report
-from prover_assets.resources import ExperimentResource
-from prover_assets.verify.stages import VERDICTS_FILE
+from prover_assets.report.validity import TrainingFiles
+from prover_assets.resources import ExperimentResource, LeanResource
+from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 
 __all__ = ["report_assets"]
 
@@ -61,7 +66,10 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         "every other comparison (exploratory), the seed spread and the expert-iteration curve.",
     )
     def eval_report(
-        context: dg.AssetExecutionContext, config: ReportConfig, experiment: ExperimentResource
+        context: dg.AssetExecutionContext,
+        config: ReportConfig,
+        experiment: ExperimentResource,
+        lean: LeanResource,
     ):
         spec = experiment.model(built)
         report = spec.report
@@ -81,9 +89,16 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             pool_rounds(spec, experiment, first),
             prereg_path=Path(report.prereg),
             config_files=[Path(experiment.source)] if experiment.source else [],
-            settings=_report_settings(spec, config, preflight_overrides(context.instance)),
+            settings=_report_settings(
+                spec,
+                config,
+                preflight_overrides(context.instance),
+                gate_overrides(context.instance),
+                lean.model().max_infrastructure_share,
+            ),
             config=spec.model_dump(mode="json"),
             iterations=_iteration_inputs(spec, experiment, pairs),
+            training=_training_files(spec, experiment, first),
         )
         folder = result.folder
         summary = json.loads((folder / SUMMARY_FILE).read_text())
@@ -123,6 +138,24 @@ def _run_files(
             generations_key(eval_set, system, cap), GENERATIONS_FILE, partition
         ),
         experiment.complete_file(verdicts_key(eval_set, system, cap), VERDICTS_FILE, partition),
+    )
+
+
+def _training_files(
+    spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
+) -> TrainingFiles:
+    """The SFT outputs of the registered candidate (the registered seed of iteration
+    `partition`), each read through the gates."""
+    registered = training_runs(spec.training.all_seeds())[0]
+    return TrainingFiles(
+        shards=experiment.complete_folder(SFT_SHARDS, partition),
+        pool_generations=tuple(
+            generations for generations, _ in sft_rounds(spec, experiment, partition)
+        ),
+        pool=experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE),
+        decontamination_sets=experiment.complete_file(DECONTAMINATION_KEY, SETS_FILE),
+        checkpoint=experiment.upstream_dir(registered.checkpoint, partition),
+        export=experiment.upstream_dir(registered.export, partition),
     )
 
 
@@ -172,13 +205,26 @@ def preflight_overrides(instance: dg.DagsterInstance) -> tuple[str, ...]:
     """Every heavy run of the instance launched with `preflight_override`, oldest first, as
     "run <id> (job <name>, <when>): <reason>". All of them, not only those whose outputs the
     report reads: a reused output was made by an earlier run, and this never hides one."""
+    return _overrides(instance, "preflight_override", sorted(HEAVY_JOBS))
+
+
+def gate_overrides(instance: dg.DagsterInstance) -> tuple[str, ...]:
+    """Every run of the instance launched with `gate_override` (reading outputs whose blocking
+    checks failed or never judged them), oldest first, as `preflight_overrides` says them."""
+    return _overrides(instance, "gate_override", None)
+
+
+def _overrides(instance: dg.DagsterInstance, field: str, jobs: list[str] | None) -> tuple[str, ...]:
+    filters = [dg.RunsFilter()] if jobs is None else [dg.RunsFilter(job_name=j) for j in jobs]
     found = []
-    for job in sorted(HEAVY_JOBS):
-        for run in instance.get_run_records(dg.RunsFilter(job_name=job)):
+    for runs in filters:
+        for run in instance.get_run_records(runs):
             config = run.dagster_run.run_config.get("resources", {}).get("experiment", {})
-            reason = config.get("config", {}).get("preflight_override")
+            reason = config.get("config", {}).get(field)
             if reason:
-                found.append((run.create_timestamp, run.dagster_run.run_id, job, reason))
+                found.append(
+                    (run.create_timestamp, run.dagster_run.run_id, run.dagster_run.job_name, reason)
+                )
     return tuple(
         f"run {run_id} (job {job}, {when:%Y-%m-%d %H:%M} UTC): {reason}"
         for when, run_id, job, reason in sorted(found)
@@ -186,7 +232,11 @@ def preflight_overrides(instance: dg.DagsterInstance) -> tuple[str, ...]:
 
 
 def _report_settings(
-    spec: ExperimentSpec, config: ReportConfig, overrides: tuple[str, ...]
+    spec: ExperimentSpec,
+    config: ReportConfig,
+    overrides: tuple[str, ...],
+    gates_overridden: tuple[str, ...],
+    max_infrastructure_share: float,
 ) -> ReportSettings:
     report = spec.report
     return ReportSettings(
@@ -201,6 +251,8 @@ def _report_settings(
         power_gains_points=tuple(report.power_gains_points),
         allow_design_mismatch=config.allow_design_mismatch,
         preflight_overrides=overrides,
+        gate_overrides=gates_overridden,
+        max_infrastructure_share=max_infrastructure_share,
         endpoints={
             name: spec_set.endpoint
             for name, spec_set in spec.eval_sets.items()

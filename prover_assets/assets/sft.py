@@ -155,7 +155,7 @@ def _training_assets(
         try:
             result = materialize_checkpoint(
                 folder,
-                shards_dir=experiment.asset_dir(SFT_SHARDS, partition),  # re-hashed by the step
+                shards_dir=experiment.upstream_dir(SFT_SHARDS, partition),
                 base_model_dir=base_dir,
                 base_revision=base_rev,
                 training=spec.training.for_seed(run.seed),
@@ -212,7 +212,7 @@ def _training_assets(
         reporter = ProgressReporter(context, "export phases", log_every_s=0.0)
         result = materialize_export(
             experiment.asset_dir(run.export, partition),
-            checkpoint_dir=experiment.asset_dir(run.checkpoint, partition),  # re-hashed by the step
+            checkpoint_dir=experiment.upstream_dir(run.checkpoint, partition),
             base_model_dir=base_dir,
             shards_dir=experiment.complete_folder(SFT_SHARDS, partition),
             dtype=dtype,

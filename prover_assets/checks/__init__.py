@@ -9,7 +9,9 @@ from typing import Any, TypeVar
 import dagster as dg
 
 from prover_assets.assets.metadata import output_dir
-from prover_assets.records import read_manifest
+from prover_assets.checks.gates import JUDGED_MANIFEST
+from prover_assets.records import MANIFEST_NAME, read_manifest
+from prover_assets.records.hashing import sha256_file
 from prover_assets.records.outputs import ChecksumError, StageResult, verified_outputs
 from prover_assets.records.validity import CheckOutcome
 
@@ -70,8 +72,13 @@ def result_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, model: t
         raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
 
 
-def to_result(outcome: CheckOutcome, *, gate: bool = True) -> dg.AssetCheckResult:
-    """A failed gate is ERROR (blocking downstream); a failed non-gate check only warns."""
+def to_result(
+    context: dg.AssetCheckExecutionContext, outcome: CheckOutcome, *, gate: bool = True
+) -> dg.AssetCheckResult:
+    """A failed gate is ERROR (blocking downstream); a failed non-gate check only warns. The
+    result names the manifest it judged, so that a later run's step that reads this output
+    finds this verdict on it (`prover_assets.checks.gates`)."""
+    judged = Path(output_dir(context, context.check_specs[0].asset_key)) / MANIFEST_NAME
     return dg.AssetCheckResult(
         passed=outcome.passed,
         severity=dg.AssetCheckSeverity.ERROR if gate else dg.AssetCheckSeverity.WARN,
@@ -79,5 +86,6 @@ def to_result(outcome: CheckOutcome, *, gate: bool = True) -> dg.AssetCheckResul
         metadata={
             key: dg.MetadataValue.json(value) if isinstance(value, (list, dict)) else value
             for key, value in outcome.metadata.items()
-        },
+        }
+        | {JUDGED_MANIFEST: sha256_file(judged)},
     )

@@ -45,7 +45,7 @@ from prover_assets.verify.runner import CHUNKS_FILE
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 from prover_assets.verify.validity import (
     check_chunks,
-    check_infrastructure_share,
+    check_infrastructure_within_bound,
     check_no_length_capped_accepted,
     check_verdicts_cover_generations,
     check_verifier_identical,
@@ -88,7 +88,9 @@ def _generation_checks(
     )
     def rows_satisfy_contract(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         expected = result_of(context, key, GenerationBatchResult).rows
-        return to_result(check_rows_valid(complete_file(context, key, GENERATIONS_FILE), expected))
+        return to_result(
+            context, check_rows_valid(complete_file(context, key, GENERATIONS_FILE), expected)
+        )
 
     if previous is None:
 
@@ -115,7 +117,7 @@ def _generation_checks(
                 p.problem_id for p in round0_problems(complete_file(context, *problems), earlier)
             ]
             generations = complete_file(context, key, GENERATIONS_FILE)
-            return to_result(check_samples_per_problem(generations, problem_ids, n))
+            return to_result(context, check_samples_per_problem(generations, problem_ids, n))
 
         return [rows_satisfy_contract, samples_per_problem]
 
@@ -137,7 +139,9 @@ def _generation_checks(
         )
         children = read_records(complete_file(context, key, GENERATIONS_FILE), Generation)
         n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
-        return to_result(check_correction_children(children, previous_generations, verdicts, n=n))
+        return to_result(
+            context, check_correction_children(children, previous_generations, verdicts, n=n)
+        )
 
     return [rows_satisfy_contract, children_have_failed_parents]
 
@@ -160,10 +164,11 @@ def _design_match_check(
     )
     def design_match(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
+            context,
             check_design_match(
                 complete_file(context, baseline, GENERATIONS_FILE),
                 complete_file(context, key, GENERATIONS_FILE),
-            )
+            ),
         )
 
     return design_match
@@ -189,7 +194,7 @@ def _verdict_checks(
         files = [complete_file(context, key, VERDICTS_FILE)]
         if compare_with is not None:
             files.append(complete_file(context, compare_with, VERDICTS_FILE))
-        return to_result(check_verifier_identical(files))
+        return to_result(context, check_verifier_identical(files))
 
     @dg.asset_check(
         asset=key,
@@ -201,10 +206,11 @@ def _verdict_checks(
     )
     def verdicts_cover_generations(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
+            context,
             check_verdicts_cover_generations(
                 complete_file(context, generation, GENERATIONS_FILE),
                 complete_file(context, key, VERDICTS_FILE),
-            )
+            ),
         )
 
     @dg.asset_check(
@@ -217,10 +223,11 @@ def _verdict_checks(
     )
     def no_length_capped_accepted(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
+            context,
             check_no_length_capped_accepted(
                 complete_file(context, generation, GENERATIONS_FILE),
                 complete_file(context, key, VERDICTS_FILE),
-            )
+            ),
         )
 
     @dg.asset_check(
@@ -231,7 +238,7 @@ def _verdict_checks(
         description="no commit chunk in which more than half the samples died for infrastructure reasons",
     )
     def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_chunks(complete_file(context, key, CHUNKS_FILE)))
+        return to_result(context, check_chunks(complete_file(context, key, CHUNKS_FILE)))
 
     @dg.asset_check(
         asset=key,
@@ -245,14 +252,13 @@ def _verdict_checks(
     def infrastructure_within_bound(
         context: dg.AssetCheckExecutionContext, lean: LeanResource
     ) -> dg.AssetCheckResult:
-        # The generation step refuses an empty batch the config does not allow.
-        generated = result_of(context, generation, GenerationBatchResult).rows
         return to_result(
-            check_infrastructure_share(
+            context,
+            check_infrastructure_within_bound(
+                complete_file(context, generation, GENERATIONS_FILE),
                 complete_file(context, key, VERDICTS_FILE),
                 lean.model().max_infrastructure_share,
-                nothing_generated=generated == 0,
-            )
+            ),
         )
 
     return [
@@ -289,11 +295,12 @@ def _reference_check(
             )
         invalid = [r.problem_id for r in results if r.status is not ElaborationStatus.ELABORATED]
         return to_result(
+            context,
             CheckOutcome(
                 not invalid,
                 f"{len(problems) - len(invalid)} of {len(problems)} elaborate",
                 {"reference_invalid": invalid[:50], "simulated": verifier.info.pins.simulated},
-            )
+            ),
         )
 
     return reference_elaborates

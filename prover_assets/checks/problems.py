@@ -31,13 +31,13 @@ def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
         description="rows read = problems written + rows dropped (with reasons)",
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_counts_reconcile(result_of(context, key, EvalSetResult)))
+        return to_result(context, check_counts_reconcile(result_of(context, key, EvalSetResult)))
 
     @dg.asset_check(
         asset=key, name="ids_unique", blocking=True, description="no problem id appears twice"
     )
     def ids_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_ids_unique(complete_file(context, key, PROBLEMS_FILE)))
+        return to_result(context, check_ids_unique(complete_file(context, key, PROBLEMS_FILE)))
 
     @dg.asset_check(
         asset=key,
@@ -46,7 +46,9 @@ def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
         description="every formal statement lexes and splits into header and theorem",
     )
     def statements_parse(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_statements_parse(complete_file(context, key, PROBLEMS_FILE)))
+        return to_result(
+            context, check_statements_parse(complete_file(context, key, PROBLEMS_FILE))
+        )
 
     @dg.asset_check(
         asset=key,
@@ -58,7 +60,7 @@ def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
     def goedel_normalisation(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         source = Path(manifest_of(context, key)["inputs"][0]["path"])
         problems = complete_file(context, key, PROBLEMS_FILE)
-        return to_result(check_goedel_normalisation(source, problems))
+        return to_result(context, check_goedel_normalisation(source, problems))
 
     return [counts_reconcile, ids_unique, statements_parse, goedel_normalisation]
 
@@ -73,7 +75,7 @@ def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         counts = result_of(context, POOL_CANDIDATES_KEY, PoolCandidatesResult)
         candidates = complete_file(context, POOL_CANDIDATES_KEY, CANDIDATES_FILE)
-        return to_result(check_pool_counts(counts, candidates))
+        return to_result(context, check_pool_counts(counts, candidates))
 
     @dg.asset_check(
         asset=POOL_CANDIDATES_KEY,
@@ -86,6 +88,7 @@ def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
         size = manifest["config"]["size"]
         written = PoolCandidatesResult.of(manifest, POOL_CANDIDATES_KEY.to_user_string()).written
         return to_result(
+            context,
             CheckOutcome(
                 written >= size,
                 f"{written} candidates for a pool of {size}",

@@ -14,21 +14,20 @@ from prover_assets.assets.keys import (
     pool_generations_key,
     training_runs,
 )
-from prover_assets.assets.metadata import partition_of
+from prover_assets.assets.metadata import output_dir, partition_of
 from prover_assets.assets.sft import sft_iterations
-from prover_assets.checks import complete_file, complete_folder, manifest_of, result_of, to_result
-from prover_assets.config import ExperimentSpec, TrainingSpec
+from prover_assets.checks import complete_file, complete_folder, to_result
+from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
-from prover_assets.records.validity import CheckOutcome
 from prover_assets.resources import ExperimentResource
-from prover_assets.sft.export import ExportResult
-from prover_assets.sft.stages import SftShardsResult, TrainingResult
+from prover_assets.sft.stages import SftShardsResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.sft.validity import (
     check_at_least_one_row,
-    check_data_order,
+    check_checkpoint_data_order,
+    check_export_parity,
     check_no_eval_leak,
     check_rows_match_generations,
     check_shard_counts,
@@ -73,7 +72,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
     ) -> dg.AssetCheckResult:
         files = _sft_generation_files(context, experiment)
-        return to_result(check_rows_match_generations(shards(context), files))
+        return to_result(context, check_rows_match_generations(shards(context), files))
 
     @dg.asset_check(
         asset=SFT_SHARDS,
@@ -87,7 +86,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         sets_file = complete_file(context, DECONTAMINATION_KEY, SETS_FILE)
         sets = DecontaminationSets.from_json(json.loads(sets_file.read_text()))
         pool = complete_file(context, TRAIN_POOL, TRAIN_POOL_FILE)
-        return to_result(check_no_eval_leak(shards(context), pool, sets))
+        return to_result(context, check_no_eval_leak(shards(context), pool, sets))
 
     @dg.asset_check(
         asset=SFT_SHARDS,
@@ -98,7 +97,7 @@ def sft_checks(built: ExperimentSpec) -> list:
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = shards(context)
-        return to_result(check_shard_counts(SftShardsResult.read(folder).counts, folder))
+        return to_result(context, check_shard_counts(SftShardsResult.read(folder).counts, folder))
 
     @dg.asset_check(
         asset=SFT_SHARDS,
@@ -108,7 +107,7 @@ def sft_checks(built: ExperimentSpec) -> list:
         description="there is something to train on",
     )
     def at_least_one_row(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(check_at_least_one_row(shards(context)))
+        return to_result(context, check_at_least_one_row(shards(context)))
 
     return [
         read_back_exact,
@@ -135,17 +134,9 @@ def _training_checks(run: TrainingRun, partitions: dg.PartitionsDefinition | Non
         "`training.epochs` times",
     )
     def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        manifest = manifest_of(context, run.checkpoint)
-        counts = TrainingResult.of(manifest, run.checkpoint.to_user_string())
-        training = TrainingSpec.model_validate(manifest["config"]["training"])  # the run's
-        return to_result(
-            check_data_order(
-                complete_file(context, run.checkpoint, DATA_ORDER_FILE),
-                micro_steps=counts.trained_micro_steps(training.gradient_accumulation),
-                rows=counts.rows,
-                epochs=training.epochs,
-            )
-        )
+        # Only the order log is re-hashed: the checkpoint's weights are the export's to read.
+        checkpoint = complete_file(context, run.checkpoint, DATA_ORDER_FILE).parent
+        return to_result(context, check_checkpoint_data_order(checkpoint))
 
     @dg.asset_check(
         asset=run.export,
@@ -156,17 +147,7 @@ def _training_checks(run: TrainingRun, partitions: dg.PartitionsDefinition | Non
         "registered dtype drifts no more than the base model does under the same cast",
     )
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        counts = result_of(context, run.export, ExportResult)
-        return to_result(
-            CheckOutcome(
-                counts.parity_passed,
-                "; ".join(counts.parity_failures()) or counts.describe(),
-                {
-                    "merge_max_abs_diff": counts.merge_max_abs_diff,
-                    "cast_drift": counts.cast_drift,
-                    "base_cast_drift": counts.base_cast_drift,
-                },
-            )
-        )
+        # The parity its step measured, in its manifest (the weights are re-hashed by readers).
+        return to_result(context, check_export_parity(Path(output_dir(context, run.export))))
 
     return [data_order, logprob_parity]

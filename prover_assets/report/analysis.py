@@ -48,6 +48,7 @@ from prover_assets.verify.validity import verdict_identity
 
 __all__ = [
     "DECISIONS",
+    "INVALID",
     "Comparison",
     "ComparisonRefused",
     "RunData",
@@ -62,6 +63,9 @@ __all__ = [
 ]
 
 DECISIONS = ("success", "significant degradation", "no detectable improvement")
+# The decision of a comparison with a failed validity condition (report.validity), whatever its
+# test says: the pre-registration calls such a run pair invalid, not negative.
+INVALID = "INVALID"
 
 
 class ComparisonRefused(ValueError):
@@ -421,7 +425,12 @@ def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
 
 
 def _primary_reasons(
-    baseline: RunData, candidate: RunData, k: int, prereg: Prereg | None, override: str | None
+    baseline: RunData,
+    candidate: RunData,
+    k: int,
+    prereg: Prereg | None,
+    override: str | None,
+    gate_overrides: Sequence[str],
 ) -> list[str]:
     if prereg is None:
         return ["no pre-registration given"]
@@ -479,6 +488,10 @@ def _primary_reasons(
         reasons.append("SIMULATED verifier: not evidence")
     if override is not None:
         reasons.append(f"design mismatch overridden: {override}")
+    if gate_overrides:
+        reasons.append(
+            f"{len(gate_overrides)} runs read outputs past a failed or missing gate (gate_override)"
+        )
     return reasons
 
 
@@ -563,9 +576,11 @@ def compare_runs(
     prereg: Prereg | None = None,
     allow_design_mismatch: str | None = None,
     exploratory: str | None = None,
+    gate_overrides: Sequence[str] = (),
 ) -> Comparison:
     """The paired comparison of two runs on the same problems at the same cap. An
-    `exploratory` comparison (what it is, in words) is never PRIMARY, whatever its design."""
+    `exploratory` comparison (what it is, in words) is never PRIMARY, whatever its design, nor
+    is one made while runs read past a failed gate (`gate_overrides`)."""
     _refuse_incomparable(baseline, candidate, allow_design_mismatch)
     per_problem = _per_problem(baseline, candidate, k)
     table = _paired_table(baseline, candidate, k)
@@ -586,7 +601,7 @@ def compare_runs(
     reasons = (
         [f"exploratory: {exploratory}, outside the registered question"]
         if exploratory is not None
-        else _primary_reasons(baseline, candidate, k, prereg, allow_design_mismatch)
+        else _primary_reasons(baseline, candidate, k, prereg, allow_design_mismatch, gate_overrides)
     )
     return Comparison(
         eval_set=baseline.files.eval_set,

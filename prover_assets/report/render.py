@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from prover_assets.report.analysis import INVALID
 from prover_assets.report.markdown import markdown_table
 from prover_assets.report.plots import (
     discordance_plot,
@@ -232,15 +234,21 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
     table = comparison["table"]
     eval_set, cap, k = comparison["eval_set"], comparison["cap"], comparison["k"]
     discordant = table["candidate_only"] + table["baseline_only"]
-    lines = [
-        f"### {eval_set}, cap {cap}: solved@{k} — "
-        f"**{'PRIMARY' if comparison['primary'] else 'secondary'}**",
-        "",
-    ]
+    invalid = comparison["decision"] == INVALID
+    label = "INVALID" if invalid else "PRIMARY" if comparison["primary"] else "secondary"
+    lines = [f"### {eval_set}, cap {cap}: solved@{k} — **{label}**", ""]
     if comparison.get("endpoint"):
         lines += [f"Endpoint (as the config names it): {comparison['endpoint']}.", ""]
+    if invalid:
+        lines += [
+            '<span style="color:red">**INVALID: a validity condition failed.** The test below '
+            "answers nothing; the pre-registration calls this run pair invalid, not negative."
+            "</span>",
+            "",
+        ]
     if not comparison["primary"]:
-        lines += ["Secondary because:", *[f"- {r}" for r in comparison["secondary_reasons"]], ""]
+        because = "Invalid and not PRIMARY because:" if invalid else "Secondary because:"
+        lines += [because, *[f"- {r}" for r in comparison["secondary_reasons"]], ""]
     lines += [
         _systems_part(comparison),
         "",
@@ -279,6 +287,35 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
         _per_problem_table(comparison),
     ]
     return "\n".join(lines)
+
+
+def _validity_parts(validity: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each comparison's validity conditions, judged by the report from the files it read:
+    held or failed, what was found, and the files with their sha256."""
+    parts = [
+        "## Validity\n",
+        "Judged here from the files the comparisons read, by the functions the blocking checks "
+        "call: a failure makes its comparison INVALID whichever checks ran in which run.\n",
+    ]
+    for pair in validity:
+        held = sum(c["held"] for c in pair["conditions"])
+        verdict = "every condition holds" if pair["held"] else "**INVALID**"
+        parts.append(
+            f"{pair['eval_set']}, cap {pair['cap']}: {held} of {len(pair['conditions'])} "
+            f"conditions hold ({verdict}).\n"
+        )
+        rows = [
+            [
+                f"`{c['name']}`",
+                c["subject"],
+                "held" if c["held"] else "**FAILED**",
+                c["found"],
+                "<br>".join(f"`{Path(f['path']).name}` {f['sha256'][:12]}" for f in c["files"]),
+            ]
+            for c in pair["conditions"]
+        ]
+        parts += [markdown_table(["condition", "judged", "", "found", "files"], rows), ""]
+    return parts
 
 
 def _prereg_part(prereg: Mapping[str, Any] | None) -> str:
@@ -504,6 +541,7 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
     parts = _simulated_parts(summary)
     parts.append(f"# Evaluation report: {summary['experiment']}\n")
     parts.append(_prereg_part(summary["prereg"]))
+    parts += _validity_parts(summary["validity"])
     parts.append("## Comparisons\n")
     parts += [_comparison_part(c, image) + "\n" for c in summary["comparisons"]]
     parts += _iteration_parts(summary, image)
@@ -523,6 +561,7 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
         "`manifest.json`; `verify_bundle` re-checks them.\n"
     )
     parts += preflight_provenance(summary["preflight_overrides"])
+    parts += gate_provenance(summary["gate_overrides"])
     return "\n".join(parts)
 
 
@@ -538,6 +577,22 @@ def preflight_provenance(overrides: Sequence[str]) -> list[str]:
     return [
         f"**{len(overrides)} heavy runs were launched WITHOUT a passing preflight** "
         "(`preflight_override`), with these reasons:\n",
+        *(f"- {line}" for line in overrides),
+        "",
+    ]
+
+
+def gate_provenance(overrides: Sequence[str]) -> list[str]:
+    """The provenance lines on gates: each run that read outputs past a failed or missing
+    blocking check, with its reason, or that none did."""
+    if not overrides:
+        return [
+            "No run of this instance read an output past a failed or missing blocking check "
+            "(`gate_override`): every output read had passed its gates, in whichever run.\n"
+        ]
+    return [
+        f"**{len(overrides)} runs read outputs past a failed or missing blocking check** "
+        "(`gate_override`), with these reasons; no comparison here is PRIMARY:\n",
         *(f"- {line}" for line in overrides),
         "",
     ]

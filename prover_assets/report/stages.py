@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from prover_assets.records import MANIFEST_NAME, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import (
+    Comparison,
     RunData,
     RunFiles,
     compare_runs,
@@ -39,6 +40,15 @@ from prover_assets.report.render import (
     render_markdown,
     render_plots,
 )
+from prover_assets.report.validity import (
+    INVALID,
+    Condition,
+    TrainingFiles,
+    ValiditySettings,
+    failed_conditions,
+    judge_comparison,
+)
+from prover_assets.sft.trainer import DATA_ORDER_FILE
 
 __all__ = ["ReportSettings", "build_report", "materialize_report"]
 
@@ -61,6 +71,9 @@ class ReportSettings:
     endpoints: Mapping[str, str] = field(default_factory=dict)
     # Each heavy run launched without a passing preflight: "run <id> (job <name>): <reason>".
     preflight_overrides: tuple[str, ...] = ()
+    # Each run that read outputs past a failed or missing gate: "run <id> (job <name>): <reason>".
+    gate_overrides: tuple[str, ...] = ()
+    max_infrastructure_share: float = 0.01  # the validity bound of `lean.max_infrastructure_share`
 
 
 @dataclass
@@ -74,12 +87,31 @@ class _Measured:
     simulated: bool = False
     pins: Any = None
     simulated_rule: str | None = None
+    validity: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _judged_valid(comparison: Comparison, conditions: Sequence[Condition]) -> Comparison:
+    """`comparison` as its validity conditions leave it: INVALID, and never PRIMARY, when any
+    failed, whatever its test says."""
+    failures = failed_conditions(conditions)
+    if not failures:
+        return comparison
+    return replace(
+        comparison,
+        decision=INVALID,
+        primary=False,
+        secondary_reasons=[f"INVALID: {f}" for f in failures] + comparison.secondary_reasons,
+    )
 
 
 def _measure(
-    pairs: Sequence[tuple[RunFiles, RunFiles]], prereg: Prereg | None, settings: ReportSettings
+    pairs: Sequence[tuple[RunFiles, RunFiles]],
+    prereg: Prereg | None,
+    settings: ReportSettings,
+    training: TrainingFiles | None,
 ) -> _Measured:
     measured = _Measured()
+    validity = ValiditySettings(settings.samples_required, settings.max_infrastructure_share)
     for baseline_files, candidate_files in pairs:
         baseline = load_run(baseline_files, samples_required=settings.samples_required)
         candidate = load_run(candidate_files, samples_required=settings.samples_required)
@@ -101,6 +133,17 @@ def _measure(
             seed=settings.seed,
             prereg=prereg,
             allow_design_mismatch=settings.allow_design_mismatch,
+            gate_overrides=settings.gate_overrides,
+        )
+        conditions = judge_comparison(baseline_files, candidate_files, training, validity)
+        comparison = _judged_valid(comparison, conditions)
+        measured.validity.append(
+            {
+                "eval_set": baseline_files.eval_set,
+                "cap": baseline_files.cap,
+                "held": all(c.held for c in conditions),
+                "conditions": [asdict(c) for c in conditions],
+            }
         )
         measured.comparisons.append(
             {**asdict(comparison), "endpoint": settings.endpoints.get(baseline_files.eval_set)}
@@ -148,12 +191,14 @@ def build_report(
     prereg_path: Path | None,
     settings: ReportSettings,
     iterations: IterationInputs | None = None,
+    training: TrainingFiles | None = None,
 ) -> tuple[dict[str, Any], str, dict[str, bytes]]:
     """Compute, then render: the summary (JSON), the markdown, the plots. `iterations` (a
     graph of several iterations or training seeds) adds the exploratory comparisons, the seed
-    spread and the expert-iteration curve; the registered comparison is the same either way."""
+    spread and the expert-iteration curve; the registered comparison is the same either way.
+    `training`: the SFT outputs the registered candidate came from, judged with the pairs."""
     prereg = read_prereg(prereg_path) if prereg_path is not None else None
-    measured = _measure(pairs, prereg, settings)
+    measured = _measure(pairs, prereg, settings, training)
     # The power table is the registered design's: its problem count, not this run's.
     power_problems = (
         prereg.design.problem_count
@@ -169,6 +214,7 @@ def build_report(
         "ks": list(settings.ks),
         "alpha": settings.alpha,
         "bootstrap": {"resamples": settings.resamples, "seed": settings.seed},
+        "validity": measured.validity,
         "comparisons": measured.comparisons,
         "systems": measured.systems,
         "power": power_table(
@@ -181,6 +227,7 @@ def build_report(
         "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
         "package_version": __version__,
         "preflight_overrides": list(settings.preflight_overrides),
+        "gate_overrides": list(settings.gate_overrides),
     }
     if iterations is not None:
         summary |= _iteration_summary(measured, iterations, settings)
@@ -203,6 +250,7 @@ def materialize_report(
     settings: ReportSettings,
     config: Mapping[str, Any],
     iterations: IterationInputs | None = None,
+    training: TrainingFiles | None = None,
 ) -> StepResult[ReportResult]:
     """The bundle for these inputs under `root`: reused when it exists and verifies, refused
     (never overwritten) when it exists and does not."""
@@ -213,6 +261,16 @@ def materialize_report(
         for path in (run.problems, run.generations, run.verdicts)
     ]
     inputs += [path for round_files in pool_rounds for path in round_files]
+    if training is not None:
+        inputs += [
+            training.shards / MANIFEST_NAME,
+            *training.pool_generations,
+            training.pool,
+            training.decontamination_sets,
+            training.checkpoint / MANIFEST_NAME,
+            training.checkpoint / DATA_ORDER_FILE,
+            training.export / MANIFEST_NAME,
+        ]
     if iterations is not None:
         inputs += [
             path
@@ -235,7 +293,9 @@ def materialize_report(
         result = ReportResult.of(manifest, folder / MANIFEST_NAME)
         return StepResult(folder, manifest, reused=True, result=result)
     started = now_utc()
-    summary, markdown, plots = build_report(pairs, pool_rounds, prereg_path, settings, iterations)
+    summary, markdown, plots = build_report(
+        pairs, pool_rounds, prereg_path, settings, iterations, training
+    )
     manifest = publish_bundle(
         folder,
         markdown=markdown,

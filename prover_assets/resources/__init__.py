@@ -19,6 +19,7 @@ from dagster._core.storage.tags import PARTITION_NAME_TAG as PARTITION_TAG
 from dagster._utils.error import SerializableErrorInfo
 from pydantic import Field, PrivateAttr
 
+from prover_assets.checks.gates import upstream_findings
 from prover_assets.config import (
     LEAN_BACKENDS,
     ConfigError,
@@ -38,6 +39,8 @@ from prover_assets.config import (
 )
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
+from prover_assets.records import MANIFEST_NAME
+from prover_assets.records.gates import refusal_message
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
@@ -85,11 +88,21 @@ class ExperimentResource(dg.ConfigurableResource):
         description="A reason to run a heavy job without a passing preflight for this config, "
         "pins and code: the run records it and the report prints it. Leave empty.",
     )
+    gate_override: str = Field(
+        default="",
+        description="A reason to read upstream outputs although one of their blocking checks "
+        "failed or never judged them (gates hold across runs): the run records it, the report "
+        "prints it and no comparison it feeds is PRIMARY. Leave empty.",
+    )
     _model: ExperimentSpec | None = PrivateAttr(default=None)
+    # The run's instance (where every check's evaluations are) and log, for the gates.
+    _instance: dg.DagsterInstance | None = PrivateAttr(default=None)
+    _log: dg.DagsterLogManager | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         spec = self.model()  # a bad value fails the run here, before any step's work
-        run = context.dagster_run
+        self._instance, self._log = context.instance, context.log
+        run = context.run
         # A partitioned job has no launch-time ConfigMapping: its preflight is required here,
         # before any step; its run config is the file's (PartitionedConfig), so its sections are.
         if (
@@ -128,13 +141,48 @@ class ExperimentResource(dg.ConfigurableResource):
         manifest (raises, naming the file, if the step did not complete or the file changed)."""
         folder = self.asset_dir(key, partition)
         verified_outputs(folder, [filename])
+        self._require_gates(folder)
         return folder / filename
 
     def complete_folder(self, key: dg.AssetKey, partition: str | None = None) -> Path:
         """An upstream asset's folder, every output file re-hashed against its manifest."""
         folder = self.asset_dir(key, partition)
         verified_outputs(folder)
+        self._require_gates(folder)
         return folder
+
+    def upstream_dir(self, key: dg.AssetKey, partition: str | None = None) -> Path:
+        """An upstream asset's folder for a step that re-hashes its files itself: its gates
+        are required here when it is complete (an incomplete one the step refuses by name)."""
+        folder = self.asset_dir(key, partition)
+        if (folder / MANIFEST_NAME).is_file():
+            self._require_gates(folder)
+        return folder
+
+    def _require_gates(self, folder: Path) -> None:
+        """Refuse an output that, or one it was made from, failed a blocking check or was never
+        judged by one, in this run or any earlier (unless `gate_override` gives a reason).
+        The checks' evaluations are the run's instance's: a step may read from any thread."""
+        # The graph's checks import this module (their resources): built when first asked.
+        from prover_assets.checks.graph import blocking_checks_by_asset
+
+        if self._instance is None or self._log is None:
+            raise RuntimeError(
+                "gates are asked of the run's Dagster instance: read upstream outputs through "
+                "the experiment resource of a run (or through the domain's readers)"
+            )
+        blocking = blocking_checks_by_asset(self.model())
+        findings = upstream_findings(self._instance, blocking, self.data_root(), folder)
+        if not findings:
+            return
+        if self.gate_override:
+            self._log.warning(
+                f"gate_override ({self.gate_override}): reading {folder} although "
+                + "; ".join(f.describe() for f in findings)
+            )
+            return
+        # The same outputs give the same refusal: a retry would only hide it behind a stall.
+        raise dg.Failure(description=refusal_message(folder, findings), allow_retries=False)
 
 
 class LeanResource(dg.ConfigurableResource):

@@ -7,15 +7,28 @@ from pathlib import Path
 
 import numpy as np
 
+from prover_assets.config import TrainingSpec
 from prover_assets.problems.decontamination import DecontaminationSets
-from prover_assets.records import Generation, Problem, iter_records, read_records
+from prover_assets.records import (
+    MANIFEST_NAME,
+    Generation,
+    Problem,
+    iter_records,
+    read_manifest,
+    read_records,
+)
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.sft.builder import SftCounts
+from prover_assets.sft.export import ExportResult
 from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, pack
+from prover_assets.sft.stages import TrainingResult
+from prover_assets.sft.trainer import DATA_ORDER_FILE
 
 __all__ = [
     "check_at_least_one_row",
+    "check_checkpoint_data_order",
     "check_data_order",
+    "check_export_parity",
     "check_no_eval_leak",
     "check_rows_match_generations",
     "check_shard_counts",
@@ -116,5 +129,34 @@ def check_data_order(order_log: Path, *, micro_steps: int, rows: int, epochs: in
             "missing": missing[:20],
             "overseen": overseen[:20],
             "rows": rows,
+        },
+    )
+
+
+def check_checkpoint_data_order(checkpoint_dir: Path) -> CheckOutcome:
+    """`check_data_order` of a checkpoint, judged by the counts and the training settings of the
+    run that made it, as its manifest records them (not the config the graph was built from)."""
+    manifest = read_manifest(checkpoint_dir)
+    counts = TrainingResult.of(manifest, checkpoint_dir / MANIFEST_NAME)
+    training = TrainingSpec.model_validate(manifest["config"]["training"])
+    return check_data_order(
+        checkpoint_dir / DATA_ORDER_FILE,
+        micro_steps=counts.trained_micro_steps(training.gradient_accumulation),
+        rows=counts.rows,
+        epochs=training.epochs,
+    )
+
+
+def check_export_parity(export_dir: Path) -> CheckOutcome:
+    """The export's parity as its step measured it: the fp32 merge reproduces base + adapter,
+    and the cast drifts no more than the base's under the same cast."""
+    counts = ExportResult.read(export_dir)
+    return CheckOutcome(
+        counts.parity_passed,
+        "; ".join(counts.parity_failures()) or counts.describe(),
+        {
+            "merge_max_abs_diff": counts.merge_max_abs_diff,
+            "cast_drift": counts.cast_drift,
+            "base_cast_drift": counts.base_cast_drift,
         },
     )

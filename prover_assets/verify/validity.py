@@ -126,3 +126,12 @@ def check_infrastructure_share(
         else empty,
         {"infrastructure": dead, "rows": len(rows), "bound": bound},
     )
+
+
+def check_infrastructure_within_bound(
+    generations: Path, verdicts: Path, bound: float
+) -> CheckOutcome:
+    """`check_infrastructure_share` of a verdict asset, an empty batch told by its generations
+    (the generation step refuses one the config does not allow)."""
+    nothing_generated = next(iter(iter_records(generations, Generation)), None) is None
+    return check_infrastructure_share(verdicts, bound, nothing_generated=nothing_generated)

@@ -1,0 +1,279 @@
+"""The report judges every validity condition itself, from the files it reads: each condition
+broken by hand in otherwise sound runs fails by name, and its comparison is INVALID."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from prover_assets.generation.prompts import round0_messages
+from prover_assets.problems.stages import EvalSetResult
+from prover_assets.records import Message, Stage, build_manifest, publish_records, write_manifest
+from prover_assets.report.analysis import DECISIONS, INVALID, RunFiles
+from prover_assets.report.stages import ReportSettings, build_report
+from prover_assets.report.validity import ValiditySettings, judge_comparison
+from prover_assets.verify.runner import CHUNKS_FILE, CommitChunk
+from prover_assets_tests.factories import (
+    GOEDEL_HEADER,
+    make_generation,
+    make_pins,
+    make_problem,
+    make_sampling,
+    make_verification,
+)
+
+PROBLEMS = ["p0", "p1", "p2", "p3"]
+SAMPLES = 4
+SETTINGS = ValiditySettings(samples_per_problem=SAMPLES, max_infrastructure_share=0.01)
+
+
+def statement(problem_id: str) -> str:
+    n = PROBLEMS.index(problem_id)
+    return GOEDEL_HEADER + f"theorem {problem_id} (x : ℕ) : 0 < x + {n + 1} := by sorry"
+
+
+def write_eval_set(root: Path) -> Path:
+    """An eval set as its step leaves it: Goedel-format source rows, the problems, the counts."""
+    source = root / "sources" / "minif2f.jsonl"
+    source.parent.mkdir(parents=True)
+    source.write_text(
+        "".join(json.dumps({"problem_id": p, "lean4_code": statement(p)}) + "\n" for p in PROBLEMS)
+    )
+    folder = root / "eval_sets" / "minif2f"
+    folder.mkdir(parents=True)
+    publish_records(folder / "problems.jsonl", [make_problem(p, statement(p)) for p in PROBLEMS])
+    n = len(PROBLEMS)
+    counts = EvalSetResult(
+        rows_in=n, supported=n, unsupported=0, limited_out=0, written=n, unsupported_reasons={}
+    )
+    manifest = build_manifest(
+        asset="eval_sets/minif2f",
+        inputs=[source],
+        outputs=[folder / "problems.jsonl"],
+        config={},
+        counts=counts.model_dump(mode="json"),
+        started_at="t",
+    )
+    write_manifest(folder, manifest)
+    return folder / "problems.jsonl"
+
+
+def write_run(root: Path, system: str, problems: Path, **sampling) -> RunFiles:
+    """`system`'s sound run: SAMPLES samples per problem, the first accepted for the baseline's
+    first two problems and the candidate's first three."""
+    solved = 2 if system == "baseline" else 3
+    generations, verdicts = [], []
+    for p in PROBLEMS:
+        messages = [
+            Message(role="user", content=m["content"]) for m in round0_messages(statement(p))
+        ]
+        for idx in range(SAMPLES):
+            generation = make_generation(
+                p, idx, messages=messages, sampling=make_sampling(seed=idx, **sampling)
+            )
+            generations.append(generation)
+            accepted = idx == 0 and PROBLEMS.index(p) < solved
+            verdicts.append(make_verification(generation, accepted=accepted))
+    gen_dir, ver_dir = root / "generations" / system, root / "verdicts" / system
+    for folder, name, records in (
+        (gen_dir, "generations.jsonl", generations),
+        (ver_dir, "verdicts.jsonl", verdicts),
+    ):
+        folder.mkdir(parents=True)
+        publish_records(folder / name, records)
+        manifest = build_manifest(
+            asset=str(folder),
+            inputs=[],
+            outputs=[folder / name],
+            config={},
+            counts={},
+            started_at="t",
+        )
+        write_manifest(folder, manifest)
+    return RunFiles(
+        system, "minif2f", 64, problems, gen_dir / "generations.jsonl", ver_dir / "verdicts.jsonl"
+    )
+
+
+def edit_lines(path: Path, edit: Callable[[list[dict]], list[dict]]) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(row) + "\n" for row in edit(rows)))
+
+
+def sound_pair(root: Path) -> tuple[RunFiles, RunFiles]:
+    problems = write_eval_set(root)
+    return write_run(root, "baseline", problems), write_run(root, "candidate", problems)
+
+
+# Each condition, and a fault that breaks it alone, as a real fault would leave the files.
+def wrong_counts(base: RunFiles, cand: RunFiles) -> None:
+    folder = base.problems.parent
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["counts"]["rows_in"] += 1  # a row read that was neither written nor dropped
+    write_manifest(folder, manifest)
+
+
+def duplicate_id(base: RunFiles, cand: RunFiles) -> None:
+    edit_lines(base.problems, lambda rows: rows + rows[:1])
+
+
+def unparsable_statement(base: RunFiles, cand: RunFiles) -> None:
+    def edit(rows):
+        # A record the contract takes whose statement does not split: an `example` preamble.
+        text = (
+            GOEDEL_HEADER + "example : True := trivial\n\n" + statement("p3")[len(GOEDEL_HEADER) :]
+        )
+        rows[3] = json.loads(make_problem("p3", text).model_dump_json())
+        return rows
+
+    edit_lines(base.problems, edit)
+
+
+def not_goedels_statement(base: RunFiles, cand: RunFiles) -> None:
+    source = base.problems.parent.parent.parent / "sources" / "minif2f.jsonl"
+
+    def edit(rows):
+        rows[1]["lean4_code"] = rows[1]["lean4_code"].replace("x + 2", "x + 20")
+        return rows
+
+    edit_lines(source, edit)
+
+
+def missing_sample(base: RunFiles, cand: RunFiles) -> None:
+    for path in (cand.generations, cand.verdicts):
+        edit_lines(path, lambda rows: rows[:-1])
+
+
+def missing_verdict(base: RunFiles, cand: RunFiles) -> None:
+    edit_lines(cand.verdicts, lambda rows: rows[:-1])
+
+
+def accepted_at_the_cap(base: RunFiles, cand: RunFiles) -> None:
+    def edit(rows):
+        rows[0].update(finish_reason="length", completion_ids=[5] * 64)  # p0 sample 0: accepted
+        return rows
+
+    edit_lines(cand.generations, edit)
+
+
+def half_dead_chunk(base: RunFiles, cand: RunFiles) -> None:
+    chunk = CommitChunk(index=0, samples=4, infrastructure=3)
+    publish_records(cand.verdicts.parent / CHUNKS_FILE, [chunk])
+
+
+def infrastructure_verdict(base: RunFiles, cand: RunFiles) -> None:
+    def edit(rows):
+        rows[-1].update(
+            accepted=False, stage=Stage.INFRASTRUCTURE.value, reasons=["infrastructure:crash"]
+        )
+        return rows
+
+    edit_lines(cand.verdicts, edit)  # 1 of 16 = 6.25 %, over 1 %
+
+
+def other_verifier(base: RunFiles, cand: RunFiles) -> None:
+    pins = make_pins(mathlib_rev="0" * 8).model_dump(mode="json")
+
+    def edit(rows):
+        for row in rows:
+            row["verifier"]["pins"] = pins
+        return rows
+
+    edit_lines(cand.verdicts, edit)
+
+
+def other_sampling(base: RunFiles, cand: RunFiles) -> None:
+    def edit(rows):
+        for row in rows:
+            row["sampling"]["temperature"] = 0.7
+        return rows
+
+    edit_lines(cand.generations, edit)
+
+
+FAULTS = {
+    "counts_reconcile": wrong_counts,
+    "ids_unique": duplicate_id,
+    "statements_parse": unparsable_statement,
+    "goedel_normalisation": not_goedels_statement,
+    "samples_per_problem": missing_sample,
+    "verdicts_cover_generations": missing_verdict,
+    "no_length_capped_accepted": accepted_at_the_cap,
+    "no_chunk_half_dead": half_dead_chunk,
+    "infrastructure_within_bound": infrastructure_verdict,
+    "verifier_identical": other_verifier,
+    "design_match": other_sampling,
+}
+
+
+def test_every_condition_holds_on_sound_runs(tmp_path):
+    conditions = judge_comparison(*sound_pair(tmp_path), None, SETTINGS)
+    assert sorted({c.name for c in conditions}) == sorted(FAULTS)
+    assert [c for c in conditions if not c.held] == []
+
+
+def test_each_condition_names_the_files_it_judged_with_their_sha256(tmp_path):
+    base, cand = sound_pair(tmp_path)
+    conditions = {(c.name, c.subject): c for c in judge_comparison(base, cand, None, SETTINGS)}
+    judged = conditions[("verdicts_cover_generations", "candidate on minif2f cap 64")].files
+    assert [(f.path, f.sha256) for f in judged] == [
+        (str(p), hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in (cand.generations, cand.verdicts)
+    ]
+
+
+# What else a fault breaks, by hand: a duplicate id makes the problems unreadable to every
+# reader of records; a statement Goedel's rule would not give is not the source's; a missing
+# sample is also a difference from the baseline, sample by sample.
+ALSO_FAILED = {
+    "ids_unique": {"statements_parse", "goedel_normalisation", "samples_per_problem"},
+    "statements_parse": {"goedel_normalisation"},
+    "samples_per_problem": {"design_match"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_a_broken_condition_fails_by_name(tmp_path, name):
+    base, cand = sound_pair(tmp_path)
+    FAULTS[name](base, cand)
+    failed = {c.name for c in judge_comparison(base, cand, None, SETTINGS) if not c.held}
+    assert failed == {name} | ALSO_FAILED.get(name, set())
+
+
+def report_settings() -> ReportSettings:
+    return ReportSettings(
+        experiment="validity",
+        k=2,
+        ks=(1, 2),
+        alpha=0.05,
+        resamples=20,
+        seed=1,
+        samples_required=SAMPLES,
+        power_fractions=(0.1,),
+        power_gains_points=(4.0,),
+    )
+
+
+def test_a_sound_comparison_is_decided_by_its_test(tmp_path):
+    summary, markdown, _ = build_report([sound_pair(tmp_path)], [], None, report_settings())
+    (comparison,) = summary["comparisons"]
+    assert comparison["decision"] in DECISIONS
+    assert summary["validity"][0]["held"] is True
+    assert "16 of 16 conditions hold (every condition holds)" in markdown
+
+
+def test_a_failed_condition_makes_the_comparison_invalid_whatever_its_test_says(tmp_path):
+    base, cand = sound_pair(tmp_path)
+    infrastructure_verdict(base, cand)
+    summary, markdown, _ = build_report([(base, cand)], [], None, report_settings())
+    (comparison,) = summary["comparisons"]
+    assert comparison["decision"] == INVALID and not comparison["primary"]
+    assert comparison["secondary_reasons"][0].startswith(
+        "INVALID: infrastructure_within_bound (candidate on minif2f cap 64): 1 of 16 verdicts"
+    )
+    assert "15 of 16 conditions hold (**INVALID**)" in markdown
+    assert "### minif2f, cap 64: solved@2 — **INVALID**" in markdown
