@@ -101,6 +101,8 @@ def test_a_line_that_continues_the_proof_keeps_its_later_tokens_whatever_their_c
     ("proof", "reason"),
     [
         (" positivity compile_inductive% Nat", "banned:after_proof:compile_inductive%"),
+        # the `%` the text's last token: the keyword is still whole
+        ("\n  positivity compile_inductive%", "banned:after_proof:compile_inductive%"),
         ("\n  positivity assert_not_exists Foo", "banned:after_proof:assert_not_exists"),
         ('\n  positivity library_note "a" /-- b -/', "banned:after_proof:library_note"),
         ("\n  positivity lemma u : True := trivial", "banned:after_proof:lemma"),
@@ -129,6 +131,7 @@ def test_a_line_that_continues_the_proof_keeps_its_later_tokens_whatever_their_c
     ],
     ids=[
         "compile_inductive_percent",
+        "percent_as_the_last_token",
         "assert_not_exists",
         "library_note",
         "lemma",
