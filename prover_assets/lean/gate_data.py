@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from prover_assets.lean.lexer import LexError, TokenKind, code_tokens
 
@@ -155,40 +157,44 @@ def _command(where: str, row: dict[str, str]) -> Command:
     return command
 
 
+_Entry = TypeVar("_Entry", "Runner", "Command", "AllowedOption")
+
+
+def _load_unique(
+    path: Path, fields: frozenset[str], entry: Callable[[str, dict[str, Any]], _Entry]
+) -> tuple[_Entry, ...]:
+    """Each line of `path` made an entry by `entry` (given "file:line" and the row), names
+    unique; raises GateDataError."""
+    entries: dict[str, _Entry] = {}
+    for number, row in _objects(path, fields):
+        made = entry(f"{path}:{number}", row)
+        if made.name in entries:
+            raise GateDataError(f"{path}:{number}: {made.name!r} is listed twice")
+        entries[made.name] = made
+    return tuple(entries.values())
+
+
 def load_runners(path: Path) -> tuple[Runner, ...]:
     """The runners listed in `path`, each validated; raises GateDataError."""
-    runners: dict[str, Runner] = {}
-    for number, row in _objects(path, _RUNNER_FIELDS):
-        runner = _runner(f"{path}:{number}", row)
-        if runner.name in runners:
-            raise GateDataError(f"{path}:{number}: {runner.name!r} is listed twice")
-        runners[runner.name] = runner
-    return tuple(runners.values())
+    return _load_unique(path, _RUNNER_FIELDS, _runner)
 
 
 def load_commands(path: Path) -> tuple[Command, ...]:
     """The command keywords listed in `path`, each validated; raises GateDataError."""
-    commands: dict[str, Command] = {}
-    for number, row in _objects(path, _COMMAND_FIELDS):
-        command = _command(f"{path}:{number}", row)
-        if command.name in commands:
-            raise GateDataError(f"{path}:{number}: {command.name!r} is listed twice")
-        commands[command.name] = command
-    return tuple(commands.values())
+    return _load_unique(path, _COMMAND_FIELDS, _command)
+
+
+def _option(where: str, row: dict[str, Any]) -> AllowedOption:
+    option = AllowedOption(**row)
+    # An option name is a dotted identifier, as `set_option` reads it.
+    if not _single_identifier(option.name):
+        raise GateDataError(f"{where}: {option.name!r} is not an option name")
+    return option
 
 
 def load_allowed_options(path: Path) -> tuple[AllowedOption, ...]:
     """The allowed options listed in `path`, each validated; raises GateDataError."""
-    options: dict[str, AllowedOption] = {}
-    for number, row in _objects(path, _OPTION_FIELDS):
-        option = AllowedOption(**row)
-        # An option name is a dotted identifier, as `set_option` reads it.
-        if not _single_identifier(option.name):
-            raise GateDataError(f"{path}:{number}: {option.name!r} is not an option name")
-        if option.name in options:
-            raise GateDataError(f"{path}:{number}: {option.name!r} is listed twice")
-        options[option.name] = option
-    return tuple(options.values())
+    return _load_unique(path, _OPTION_FIELDS, _option)
 
 
 RUNNERS = load_runners(DATA_DIR / "mathlib_runners.jsonl")

@@ -471,19 +471,7 @@ def _primary_reasons(
         reasons.append(f"cap {baseline.files.cap}, registered {design.cap_tokens}")
     if k != design.k:
         reasons.append(f"k = {k}, registered {design.k}")
-    pins = baseline.identity.get("pins", {})
-    config = baseline.identity.get("config", {})
-    registered = design.verifier
-    for name in ("lean_version", "mathlib_rev", "repl_rev"):
-        if not str(pins.get(name)).startswith(getattr(registered, name)):
-            reasons.append(
-                f"verifier {name} {pins.get(name)}, registered {getattr(registered, name)}"
-            )
-    for name in ("budget_s", "statement_check", "gate", "axiom_check"):
-        if config.get(name) != getattr(registered, name):
-            reasons.append(
-                f"verifier {name} {config.get(name)}, registered {getattr(registered, name)}"
-            )
+    reasons += _verifier_reasons(baseline.identity, design.verifier)
     if baseline.simulated or candidate.simulated:
         reasons.append("SIMULATED verifier: not evidence")
     if override is not None:
@@ -493,6 +481,22 @@ def _primary_reasons(
             f"{len(gate_overrides)} runs read outputs past a failed or missing gate (gate_override)"
         )
     return reasons
+
+
+def _verifier_reasons(identity: Mapping[str, Any], registered: Any) -> list[str]:
+    """How the verifier that judged the runs (`identity`: pins and config) differs from the
+    registered one."""
+    pins, config = identity.get("pins", {}), identity.get("config", {})
+    reasons = [
+        f"verifier {name} {pins.get(name)}, registered {getattr(registered, name)}"
+        for name in ("lean_version", "mathlib_rev", "repl_rev")
+        if not str(pins.get(name)).startswith(getattr(registered, name))
+    ]
+    return reasons + [
+        f"verifier {name} {config.get(name)}, registered {getattr(registered, name)}"
+        for name in ("budget_s", "statement_check", "gate", "axiom_check")
+        if config.get(name) != getattr(registered, name)
+    ]
 
 
 def _refuse_incomparable(

@@ -240,20 +240,14 @@ def render_document(summary: Mapping[str, Any], plots: Mapping[str, bytes]) -> s
     return render_html(render_markdown(summary, embedded_image(plots)), title)
 
 
-def materialize_report(
-    root: Path,
+def _report_inputs(
     pairs: Sequence[tuple[RunFiles, RunFiles]],
     pool_rounds: Sequence[tuple[Path, Path]],
-    *,
-    prereg_path: Path | None,
-    config_files: Sequence[Path],
-    settings: ReportSettings,
-    config: Mapping[str, Any],
-    iterations: IterationInputs | None = None,
-    training: TrainingFiles | None = None,
-) -> StepResult[ReportResult]:
-    """The bundle for these inputs under `root`: reused when it exists and verifies, refused
-    (never overwritten) when it exists and does not."""
+    iterations: IterationInputs | None,
+    training: TrainingFiles | None,
+) -> list[Path]:
+    """Every data file the report reads: the runs, the pool rounds, the other iterations' and
+    seeds' runs, the registered candidate's SFT outputs."""
     inputs = [
         path
         for base, cand in pairs
@@ -279,8 +273,25 @@ def materialize_report(
             for path in (run.problems, run.generations, run.verdicts)
         ]
         inputs += [path for rounds in iterations.pool_rounds for files in rounds for path in files]
-    inputs += [*config_files, *([prereg_path] if prereg_path else [])]
-    inputs = list(dict.fromkeys(inputs))
+    return inputs
+
+
+def materialize_report(
+    root: Path,
+    pairs: Sequence[tuple[RunFiles, RunFiles]],
+    pool_rounds: Sequence[tuple[Path, Path]],
+    *,
+    prereg_path: Path | None,
+    config_files: Sequence[Path],
+    settings: ReportSettings,
+    config: Mapping[str, Any],
+    iterations: IterationInputs | None = None,
+    training: TrainingFiles | None = None,
+) -> StepResult[ReportResult]:
+    """The bundle for these inputs under `root`: reused when it exists and verifies, refused
+    (never overwritten) when it exists and does not."""
+    inputs = _report_inputs(pairs, pool_rounds, iterations, training)
+    inputs = list(dict.fromkeys([*inputs, *config_files, *([prereg_path] if prereg_path else [])]))
     folder = root / bundle_name(inputs)
     if folder.exists():
         check = verify_bundle(folder)
