@@ -3,6 +3,7 @@
 import functools
 import json
 import os
+import random
 import resource
 import shutil
 import signal
@@ -18,11 +19,11 @@ import pytest
 import prover_assets.lean.repl as repl_module
 from prover_assets.lean.repl import (
     MALLOC_ARENA_MAX,
+    AnswerBuffer,
     ReplFailure,
     ReplProcess,
     containment,
     read_answer,
-    take_answer,
 )
 
 DOUBLE = [sys.executable, "-m", "prover_assets_tests.doubles.lean_repl"]
@@ -390,11 +391,67 @@ def test_a_request_to_a_repl_that_is_not_running_is_a_crash(repl):
     ids=["two_at_once", "leading_blank", "text", "bad_utf8", "partial", "empty", "whitespace"],
 )
 def test_answers_are_taken_from_the_buffer_one_at_a_time(buffered, answers, left):
-    buffer = bytearray(buffered)
+    buffer = AnswerBuffer()
+    buffer.feed(buffered)
     taken = []
-    while (text := take_answer(buffer)) is not None:
+    while (text := buffer.take()) is not None:
         taken.append(text)
     assert (taken, bytes(buffer)) == (answers, left)
+
+
+def _rescanning_take(buffer: bytearray) -> str | None:
+    """The reading before the resumable scan, kept as the oracle: it searches the whole buffer
+    again on every call (quadratic in an answer read in pieces)."""
+    start = 0
+    while start < len(buffer) and buffer[start] in b" \t\r\n":
+        start += 1
+    if start == len(buffer):
+        if buffer.count(b"\n") >= 2:
+            buffer.clear()
+            return ""
+        return None
+    end = buffer.find(b"\n\n", start)
+    if end == -1:
+        return None
+    text = buffer[start:end].decode(errors="replace")
+    del buffer[: end + 2]
+    return text
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_stream_read_in_any_pieces_gives_the_answers_a_full_rescan_gives(seed):
+    rng = random.Random(seed)
+    stream = b"".join(
+        rng.choice([b"{", b"x", b" ", b"\t", b"\n", b"\n\n", b"\xff"]) for _ in range(300)
+    )
+    resumable, oracle = AnswerBuffer(), bytearray()
+    at = 0
+    while at < len(stream):
+        piece = stream[at : at + rng.randint(1, 9)]
+        at += len(piece)
+        resumable.feed(piece)
+        oracle.extend(piece)
+        while True:
+            expected = _rescanning_take(oracle)
+            assert resumable.take() == expected
+            if expected is None:
+                break
+        assert bytes(resumable) == bytes(oracle)
+
+
+def test_a_request_the_repl_does_not_read_fails_as_a_timeout_instead_of_blocking():
+    # A REPL that never reads stdin: the pipe (64 KiB) fills, and a blocking write would wait
+    # for good. The request's timeout covers the write.
+    process = ReplProcess(["sh", "-c", "exec sleep 60"], sandbox=False)
+    process.start()
+    try:
+        with pytest.raises(ReplFailure) as failure:
+            process.send({"cmd": "x" * 1_000_000}, 1.0)
+        assert failure.value.kind == "timeout"
+        assert "request was not taken" in str(failure.value)
+        assert not process.alive
+    finally:
+        process.kill()
 
 
 def test_the_repl_runs_in_its_workspace(tmp_path):

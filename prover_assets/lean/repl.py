@@ -73,6 +73,7 @@ from prover_assets.children import forget_child, spawn_tied
 from prover_assets.lean.canary import answers_canary, canary_command, new_nonce
 
 __all__ = [
+    "AnswerBuffer",
     "Containment",
     "ReplFailure",
     "ReplOutcome",
@@ -84,7 +85,6 @@ __all__ = [
     "describe_memory_limit",
     "memory_limit",
     "read_answer",
-    "take_answer",
 ]
 
 log = logging.getLogger(__name__)
@@ -131,24 +131,58 @@ def read_answer(answer: Mapping[str, Any]) -> ReplOutcome:
     )
 
 
-def take_answer(buffer: bytearray) -> str | None:
-    """The text of the first answer in `buffer` (ended by a blank line), removed from it with
-    its blank line; "" for a whitespace-only answer; None while no answer is complete."""
-    start = 0
-    while start < len(buffer) and buffer[start] in b" \t\r\n":
-        start += 1
-    if start == len(buffer):
-        # Whitespace only: an empty answer once it holds a blank line.
-        if buffer.count(b"\n") >= 2:
-            buffer.clear()
-            return ""
-        return None
-    end = buffer.find(b"\n\n", start)
-    if end == -1:
-        return None
-    text = buffer[start:end].decode(errors="replace")  # UTF-8
-    del buffer[: end + 2]
-    return text
+class AnswerBuffer:
+    """The bytes read from the REPL's stdout, and the answers complete in them: each answer's
+    text ends at a blank line; leading whitespace is skipped; a buffer of nothing but whitespace
+    that holds a blank line is an empty answer ("").
+
+    Every byte is examined once: `feed` appends, and `take` resumes where its last search
+    stopped, so an answer of n bytes read in small pieces costs O(n), not O(n^2 / piece)."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._scanned = 0  # bytes before this offset have been searched
+        self._start: int | None = None  # the answer's first non-whitespace byte, once seen
+        self._newlines = 0  # newlines in the whitespace before it
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._data)
+
+    def feed(self, chunk: bytes) -> None:
+        self._data.extend(chunk)
+
+    def clear(self) -> None:
+        self._data.clear()
+        self._restart()
+
+    def _restart(self) -> None:
+        self._scanned, self._start, self._newlines = 0, None, 0
+
+    def take(self) -> str | None:
+        """The text of the first complete answer, removed with its blank line; None while no
+        answer is complete."""
+        data = self._data
+        if self._start is None:
+            index = self._scanned
+            while index < len(data) and data[index] in b" \t\r\n":
+                self._newlines += data[index] == ord("\n")
+                index += 1
+            self._scanned = index
+            if index == len(data):
+                if self._newlines >= 2:
+                    self.clear()
+                    return ""
+                return None
+            self._start = index
+        # A blank line split between two reads starts one byte before the last search's end.
+        end = data.find(b"\n\n", max(self._start, self._scanned - 1))
+        if end == -1:
+            self._scanned = len(data)
+            return None
+        text = data[self._start : end].decode(errors="replace")  # UTF-8
+        del data[: end + 2]
+        self._restart()
+        return text
 
 
 class ReplFailure(RuntimeError):
@@ -319,7 +353,7 @@ class ReplProcess:
     next_env: int = 0  # the env id the next answer that allocates one must carry
     _process: subprocess.Popen[bytes] | None = None
     _stdout_fd: int | None = None  # the pseudo-terminal's controlling side: the REPL's stdout
-    _buffer: bytearray = field(default_factory=bytearray)
+    _buffer: AnswerBuffer = field(default_factory=AnswerBuffer)
     _tmpdir: Path | None = None
     _stderr_path: Path | None = None
 
@@ -360,6 +394,9 @@ class ReplProcess:
         finally:
             os.close(terminal)  # the REPL holds it now: its last close is our EOF
         self._stdout_fd = controller
+        assert self._process.stdin is not None
+        # Requests are written by `_write`, never by the buffered file: it must not block.
+        os.set_blocking(self._process.stdin.fileno(), False)
         self._buffer.clear()
         self.commands_sent = 0
         self.next_env = 0
@@ -377,16 +414,11 @@ class ReplProcess:
         `forged_output` for an answer whose `env` is not the next id this process allocates."""
         if not self.alive:
             raise ReplFailure("crash", "the REPL is not running")
-        assert self._process is not None
-        assert self._process.stdin is not None
         line = json.dumps(request, ensure_ascii=False)
-        try:
-            self._process.stdin.write(line.encode() + b"\n\n")  # UTF-8
-            self._process.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            self._fail("crash", f"writing the request failed: {exc}")
+        deadline = time.monotonic() + timeout
+        self._write(line.encode() + b"\n\n", deadline, timeout)  # UTF-8
         self.commands_sent += 1
-        answer = self._read(timeout)
+        answer = self._read(deadline, timeout)
         if "env" in answer:
             env = answer["env"]
             if type(env) is not int or env != self.next_env:  # bool is an int to isinstance
@@ -402,13 +434,33 @@ class ReplProcess:
         if not answers_canary(answer, nonce):
             self._fail("forged_output", f"the canary's answer was not Lean's: {str(answer)[:200]}")
 
-    def _read(self, timeout: float) -> dict[str, Any]:
+    def _write(self, data: bytes, deadline: float, timeout: float) -> None:
+        """Write a request by the deadline: a REPL that stopped reading (its stdin pipe full,
+        64 KiB on Linux) fails as a timeout instead of blocking the worker for good."""
+        assert self._process is not None
+        assert self._process.stdin is not None
+        fd = self._process.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._fail("timeout", f"the request was not taken within {timeout:.1f} s")
+            _, ready, _ = select.select([], [fd], [], remaining)
+            if not ready:
+                continue
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:  # another writer filled the pipe between select and write
+                continue
+            except OSError as exc:  # BrokenPipeError: the REPL is gone
+                self._fail("crash", f"writing the request failed: {exc}")
+
+    def _read(self, deadline: float, timeout: float) -> dict[str, Any]:
         assert self._process is not None
         assert self._stdout_fd is not None
-        deadline = time.monotonic() + timeout
         fd = self._stdout_fd
         while True:
-            text = take_answer(self._buffer)
+            text = self._buffer.take()
             if text is not None:
                 if not text.strip():
                     self._fail("empty", "the REPL answered with nothing")
@@ -432,7 +484,7 @@ class ReplProcess:
             if not chunk:
                 code = self._process.wait(timeout=5)
                 self._fail("crash", f"EOF, exit code {code}; stderr: {self.stderr_tail()!r}")
-            self._buffer.extend(chunk)
+            self._buffer.feed(chunk)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         if self._stderr_path is None or not self._stderr_path.exists():
