@@ -13,6 +13,16 @@ from prover_assets_tests.factories import make_pins
 DOUBLE = [sys.executable, "-m", "prover_assets_tests.doubles.lean_repl"]
 
 
+def probe(process: Any, port: int | None = None) -> dict[str, Any]:
+    """What the double's process sees of itself (`--@fake probe`): its limits, environment,
+    working folder, and whether it could connect to `port`."""
+    spec = {"connect": f"127.0.0.1:{port}"} if port else {}
+    answer = process.send(
+        {"cmd": f"--@fake probe {json.dumps(spec)}\ntheorem a : True := trivial"}, 20
+    )
+    return json.loads(answer["messages"][0]["data"])
+
+
 def error_reply(
     data: str, line: int = 2, column: int = 2, end_column: int | None = 10
 ) -> dict[str, Any]:

@@ -4,11 +4,9 @@ import functools
 import json
 import os
 import random
-import resource
 import shutil
 import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,8 +23,7 @@ from prover_assets.lean.repl import (
     containment,
     read_answer,
 )
-
-DOUBLE = [sys.executable, "-m", "prover_assets_tests.doubles.lean_repl"]
+from prover_assets_tests.lean_double import DOUBLE, probe
 
 
 def message(severity, data):
@@ -201,14 +198,6 @@ def test_memory_cap_stops_a_runaway_process(repl):
 def test_slow_startup_is_waited_for(repl):
     process = repl("--startup-delay", "1")
     assert process.send({"cmd": "import Mathlib"}, 10) == {"env": 0}
-
-
-def probe(process, port=None):
-    spec = {"connect": f"127.0.0.1:{port}"} if port else {}
-    answer = process.send(
-        {"cmd": f"--@fake probe {json.dumps(spec)}\ntheorem a : True := trivial"}, 20
-    )
-    return json.loads(answer["messages"][0]["data"])
 
 
 @pytest.fixture
@@ -542,49 +531,6 @@ def test_an_answer_far_larger_than_the_terminals_buffer_arrives_whole(tmp_path):
 
 def test_the_repl_runs_with_malloc_arenas_bounded(repl):
     assert probe(repl())["malloc_arena_max"] == MALLOC_ARENA_MAX == "2"
-
-
-def stand_in_systemd_run(folder: Path, *, works: bool) -> Path:
-    """A `systemd-run` on PATH that records its arguments and runs the command after `--` (or
-    fails as one without a user bus does)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "systemd-run"
-    body = 'shift_to_command() { while [ "$1" != "--" ]; do shift; done; shift; exec "$@"; }\n'
-    failing = 'echo "Failed to connect to bus: No medium found" >&2; exit 1\n'
-    script.write_text(
-        "#!/bin/sh\n"
-        f'echo "$@" >> "{folder}/calls"\n'
-        + (body + 'shift_to_command "$@"\n' if works else failing)
-    )
-    script.chmod(0o755)
-    return folder
-
-
-@pytest.mark.parametrize("works", [True, False], ids=["cgroup", "no_user_bus"])
-def test_a_memory_cap_is_a_cgroup_where_the_host_gives_one_else_rlimit_as(
-    tmp_path, monkeypatch, works
-):
-    bin_dir = stand_in_systemd_run(tmp_path / "bin", works=works)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    # A fresh probe for this host, not the session's cached one.
-    fresh = functools.cache(repl_module.memory_limit.__wrapped__)
-    monkeypatch.setattr(repl_module, "memory_limit", fresh)
-    process = ReplProcess(DOUBLE, memory_cap_mb=700, sandbox=False)
-    process.start()
-    try:
-        seen = probe(process)
-    finally:
-        process.close()
-    calls = (bin_dir / "calls").read_text().splitlines()
-    mechanism = "cgroup" if works else "rlimit_as"
-    assert repl_module.describe_memory_limit(700)["mechanism"] == mechanism
-    if works:  # the probe, then the REPL in its own scope, its address space unbounded
-        assert calls[-1].split(" -- ")[0] == (
-            "--user --scope --quiet --collect -p MemoryMax=700M -p MemorySwapMax=0"
-        )
-        assert len(calls) == 2 and seen["address_space_limit"] == resource.RLIM_INFINITY
-    else:  # only the probe ran: the cap is the address space's
-        assert len(calls) == 1 and seen["address_space_limit"] == 700 << 20
 
 
 def test_a_warmed_repls_memory_report_names_its_largest_address_space_and_resident_memory(repl):

@@ -35,13 +35,10 @@ discipline (canonical lines of at most 4 KiB, echo), is never used: requests go 
 pipe on stdin. `lake exe repl` starts the REPL as its child with the same stdout, so it is
 answered the same way. Current REPLs, which flush each answer, read the same.
 
-The memory cap is a cgroup's `MemoryMax` (a transient systemd scope) where the host gives this
-user one, else RLIMIT_AS. RLIMIT_AS counts address space, not memory: every `.olean` Mathlib
-maps (about 5 GB of them) and each thread's malloc arena (glibc reserves 64 MiB of address
-space per arena, up to eight per core: dozens of GB on a many-core host) count against it, so
-a cap that means "this much memory" under a cgroup kills a warmed REPL under RLIMIT_AS. The
-REPL runs with `MALLOC_ARENA_MAX` set, which bounds the arenas either way; `memory_report`
-measures what a warmed REPL maps and holds (the self-test records it).
+The memory cap (`lean/memory_cap.py`) is a cgroup's `MemoryMax` (a transient systemd scope)
+where a probe inside such a scope reads the cap back, else RLIMIT_AS; the REPL runs with
+`MALLOC_ARENA_MAX` set either way. `memory_report` measures what a warmed REPL maps and holds
+(the self-test records it).
 
 `read_answer` is Goedel's reading made strict: errors are messages of severity `error`;
 complete means no errors, no sorries, no warning `declaration uses 'sorry'` in either quoting
@@ -71,6 +68,7 @@ import psutil
 
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.lean.canary import answers_canary, canary_command, new_nonce
+from prover_assets.lean.memory_cap import MALLOC_ARENA_MAX, cgroup_prefix, memory_limit
 
 __all__ = [
     "AnswerBuffer",
@@ -82,8 +80,6 @@ __all__ = [
     "contained_argv",
     "containment",
     "describe_containment",
-    "describe_memory_limit",
-    "memory_limit",
     "read_answer",
 ]
 
@@ -301,44 +297,6 @@ def contained_argv(
     return list(command)
 
 
-# glibc's arenas per process: two, not eight per core (each reserves 64 MiB of address space).
-MALLOC_ARENA_MAX = "2"
-
-
-@functools.cache
-def memory_limit() -> str:
-    """How a memory cap is enforced on this host: `cgroup` where `systemd-run --user --scope`
-    can start a scope with `MemoryMax` (cgroup v2 delegated to the user), else `rlimit_as`."""
-    if shutil.which("systemd-run") is None:
-        return "rlimit_as"
-    try:
-        probe = subprocess.run(
-            [*_cgroup_prefix(64), "true"], capture_output=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "rlimit_as"
-    return "cgroup" if probe.returncode == 0 else "rlimit_as"
-
-
-def describe_memory_limit(cap_mb: int | None) -> dict[str, object]:
-    """What a verdict records of its REPL's memory cap."""
-    mechanism = "none" if cap_mb is None else memory_limit()
-    described = {
-        "cgroup": "cgroup MemoryMax (systemd-run --user --scope), swap off",
-        "rlimit_as": "RLIMIT_AS (address space: mapped .oleans and malloc arenas count)",
-        "none": "none: no memory_cap_mb",
-    }[mechanism]
-    return {"mechanism": mechanism, "how": described, "malloc_arena_max": int(MALLOC_ARENA_MAX)}
-
-
-def _cgroup_prefix(cap_mb: int) -> tuple[str, ...]:
-    # `--scope` runs the command itself (no fork): the REPL stays this process's child.
-    return (
-        "systemd-run", "--user", "--scope", "--quiet", "--collect",
-        "-p", f"MemoryMax={cap_mb}M", "-p", "MemorySwapMax=0", "--",
-    )  # fmt: skip
-
-
 @dataclass
 class ReplProcess:
     """One running REPL. Not thread-safe: one caller at a time (a pool worker)."""
@@ -365,7 +323,7 @@ class ReplProcess:
             argv = contained_argv(argv, tmpdir=self._tmpdir, hidden=self.hidden, cwd=self.cwd)
         address_space_mb = self.memory_cap_mb
         if self.memory_cap_mb is not None and memory_limit() == "cgroup":
-            argv = [*_cgroup_prefix(self.memory_cap_mb), *argv]
+            argv = [*cgroup_prefix(self.memory_cap_mb), *argv]
             address_space_mb = None
         env = {
             **os.environ,

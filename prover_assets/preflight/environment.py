@@ -36,8 +36,9 @@ from prover_assets.config import (
 )
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.generation.revision import model_revision
+from prover_assets.lean.memory_cap import memory_cap
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.repl import ReplProcess, describe_containment, memory_limit
+from prover_assets.lean.repl import ReplProcess, describe_containment
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
@@ -380,11 +381,13 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
         return _not_applicable(
             "lean.import", "a Lean server sizes its own workers", "", "see the server's own logs"
         )
-    mechanism = memory_limit()
+    cap = memory_cap()
+    mechanism = cap.mechanism
     limit = "resident" if mechanism == "cgroup" else "address space"
     threshold = (
         f"within header_timeout_s {lean.header_timeout_s:g} s; {limit} below memory_cap_mb "
-        f"{lean.memory_cap_mb} ({mechanism}); resident below memory_ceiling_mb {lean.memory_ceiling_mb}"
+        f"{lean.memory_cap_mb} ({mechanism}: {cap.evidence}); resident below memory_ceiling_mb "
+        f"{lean.memory_ceiling_mb}"
     )
     remedy = (
         "raise memory_cap_mb / memory_ceiling_mb to what a warmed REPL needs (measured here), or "

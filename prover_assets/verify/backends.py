@@ -33,12 +33,12 @@ from prover_assets.config import (
     require_filled,
 )
 from prover_assets.http import backoff_s, pooled_session
+from prover_assets.lean.memory_cap import describe_memory_limit
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import (
     ReplFailure,
     ReplProcess,
     describe_containment,
-    describe_memory_limit,
     read_answer,
 )
 from prover_assets.lean.statements import statement_check_command
