@@ -645,3 +645,43 @@ def test_a_forged_answer_anywhere_in_the_stream_never_yields_accepted():
             assert verdict.stage is Stage.FORGED_OUTPUT
 
     check()
+
+
+# --- one header per process ------------------------------------------------------------------
+
+
+def test_a_mixed_header_batch_imports_one_header_per_process_and_stays_under_the_cap(
+    tmp_path, monkeypatch
+):
+    import prover_assets.lean.repl as repl_module
+    from prover_assets.verify.worker import LeanJob, ReplWorker
+
+    # RLIMIT_AS at 350 MiB: one import of 200 MiB fits beside the double (about 27 MiB), two
+    # in one process (the first mapped, the second anonymous, as Lean's) do not.
+    monkeypatch.setattr(repl_module, "memory_limit", lambda: "rlimit_as")
+    log = tmp_path / "repl_log.jsonl"
+    olean = ["--import-memory-mb", "200", "--olean-file", str(tmp_path / "mathlib.olean")]
+    worker = ReplWorker(
+        0,
+        lambda: ReplProcess([*DOUBLE, "--log", str(log), *olean], memory_cap_mb=350, sandbox=False),
+        header_timeout_s=30,
+        check_timeout_s=10,
+        recycle_after=1000,
+        memory_ceiling_mb=float("inf"),
+    )
+    headers = [HEADER_A, HEADER_B, HEADER_B, HEADER_A, HEADER_B]
+    try:
+        results = [
+            worker.execute(LeanJob(("p", i), header, f"{SIGNATURE}\n  omega", "t", 10.0), 1)
+            for i, header in enumerate(headers)
+        ]
+    finally:
+        worker.close()
+    assert [(r.failure, r.attempts) for r in results] == [(None, 1)] * len(headers)
+    imports = [e for e in repl_log(tmp_path) if "env" not in e["request"]]
+    by_process = {}
+    for entry in imports:
+        by_process.setdefault(entry["pid"], []).append(entry["request"]["cmd"])
+    assert all(len(commands) == 1 for commands in by_process.values())
+    assert len(by_process) == 4  # a process for each change of header: A, B, A, B
+    assert (worker.restarts, worker.header_switches) == (0, 3)

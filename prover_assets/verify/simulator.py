@@ -38,12 +38,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import mmap
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from prover_assets.lean.canary import canary_name
@@ -259,11 +261,15 @@ class ReplSimulator:
     seed: int = 0
     warning_style: str = "v4.9"
     # What a header costs, as `import Mathlib` does in the real REPL: each command without an
-    # env imports again (its .olean files mapped anew: the env is fresh), taking this long and
-    # holding this much resident memory for the process's life.
+    # env imports again (the env is fresh), taking this long and holding this much resident
+    # memory for the process's life. With `olean_file`, the process's first import maps that
+    # file (file-backed pages, shared by every process that maps it, as Lean maps each .olean
+    # at its stored base address), and each later one holds the same size again as anonymous
+    # memory (Lean's `read_module_data` when the base address is taken).
     import_delay_s: float = 0.0
     import_memory_mb: int = 0
-    imported: list[bytearray] = field(default_factory=list)
+    olean_file: Path | None = None
+    imported: list[bytearray | mmap.mmap] = field(default_factory=list)
     envs: list[Env] = field(default_factory=list)
     commands: int = 0
 
@@ -277,11 +283,21 @@ class ReplSimulator:
             return self.answer_print_axioms(command, printed.group(1), base)
         if base is None:
             time.sleep(self.import_delay_s)
-            self.imported.append(bytearray(b"x" * (self.import_memory_mb << 20)))  # resident
+            self.imported.append(self._imported_memory())
         reply = self.judge(command, base)
         if reply.pop(RAW, False):  # an answer as a REPL that lost its state gives: no env
             return reply
         return self.with_new_env(command, reply, reply.pop(DECLARED_AXIOMS, STANDARD_AXIOMS))
+
+    def _imported_memory(self) -> bytearray | mmap.mmap:
+        size = self.import_memory_mb << 20
+        if self.olean_file is None or self.imported or size == 0:
+            return bytearray(b"x" * size)  # resident, this process's own
+        with open(self.olean_file, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ)
+        for offset in range(0, size, mmap.PAGESIZE):  # fault every page in: resident, shared
+            mapped[offset]
+        return mapped
 
     def canary_answer(self, command: str, base: int | None) -> dict[str, Any] | None:
         """The answer to the client's canary (None for any other command): Lean's error for an

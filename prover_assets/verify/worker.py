@@ -1,9 +1,10 @@
-"""One verification worker: a REPL process, its header environments, and its recycling.
+"""One verification worker: a REPL process, its header environment, and its recycling.
 
-The header is elaborated once per worker (per distinct header) and reused as `env`; each proof
-is one command against it, then `#print axioms <theorem>` and the statement check in the
-proof's env. The worker is recycled (a fresh REPL) after N commands or above a resident-memory
-ceiling.
+The header is elaborated once per REPL process and reused as `env`; a job with another header
+gets another process (the warm spare, when it holds that header), never a second import in
+place (see `ReplWorker._ready`). Each proof is one command against it, then `#print axioms
+<theorem>` and the statement check in the proof's env. The worker is recycled (a fresh REPL)
+after N commands or above a resident-memory ceiling.
 
 Only the proof's own command can earn a verdict from a fault: exceeding its budget is `timeout`.
 A fault anywhere else (the header, `#print axioms`, the statement check) or an answer that is
@@ -233,16 +234,24 @@ class ReplWorker:
         self.restarts = 0
         self.recycles = 0
         self.header_imports = 0  # by this worker's processes (a spare's are the spare's)
+        self.header_switches = 0  # processes closed because the next job needed another header
 
     def memory_report(self) -> dict[str, float] | None:
         """What this worker's REPL maps and holds now (None when none runs)."""
         return self._process.memory_report() if self._process is not None else None
 
     def held_headers(self) -> tuple[str, ...]:
-        """The headers this worker's REPL has imported: its cheapest next jobs."""
+        """The header this worker's REPL has imported (at most one): its cheapest next jobs."""
         return tuple(self._envs)
 
     def _ready(self, header: str) -> ReplProcess:
+        if self._process is not None and self._envs and header not in self._envs:
+            # One header per process: Lean maps each .olean at its stored base address, which
+            # the first import holds; a second import reads the files into anonymous memory
+            # (`read_module_data`, src/library/module.cpp), about the first's size again.
+            self.header_switches += 1
+            self._process.close()
+            self._process = None
         if self._process is None or not self._process.alive:
             if self._process is not None:
                 self.restarts += 1

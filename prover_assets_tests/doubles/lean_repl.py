@@ -13,7 +13,9 @@ Protocol (as leanprover-community/repl):
   writes it (`IO.println`, no flush: C stdio buffers it in 4 KiB blocks on a pipe and by line
   on a terminal), or flushed after each answer with --flush-each (REPLs since 4fc1e6d);
 - `{"cmd": ...}` without `env` starts a fresh environment: the header, imported anew each time,
-  at the cost of --import-delay seconds and --import-memory-mb resident MB held from then on;
+  at the cost of --import-delay seconds and --import-memory-mb resident MB held from then on
+  (with --olean-file FILE, the process's first import maps FILE, shared with every process
+  that maps it, and each later one holds the same size again as its own, as Lean's does);
   with an unknown `env` it answers `{"message": "Unknown environment."}` and allocates nothing;
   every other command allocates a new env id, also when it has errors.
 
@@ -333,6 +335,21 @@ def _log(path: str | None, entry: dict[str, Any]) -> None:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
 
+def _olean_file(path: str | None, size_mb: int) -> Path | None:
+    """The file that stands for Mathlib's .olean files, `size_mb` of them, shared by every
+    process of the double given the same path (written once, atomically)."""
+    if path is None:
+        return None
+    olean = Path(path)
+    if not olean.exists() or olean.stat().st_size < size_mb << 20:
+        partial = olean.with_name(f"{olean.name}.{os.getpid()}.tmp")
+        with open(partial, "wb") as handle:
+            for _ in range(size_mb):  # written, not sparse: a hole may map the shared zero page
+                handle.write(b"o" * (1 << 20))
+        os.replace(partial, olean)
+    return olean
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rules")
@@ -340,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warning-style", choices=sorted(SORRY_WARNING), default="v4.9")
     parser.add_argument("--import-delay", type=float, default=0.0)
     parser.add_argument("--import-memory-mb", type=int, default=0)
+    parser.add_argument("--olean-file")
     parser.add_argument("--startup-delay", type=float, default=0.0)
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--chunked-output", action="store_true")
@@ -350,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         warning_style=args.warning_style,
         import_delay_s=args.import_delay,
         import_memory_mb=args.import_memory_mb,
+        olean_file=_olean_file(args.olean_file, args.import_memory_mb),
         rules=rules,
         rules_path=args.rules,
         log_path=args.log,
