@@ -422,7 +422,8 @@ class _ReplPoolSettings(_LeanCommon):
     # a hang there is infrastructure, never the proof's timeout.
     check_timeout_factor: Annotated[float, Field(gt=0)] = 0.5
     memory_cap_mb: PositiveInt = 12288  # RLIMIT_AS of each REPL process
-    memory_ceiling_mb: PositiveInt = 8192  # resident size after which a worker is recycled
+    # unique memory (USS: not the .olean pages every REPL shares) after which a worker is recycled
+    memory_ceiling_mb: PositiveInt = 8192
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
     # Contain each REPL: bubblewrap where it runs, else no network alone (`lean/repl.py`).
     sandbox: bool = True

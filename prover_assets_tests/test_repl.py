@@ -542,6 +542,22 @@ def test_a_warmed_repls_memory_report_names_its_largest_address_space_and_reside
     assert after["address_space_mb"] >= after["resident_mb"] - 1
 
 
+def test_mapped_olean_pages_are_shared_memory_and_a_second_import_is_the_processs_own(
+    repl, tmp_path
+):
+    olean = ["--import-memory-mb", "96", "--olean-file", str(tmp_path / "mathlib.olean")]
+    first, second = repl(*olean), repl(*olean)
+    first.send({"cmd": "import Mathlib"}, 30)
+    second.send({"cmd": "import Mathlib"}, 30)
+    warmed = second.memory_report()
+    # 96 MiB resident, all of it the mapped file both processes share
+    assert warmed["shared_mb"] >= 90 and warmed["unique_mb"] < warmed["resident_mb"] - 90
+    second.send({"cmd": "import Mathlib\nimport Aesop"}, 30)
+    again = second.memory_report()
+    assert again["unique_mb"] - warmed["unique_mb"] > 90  # read into its own memory
+    assert abs(again["shared_mb"] - warmed["shared_mb"]) < 10
+
+
 # --- answers bound to their commands ---------------------------------------------------------
 
 

@@ -328,6 +328,27 @@ def test_worker_is_recycled_above_the_memory_ceiling(tmp_path, monkeypatch):
     assert recycles_over_a_1_mb_ceiling(tmp_path) == 3
 
 
+@pytest.mark.parametrize(("mapped", "recycles"), [(True, 0), (False, 2)])
+def test_the_memory_ceiling_counts_a_repls_own_memory_not_the_oleans_it_shares(
+    tmp_path, monkeypatch, mapped, recycles
+):
+    # A 96 MiB import under a 60 MiB ceiling: mapped from the shared .olean file it is not the
+    # worker's own memory (about 20 MiB of the double is); read into its heap it is.
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
+    olean = ["--olean-file", str(tmp_path / "mathlib.olean")] if mapped else []
+    generations = [
+        make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
+        for i in range(2)
+    ]
+    with double_backend(
+        tmp_path, None, "--import-memory-mb", "96", *olean, workers=1, memory_ceiling_mb=60.0
+    ) as backend:
+        StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
+            [(make_problem(), g) for g in generations]
+        )
+        assert backend.pool.recycles() == recycles
+
+
 def test_memory_is_measured_at_most_once_per_interval(tmp_path, monkeypatch):
     # An interval longer than the test and shorter than the clock's reading since boot.
     monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 60.0)

@@ -59,7 +59,7 @@ import subprocess
 import tempfile
 import time
 import tty
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -493,22 +493,36 @@ class ReplProcess:
         except psutil.NoSuchProcess:
             return []
 
-    def resident_mb(self) -> float:
-        """Resident memory of the REPL's process and its descendants (lake and the repl)."""
+    def _summed(self, read: Callable[[psutil.Process], int]) -> float:
         total = 0
         for process in self._tree():
             with contextlib.suppress(psutil.Error):  # it exited or changed owner meanwhile
-                total += process.memory_info().rss
+                total += read(process)
         return total / (1 << 20)
 
+    def resident_mb(self) -> float:
+        """Resident memory of the REPL's process tree: the `.olean` pages every REPL maps (about
+        5 GB for Mathlib, one copy on the host) counted in each."""
+        return self._summed(lambda process: process.memory_info().rss)
+
+    def unique_mb(self) -> float:
+        """Memory only this REPL's process tree holds (psutil's USS: its private pages): what
+        one more worker adds to the host, and what grows as proofs are elaborated."""
+        return self._summed(lambda process: process.memory_full_info().uss)
+
     def memory_report(self) -> dict[str, float]:
-        """What the cap must allow: the largest address space of one process of the tree (what
-        RLIMIT_AS, per process, limits) and the tree's resident memory (what a cgroup limits)."""
+        """What the cap and the host must allow: the largest address space of one process of
+        the tree (what RLIMIT_AS, per process, limits), the tree's resident memory (what a
+        cgroup limits), its unique memory, and the rest of the resident memory, shared (the
+        mapped `.olean` files, one copy for every REPL of the host)."""
         largest = 0
         for process in self._tree():
             with contextlib.suppress(psutil.Error):
                 largest = max(largest, process.memory_info().vms)
+        resident, unique = self.resident_mb(), self.unique_mb()
         return {
             "address_space_mb": round(largest / (1 << 20), 1),
-            "resident_mb": round(self.resident_mb(), 1),
+            "resident_mb": round(resident, 1),
+            "unique_mb": round(unique, 1),
+            "shared_mb": round(max(0.0, resident - unique), 1),
         }

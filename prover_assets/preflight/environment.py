@@ -44,6 +44,7 @@ from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
+from prover_assets.verify.sizing import lean_host_mb
 
 __all__ = [
     "GOLDEN_PROBLEM",
@@ -343,6 +344,8 @@ class ReplMeasure:
     import_s: float | None = None
     resident_mb: float | None = None
     address_space_mb: float | None = None
+    unique_mb: float | None = None  # the warmed REPL's own memory (USS)
+    shared_mb: float | None = None  # the rest of its resident memory: the mapped .oleans
 
 
 def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure) -> PreflightCheck:
@@ -386,8 +389,8 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
     limit = "resident" if mechanism == "cgroup" else "address space"
     threshold = (
         f"within header_timeout_s {lean.header_timeout_s:g} s; {limit} below memory_cap_mb "
-        f"{lean.memory_cap_mb} ({mechanism}: {cap.evidence}); resident below memory_ceiling_mb "
-        f"{lean.memory_ceiling_mb}"
+        f"{lean.memory_cap_mb} ({mechanism}: {cap.evidence}); unique memory (USS) below "
+        f"memory_ceiling_mb {lean.memory_ceiling_mb}"
     )
     remedy = (
         "raise memory_cap_mb / memory_ceiling_mb to what a warmed REPL needs (measured here), or "
@@ -401,14 +404,17 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
         measured.import_s = answer.seconds
         measured.resident_mb = memory["resident_mb"]
         measured.address_space_mb = memory["address_space_mb"]
+        measured.unique_mb = memory["unique_mb"]
+        measured.shared_mb = memory["shared_mb"]
         held = memory["resident_mb"] if mechanism == "cgroup" else memory["address_space_mb"]
         ok = (
             not answer.errors
             and held < lean.memory_cap_mb
-            and memory["resident_mb"] < lean.memory_ceiling_mb
+            and memory["unique_mb"] < lean.memory_ceiling_mb
         )
         text = (
-            f"{answer.seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB, address space "
+            f"{answer.seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB (unique "
+            f"{memory['unique_mb']:.0f}, shared {memory['shared_mb']:.0f}), address space "
             f"{memory['address_space_mb']:.0f} MiB"
             + (f"; errors: {answer.errors[:2]}" if answer.errors else "")
         )
@@ -425,12 +431,14 @@ def host_memory_check(
     lean, gpu = config.lean, config.gpu
     total = total_bytes if total_bytes is not None else psutil.virtual_memory().total
     workers = 0 if isinstance(lean, RemoteLeanSettings) else lean.workers
-    per_worker_mb = (
-        measured.resident_mb
-        if measured.resident_mb is not None
-        else getattr(lean, "memory_ceiling_mb", 0)
-    )
-    lean_bytes = workers * per_worker_mb * MIB
+    spare = bool(getattr(lean, "warm_spare", False))
+    if measured.unique_mb is not None and measured.shared_mb is not None:
+        per_worker_mb, shared_mb, source = measured.unique_mb, measured.shared_mb, "measured"
+    else:  # not measured: the ceiling, as if all of it were the worker's own
+        per_worker_mb, shared_mb = getattr(lean, "memory_ceiling_mb", 0), 0.0
+        source = "memory_ceiling_mb"
+    lean_bytes = lean_host_mb(workers, spare=spare, unique_mb=per_worker_mb, shared_mb=shared_mb)
+    lean_bytes *= MIB
     if gpu.engine == "vllm":
         slices = len(gpu.gpus) // (gpu.tensor_parallel_size * gpu.pipeline_parallel_size)
         engine_bytes = slices * ENGINE_HOST_GIB * (1 << 30)
@@ -443,9 +451,10 @@ def host_memory_check(
     need = (
         lean_bytes + engine_bytes if gpu.schedule == "overlapped" else max(lean_bytes, engine_bytes)
     )
-    source = "measured" if measured.resident_mb is not None else "memory_ceiling_mb"
+    processes = f"{workers} workers" + (" + the warm spare" if spare and workers else "")
     text = (
-        f"need {need / (1 << 30):.1f} GiB ({workers} workers x {per_worker_mb:.0f} MiB {source}; "
+        f"need {need / (1 << 30):.1f} GiB ({processes} x {per_worker_mb:.0f} MiB unique {source}"
+        f" + {shared_mb:.0f} MiB shared .oleans once; "
         f"{engines} {engine_bytes / (1 << 30):.1f} GiB; schedule {gpu.schedule}) of "
         f"{total / (1 << 30):.1f} GiB"
     )
