@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets.lean.repl import containment
 from prover_assets.verify.workspace import (
+    CACHE_ATTEMPTS,
     CACHE_DONE,
+    NO_CACHE_ON_UPDATE,
     WorkspaceError,
     WorkspacePins,
     build_workspace,
+    lakefile,
     main,
 )
 from prover_assets_tests.doubles.lean_tools import install_stand_ins
@@ -85,15 +87,53 @@ def test_a_rerun_resumes_and_repeats_only_the_repl_build_and_the_checks(tmp_path
     ]
 
 
-def test_a_cache_no_longer_served_builds_mathlib_and_says_it_takes_hours(
+def test_a_cache_that_cannot_be_had_is_tried_three_times_then_mathlib_is_built(
     tmp_path, stand_ins, monkeypatch, capsys
 ):
+    # Offline: Mathlib's post_update hook would fail `lake update` itself; the recipe turns the
+    # hook's fetch off, tries its own three times, then builds.
     monkeypatch.setenv("STAND_IN_NO_CACHE", "1")
-    build_workspace(tmp_path / "workspace", PINS)
+    build_workspace(tmp_path / "workspace", PINS, cache_retry_pause_s=0)
     calls = stand_ins()
-    assert calls[calls.index("lake exe cache get") + 1] == "lake build Mathlib"
-    assert "This takes hours" in capsys.readouterr().out
+    assert calls[calls.index("lake update") :][:6] == [
+        "lake update",
+        *["lake exe cache get"] * CACHE_ATTEMPTS,
+        "lake build Mathlib",
+        "lake build repl",
+    ]
+    out = capsys.readouterr().out
+    assert "could not be had in 3 attempts" in out and "This takes hours" in out
     assert (tmp_path / "workspace" / CACHE_DONE).read_text() == "d1d1e4b7\n"
+
+
+def test_a_download_cut_short_is_fetched_again_not_built(tmp_path, stand_ins, monkeypatch):
+    monkeypatch.setenv("STAND_IN_CACHE_FAILS", "2")
+    build_workspace(tmp_path / "workspace", PINS, cache_retry_pause_s=0)
+    calls = stand_ins()
+    assert calls.count("lake exe cache get") == 3
+    assert "lake build Mathlib" not in calls
+
+
+def test_offline_the_stand_ins_update_fails_without_the_variable_as_mathlibs_hook_makes_it(
+    tmp_path, stand_ins, monkeypatch
+):
+    # The stand-in is no kinder than the pinned Mathlib's hook: the old recipe's bare
+    # `lake update` fails offline; the recipe's passes.
+    import subprocess
+
+    monkeypatch.setenv("STAND_IN_NO_CACHE", "1")
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / "lakefile.lean").write_text(lakefile(PINS))
+    bare = subprocess.run(["lake", "update"], cwd=folder, capture_output=True, text=True)
+    assert bare.returncode == 1 and "mathlib: failed to fetch cache" in bare.stderr
+    assert subprocess.run([*NO_CACHE_ON_UPDATE, "lake", "update"], cwd=folder).returncode == 0
+
+
+def test_a_toolchain_mathlibs_hook_changes_is_refused_naming_both(tmp_path, stand_ins, monkeypatch):
+    monkeypatch.setenv("STAND_IN_MATHLIB_TOOLCHAIN", "leanprover/lean4:v4.10.0\n")
+    with pytest.raises(WorkspaceError, match=r"asks for leanprover/lean4:v4.10.0 .* the pins say"):
+        build_workspace(tmp_path / "workspace", PINS)
 
 
 def test_a_package_checked_out_at_another_commit_is_refused(tmp_path, stand_ins, monkeypatch):
@@ -129,11 +169,12 @@ def test_make_lean_workspace_builds_reads_the_pins_back_and_passes_the_self_test
     out = capsys.readouterr().out
     assert "pins read back: Lean v4.9.0-rc1, Mathlib d1d1e4b7" in out
     assert "self-test passed: known-good accepted" in out
-    # The REPL was started as the verifier starts it: the double runs only through the stand-in's
-    # `lake exe repl` (the built `repl` is a text file). Under bubblewrap that call cannot log
-    # itself: nothing outside the REPL's own TMPDIR is writable there.
-    logged = "lake exe repl" in stand_ins()
-    assert logged == (containment().mechanism != "bwrap")
+    # The REPL started as the workers start it: the built binary with `lake env`'s variables,
+    # read once; no `lake exe repl`, no Lake process above any REPL.
+    assert "'via': \"the REPL binary with `lake env`'s environment\"" in out
+    calls = stand_ins()
+    assert "lake env env -0" in calls
+    assert not any(call.startswith("lake exe repl") for call in calls)
 
 
 def test_a_workspace_still_a_placeholder_is_refused_naming_the_key(tmp_path, stand_ins, capsys):

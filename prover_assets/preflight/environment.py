@@ -36,6 +36,7 @@ from prover_assets.config import (
 )
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.generation.revision import model_revision
+from prover_assets.lean.launch import repl_launch
 from prover_assets.lean.memory_cap import memory_cap
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplProcess, describe_containment
@@ -324,8 +325,15 @@ def one_command(
         cwd = None
     else:
         argv, cwd = list(lean.command), Path(lean.workspace)
+    launch = repl_launch(argv, cwd)  # the direct start the workers use, proved to answer
     started = time.monotonic()
-    process = ReplProcess(argv, cwd=cwd, memory_cap_mb=lean.memory_cap_mb, sandbox=lean.sandbox)
+    process = ReplProcess(
+        launch.argv,
+        cwd=cwd,
+        memory_cap_mb=lean.memory_cap_mb,
+        sandbox=lean.sandbox,
+        extra_env=launch.env,
+    )
     process.start()
     try:
         answer = process.send({"cmd": command}, timeout_s)

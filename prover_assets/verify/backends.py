@@ -1,6 +1,7 @@
 """Lean backends behind one interface: a local REPL pool, a remote server, the demo's simulation.
 
-- `LocalReplBackend`: a work-stealing pool of REPL processes (`lake exe repl` in the workspace).
+- `LocalReplBackend`: a work-stealing pool of REPL processes (the workspace's REPL binary,
+  started with `lake env`'s environment: `lean/launch.py`).
 - `RemoteBackend`: a Kimina Lean Server (`POST /api/check`) for scale-out.
 - the simulated backend of the demo: the same local pool, with the REPL double as the REPL and
   a seeded acceptance rule; its pins say SIMULATED, so nothing it produces is evidence.
@@ -33,6 +34,7 @@ from prover_assets.config import (
     require_filled,
 )
 from prover_assets.http import backoff_s, pooled_session
+from prover_assets.lean.launch import repl_launch
 from prover_assets.lean.memory_cap import describe_memory_limit
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import (
@@ -157,13 +159,16 @@ class LocalReplBackend(LeanBackend):
         self.header_timeout_s = header_timeout_s
         self.check_timeout_s = check_timeout_s
 
+        self.launch = repl_launch(self.command, cwd)
+
         def factory() -> ReplProcess:
             return ReplProcess(
-                self.command,
+                self.launch.argv,
                 cwd=cwd,
                 memory_cap_mb=memory_cap_mb,
                 sandbox=sandbox,
                 hidden=hidden,
+                extra_env=self.launch.env,
             )
 
         self.warm_spare = warm_spare
@@ -189,6 +194,7 @@ class LocalReplBackend(LeanBackend):
         return {
             "backend": self.pins.backend,
             "command": self.command,
+            "repl_start": self.launch.record(),
             "workers": self.workers,
             "memory_cap_mb": self.memory_cap_mb,
             "memory_limit": describe_memory_limit(self.memory_cap_mb),

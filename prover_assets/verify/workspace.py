@@ -6,13 +6,18 @@ Steps, each printed with the command it runs, each skipped when its result is al
 1. elan: an existing install (`elan` on PATH, or `~/.elan/bin/elan`); none is downloaded;
 2. the toolchain the pins name (`elan toolchain install leanprover/lean4:<lean_version>`);
 3. a lake project requiring Mathlib and the REPL at their pinned commits (`lean-toolchain`,
-   `lakefile.lean`), then `lake update` to fetch them and write `lake-manifest.json`;
-4. `lake exe cache get` (Mathlib's prebuilt `.olean`s for that commit); where the cache is no
-   longer served, `lake build Mathlib`, which takes hours;
-5. `lake build repl`: a root `lake build` does not build a dependency's executable, and
-   workers that each start `lake exe repl` would race to build it inside the header timeout;
+   `lakefile.lean`), then `lake update` to fetch them and write `lake-manifest.json`, under
+   `MATHLIB_NO_CACHE_ON_UPDATE=1`: Mathlib's `post_update` hook would otherwise run `cache get`
+   inside `lake update` (and fail it where the cache cannot be had, before step 4's fallback);
+   the hook also copies Mathlib's `lean-toolchain` over the workspace's, which is read back;
+4. `lake exe cache get` (Mathlib's prebuilt `.olean`s for that commit), up to
+   `CACHE_ATTEMPTS` times; where the cache cannot be had, `lake build Mathlib`, which takes
+   hours;
+5. `lake build repl`: a root `lake build` does not build a dependency's executable; the
+   workers start that binary directly with `lake env`'s environment (`lean/launch.py`);
 6. the pins read back (`read_workspace_pins`, and each package's git HEAD) and compared with
-   `expected_pins`, then the verifier's self-test on one REPL of the workspace.
+   `expected_pins`, then the verifier's self-test on one REPL of the workspace, started as the
+   workers start it.
 
 `python -m prover_assets.verify.workspace --config configs/p2.yaml [--workspace DIR]`.
 """
@@ -24,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from prover_assets.config import is_placeholder
+from prover_assets.lean.launch import LaunchError
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Pins, publish_text
 from prover_assets.verify.backends import LocalReplBackend, self_test
@@ -42,6 +49,12 @@ MATHLIB_GIT = "https://github.com/leanprover-community/mathlib4"
 REPL_GIT = "https://github.com/leanprover-community/repl"
 # Written once `lake exe cache get` (or the build it fell back to) has finished.
 CACHE_DONE = ".lake/prover_assets_mathlib_ready"
+# `lake exe cache get` tries before building Mathlib instead: a download cut short is common,
+# a cache that is not served stays so.
+CACHE_ATTEMPTS = 3
+CACHE_RETRY_PAUSE_S = 30.0
+# Mathlib's post_update hook runs `cache get` inside `lake update` unless this is "1".
+NO_CACHE_ON_UPDATE = ("env", "MATHLIB_NO_CACHE_ON_UPDATE=1")
 
 
 class WorkspaceError(RuntimeError):
@@ -139,7 +152,58 @@ def _step(run: Runner, command: Sequence[str], cwd: Path | None, what_to_do: str
         raise WorkspaceError(f"`{' '.join(command)}` exited {code}: {what_to_do}")
 
 
-def build_workspace(folder: Path, pins: WorkspacePins, run: Runner = _run_printed) -> Pins:
+def _fetch_mathlib(folder: Path, pins: WorkspacePins, run: Runner, pause_s: float) -> None:
+    """Mathlib's prebuilt `.olean`s, or, where the cache cannot be had, a build from source."""
+    if (folder / CACHE_DONE).is_file():
+        print("Mathlib's .olean files: in place", flush=True)
+        return
+    for attempt in range(1, CACHE_ATTEMPTS + 1):
+        if run(["lake", "exe", "cache", "get"], folder) == 0:
+            break
+        if attempt < CACHE_ATTEMPTS:
+            print(
+                f"`lake exe cache get` failed (attempt {attempt} of {CACHE_ATTEMPTS}); "
+                f"again in {pause_s:g} s",
+                flush=True,
+            )
+            time.sleep(pause_s)
+    else:
+        print(
+            f"Mathlib's cache for {pins.mathlib_rev} could not be had in {CACHE_ATTEMPTS} "
+            "attempts (no network, or no longer served): building Mathlib from source instead. "
+            "This takes hours (about three on 16 cores) and the same disk as the cache; a "
+            "rerun resumes the build.",
+            flush=True,
+        )
+        _step(run, ["lake", "build", "Mathlib"], folder, "Mathlib did not build")
+    publish_text(folder / CACHE_DONE, pins.mathlib_rev + "\n")
+
+
+def _update(folder: Path, pins: WorkspacePins, run: Runner) -> None:
+    """`lake update` without the cache download Mathlib's hook would start, then the toolchain
+    the hook copied from Mathlib read back against the pins."""
+    _step(
+        run,
+        [*NO_CACHE_ON_UPDATE, "lake", "update"],
+        folder,
+        "lake could not fetch Mathlib and the REPL",
+    )
+    toolchain = (folder / "lean-toolchain").read_text(encoding="utf-8").strip()
+    if toolchain != pins.toolchain:
+        raise WorkspaceError(
+            f"Mathlib {pins.mathlib_rev} asks for {toolchain} (its post_update hook wrote it "
+            f"to {folder / 'lean-toolchain'}), the pins say {pins.toolchain}: pin the Lean "
+            "version Mathlib's lean-toolchain names at that commit"
+        )
+
+
+def build_workspace(
+    folder: Path,
+    pins: WorkspacePins,
+    run: Runner = _run_printed,
+    *,
+    cache_retry_pause_s: float = CACHE_RETRY_PAUSE_S,
+) -> Pins:
     """Build (or finish building) the workspace in `folder`; returns the pins read back."""
     elan = _elan()
     print(f"elan: {elan}", flush=True)
@@ -156,19 +220,8 @@ def build_workspace(folder: Path, pins: WorkspacePins, run: Runner = _run_printe
     changed = _write_if_changed(folder / "lean-toolchain", pins.toolchain + "\n")
     changed |= _write_if_changed(folder / "lakefile.lean", lakefile(pins))
     if changed or not _manifest_matches(folder, pins):
-        _step(run, ["lake", "update"], folder, "lake could not fetch Mathlib and the REPL")
-    if (folder / CACHE_DONE).is_file():
-        print("Mathlib's .olean files: in place", flush=True)
-    else:
-        if run(["lake", "exe", "cache", "get"], folder) != 0:
-            print(
-                f"Mathlib's cache for {pins.mathlib_rev} is not served (any more): building "
-                "Mathlib from source instead. This takes hours (about three on 16 cores); "
-                "a rerun resumes the build.",
-                flush=True,
-            )
-            _step(run, ["lake", "build", "Mathlib"], folder, "Mathlib did not build")
-        publish_text(folder / CACHE_DONE, pins.mathlib_rev + "\n")
+        _update(folder, pins, run)
+    _fetch_mathlib(folder, pins, run, cache_retry_pause_s)
     _step(run, ["lake", "build", "repl"], folder, "the REPL did not build")
     found = read_workspace_pins(folder)
     check_expected_pins(found, vars(pins))
@@ -193,6 +246,7 @@ def run_self_test(folder: Path, pins: Pins, command: Sequence[str], budget_s: fl
     backend = LocalReplBackend(
         command, pins=pins, workers=1, cwd=folder, check_timeout_s=budget_s, warm_spare=False
     )
+    print(f"the REPL starts as: {backend.launch.record()}", flush=True)
     with backend:
         outcome = self_test(backend, budget_s, GOEDEL_HEADER.strip())
     print(f"self-test {'passed' if outcome.passed else 'FAILED'}: {outcome.description}")
@@ -227,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         found = build_workspace(folder.resolve(), pins)
         command = settings.get("command", ["lake", "exe", "repl"])
         passed = run_self_test(folder.resolve(), found, command, args.self_test_budget_s)
-    except (WorkspaceError, PinError) as exc:
+    except (WorkspaceError, PinError, LaunchError) as exc:
         print(f"make lean-workspace: {exc}", file=sys.stderr)
         return 1
     print(f"workspace ready: {folder.resolve()}" if passed else "workspace NOT ready")

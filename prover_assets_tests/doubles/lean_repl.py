@@ -281,6 +281,7 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
         "cwd": os.getcwd(),
         "address_space_limit": resource.getrlimit(resource.RLIMIT_AS)[0],
         "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
+        "lean_path": os.environ.get("LEAN_PATH"),
     }
     if "connect" in spec:
         host, port = spec["connect"].rsplit(":", 1)

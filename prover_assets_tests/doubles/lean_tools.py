@@ -1,10 +1,18 @@
 """Stand-ins for `elan`, `lake` and `git`, for `make lean-workspace` on a machine that can
 download no toolchain: each records its arguments (and working directory) in one log, in call
 order, and creates the files a real run would. Installed as executables on PATH by
-`install_stand_ins`; `lake exe repl` runs the REPL double.
+`install_stand_ins`.
 
-Environment: STAND_IN_LOG (the log), STAND_IN_STATE (a folder for elan's toolchains),
-STAND_IN_NO_CACHE=1 (`lake exe cache get` fails, as when the cache is no longer served),
+`lake update` runs Mathlib's `post_update` hook as the pinned Mathlib's lakefile does: it copies
+Mathlib's `lean-toolchain` over the workspace's (STAND_IN_MATHLIB_TOOLCHAIN, else the pinned
+v4.9.0-rc1), then, unless MATHLIB_NO_CACHE_ON_UPDATE=1, fetches the cache, and fails `lake
+update` when that fails. `lake env CMD...` runs CMD with Lake's variables added (`LEAN_PATH`,
+`LEAN_SYSROOT`, `PATH`); `lake build repl` writes the REPL binary, an executable that runs the
+REPL double, where Lake puts a dependency's executable.
+
+Environment: STAND_IN_LOG (the log), STAND_IN_STATE (a folder for elan's toolchains and the
+stand-ins' counters), STAND_IN_NO_CACHE=1 (every cache fetch fails: no network, or a cache no
+longer served), STAND_IN_CACHE_FAILS=N (the first N fetches fail: downloads cut short),
 STAND_IN_REPL_RULES (the double's rules file), STAND_IN_HEAD (what `git rev-parse HEAD` says
 instead of the pinned commit).
 """
@@ -47,32 +55,77 @@ def elan(argv: list[str]) -> int:
     return 0
 
 
+PINNED_TOOLCHAIN = "leanprover/lean4:v4.9.0-rc1\n"
+
+
+def _cache_fetched() -> bool:
+    """Whether this fetch of Mathlib's cache succeeds (STAND_IN_NO_CACHE, STAND_IN_CACHE_FAILS)."""
+    if os.environ.get("STAND_IN_NO_CACHE") == "1":
+        print("No cache files for this commit (or no network)", file=sys.stderr)
+        return False
+    counter = Path(os.environ["STAND_IN_STATE"]) / "cache_fetches"
+    counter.parent.mkdir(parents=True, exist_ok=True)
+    fetches = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(fetches))
+    if fetches <= int(os.environ.get("STAND_IN_CACHE_FAILS", "0")):
+        print("curl: (56) Recv failure: Connection reset by peer", file=sys.stderr)
+        return False
+    return True
+
+
+def _update(here: Path) -> int:
+    revs = re.findall(
+        r'require (\w+) from git\n\s+"[^"]+" @ "(\w+)"', Path("lakefile.lean").read_text()
+    )
+    packages = []
+    for name, rev in revs:
+        folder = here / ".lake/packages" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "HEAD_REV").write_text(_full(rev))
+        packages.append({"name": name, "rev": _full(rev), "type": "git"})
+    Path("lake-manifest.json").write_text(json.dumps({"version": 7, "packages": packages}))
+    # Mathlib's post_update hook (lakefile.lean at the pinned commit).
+    toolchain = os.environ.get("STAND_IN_MATHLIB_TOOLCHAIN", PINNED_TOOLCHAIN)
+    (here / ".lake/packages/mathlib/lean-toolchain").write_text(toolchain)
+    (here / "lean-toolchain").write_text(toolchain)
+    if os.environ.get("MATHLIB_NO_CACHE_ON_UPDATE") != "1" and not _cache_fetched():
+        print("error: mathlib: failed to fetch cache", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _lake_variables(here: Path) -> dict[str, str]:
+    sysroot = Path(os.environ["STAND_IN_STATE"]) / "toolchain"
+    libraries = [here / ".lake/packages" / p / ".lake/build/lib" for p in ("mathlib", "REPL")]
+    return {
+        "LEAN_SYSROOT": str(sysroot),
+        "LEAN_PATH": ":".join([*map(str, libraries), str(sysroot / "lib/lean")]),
+        "PATH": f"{sysroot / 'bin'}:{os.environ['PATH']}",
+        "LAKE": str(Path(sys.argv[0]).resolve()),
+    }
+
+
+def _write_repl_binary(binary: Path) -> None:
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    root = str(Path(__file__).parents[2])
+    binary.write_text(
+        "#!/bin/sh\n"
+        f'PYTHONPATH="{root}" exec "{sys.executable}" -m prover_assets_tests.doubles.lean_repl '
+        '--rules "$STAND_IN_REPL_RULES"\n'
+    )
+    binary.chmod(0o755)
+
+
 def lake(argv: list[str]) -> int:
     here = Path.cwd()
     if argv == ["update"]:
-        revs = re.findall(
-            r'require (\w+) from git\n\s+"[^"]+" @ "(\w+)"', Path("lakefile.lean").read_text()
-        )
-        packages = []
-        for name, rev in revs:
-            folder = here / ".lake/packages" / name
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "HEAD_REV").write_text(_full(rev))
-            packages.append({"name": name, "rev": _full(rev), "type": "git"})
-        Path("lake-manifest.json").write_text(json.dumps({"version": 7, "packages": packages}))
-    elif argv == ["exe", "cache", "get"]:
-        if os.environ.get("STAND_IN_NO_CACHE") == "1":
-            print("No cache files for this commit", file=sys.stderr)
-            return 1
-    elif argv == ["build", "repl"]:
-        binary = here / ".lake/packages/REPL/.lake/build/bin/repl"
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        binary.write_text("stand-in\n")
-    elif argv == ["exe", "repl"]:
-        rules = os.environ["STAND_IN_REPL_RULES"]
-        double = [sys.executable, "-m", "prover_assets_tests.doubles.lean_repl", "--rules", rules]
-        root = str(Path(__file__).parents[2])
-        os.execve(sys.executable, double, {**os.environ, "PYTHONPATH": root})
+        return _update(here)
+    if argv == ["exe", "cache", "get"]:
+        return 0 if _cache_fetched() else 1
+    if argv == ["build", "repl"]:
+        _write_repl_binary(here / ".lake/packages/REPL/.lake/build/bin/repl")
+    elif argv[:1] == ["env"] and len(argv) > 1:
+        os.execvpe(argv[1], argv[1:], {**os.environ, **_lake_variables(here)})
     return 0
 
 
