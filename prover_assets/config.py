@@ -437,9 +437,15 @@ class _ReplPoolSettings(_LeanCommon):
 
 
 class LocalLeanSettings(_ReplPoolSettings):
-    """Real Lean: `lake exe repl` processes in a Lean + Mathlib workspace."""
+    """Real Lean: REPL processes in a Lean + Mathlib workspace (`lake exe repl`, started as the
+    built binary with `lake env`'s environment: `lean/launch.py`)."""
 
     backend: Literal["local"] = "local"
+    # In place of `workers` (which it overrides): as many workers as the host's cores and
+    # memory hold (`verify/sizing.py`), after what the engines and the run need beside them.
+    auto_workers: bool = False
+    host_reserve_cores: Annotated[int, Field(ge=0)] = 2
+    host_reserve_mb: Annotated[int, Field(ge=0)] = 8192
     workspace: str  # the Lean + Mathlib workspace
     command: Annotated[list[str], Field(min_length=1)] = ["lake", "exe", "repl"]
     expected_pins: dict[str, str] = {}  # e.g. lean_version, mathlib_rev, repl_rev prefixes
@@ -536,6 +542,14 @@ class EngineSettings(_Spec):
     served_model: str | None = None
     requests_per_replica: PositiveInt = 64
     http_retries: Annotated[int, Field(ge=0)] = 3
+
+    @property
+    def engines(self) -> int:
+        """The generation engines that sample at once: a vLLM child per slice of GPUs, a
+        replica per URL, one transformers model."""
+        if self.engine == "vllm":
+            return len(self.gpus) // (self.tensor_parallel_size * self.pipeline_parallel_size)
+        return len(self.urls) if self.engine == "openai" else 1
 
     @model_validator(mode="after")
     def _gpus_split_into_engines(self) -> EngineSettings:

@@ -352,3 +352,46 @@ def test_the_eta_asset_takes_the_latest_preflights_rates_labelled_as_such(demo_d
     assert metadata["inputs_from_preflight"].value == 1
     rate = metadata["table"].value["inputs"]["tokens_per_s"]
     assert (rate["central"], rate["source"]) == (1234.0, "preflight")
+
+
+def test_the_priors_of_another_box_are_scaled_to_the_plans_engines_and_workers():
+    # Prior: 3.1 s of wall per code sample at 8 workers (central), 3000 tokens/s on one engine.
+    plan = RoundPlan(**{**PLAN.__dict__, "lean_workers": 16, "engines": 4})
+    inputs = eta_table(plan, {})["inputs"]
+    assert inputs["verify_s_per_code_sample"]["central"] == pytest.approx(3.1 * 8 / 16)
+    assert inputs["verify_s_per_code_sample"]["source"] == "prior (8 workers, scaled to 16)"
+    assert inputs["tokens_per_s"]["central"] == pytest.approx(3000.0 * 4)
+    assert inputs["tokens_per_s"]["source"] == "prior (one engine, scaled to 4)"
+
+
+def test_measured_rates_are_the_configured_boxs_own_and_never_scaled():
+    plan = RoundPlan(**{**PLAN.__dict__, "lean_workers": 16, "engines": 4})
+    inputs = eta_table(plan, ALL_MEASURED)["inputs"]
+    assert inputs["verify_s_per_code_sample"]["central"] == 2.0
+    assert inputs["tokens_per_s"]["central"] == 10.0
+
+
+def test_each_sampling_steps_balance_names_its_bound_and_the_workers_that_even_it():
+    from prover_assets.report.eta import step_balances
+
+    # From the hand-computed table above: generation 105 s / 205 s / 105 s, verification
+    # 23 s / 43 s / 23 s at 8 workers; 8 x 43 / 205 = 1.68 -> 2 workers would balance round 0.
+    balances = {b.step: b for b in step_balances(eta_table(PLAN, ALL_MEASURED), 8)}
+    assert list(balances) == [
+        "baseline minif2f c100",
+        "pool round 0",
+        "pool correction round 1",
+        "candidate minif2f c100",
+    ]
+    pool = balances["pool round 0"]
+    assert (pool.bound_by, pool.balancing_workers) == ("GPU generation", 2)
+    assert pool.factor == pytest.approx(205 / 43)
+    slow_lean = step_balances(
+        {"steps": [{"step": "s: generate", "central": 1.0}, {"step": "s: verify", "central": 2.5}]},
+        8,
+    )[0]
+    assert (slow_lean.bound_by, slow_lean.factor, slow_lean.balancing_workers) == (
+        "Lean verification",
+        2.5,
+        20,
+    )

@@ -33,6 +33,7 @@ ORDER = [
     "smoke.training",
     "smoke.export",
     "disk.free",
+    "round.balance",
 ]
 
 

@@ -1,8 +1,10 @@
-"""The Lean workers' host memory: unique memory per process, shared pages once."""
+"""The Lean workers on a host: their memory (unique per process, shared pages once) and how
+many the host holds."""
 
 import pytest
 
-from prover_assets.verify.sizing import lean_host_mb
+from prover_assets.config import LocalLeanSettings
+from prover_assets.verify.sizing import HostShape, lean_host_mb, size_workers, sized_workers
 
 
 @pytest.mark.parametrize(
@@ -18,3 +20,48 @@ def test_the_host_holds_each_processes_unique_memory_and_the_shared_pages_once(
     workers, spare, unique_mb, shared_mb, host_mb
 ):
     assert lean_host_mb(workers, spare=spare, unique_mb=unique_mb, shared_mb=shared_mb) == host_mb
+
+
+@pytest.mark.parametrize(
+    ("cores", "memory_gib", "workers", "by_cores", "by_memory"),
+    [
+        # 96 cores - 18 = 78; (0.9 x 1 TiB - 56 GiB - 5 GiB) / 8 GiB = 107.6 -> 107 - spare = 106
+        (96, 1024, 78, 78, 106),
+        # 96 cores, 128 GiB: (115.2 - 56 - 5) / 8 = 6.8 -> 6 - spare = 5: memory bounds
+        (96, 128, 5, 78, 5),
+        # a box too small for any: still one worker (the preflight's host check says so)
+        (8, 64, 1, -10, -2),
+    ],
+)
+def test_auto_workers_take_the_smaller_of_the_cores_and_the_memory_left(
+    cores, memory_gib, workers, by_cores, by_memory
+):
+    sizing = size_workers(
+        HostShape(cores, memory_gib * 1024.0),
+        reserve_cores=18,
+        reserve_mb=56 * 1024,
+        per_worker_mb=8192,
+        shared_mb=5120,
+        spare=True,
+    )
+    assert (sizing.workers, sizing.by_cores, sizing.by_memory) == (workers, by_cores, by_memory)
+
+
+def lean_settings(**fields):
+    return LocalLeanSettings(workspace="/w", **fields)
+
+
+def test_pinned_workers_are_taken_as_given_whatever_the_host():
+    sizing = sized_workers(lean_settings(workers=8), HostShape(96, 1 << 20))
+    assert (sizing.workers, sizing.pinned) == (8, True)
+    assert sizing.describe() == "8 workers (pinned in the config)"
+
+
+def test_auto_workers_are_sized_by_the_ceiling_the_reserve_and_the_spare():
+    settings = lean_settings(
+        auto_workers=True, host_reserve_cores=4, host_reserve_mb=0, memory_ceiling_mb=1024
+    )
+    # cores: 16 - 4 = 12; memory: 0.9 x 16 GiB - 5 GiB prior shared = 9.4 GiB -> 9 - spare = 8
+    sizing = sized_workers(settings, HostShape(16, 16 * 1024.0))
+    assert (sizing.workers, sizing.by_cores, sizing.by_memory) == (8, 12, 8)
+    assert sizing.describe() == "8 workers (auto: 12 by cores, 8 by memory; bound by memory)"

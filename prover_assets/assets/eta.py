@@ -38,16 +38,20 @@ from prover_assets.records.outputs import StageResult
 from prover_assets.report.eta import (
     BOUNDS,
     RoundPlan,
+    StepBalance,
     eta_table,
     eval_problems_upper_bound,
     measured_inputs,
+    round_plan,
+    step_balances,
 )
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
-from prover_assets.resources import ExperimentResource
+from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 from prover_assets.sft.memory import GIB, QWEN3_8B, training_memory
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
+from prover_assets.verify.sizing import sized_workers
 from prover_assets.verify.stages import TrainPoolResult
 
 __all__ = ["eta_assets"]
@@ -83,8 +87,14 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         "central / high: measured inputs from the metadata of materialized assets (any "
         "iteration's), stated priors for the rest. Materialize at any time.",
     )
-    def eta(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+    def eta(
+        context: dg.AssetExecutionContext,
+        experiment: ExperimentResource,
+        lean: LeanResource,
+        gpu: GpuResource,
+    ):
         spec = experiment.model(built)
+        sizing = sized_workers(lean.model())
         instance = context.instance
 
         def found(keys: list[dg.AssetKey], model: type[R]) -> list[R]:
@@ -118,7 +128,12 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             generation_walls=walled(generation_keys, GenerationBatchResult),
             verification_walls=walled(verdict_keys, VerificationResult),
         )
-        table = eta_table(_round_plan(spec, instance), measured, preflight_figures(instance))
+        plan = _round_plan(spec, instance, sizing.workers, gpu.model().engines)
+        table = eta_table(plan, measured, preflight_figures(instance))
+        balances = step_balances(table, sizing.workers)
+        context.log.info(f"Lean: {sizing.describe()}")
+        for balance in balances:
+            context.log.info(balance.describe())
         total = table["total_hours"]
         measured_count = sum(i["source"] == "measured" for i in table["inputs"].values())
         preflight_count = sum(i["source"] == "preflight" for i in table["inputs"].values())
@@ -134,6 +149,8 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             metadata={
                 **_eta_metadata(spec.name, table, measured_count),
                 "inputs_from_preflight": preflight_count,
+                "lean_workers": sizing.describe(),
+                "balance": _balance_table(balances),
                 **memory,
             }
         )
@@ -190,26 +207,45 @@ def _fixed_step_seconds(built: ExperimentSpec, instance: dg.DagsterInstance) -> 
     return seconds
 
 
-def _round_plan(spec: ExperimentSpec, instance: dg.DagsterInstance) -> RoundPlan:
+def _round_plan(
+    spec: ExperimentSpec, instance: dg.DagsterInstance, workers: int, engines: int
+) -> RoundPlan:
     """What a full round of this experiment does (problem counts measured where known)."""
-    return RoundPlan(
-        eval_problems={
-            name: _eval_problem_count(
-                spec, name, measured_result(instance, eval_set_key(name), EvalSetResult)
+    counts = {
+        name: _eval_problem_count(
+            spec, name, measured_result(instance, eval_set_key(name), EvalSetResult)
+        )
+        for name in spec.eval_sets
+    }
+    return round_plan(spec, counts, workers, engines)
+
+
+def _balance_table(balances: list[StepBalance]) -> dg.MetadataValue:
+    """Which side bounds each sampling step, by how much, and the workers that balance it."""
+    return dg.MetadataValue.table(
+        [
+            dg.TableRecord(
+                {
+                    "step": b.step,
+                    "generate h": round(b.generate_h, 3),
+                    "verify h": round(b.verify_h, 3),
+                    "bound by": b.bound_by,
+                    "factor": round(b.factor, 2),
+                    "workers to balance": b.balancing_workers,
+                }
             )
-            for name in spec.eval_sets
-        },
-        eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},
-        pool_problems=spec.pool.size,
-        pool_cap=spec.sft.cap,
-        n_samples=spec.generation.n_samples,
-        correction_rounds=spec.corrections.rounds,
-        samples_per_parent=spec.corrections.samples_per_parent,
-        max_rows_per_problem=spec.sft.max_per_problem,
-        sft_epochs=spec.training.epochs,
-        demo=spec.demo is not None,
-        iterations=spec.iterations,
-        seeds=len(spec.training.all_seeds()),
+            for b in balances
+        ],
+        dg.TableSchema(
+            [
+                dg.TableColumn("step", "string"),
+                dg.TableColumn("generate h", "float"),
+                dg.TableColumn("verify h", "float", description="at the workers now"),
+                dg.TableColumn("bound by", "string"),
+                dg.TableColumn("factor", "float"),
+                dg.TableColumn("workers to balance", "int"),
+            ]
+        ),
     )
 
 

@@ -45,7 +45,7 @@ from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
-from prover_assets.verify.sizing import lean_host_mb
+from prover_assets.verify.sizing import lean_host_mb, sized_workers
 
 __all__ = [
     "GOLDEN_PROBLEM",
@@ -438,7 +438,7 @@ def host_memory_check(
     overlaps them, the larger of the two when it does not."""
     lean, gpu = config.lean, config.gpu
     total = total_bytes if total_bytes is not None else psutil.virtual_memory().total
-    workers = 0 if isinstance(lean, RemoteLeanSettings) else lean.workers
+    workers = 0 if isinstance(lean, RemoteLeanSettings) else sized_workers(lean).workers
     spare = bool(getattr(lean, "warm_spare", False))
     if measured.unique_mb is not None and measured.shared_mb is not None:
         per_worker_mb, shared_mb, source = measured.unique_mb, measured.shared_mb, "measured"
@@ -448,7 +448,7 @@ def host_memory_check(
     lean_bytes = lean_host_mb(workers, spare=spare, unique_mb=per_worker_mb, shared_mb=shared_mb)
     lean_bytes *= MIB
     if gpu.engine == "vllm":
-        slices = len(gpu.gpus) // (gpu.tensor_parallel_size * gpu.pipeline_parallel_size)
+        slices = gpu.engines
         engine_bytes = slices * ENGINE_HOST_GIB * (1 << 30)
         engines = f"{slices} vLLM children x {ENGINE_HOST_GIB:g} GiB (a prior)"
     elif gpu.engine == "transformers":

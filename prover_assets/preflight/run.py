@@ -15,6 +15,7 @@ from prover_assets.generation.stages import hub_model
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.preflight import environment as env
 from prover_assets.preflight import smoke
+from prover_assets.preflight.balance import balance_check
 from prover_assets.preflight.gate import PREFLIGHT_DIR, preflight_identity, write_report
 from prover_assets.preflight.model import (
     CheckStatus,
@@ -24,6 +25,7 @@ from prover_assets.preflight.model import (
 )
 from prover_assets.records import now_utc
 from prover_assets.verify.backends import SELF_TEST_JOBS, backend_from_settings, self_test
+from prover_assets.verify.sizing import sized_workers
 
 __all__ = ["PreflightSettings", "run_preflight"]
 
@@ -90,7 +92,7 @@ def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCh
         figures = (
             {}
             if isinstance(lean, RemoteLeanSettings)
-            else {"verify_s_per_code_sample": per_proof / lean.workers}
+            else {"verify_s_per_code_sample": per_proof / sized_workers(lean).workers}
         )
         return status, text, figures
 
@@ -233,6 +235,8 @@ def run_preflight(
     _smoke_checks(config, checks, settings, model, work)
     model_bytes = sum(p.stat().st_size for p in model.folder.glob("*.safetensors")) if model else 0
     checks.add(env.disk_check(config, settings.disk_margin, model_bytes))
+    figures = {name: value for check in checks.done for name, value in check.figures.items()}
+    checks.add(balance_check(config, figures))
     passed = all(c.ok for c in checks.done)
     report = PreflightReport(
         identity=identity or _identity(config),

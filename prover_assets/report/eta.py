@@ -9,6 +9,7 @@ unmeasured input turns out favourable and its high column when none does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,22 +25,27 @@ __all__ = [
     "FIXED_PRIORS_S",
     "INPUTS",
     "PRIORS",
+    "PRIOR_LEAN_WORKERS",
     "Range",
     "RoundPlan",
+    "StepBalance",
     "eta_table",
     "eval_problems_upper_bound",
     "fixed_steps",
     "measured_inputs",
+    "round_plan",
+    "step_balances",
 ]
 
 BOUNDS = ("low", "central", "high")
 
-# Priors where nothing is measured yet: an 8B prover under vLLM on one H100-class GPU, and the
-# seed system's verifier (3.07 s of wall time per code-bearing sample at 8 workers).
+# Priors where nothing is measured yet: an 8B prover under vLLM on one H100-class GPU (one
+# engine; the plan's engines sample at once), and the seed system's verifier (3.07 s of wall
+# time per code-bearing sample at 8 workers).
 PRIORS: dict[str, tuple[float, float, float]] = {
     "tokens_per_s": (6000.0, 3000.0, 1500.0),
     "mean_completion_tokens": (4000.0, 8000.0, 12000.0),
-    "verify_s_per_code_sample": (1.5, 3.1, 6.0),  # wall seconds, all workers busy
+    "verify_s_per_code_sample": (1.5, 3.1, 6.0),  # wall seconds, PRIOR_LEAN_WORKERS busy
     "share_with_code": (0.6, 0.8, 0.95),
     "unsolved_share": (0.3, 0.5, 0.7),
     "sft_tokens_per_s": (8000.0, 4000.0, 2000.0),
@@ -62,6 +68,9 @@ FIXED_PRIORS_S: dict[str, tuple[float, float, float]] = {
     "verification startup s": (10.0, 120.0, 300.0),
 }
 PRIORS.update(FIXED_PRIORS_S)
+# The Lean workers the verification prior was measured with: wall time per sample scales with
+# their inverse (a measured rate is the configured workers' own).
+PRIOR_LEAN_WORKERS = 8
 INPUTS = tuple(PRIORS)
 STARTUP_INPUTS = ("generation startup s", "verification startup s")
 
@@ -109,6 +118,8 @@ class RoundPlan:
     max_rows_per_problem: int
     sft_epochs: int
     demo: bool = False  # a demo round also tunes its tiny base model
+    lean_workers: int = PRIOR_LEAN_WORKERS  # the verifier's workers on this host
+    engines: int = 1  # generation engines sampling at once (vLLM children, replicas)
     iterations: int = 1  # expert iterations: each samples the pool, trains and evaluates again
     seeds: int = 1  # training seeds per iteration: each trains, exports and evaluates
 
@@ -196,6 +207,25 @@ def _fixed(count: float) -> Range:
     return Range(count, count, count, "measured")
 
 
+def _scaled_priors(inputs: dict[str, Range], plan: RoundPlan) -> dict[str, Range]:
+    """The two priors measured on another shape of box, scaled to the plan's: tokens per
+    second on one engine (times the engines), verification wall time per sample at
+    PRIOR_LEAN_WORKERS workers (times their share of the plan's). Measured rates are the
+    configured box's own."""
+    scales = {
+        "tokens_per_s": (plan.engines, f"one engine, scaled to {plan.engines}"),
+        "verify_s_per_code_sample": (
+            PRIOR_LEAN_WORKERS / plan.lean_workers,
+            f"{PRIOR_LEAN_WORKERS} workers, scaled to {plan.lean_workers}",
+        ),
+    }
+    scaled = dict(inputs)
+    for name, (factor, said) in scales.items():
+        if inputs[name].source == "prior" and factor != 1:
+            scaled[name] = Range(*(v * factor for v in inputs[name].values()), f"prior ({said})")
+    return scaled
+
+
 def eta_table(
     plan: RoundPlan, measured: Mapping[str, float], preflight: Mapping[str, float] | None = None
 ) -> dict[str, Any]:
@@ -204,6 +234,7 @@ def eta_table(
     names = [n for n in INPUTS if n not in FIXED_PRIORS_S or n in STARTUP_INPUTS]
     names += fixed_steps(plan)
     inputs = {name: Range.of(name, measured, preflight) for name in names}
+    inputs = _scaled_priors(inputs, plan)
 
     def hours(name: str) -> dict[str, float]:
         return _combine(lambda v: plan.repeats(name) * v / 3600, inputs[name])
@@ -311,3 +342,71 @@ def measured_inputs(
     if sft_checkpoint and sft_checkpoint.tokens_per_s_this_run:
         measured["sft_tokens_per_s"] = sft_checkpoint.tokens_per_s_this_run
     return {name: value for name, value in measured.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class StepBalance:
+    """One sampling step whose generation and verification overlap: which side bounds it, by
+    how much, and the Lean workers that would make the two even (verification's time scales
+    with the inverse of the workers; central estimates)."""
+
+    step: str
+    generate_h: float
+    verify_h: float
+    workers: int
+
+    @property
+    def bound_by(self) -> str:
+        return "Lean verification" if self.verify_h > self.generate_h else "GPU generation"
+
+    @property
+    def factor(self) -> float:
+        low, high = sorted((self.generate_h, self.verify_h))
+        return high / low if low > 0 else math.inf
+
+    @property
+    def balancing_workers(self) -> int:
+        if self.generate_h <= 0:
+            return self.workers
+        return max(1, math.ceil(self.workers * self.verify_h / self.generate_h))
+
+    def describe(self) -> str:
+        return (
+            f"{self.step}: {self.bound_by} bounds it, {self.factor:.1f}x the other side "
+            f"(generate {self.generate_h:.2f} h, verify {self.verify_h:.2f} h at "
+            f"{self.workers} workers); {self.balancing_workers} workers would balance"
+        )
+
+
+def step_balances(table: Mapping[str, Any], workers: int) -> list[StepBalance]:
+    """Each sampling step of an `eta_table`, generation against verification (central)."""
+    central = {step["step"]: step["central"] for step in table["steps"]}
+    return [
+        StepBalance(name.removesuffix(": generate"), hours, central[verify], workers)
+        for name, hours in central.items()
+        if name.endswith(": generate")
+        and (verify := name.removesuffix("generate") + "verify") in central
+    ]
+
+
+def round_plan(
+    spec: ExperimentSpec, eval_problems: Mapping[str, int], lean_workers: int, engines: int
+) -> RoundPlan:
+    """What a full round of `spec` does, with the eval sets' problem counts, the verifier's
+    workers on this host and the generation engines that sample at once."""
+    return RoundPlan(
+        eval_problems=dict(eval_problems),
+        eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},
+        pool_problems=spec.pool.size,
+        pool_cap=spec.sft.cap,
+        n_samples=spec.generation.n_samples,
+        correction_rounds=spec.corrections.rounds,
+        samples_per_parent=spec.corrections.samples_per_parent,
+        max_rows_per_problem=spec.sft.max_per_problem,
+        sft_epochs=spec.training.epochs,
+        demo=spec.demo is not None,
+        iterations=spec.iterations,
+        seeds=len(spec.training.all_seeds()),
+        lean_workers=lean_workers,
+        engines=engines,
+    )

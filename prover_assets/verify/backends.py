@@ -61,6 +61,7 @@ from prover_assets.verify.simulator import (
     SELF_TEST_VARIABLE_WEAKER,
     describe_rule,
 )
+from prover_assets.verify.sizing import sized_workers
 from prover_assets.verify.worker import (
     LeanJob,
     LeanResult,
@@ -410,7 +411,7 @@ def backend_from_settings(settings: LeanSettings, data_root: Path | None = None)
             position_base=settings.position_base,
         )
     common = {
-        "workers": settings.workers,
+        "workers": sized_workers(settings).workers,
         "memory_cap_mb": settings.memory_cap_mb,
         "memory_ceiling_mb": settings.memory_ceiling_mb,
         "recycle_after": settings.recycle_after,
