@@ -1,7 +1,7 @@
 """The Lean REPL protocol: one process, one JSON request at a time, and reading its answers.
 
-`ReplProcess` starts the REPL (`lake exe repl` in a workspace, or any command) in its own
-session, killed if this process dies (`spawn_tied`), under a memory cap (`memory_limit`), and
+`ReplProcess` starts the REPL (the workspace's binary, `lean/launch.py`, or any command) in its
+own session, killed if this process dies (`spawn_tied`), under a memory cap (`memory_limit`), and
 contained (`containment`) where the host allows it. A request is ONE JSON line plus one blank
 line; an answer is read as bytes until a complete JSON text is followed by a blank line,
 whatever the pieces it arrives in. Any fault (timeout, crash, EOF, an empty or non-JSON
