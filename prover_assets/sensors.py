@@ -21,6 +21,10 @@ import dagster as dg
 from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
 
 from prover_assets.children import ChildRecord, end_orphans, process_start_time
+from prover_assets.lean.repl import sweep_repl_folders
+from prover_assets.preflight.gate import PREFLIGHT_DIR
+from prover_assets.preflight.run import sweep_work_folders
+from prover_assets.records.owned import Removed
 from prover_assets.records.store import remove_debris
 
 __all__ = ["Sweep", "reap_dead_runs", "reaper_sensor", "sweep"]
@@ -86,14 +90,16 @@ class Sweep:
 
     reaped: list[str]  # runs marked failed
     orphans: list[ChildRecord]  # children of dead parents, ended
-    debris: list[Path]  # temporaries of interrupted publishes, removed
+    # removed: temporaries of interrupted publishes, work folders of killed preflights, and
+    # the temporary folders of REPLs whose verifier is gone, each with its size
+    debris: list[Removed]
 
     def describe(self) -> str:
         parts = [
             f"marked failed: {', '.join(self.reaped) or 'none'}",
             "ended orphaned children: "
             + (", ".join(f"pid {o.child_pid} ({o.argv[-1]})" for o in self.orphans) or "none"),
-            f"removed debris: {', '.join(map(str, self.debris)) or 'none'}",
+            f"removed debris: {', '.join(d.describe() for d in self.debris) or 'none'}",
         ]
         return "; ".join(parts)
 
@@ -102,8 +108,12 @@ def sweep(instance: dg.DagsterInstance, data_root: Path | None) -> Sweep:
     """Reap dead runs, end the children they left (by pid and start time), and remove the
     temporaries of publishes they interrupted under `data_root`."""
     reaped = reap_dead_runs(instance)
-    debris = remove_debris(data_root, recursive=True) if data_root is not None else []
-    return Sweep(reaped, end_orphans(), debris)
+    orphans = end_orphans()  # first: a REPL's folder is its verifier's, gone once it is
+    debris = sweep_repl_folders()
+    if data_root is not None:
+        debris += remove_debris(data_root, recursive=True)
+        debris += sweep_work_folders(data_root / PREFLIGHT_DIR)
+    return Sweep(reaped, orphans, debris)
 
 
 def reaper_sensor(data_root: Path | None) -> dg.SensorDefinition:

@@ -103,3 +103,68 @@ def test_after_a_repl_that_never_answers_the_import_and_self_test_are_blocked_an
     with pytest.raises(ValueError, match=r"FAILED: lean\.round_trip"):
         require_passing_preflight(config, "baseline")
     assert path.exists()
+
+
+def test_a_failed_preflights_folder_is_kept_until_the_next_of_its_identity_which_sweeps_it(
+    tmp_path,
+):
+    from prover_assets.preflight.run import KEPT_MARKER, identity_key
+    from prover_assets.records.owned import HOST
+    from prover_assets_tests.test_owned import dead_pid
+
+    workspace = fake_workspace(tmp_path / "ws")
+    raw = full_demo_run_config(tmp_path / "data")
+    config = parse_run_config(with_local_lean(raw, workspace, command=["sleep", "600"]), "test")
+    settings = PreflightSettings(round_trip_timeout_s=1.0, smoke_samples=1)
+    first, _ = run_preflight(config, settings)
+    kept = Path(first.work_folder)
+    assert (kept / KEPT_MARKER).is_file()  # failed: kept for inspection, marked
+    root = kept.parent
+    key = identity_key(first.identity)
+    killed = root / f"work-{key}-20260101T000000-h{HOST}-p{dead_pid()}-0a1b"  # no report
+    killed.mkdir()
+    (killed / "smoke.bin").write_bytes(b"x" * 1024)
+    other = root / f"work-{'f' * 12}-20260101T000000-h{HOST}-p{dead_pid()}-0a1c"
+    other.mkdir()
+    (other / KEPT_MARKER).write_text("{}")  # another config's failed preflight
+    second, _ = run_preflight(config, settings)
+    assert not kept.exists() and not killed.exists()
+    assert other.exists() and Path(second.work_folder).exists()
+    assert {line.split(" (")[0] for line in second.swept} == {str(killed), str(kept)}
+    assert f"{killed} (0.0 MiB)" in second.swept  # 1 KiB, said with its size
+    assert "Removed the work folders of earlier preflights" in second.markdown()
+
+
+PREFLIGHT_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from prover_assets.preflight import run_preflight
+from prover_assets_tests.factories import preflight_config
+run_preflight(preflight_config(Path({data!r})))
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_in_the_smoke_round_leaves_a_work_folder_the_next_preflight_removes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "data"
+    script = PREFLIGHT_SCRIPT.format(root=str(Path(__file__).parents[1]), data=str(data))
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 600  # a bound on a hung preflight, not an expectation
+    while not list((data / "preflight").glob("work-*/generations.jsonl")):
+        assert process.poll() is None and time.monotonic() < deadline, "no smoke round seen"
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    left = list((data / "preflight").glob("work-*"))
+    assert len(left) == 1  # the smoke round's samples (and model), no report naming them
+    report, _ = run_preflight(preflight_config(data))
+    assert report.passed, report.markdown()
+    assert [line.split(" (")[0] for line in report.swept] == [str(left[0])]
+    assert list((data / "preflight").glob("work-*")) == []  # its own removed as it passed

@@ -383,7 +383,7 @@ def test_a_sweep_removes_every_dead_writers_temporary_under_the_root_and_says_wh
     keep = nested / ".lock"
     keep.write_text("1")
     removed = remove_debris(tmp_path, recursive=True)
-    assert sorted(removed) == sorted([tmp_file, staging])
+    assert sorted((r.path, r.size_bytes) for r in removed) == sorted([(tmp_file, 7), (staging, 0)])
     assert keep.exists() and not tmp_file.exists() and not staging.exists()
 
 
@@ -540,7 +540,9 @@ def test_debris_in_a_subfolder_is_swept_only_when_asked(tmp_path):
     (staging / "inner").mkdir()
     (staging / "inner" / "weights.bin").write_bytes(b"x")
     assert remove_debris(tmp_path) == []
-    assert remove_debris(tmp_path, recursive=True) == [staging]
+    assert [(r.path, r.size_bytes) for r in remove_debris(tmp_path, recursive=True)] == [
+        (staging, 1)
+    ]
     assert not staging.exists()
 
 

@@ -7,6 +7,7 @@ import random
 import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -336,6 +337,27 @@ def test_stderr_tail_is_the_last_bytes_decoded_with_replacement_and_empty_once_g
     assert len(process.stderr_tail()) == 2000
     process.close()
     assert process.stderr_tail() == ""
+
+
+def test_a_repls_tmpdir_is_named_for_the_process_that_started_it(repl):
+    from prover_assets.records.owned import HOST
+
+    tmpdir = Path(probe(repl())["tmpdir"])
+    assert tmpdir.parent == Path(tempfile.gettempdir())
+    assert tmpdir.name.startswith(f"lean-repl-h{HOST}-p{os.getpid()}-")
+
+
+def test_a_dead_verifiers_repl_folders_are_swept_and_a_live_ones_are_not(repl, tmp_path):
+    from prover_assets.lean.repl import sweep_repl_folders
+    from prover_assets.records.owned import HOST
+    from prover_assets_tests.test_owned import dead_pid
+
+    live = Path(probe(repl())["tmpdir"])
+    dead = Path(tempfile.gettempdir()) / f"lean-repl-h{HOST}-p{dead_pid()}-0a1b"
+    dead.mkdir()
+    swept = [removed.path for removed in sweep_repl_folders()]
+    assert dead in swept and not dead.exists()
+    assert live.exists()
 
 
 def test_kill_closes_stdin_and_the_terminal_and_removes_the_tmpdir(repl):

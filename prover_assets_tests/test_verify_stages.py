@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from prover_assets.records import (
     publish_records,
     read_records,
 )
+from prover_assets.records.owned import HOST
 from prover_assets.verify.backends import self_test
 from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.stages import (
@@ -229,6 +231,9 @@ def test_kill_9_mid_generation_with_verification_running_resumes_to_identical_ve
         time.sleep(0.02)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    # Each REPL's TMPDIR is named for the verifier that started it: the killed one's stay...
+    left = list(Path(tempfile.gettempdir()).glob(f"lean-repl-h{HOST}-p{process.pid}-*"))
+    assert left, "the kill left no REPL folder to sweep: not the fault under test"
     landed = (run / "generations.jsonl").read_bytes().count(b"\n")
     assert verdicts.read_bytes().count(b"\n") >= 3
     assert landed < SAMPLES, "the kill came after the generation: not the overlapped shape"
@@ -240,6 +245,7 @@ def test_kill_9_mid_generation_with_verification_running_resumes_to_identical_ve
         [sys.executable, "-c", script], check=True, capture_output=True, text=True
     )
     assert json.loads(resumed.stdout.splitlines()[-1])["error"] is None
+    assert not any(folder.exists() for folder in left)  # ...until the next verifier sweeps them
     finish_verdicts(run)
     rows = read_records(verdicts, Verification)
     assert len(rows) == len({v.key for v in rows}) == SAMPLES

@@ -41,6 +41,11 @@ TARGETS: dict[str, list[str]] = {
     "lean/config_values.py": ["test_config_values.py", "test_gate_redteam.py"],
     "lean/gate_data.py": ["test_gate_data.py"],
     "lean/canary.py": ["test_canary.py"],
+    # The host's memory cap and the REPL's direct start, each with its stand-in tools.
+    "lean/memory_cap.py": ["test_memory_cap.py"],
+    "lean/launch.py": ["test_launch.py", "test_workspace.py"],
+    # How many workers a host holds and what they take.
+    "verify/sizing.py": ["test_sizing.py", "test_preflight_balance.py"],
     # The verifier's cache, batch duplicates and copies are tested with the cache.
     "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
     "verify/cache.py": ["test_cache.py"],

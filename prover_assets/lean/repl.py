@@ -69,6 +69,7 @@ import psutil
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.lean.canary import answers_canary, canary_command, new_nonce
 from prover_assets.lean.memory_cap import MALLOC_ARENA_MAX, cgroup_prefix, memory_limit
+from prover_assets.records.owned import Removed, owned_name, remove_dead_owners
 
 __all__ = [
     "AnswerBuffer",
@@ -81,11 +82,15 @@ __all__ = [
     "containment",
     "describe_containment",
     "read_answer",
+    "sweep_repl_folders",
 ]
 
 log = logging.getLogger(__name__)
 
 _SORRY_WARNINGS = ("declaration uses 'sorry'", "declaration uses `sorry`")
+# Each REPL's private TMPDIR, named for the process that started it (`records/owned.py`): a
+# kill leaves one per REPL, removed by the next verifier on this host and by the reaper.
+REPL_TMP_PREFIX = "lean-repl"
 _READ_CHUNK = 1 << 16
 
 
@@ -205,6 +210,11 @@ class Containment:
     how: str  # in words: what holds, or why not
 
 
+def sweep_repl_folders() -> list[Removed]:
+    """Remove the temporary folders of REPLs whose verifier process is gone (on this host)."""
+    return remove_dead_owners(Path(tempfile.gettempdir()), REPL_TMP_PREFIX)
+
+
 def bwrap_argv(
     command: Sequence[str], *, tmpdir: Path, hidden: Sequence[Path] = (), cwd: Path | None = None
 ) -> list[str]:
@@ -316,7 +326,8 @@ class ReplProcess:
     _stderr_path: Path | None = None
 
     def start(self) -> None:
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="lean-repl-"))
+        self._tmpdir = Path(tempfile.gettempdir()) / owned_name(REPL_TMP_PREFIX)
+        self._tmpdir.mkdir(mode=0o700)
         self._stderr_path = self._tmpdir / "stderr.log"
         argv = list(self.command)
         if self.sandbox:

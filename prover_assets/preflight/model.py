@@ -75,6 +75,9 @@ class PreflightReport(BaseModel):
     finished_at: str
     simulated: bool  # a simulated verifier or the demo's tiny model: figures are not a GPU's
     work_folder: str | None  # kept when a check failed (its logs), else removed
+    # work folders of earlier preflights removed at the start (killed, or failed with this
+    # identity), each with its size
+    swept: list[str] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -108,7 +111,16 @@ class PreflightReport(BaseModel):
             for c in self.checks
         ]
         if self.work_folder:
-            lines += ["", f"Logs of the smoke round: `{self.work_folder}`."]
+            lines += [
+                "",
+                f"Logs of the smoke round: `{self.work_folder}` (kept until the next preflight "
+                "of this config, pins and code).",
+            ]
+        if self.swept:
+            lines += [
+                "",
+                "Removed the work folders of earlier preflights: " + "; ".join(self.swept),
+            ]
         if self.failed():
             lines += ["", "## What to do", ""]
             lines += [f"- `{c.name}`: {c.remedy}" for c in self.failed()]

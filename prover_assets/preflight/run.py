@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -23,7 +22,9 @@ from prover_assets.preflight.model import (
     PreflightIdentity,
     PreflightReport,
 )
-from prover_assets.records import now_utc
+from prover_assets.records import now_utc, publish_text
+from prover_assets.records.hashing import sha256_text
+from prover_assets.records.owned import Removed, owned_name, remove_dead_owners
 from prover_assets.verify.backends import SELF_TEST_JOBS, backend_from_settings, self_test
 from prover_assets.verify.sizing import sized_workers
 
@@ -59,6 +60,36 @@ def _smoke_model(config: RunConfig, work: Path) -> smoke.SmokeModel:
         )
         return smoke.SmokeModel(folder, model_revision(folder))
     return smoke.SmokeModel(*hub_model(spec))
+
+
+WORK_PREFIX = "work"
+# In a failed preflight's work folder: the sweep keeps it; the next preflight of its identity
+# removes it.
+KEPT_MARKER = "kept-for-inspection.json"
+
+
+def identity_key(identity: PreflightIdentity) -> str:
+    """12 hex digits that name a preflight identity in its work folder's name."""
+    return sha256_text(identity.model_dump_json())[:12]
+
+
+def sweep_work_folders(root: Path, identity_key: str | None = None) -> list[Removed]:
+    """Remove the work folders under `root` that no preflight needs: every one a kill left (its
+    process gone, no report), and a failed one (kept for inspection, marked) only when it is of
+    `identity_key`'s identity."""
+
+    def failed(folder: Path) -> bool:
+        return (folder / KEPT_MARKER).exists()
+
+    def ours(folder: Path) -> bool:
+        return identity_key is not None and folder.name.startswith(f"{WORK_PREFIX}-{identity_key}-")
+
+    return remove_dead_owners(
+        root,
+        WORK_PREFIX,
+        keep=lambda folder: failed(folder) and not ours(folder),
+        finished=lambda folder: failed(folder) and ours(folder),
+    )
 
 
 def _identity(config: RunConfig) -> PreflightIdentity:
@@ -223,7 +254,10 @@ def run_preflight(
     report) otherwise."""
     started = time.monotonic()
     root = resolve_path(config.experiment.data_root, "spec.data_root").resolve() / PREFLIGHT_DIR
-    work = root / f"work-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    identity = identity or _identity(config)
+    key = identity_key(identity)
+    swept = sweep_work_folders(root, identity_key=key)
+    work = root / owned_name(f"{WORK_PREFIX}-{key}-{time.strftime('%Y%m%dT%H%M%S')}")
     work.mkdir(parents=True, exist_ok=True)
     checks = _Checks(progress)
     checks.add(env.placeholders_check(config))
@@ -239,14 +273,17 @@ def run_preflight(
     checks.add(balance_check(config, figures))
     passed = all(c.ok for c in checks.done)
     report = PreflightReport(
-        identity=identity or _identity(config),
+        identity=identity,
         config_source=config.source,
         checks=checks.done,
         wall_s=round(time.monotonic() - started, 1),
         finished_at=now_utc(),
         simulated=config.experiment.demo is not None or config.lean.backend == "simulated",
         work_folder=None if passed else str(work),
+        swept=[removed.describe() for removed in swept],
     )
     if passed:
         shutil.rmtree(work, ignore_errors=True)
+    else:  # kept for inspection until the next preflight of this identity
+        publish_text(work / KEPT_MARKER, report.model_dump_json(indent=2))
     return report, write_report(config, report)

@@ -26,6 +26,8 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from prover_assets.records.owned import Removed, size_bytes
+
 __all__ = [
     "Appender",
     "DuplicateKeyError",
@@ -192,9 +194,10 @@ def _writer_gone(pid: int) -> bool:
 
 def remove_debris(
     folder: str | Path, *, name: str | None = None, recursive: bool = False
-) -> list[Path]:
+) -> list[Removed]:
     """Remove the temporaries of interrupted publishes (of `name` only, if given) whose writing
-    process no longer exists; returns what was removed. A live writer's are left alone."""
+    process no longer exists; returns what was removed, with sizes. A live writer's are left
+    alone."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -206,12 +209,13 @@ def remove_debris(
             continue
         if not _writer_gone(int(found["staging"] or found["tmp"])):
             continue
+        size = size_bytes(path)
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
         log.warning("removed %s, left by an interrupted publish", path)
-        removed.append(path)
+        removed.append(Removed(path, size))
     return removed
 
 

@@ -42,6 +42,7 @@ from prover_assets.lean.repl import (
     ReplProcess,
     describe_containment,
     read_answer,
+    sweep_repl_folders,
 )
 from prover_assets.lean.statements import statement_check_command
 from prover_assets.records import Pins
@@ -161,6 +162,8 @@ class LocalReplBackend(LeanBackend):
         self.check_timeout_s = check_timeout_s
 
         self.launch = repl_launch(self.command, cwd)
+        # What REPLs of a killed verifier left in TMPDIR (they die with it: `spawn_tied`).
+        self.swept = sweep_repl_folders()
 
         def factory() -> ReplProcess:
             return ReplProcess(

@@ -1,0 +1,56 @@
+"""Folders named for their owner, and the sweep of those whose owner is gone."""
+
+import os
+import re
+import subprocess
+
+from prover_assets.records.owned import HOST, owned_name, owner_is_gone, remove_dead_owners
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def folder_of(parent, prefix, pid, host=HOST, size=0, tag="0a1b"):
+    folder = parent / f"{prefix}-h{host}-p{pid}-{tag}"
+    folder.mkdir()
+    (folder / "file").write_bytes(b"x" * size)
+    return folder
+
+
+def test_an_owned_name_says_this_host_and_this_process():
+    name = owned_name("lean-repl")
+    assert re.fullmatch(rf"lean-repl-h{HOST}-p{os.getpid()}-[0-9a-f]{{8}}", name)
+    assert not owner_is_gone(name)
+
+
+def test_a_dead_owners_folder_is_removed_and_said_with_its_size(tmp_path):
+    gone = folder_of(tmp_path, "lean-repl", dead_pid(), size=3 << 20)
+    removed = remove_dead_owners(tmp_path, "lean-repl")
+    assert [(r.path, r.size_bytes) for r in removed] == [(gone, 3 << 20)]
+    assert removed[0].describe() == f"{gone} (3.0 MiB)"
+    assert not gone.exists()
+
+
+def test_a_live_owners_another_hosts_a_kept_and_an_unowned_folder_stay(tmp_path):
+    live = folder_of(tmp_path, "lean-repl", os.getpid())
+    other_host = folder_of(
+        tmp_path, "lean-repl", dead_pid(), host="0" * 8 if HOST != "0" * 8 else "1" * 8
+    )
+    kept = folder_of(tmp_path, "lean-repl", dead_pid())
+    unowned = tmp_path / "lean-repl-abc"
+    unowned.mkdir()
+    other_prefix = folder_of(tmp_path, "work", dead_pid())
+    assert remove_dead_owners(tmp_path, "lean-repl", keep=lambda path: path == kept) == []
+    assert all(p.exists() for p in (live, other_host, kept, unowned, other_prefix))
+
+
+def test_a_folder_its_owner_is_done_with_is_removed_though_the_owner_lives(tmp_path):
+    done = folder_of(tmp_path, "work", os.getpid())
+    (done / "done").write_text("")
+    running = folder_of(tmp_path, "work", os.getpid(), tag="0c0d")
+    removed = remove_dead_owners(tmp_path, "work", finished=lambda path: (path / "done").exists())
+    assert [r.path for r in removed] == [done]
+    assert running.exists()
