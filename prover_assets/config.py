@@ -422,7 +422,7 @@ class _ReplPoolSettings(_LeanCommon):
     # a hang there is infrastructure, never the proof's timeout.
     check_timeout_factor: Annotated[float, Field(gt=0)] = 0.5
     memory_cap_mb: PositiveInt = 12288  # RLIMIT_AS of each REPL process
-    # unique memory (USS: not the .olean pages every REPL shares) after which a worker is recycled
+    # anonymous memory (the REPL's own, not the mapped .olean files) after which a worker recycles
     memory_ceiling_mb: PositiveInt = 8192
     recycle_after: PositiveInt = 1000  # commands after which a worker is recycled
     # Contain each REPL: bubblewrap where it runs, else no network alone (`lean/repl.py`).

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 import prover_assets.lean.memory_cap as memory_cap_module
-from prover_assets.lean.memory_cap import describe_memory_limit, judge_probe, own_memory_max
+from prover_assets.lean.memory_cap import (
+    MemoryCap,
+    describe_memory_limit,
+    judge_probe,
+    own_memory_max,
+)
 from prover_assets.lean.repl import ReplProcess
 from prover_assets_tests.lean_double import DOUBLE, probe
 
@@ -61,6 +66,26 @@ def test_a_mount_of_a_subtree_is_read_relative_to_its_root(tmp_path):
     assert own_memory_max(*view)["memory_max"] == "1024"
 
 
+def test_a_cgroup_that_is_the_mounts_root_reads_the_mount_points_files(tmp_path):
+    view = cgroup_view(
+        tmp_path,
+        cgroup_line="0::/user.slice",
+        mount="/user.slice {point}",
+        files={"memory.max": "7\n"},
+    )
+    assert own_memory_max(*view)["memory_max"] == "7"
+
+
+def test_a_cgroup_whose_name_starts_with_an_x_is_found_under_a_subtree_mount(tmp_path):
+    view = cgroup_view(
+        tmp_path,
+        cgroup_line="0::/user.slice/Xorg.scope",
+        mount="/user.slice {point}",
+        files={"Xorg.scope/memory.max": "9\n"},
+    )
+    assert own_memory_max(*view)["memory_max"] == "9"
+
+
 def test_a_cgroup_outside_the_mounted_subtree_reads_nothing(tmp_path):
     files = {"memory.max": "1024\n"}
     view = cgroup_view(tmp_path, mount="/other.slice {point}", files=files)
@@ -91,26 +116,132 @@ def reading(memory_max, cgroup=SCOPE):
     return json.dumps({"cgroup": cgroup, "mount": "/sys/fs/cgroup", "memory_max": memory_max})
 
 
+UNDELEGATED = (
+    "systemd-run --user --scope exited 0 but {where} read {read}, not 67108864 "
+    "(MemoryMax ignored: no memory controller delegated to the user's systemd)"
+)
+
+
 @pytest.mark.parametrize(
     ("returncode", "stdout", "stderr", "mechanism", "evidence"),
     [
-        (0, reading("67108864"), "", "cgroup", "memory.max read back"),
-        (0, reading("max"), "", "rlimit_as", "read 'max', not 67108864"),
-        (0, reading(None), "", "rlimit_as", "read None, not 67108864"),
-        (0, reading(None, cgroup=None), "", "rlimit_as", "no cgroup v2 path"),
-        (0, reading("134217728"), "", "rlimit_as", "not 67108864"),  # another cap
-        (0, reading("67108864 "), "", "rlimit_as", "not 67108864"),
-        (0, "Running scope as unit run-u7.scope", "", "rlimit_as", "printed no reading"),
-        (1, "", "Failed to connect to bus: No medium found\n", "rlimit_as", "No medium found"),
+        (
+            0,
+            json.dumps({"cgroup": SCOPE, "memory_max": "67108864", "memory_swap_max": "0"}),
+            "",
+            "cgroup",
+            "memory.max read back inside a systemd-run --user --scope: 67108864 bytes for "
+            "MemoryMax=64M; memory.swap.max 0",
+        ),
+        (
+            0,
+            reading("max"),
+            "",
+            "rlimit_as",
+            UNDELEGATED.format(where="its cgroup's memory.max", read="'max'"),
+        ),
+        (
+            0,
+            reading(None),
+            "",
+            "rlimit_as",
+            UNDELEGATED.format(where="its cgroup's memory.max", read="None"),
+        ),
+        (
+            0,
+            reading(None, cgroup=None),
+            "",
+            "rlimit_as",
+            UNDELEGATED.format(where="no cgroup v2 path", read="None"),
+        ),
+        (
+            0,
+            reading("134217728"),
+            "",
+            "rlimit_as",
+            UNDELEGATED.format(where="its cgroup's memory.max", read="'134217728'"),
+        ),
+        (
+            0,
+            reading("67108864 "),
+            "",
+            "rlimit_as",
+            UNDELEGATED.format(where="its cgroup's memory.max", read="'67108864 '"),
+        ),
+        (
+            0,
+            "Running scope as unit run-u7.scope " + "x" * 300,
+            "",
+            "rlimit_as",
+            "the probe in the scope printed no reading: "
+            + repr(("Running scope as unit run-u7.scope " + "x" * 300)[:200]),
+        ),
+        (
+            1,
+            "",
+            "Warning: something\nFailed to connect to bus: No medium found\n",
+            "rlimit_as",
+            "systemd-run --user --scope failed (exit 1: Failed to connect to bus: No medium found)",
+        ),
+        (1, "", "", "rlimit_as", "systemd-run --user --scope failed (exit 1: no message)"),
     ],
-    ids=["delegated", "undelegated", "no_file", "v1", "other_cap", "not_exact", "no_json", "bus"],
+    ids=[
+        "delegated",
+        "undelegated",
+        "no_file",
+        "v1",
+        "other_cap",
+        "not_exact",
+        "no_json",
+        "bus",
+        "silent",
+    ],
 )
 def test_the_cgroup_is_trusted_only_when_the_scope_reads_back_the_bytes_asked_for(
     returncode, stdout, stderr, mechanism, evidence
 ):
     judged = judge_probe(returncode, stdout, stderr, 64)
-    assert judged.mechanism == mechanism
-    assert evidence in judged.evidence
+    assert (judged.mechanism, judged.evidence) == (mechanism, evidence)
+
+
+@pytest.mark.parametrize(
+    ("cap", "expected"),
+    [
+        (
+            700,
+            {
+                "mechanism": "cgroup",
+                "how": "cgroup MemoryMax (systemd-run --user --scope), swap off",
+                "evidence": "read back",
+                "malloc_arena_max": 2,
+            },
+        ),
+        (
+            None,
+            {
+                "mechanism": "none",
+                "how": "none: no memory_cap_mb",
+                "evidence": "no memory_cap_mb",
+                "malloc_arena_max": 2,
+            },
+        ),
+    ],
+)
+def test_a_verdict_records_the_mechanism_what_it_counts_and_its_evidence(
+    monkeypatch, cap, expected
+):
+    monkeypatch.setattr(memory_cap_module, "memory_cap", lambda: MemoryCap("cgroup", "read back"))
+    assert describe_memory_limit(cap) == expected
+
+
+def test_under_rlimit_as_a_verdict_says_what_the_address_space_counts(monkeypatch):
+    monkeypatch.setattr(memory_cap_module, "memory_cap", lambda: MemoryCap("rlimit_as", "no bus"))
+    assert describe_memory_limit(700) == {
+        "mechanism": "rlimit_as",
+        "how": "RLIMIT_AS (address space: mapped .oleans and malloc arenas count)",
+        "evidence": "no bus",
+        "malloc_arena_max": 2,
+    }
 
 
 def stand_in_systemd_run(folder: Path, manager: str) -> Path:

@@ -231,8 +231,8 @@ def test_a_driver_newer_than_torchs_cuda_passes(tmp_path):
 
 def test_host_memory_too_small_for_the_workers_fails(tmp_path):
     config = preflight_config(tmp_path / "data")
-    measured = env.ReplMeasure(resident_mb=8000.0, unique_mb=3000.0, shared_mb=5000.0)
-    # (2 workers + the spare) x 3000 MiB unique + 5000 MiB shared once = 14000 MiB = 13.7 GiB:
+    measured = env.ReplMeasure(resident_mb=8000.0, anonymous_mb=3000.0, mapped_mb=5000.0)
+    # (2 workers + the spare) x 3000 MiB own + 5000 MiB mapped once = 14000 MiB = 13.7 GiB:
     # within 90 % of a 16 GiB host (14.4), not of a 15 GiB one (13.5). Resident memory summed
     # (3 x 8000 MiB = 23.4 GiB) would have refused both.
     assert env.host_memory_check(config, measured, 15 << 30).status == CheckStatus.FAILED
@@ -248,7 +248,7 @@ def test_overlapped_workers_and_engines_need_host_memory_together(tmp_path):
         "schedule": "overlapped",
     }
     config = parse_run_config(raw, "test config")
-    measured = env.ReplMeasure(unique_mb=512.0, shared_mb=512.0)
+    measured = env.ReplMeasure(anonymous_mb=512.0, mapped_mb=512.0)
     # (2 workers + the spare) x 0.5 GiB + 0.5 GiB shared beside 2 engines x 6 GiB: 14 GiB,
     # within 90 % of 16 GiB, not of 15
     assert env.host_memory_check(config, measured, 16 << 30).status == CheckStatus.PASSED
@@ -346,17 +346,15 @@ def test_a_measurement_that_raises_is_the_checks_failure_with_the_exception(tmp_
 
 def test_the_host_memory_text_states_each_term(tmp_path):
     config = preflight_config(tmp_path / "data")
-    measured = env.ReplMeasure(unique_mb=512.0, shared_mb=512.0)
+    measured = env.ReplMeasure(anonymous_mb=512.0, mapped_mb=512.0)
     check = env.host_memory_check(config, measured, 16 << 30)
     assert check.measured == (
-        "need 2.0 GiB (2 workers + the warm spare x 512 MiB unique measured + 512 MiB shared "
+        "need 2.0 GiB (2 workers + the warm spare x 512 MiB own measured + 512 MiB mapped "
         ".oleans once; the transformers engine's model 0.0 GiB; schedule exclusive) of 16.0 GiB"
     )
     unmeasured = env.host_memory_check(config, env.ReplMeasure(), 64 << 30)
     # the ceiling stands in, as if all of it were each worker's own
-    assert "the warm spare x 8192 MiB unique memory_ceiling_mb + 0 MiB shared" in (
-        unmeasured.measured
-    )
+    assert "the warm spare x 8192 MiB own memory_ceiling_mb + 0 MiB mapped" in (unmeasured.measured)
 
 
 def test_on_this_cpu_host_the_real_query_finds_no_gpu_for_the_registered_engine(tmp_path):

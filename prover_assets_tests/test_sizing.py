@@ -1,4 +1,4 @@
-"""The Lean workers on a host: their memory (unique per process, shared pages once) and how
+"""The Lean workers on a host: their memory (their own per process, mapped pages once) and how
 many the host holds."""
 
 import pytest
@@ -8,7 +8,7 @@ from prover_assets.verify.sizing import HostShape, lean_host_mb, size_workers, s
 
 
 @pytest.mark.parametrize(
-    ("workers", "spare", "unique_mb", "shared_mb", "host_mb"),
+    ("workers", "spare", "anonymous_mb", "mapped_mb", "host_mb"),
     [
         (8, True, 2000.0, 5000.0, 23000.0),  # 9 processes x 2000 + 5000 once
         (8, False, 2000.0, 5000.0, 21000.0),
@@ -16,10 +16,13 @@ from prover_assets.verify.sizing import HostShape, lean_host_mb, size_workers, s
         (0, True, 2000.0, 5000.0, 0.0),  # a Lean server: no REPL on this host
     ],
 )
-def test_the_host_holds_each_processes_unique_memory_and_the_shared_pages_once(
-    workers, spare, unique_mb, shared_mb, host_mb
+def test_the_host_holds_each_processes_own_memory_and_the_mapped_pages_once(
+    workers, spare, anonymous_mb, mapped_mb, host_mb
 ):
-    assert lean_host_mb(workers, spare=spare, unique_mb=unique_mb, shared_mb=shared_mb) == host_mb
+    assert (
+        lean_host_mb(workers, spare=spare, anonymous_mb=anonymous_mb, mapped_mb=mapped_mb)
+        == host_mb
+    )
 
 
 @pytest.mark.parametrize(
@@ -41,7 +44,7 @@ def test_auto_workers_take_the_smaller_of_the_cores_and_the_memory_left(
         reserve_cores=18,
         reserve_mb=56 * 1024,
         per_worker_mb=8192,
-        shared_mb=5120,
+        mapped_mb=5120,
         spare=True,
     )
     assert (sizing.workers, sizing.by_cores, sizing.by_memory) == (workers, by_cores, by_memory)

@@ -52,6 +52,7 @@ import functools
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import signal
@@ -516,24 +517,39 @@ class ReplProcess:
         5 GB for Mathlib, one copy on the host) counted in each."""
         return self._summed(lambda process: process.memory_info().rss)
 
-    def unique_mb(self) -> float:
-        """Memory only this REPL's process tree holds (psutil's USS: its private pages): what
-        one more worker adds to the host, and what grows as proofs are elaborated."""
-        return self._summed(lambda process: process.memory_full_info().uss)
+    def anonymous_mb(self) -> float:
+        """The anonymous memory of the REPL's process tree (`Anonymous:` of
+        /proc/<pid>/smaps_rollup): its own heap, which grows as proofs are elaborated and
+        which one more worker adds to the host. Not the mapped `.olean` files, which a lone
+        REPL maps privately and many REPLs share: psutil's USS would count them in the first
+        case and not in the second."""
+        return self._summed(_anonymous_bytes)
 
     def memory_report(self) -> dict[str, float]:
         """What the cap and the host must allow: the largest address space of one process of
         the tree (what RLIMIT_AS, per process, limits), the tree's resident memory (what a
-        cgroup limits), its unique memory, and the rest of the resident memory, shared (the
-        mapped `.olean` files, one copy for every REPL of the host)."""
+        cgroup limits), its anonymous memory (its own), and the rest of the resident memory,
+        mapped from files (the `.oleans`: one copy for every REPL of the host)."""
         largest = 0
         for process in self._tree():
             with contextlib.suppress(psutil.Error):
                 largest = max(largest, process.memory_info().vms)
-        resident, unique = self.resident_mb(), self.unique_mb()
+        resident, anonymous = self.resident_mb(), self.anonymous_mb()
         return {
             "address_space_mb": round(largest / (1 << 20), 1),
             "resident_mb": round(resident, 1),
-            "unique_mb": round(unique, 1),
-            "shared_mb": round(max(0.0, resident - unique), 1),
+            "anonymous_mb": round(anonymous, 1),
+            "mapped_mb": round(max(0.0, resident - anonymous), 1),
         }
+
+
+def _anonymous_bytes(process: psutil.Process) -> int:
+    """`Anonymous:` of the process's smaps_rollup (Linux 4.14 and later), in bytes."""
+    try:
+        text = Path(f"/proc/{process.pid}/smaps_rollup").read_text(encoding="ascii")
+    except (FileNotFoundError, ProcessLookupError) as exc:
+        raise psutil.NoSuchProcess(process.pid) from exc
+    found = re.search(r"^Anonymous:\s+(\d+) kB$", text, re.MULTILINE)
+    if found is None:
+        raise psutil.AccessDenied(process.pid, msg="no Anonymous line in smaps_rollup")
+    return int(found[1]) << 10

@@ -352,8 +352,8 @@ class ReplMeasure:
     import_s: float | None = None
     resident_mb: float | None = None
     address_space_mb: float | None = None
-    unique_mb: float | None = None  # the warmed REPL's own memory (USS)
-    shared_mb: float | None = None  # the rest of its resident memory: the mapped .oleans
+    anonymous_mb: float | None = None  # the warmed REPL's own (anonymous) memory
+    mapped_mb: float | None = None  # the rest of its resident memory: the mapped .oleans
 
 
 def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure) -> PreflightCheck:
@@ -397,7 +397,7 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
     limit = "resident" if mechanism == "cgroup" else "address space"
     threshold = (
         f"within header_timeout_s {lean.header_timeout_s:g} s; {limit} below memory_cap_mb "
-        f"{lean.memory_cap_mb} ({mechanism}: {cap.evidence}); unique memory (USS) below "
+        f"{lean.memory_cap_mb} ({mechanism}: {cap.evidence}); own (anonymous) memory below "
         f"memory_ceiling_mb {lean.memory_ceiling_mb}"
     )
     remedy = (
@@ -412,17 +412,17 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
         measured.import_s = answer.seconds
         measured.resident_mb = memory["resident_mb"]
         measured.address_space_mb = memory["address_space_mb"]
-        measured.unique_mb = memory["unique_mb"]
-        measured.shared_mb = memory["shared_mb"]
+        measured.anonymous_mb = memory["anonymous_mb"]
+        measured.mapped_mb = memory["mapped_mb"]
         held = memory["resident_mb"] if mechanism == "cgroup" else memory["address_space_mb"]
         ok = (
             not answer.errors
             and held < lean.memory_cap_mb
-            and memory["unique_mb"] < lean.memory_ceiling_mb
+            and memory["anonymous_mb"] < lean.memory_ceiling_mb
         )
         text = (
-            f"{answer.seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB (unique "
-            f"{memory['unique_mb']:.0f}, shared {memory['shared_mb']:.0f}), address space "
+            f"{answer.seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB (own "
+            f"{memory['anonymous_mb']:.0f}, mapped {memory['mapped_mb']:.0f}), address space "
             f"{memory['address_space_mb']:.0f} MiB"
             + (f"; errors: {answer.errors[:2]}" if answer.errors else "")
         )
@@ -440,12 +440,12 @@ def host_memory_check(
     total = total_bytes if total_bytes is not None else psutil.virtual_memory().total
     workers = 0 if isinstance(lean, RemoteLeanSettings) else sized_workers(lean).workers
     spare = bool(getattr(lean, "warm_spare", False))
-    if measured.unique_mb is not None and measured.shared_mb is not None:
-        per_worker_mb, shared_mb, source = measured.unique_mb, measured.shared_mb, "measured"
+    if measured.anonymous_mb is not None and measured.mapped_mb is not None:
+        per_worker_mb, mapped_mb, source = measured.anonymous_mb, measured.mapped_mb, "measured"
     else:  # not measured: the ceiling, as if all of it were the worker's own
-        per_worker_mb, shared_mb = getattr(lean, "memory_ceiling_mb", 0), 0.0
+        per_worker_mb, mapped_mb = getattr(lean, "memory_ceiling_mb", 0), 0.0
         source = "memory_ceiling_mb"
-    lean_bytes = lean_host_mb(workers, spare=spare, unique_mb=per_worker_mb, shared_mb=shared_mb)
+    lean_bytes = lean_host_mb(workers, spare=spare, anonymous_mb=per_worker_mb, mapped_mb=mapped_mb)
     lean_bytes *= MIB
     if gpu.engine == "vllm":
         slices = gpu.engines
@@ -461,8 +461,8 @@ def host_memory_check(
     )
     processes = f"{workers} workers" + (" + the warm spare" if spare and workers else "")
     text = (
-        f"need {need / (1 << 30):.1f} GiB ({processes} x {per_worker_mb:.0f} MiB unique {source}"
-        f" + {shared_mb:.0f} MiB shared .oleans once; "
+        f"need {need / (1 << 30):.1f} GiB ({processes} x {per_worker_mb:.0f} MiB own {source}"
+        f" + {mapped_mb:.0f} MiB mapped .oleans once; "
         f"{engines} {engine_bytes / (1 << 30):.1f} GiB; schedule {gpu.schedule}) of "
         f"{total / (1 << 30):.1f} GiB"
     )

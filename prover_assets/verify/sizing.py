@@ -2,8 +2,8 @@
 
 A warmed REPL's resident memory is mostly Mathlib's `.olean` files, mapped from disk: file-backed
 pages that every REPL of the host shares, one copy in the page cache. What one more worker adds
-is its unique memory (USS: its private pages, the elaborator's heap), which grows with the
-proofs it runs until `memory_ceiling_mb` recycles it: the ceiling is what a worker may hold.
+is its own, anonymous memory (the elaborator's heap), which grows with the proofs it runs until
+`memory_ceiling_mb` recycles it: the ceiling is what a worker may hold.
 Summing resident memory over eight workers would count the ~5 GB of `.oleans` eight times.
 
 `auto_workers: true` takes the smaller of two counts: the host's cores less what the config reserves
@@ -33,7 +33,7 @@ __all__ = [
 
 HOST_MEMORY_SHARE = 0.9  # of the host's memory, what the preflight lets a round plan to use
 # Mathlib's mapped .olean files, shared by every REPL: about 5 GB (a prior; the preflight's
-# import measures a warmed REPL's `shared_mb`).
+# import measures a warmed REPL's `mapped_mb`).
 OLEAN_SHARED_MB_PRIOR = 5120.0
 
 
@@ -72,13 +72,13 @@ class WorkerSizing:
         )
 
 
-def lean_host_mb(workers: int, *, spare: bool, unique_mb: float, shared_mb: float) -> float:
+def lean_host_mb(workers: int, *, spare: bool, anonymous_mb: float, mapped_mb: float) -> float:
     """The host memory `workers` REPLs hold (and the warm spare, a REPL like them, when there
-    is one): each process's unique memory, and the shared pages once."""
+    is one): each process's own (anonymous) memory, and the mapped pages once."""
     if workers == 0:
         return 0.0
     processes = workers + (1 if spare else 0)
-    return processes * unique_mb + shared_mb
+    return processes * anonymous_mb + mapped_mb
 
 
 def size_workers(
@@ -87,14 +87,14 @@ def size_workers(
     reserve_cores: int,
     reserve_mb: float,
     per_worker_mb: float,
-    shared_mb: float,
+    mapped_mb: float,
     spare: bool,
 ) -> WorkerSizing:
     """`auto_workers`: one REPL per core left after the reserve, as many as the memory left
-    (after the reserve and the shared pages) holds at `per_worker_mb` each, the smaller; at
+    (after the reserve and the mapped .oleans) holds at `per_worker_mb` each, the smaller; at
     least one."""
     by_cores = host.cores - reserve_cores
-    room_mb = HOST_MEMORY_SHARE * host.memory_mb - reserve_mb - shared_mb
+    room_mb = HOST_MEMORY_SHARE * host.memory_mb - reserve_mb - mapped_mb
     by_memory = math.floor(room_mb / per_worker_mb) - (1 if spare else 0)
     return WorkerSizing(max(1, min(by_cores, by_memory)), by_cores, by_memory)
 
@@ -102,7 +102,7 @@ def size_workers(
 def sized_workers(
     settings: LocalLeanSettings | SimulatedLeanSettings | RemoteLeanSettings,
     host: HostShape | None = None,
-    shared_mb: float = OLEAN_SHARED_MB_PRIOR,
+    mapped_mb: float = OLEAN_SHARED_MB_PRIOR,
 ) -> WorkerSizing:
     """The settings' worker count: as pinned, or sized to `host` (this one by default) with
     each worker at its `memory_ceiling_mb`, the most it holds before it is recycled."""
@@ -113,6 +113,6 @@ def sized_workers(
         reserve_cores=settings.host_reserve_cores,
         reserve_mb=settings.host_reserve_mb,
         per_worker_mb=settings.memory_ceiling_mb,
-        shared_mb=shared_mb,
+        mapped_mb=mapped_mb,
         spare=settings.warm_spare,
     )

@@ -4,7 +4,7 @@ The header is elaborated once per REPL process and reused as `env`; a job with a
 gets another process (the warm spare, when it holds that header), never a second import in
 place (see `ReplWorker._ready`). Each proof is one command against it, then `#print axioms
 <theorem>` and the statement check in the proof's env. The worker is recycled (a fresh REPL)
-after N commands or above a ceiling on its unique memory (USS, `ReplProcess.unique_mb`).
+after N commands or above a ceiling on its own memory (anonymous, `ReplProcess.anonymous_mb`).
 
 Only the proof's own command can earn a verdict from a fault: exceeding its budget is `timeout`.
 A fault anywhere else (the header, `#print axioms`, the statement check) or an answer that is
@@ -57,7 +57,7 @@ _AFTER_PROOF = ("proof", "axioms", "statement", "canary")
 _NOT_LEANS = (FORGED_OUTPUT, "non_json", "empty")
 # Faults an answer of Lean's own can cause; the canary tells whether it was Lean's.
 _CANARY_DECIDES = ("unknown_environment", "no_env", "axioms_unreadable")
-# Measuring a REPL's unique memory reads /proc/<pid>/smaps (milliseconds, more on a busy host); memory grows
+# Measuring a REPL's own memory reads /proc/<pid>/smaps_rollup (about a millisecond); memory grows
 # over many proofs, so once a second per worker catches it as well as after every proof would.
 MEMORY_CHECK_INTERVAL_S = 1.0
 
@@ -370,7 +370,7 @@ class ReplWorker:
         if now - self._memory_checked_at < MEMORY_CHECK_INTERVAL_S:
             return False
         self._memory_checked_at = now
-        return process.unique_mb() > self._memory_ceiling_mb
+        return process.anonymous_mb() > self._memory_ceiling_mb
 
     def _maybe_recycle(self, process: ReplProcess) -> None:
         if process.commands_sent >= self._recycle_after or self._over_memory(process):
