@@ -288,6 +288,10 @@ class TrainingSpec(_Spec):
             )
         return self
 
+    def ranks(self, device: str) -> int:
+        """The data-parallel ranks on `device`: one per GPU of `gpus` on CUDA, one on CPU."""
+        return len(self.gpus) if device == "cuda" else 1
+
     def all_seeds(self) -> list[int]:
         """Every training seed, the registered one first."""
         return [self.seed, *(s for s in self.seeds or () if s != self.seed)]

@@ -356,8 +356,10 @@ def test_the_eta_asset_takes_the_latest_preflights_rates_labelled_as_such(demo_d
 
 def test_the_priors_of_another_box_are_scaled_to_the_plans_engines_and_workers():
     # Prior: 3.1 s of wall per code sample at 8 workers (central), 3000 tokens/s on one engine.
-    plan = RoundPlan(**{**PLAN.__dict__, "lean_workers": 16, "engines": 4})
+    plan = RoundPlan(**{**PLAN.__dict__, "lean_workers": 16, "engines": 4, "training_ranks": 8})
     inputs = eta_table(plan, {})["inputs"]
+    assert inputs["sft_tokens_per_s"]["central"] == pytest.approx(4000.0 * 8)
+    assert inputs["sft_tokens_per_s"]["source"] == "prior (one GPU, scaled to 8)"
     assert inputs["verify_s_per_code_sample"]["central"] == pytest.approx(3.1 * 8 / 16)
     assert inputs["verify_s_per_code_sample"]["source"] == "prior (8 workers, scaled to 16)"
     assert inputs["tokens_per_s"]["central"] == pytest.approx(3000.0 * 4)
@@ -365,8 +367,9 @@ def test_the_priors_of_another_box_are_scaled_to_the_plans_engines_and_workers()
 
 
 def test_measured_rates_are_the_configured_boxs_own_and_never_scaled():
-    plan = RoundPlan(**{**PLAN.__dict__, "lean_workers": 16, "engines": 4})
+    plan = RoundPlan(**{**PLAN.__dict__, "lean_workers": 16, "engines": 4, "training_ranks": 8})
     inputs = eta_table(plan, ALL_MEASURED)["inputs"]
+    assert inputs["sft_tokens_per_s"]["central"] == 100.0
     assert inputs["verify_s_per_code_sample"]["central"] == 2.0
     assert inputs["tokens_per_s"]["central"] == 10.0
 

@@ -36,6 +36,7 @@ def test_an_entry_without_a_name_is_refused():
 def test_a_custom_command_runs_as_given(tmp_path):
     launch = repl_launch(["python3", "-m", "my_repl"], tmp_path)
     assert (launch.argv, launch.env, launch.direct) == (("python3", "-m", "my_repl"), {}, False)
+    assert launch.cwd == tmp_path
     assert launch.record() == {"via": "command", "argv": ["python3", "-m", "my_repl"]}
 
 
@@ -87,3 +88,89 @@ def test_a_lake_env_that_fails_is_said_with_its_message(workspace, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(LaunchError, match=r"`lake env` in .* did not run"):
         repl_launch(LAKE_EXE_REPL, workspace)
+
+
+def test_an_empty_entry_is_skipped_and_bytes_that_are_not_utf8_survive():
+    output = b"A=1\0\0B=\xff\0"
+    assert parse_environment(output) == {"A": "1", "B": "\udcff"}
+
+
+def test_an_entry_without_a_name_is_quoted_to_80_bytes():
+    entry = b"x" * 100
+    with pytest.raises(LaunchError) as refused:
+        parse_environment(entry + b"\0")
+    assert str(refused.value) == (
+        f"`lake env env -0` printed an entry without a name: {entry[:80]!r}"
+    )
+
+
+def lake_printing(folder, body: str):
+    """A `lake` whose `lake env env -0` runs `body` (a shell script) instead."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "lake"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def built(tmp_path):
+    binary = tmp_path / "workspace" / REPL_BINARY
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    return tmp_path / "workspace"
+
+
+def test_lakes_variables_are_those_it_adds_or_changes_and_the_two_imports_need_always(
+    tmp_path, built, monkeypatch
+):
+    monkeypatch.setenv("LEAN_PATH", "/same")
+    monkeypatch.setenv("KEPT", "as-is")
+    body = "printf 'LEAN_PATH=/same\\0LEAN_SYSROOT=/root\\0KEPT=as-is\\0NEW=1\\0'\n"
+    monkeypatch.setenv("PATH", f"{lake_printing(tmp_path / 'bin', body)}:{os.environ['PATH']}")
+    launch = repl_launch(LAKE_EXE_REPL, built)
+    assert dict(launch.env) == {"LEAN_PATH": "/same", "LEAN_SYSROOT": "/root", "NEW": "1"}
+    assert launch.cwd == built
+    assert launch.record() == {
+        "via": "the REPL binary with `lake env`'s environment",
+        "binary": str(built / REPL_BINARY),
+        "lean_path": "/same",
+        "lean_sysroot": "/root",
+    }
+
+
+def test_a_lake_env_that_sets_no_lean_path_is_refused_naming_what_is_missing(
+    tmp_path, built, monkeypatch
+):
+    body = "printf 'OTHER=1\\0'\n"
+    monkeypatch.setenv("PATH", f"{lake_printing(tmp_path / 'bin', body)}:{os.environ['PATH']}")
+    with pytest.raises(LaunchError) as refused:
+        repl_launch(LAKE_EXE_REPL, built)
+    assert str(refused.value) == f"`lake env` in {built} sets no LEAN_PATH, LEAN_SYSROOT"
+
+
+def test_a_lake_env_that_fails_is_refused_with_the_end_of_its_message(tmp_path, built, monkeypatch):
+    noise = "y" * 600
+    body = (
+        f"echo first line >&2\necho '{noise}' >&2\n"
+        "printf 'error: no such package \\377\\n' >&2\nexit 3\n"
+    )
+    monkeypatch.setenv("PATH", f"{lake_printing(tmp_path / 'bin', body)}:{os.environ['PATH']}")
+    with pytest.raises(LaunchError) as refused:
+        repl_launch(LAKE_EXE_REPL, built)
+    tail = f"first line\n{noise}\nerror: no such package \ufffd"[-500:]  # not UTF-8: replaced
+    assert str(refused.value) == (
+        f"`lake env env -0` in {built} exited 3: {tail}; is it a built workspace? "
+        "(`make lean-workspace`)"
+    )
+
+
+def test_a_lake_env_that_hangs_is_refused_after_its_timeout(tmp_path, built, monkeypatch):
+    import prover_assets.lean.launch as launch_module
+
+    monkeypatch.setattr(launch_module, "_LAKE_ENV_TIMEOUT_S", 0.5)
+    body = "exec sleep 30\n"
+    monkeypatch.setenv("PATH", f"{lake_printing(tmp_path / 'bin', body)}:{os.environ['PATH']}")
+    with pytest.raises(LaunchError, match=r"did not run: .*timed out after 0\.5 seconds"):
+        repl_launch(LAKE_EXE_REPL, built)

@@ -179,7 +179,7 @@ UNDELEGATED = (
         (
             1,
             "",
-            "Warning: something\nFailed to connect to bus: No medium found\n",
+            "Warning: one\nWarning: two\nFailed to connect to bus: No medium found\n",
             "rlimit_as",
             "systemd-run --user --scope failed (exit 1: Failed to connect to bus: No medium found)",
         ),

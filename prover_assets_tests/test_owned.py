@@ -54,3 +54,29 @@ def test_a_folder_its_owner_is_done_with_is_removed_though_the_owner_lives(tmp_p
     removed = remove_dead_owners(tmp_path, "work", finished=lambda path: (path / "done").exists())
     assert [r.path for r in removed] == [done]
     assert running.exists()
+
+
+def test_a_sweep_goes_on_past_the_folders_it_leaves_and_logs_each_removal(tmp_path, caplog):
+    import logging
+
+    dead = dead_pid()
+    unowned = tmp_path / "lean-repl-abc"  # sorts first
+    unowned.mkdir()
+    kept = folder_of(tmp_path, "lean-repl", dead, tag="0000")
+    gone = folder_of(tmp_path, "lean-repl", dead, tag="ffff", size=10)
+    with caplog.at_level(logging.WARNING, logger="prover_assets.records.owned"):
+        removed = remove_dead_owners(tmp_path, "lean-repl", keep=lambda path: path == kept)
+    assert [r.path for r in removed] == [gone]
+    assert caplog.messages == [f"removed {gone} (10 bytes), left by a process that is gone"]
+
+
+def test_a_size_is_every_files_bytes_under_a_folder_and_a_files_own(tmp_path):
+    from prover_assets.records.owned import size_bytes
+
+    folder = tmp_path / "f"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a").write_bytes(b"x" * 3)
+    (folder / "sub" / "b").write_bytes(b"x" * 5)
+    assert size_bytes(folder) == 8
+    assert size_bytes(folder / "a") == 3
+    assert size_bytes(tmp_path / "missing") == 0

@@ -68,3 +68,26 @@ def test_auto_workers_are_sized_by_the_ceiling_the_reserve_and_the_spare():
     sizing = sized_workers(settings, HostShape(16, 16 * 1024.0))
     assert (sizing.workers, sizing.by_cores, sizing.by_memory) == (8, 12, 8)
     assert sizing.describe() == "8 workers (auto: 12 by cores, 8 by memory; bound by memory)"
+
+
+def test_a_tie_between_cores_and_memory_is_said_as_bound_by_cores_and_no_spare_frees_one():
+    # cores 12 - 2 = 10; memory (0.9 x 20480 - 0 - 2048) / 1638.4 = 10.0 -> 10, no spare
+    sizing = size_workers(
+        HostShape(12, 20480.0),
+        reserve_cores=2,
+        reserve_mb=0,
+        per_worker_mb=1638.4,
+        mapped_mb=2048,
+        spare=False,
+    )
+    assert sizing.describe() == "10 workers (auto: 10 by cores, 10 by memory; bound by cores)"
+
+
+def test_this_host_is_the_cores_this_process_may_use_and_the_memory_installed():
+    import os
+
+    import psutil
+
+    host = HostShape.this_host()
+    assert host.cores == len(os.sched_getaffinity(0))
+    assert host.memory_mb == psutil.virtual_memory().total / (1 << 20)

@@ -128,7 +128,8 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             generation_walls=walled(generation_keys, GenerationBatchResult),
             verification_walls=walled(verdict_keys, VerificationResult),
         )
-        plan = _round_plan(spec, instance, sizing.workers, gpu.model().engines)
+        engines = gpu.model()
+        plan = _round_plan(spec, instance, sizing.workers, engines.engines, engines.device)
         table = eta_table(plan, measured, preflight_figures(instance))
         balances = step_balances(table, sizing.workers)
         context.log.info(f"Lean: {sizing.describe()}")
@@ -208,7 +209,7 @@ def _fixed_step_seconds(built: ExperimentSpec, instance: dg.DagsterInstance) -> 
 
 
 def _round_plan(
-    spec: ExperimentSpec, instance: dg.DagsterInstance, workers: int, engines: int
+    spec: ExperimentSpec, instance: dg.DagsterInstance, workers: int, engines: int, device: str
 ) -> RoundPlan:
     """What a full round of this experiment does (problem counts measured where known)."""
     counts = {
@@ -217,7 +218,7 @@ def _round_plan(
         )
         for name in spec.eval_sets
     }
-    return round_plan(spec, counts, workers, engines)
+    return round_plan(spec, counts, workers, engines, spec.training.ranks(device))
 
 
 def _balance_table(balances: list[StepBalance]) -> dg.MetadataValue:

@@ -43,7 +43,9 @@ def balance_check(
         sizing = sized_workers(lean, shape)
         spec = config.experiment
         counts = {name: eval_problems_upper_bound(spec, name) for name in spec.eval_sets}
-        table = eta_table(round_plan(spec, counts, sizing.workers, config.gpu.engines), {}, figures)
+        ranks = spec.training.ranks(config.gpu.device)
+        plan = round_plan(spec, counts, sizing.workers, config.gpu.engines, ranks)
+        table = eta_table(plan, {}, figures)
         rates = ", ".join(
             f"{name} {table['inputs'][name]['central']:g} ({table['inputs'][name]['source']})"
             for name in RATE_INPUTS

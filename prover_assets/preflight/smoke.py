@@ -220,7 +220,7 @@ def training_check(
     micro-batch per rank a step: the peak of a micro-batch does not grow with accumulation)."""
     spec, device = config.experiment, config.gpu.device
     training = spec.training
-    ranks = len(training.gpus) if device == "cuda" else 1
+    ranks = training.ranks(device)
     smoke = training.model_copy(
         update={
             "gradient_accumulation": ranks,

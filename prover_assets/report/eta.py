@@ -48,7 +48,7 @@ PRIORS: dict[str, tuple[float, float, float]] = {
     "verify_s_per_code_sample": (1.5, 3.1, 6.0),  # wall seconds, PRIOR_LEAN_WORKERS busy
     "share_with_code": (0.6, 0.8, 0.95),
     "unsolved_share": (0.3, 0.5, 0.7),
-    "sft_tokens_per_s": (8000.0, 4000.0, 2000.0),
+    "sft_tokens_per_s": (8000.0, 4000.0, 2000.0),  # one GPU
     "sft_rows_per_problem": (1.0, 2.0, 4.0),
     "sft_row_tokens": (3000.0, 6000.0, 10000.0),
 }
@@ -120,6 +120,7 @@ class RoundPlan:
     demo: bool = False  # a demo round also tunes its tiny base model
     lean_workers: int = PRIOR_LEAN_WORKERS  # the verifier's workers on this host
     engines: int = 1  # generation engines sampling at once (vLLM children, replicas)
+    training_ranks: int = 1  # GPUs that train at once (DDP)
     iterations: int = 1  # expert iterations: each samples the pool, trains and evaluates again
     seeds: int = 1  # training seeds per iteration: each trains, exports and evaluates
 
@@ -208,12 +209,13 @@ def _fixed(count: float) -> Range:
 
 
 def _scaled_priors(inputs: dict[str, Range], plan: RoundPlan) -> dict[str, Range]:
-    """The two priors measured on another shape of box, scaled to the plan's: tokens per
-    second on one engine (times the engines), verification wall time per sample at
-    PRIOR_LEAN_WORKERS workers (times their share of the plan's). Measured rates are the
-    configured box's own."""
+    """The priors measured on another shape of box, scaled to the plan's: tokens per second
+    on one engine (times the engines), training tokens per second on one GPU (times the ranks),
+    verification wall time per sample at PRIOR_LEAN_WORKERS workers (times their share of the
+    plan's). Measured rates are the configured box's own."""
     scales = {
         "tokens_per_s": (plan.engines, f"one engine, scaled to {plan.engines}"),
+        "sft_tokens_per_s": (plan.training_ranks, f"one GPU, scaled to {plan.training_ranks}"),
         "verify_s_per_code_sample": (
             PRIOR_LEAN_WORKERS / plan.lean_workers,
             f"{PRIOR_LEAN_WORKERS} workers, scaled to {plan.lean_workers}",
@@ -390,10 +392,14 @@ def step_balances(table: Mapping[str, Any], workers: int) -> list[StepBalance]:
 
 
 def round_plan(
-    spec: ExperimentSpec, eval_problems: Mapping[str, int], lean_workers: int, engines: int
+    spec: ExperimentSpec,
+    eval_problems: Mapping[str, int],
+    lean_workers: int,
+    engines: int,
+    training_ranks: int,
 ) -> RoundPlan:
     """What a full round of `spec` does, with the eval sets' problem counts, the verifier's
-    workers on this host and the generation engines that sample at once."""
+    workers on this host, the generation engines that sample at once and the GPUs that train."""
     return RoundPlan(
         eval_problems=dict(eval_problems),
         eval_caps={name: tuple(spec.caps_of(name)) for name in spec.eval_sets},
@@ -409,4 +415,5 @@ def round_plan(
         seeds=len(spec.training.all_seeds()),
         lean_workers=lean_workers,
         engines=engines,
+        training_ranks=training_ranks,
     )
