@@ -80,3 +80,11 @@ def test_a_size_is_every_files_bytes_under_a_folder_and_a_files_own(tmp_path):
     assert size_bytes(folder) == 8
     assert size_bytes(folder / "a") == 3
     assert size_bytes(tmp_path / "missing") == 0
+
+
+def test_a_sweep_goes_on_past_a_live_owners_folder(tmp_path):
+    running = folder_of(tmp_path, "work", os.getpid(), tag="0000")  # sorts first
+    done = folder_of(tmp_path, "work", os.getpid(), tag="ffff")
+    (done / "done").write_text("")
+    removed = remove_dead_owners(tmp_path, "work", finished=lambda path: (path / "done").exists())
+    assert [r.path for r in removed] == [done] and running.exists()
