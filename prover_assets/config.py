@@ -255,6 +255,11 @@ class TrainingSpec(_Spec):
     seeds: Annotated[list[int], Field(min_length=1)] | None = None
     pad_token_id: int | None = None  # None: the tokenizer's
     precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    # flash_attention_2 reads the packed rows as variable-length sequences; sdpa attends a dense
+    # block-diagonal mask over the whole micro-batch (about twice the step time at 18,432
+    # tokens). A named one is used or the run refused, never replaced; auto: flash-attention 2
+    # on a GPU where it imports, else sdpa.
+    attention: Literal["auto", "flash_attention_2", "sdpa"] = "auto"
     max_steps: PositiveInt | None = None  # demo / smoke runs only
     # Memory (sft/memory.py): layer inputs kept and the rest recomputed in backward; the loss
     # computed this many tokens' logits at a time; the card a rank plans for.

@@ -30,6 +30,7 @@ ORDER = [
     "smoke.generation",
     "smoke.verification",
     "training.memory_plan",
+    "training.attention",
     "smoke.training",
     "smoke.export",
     "disk.free",

@@ -160,8 +160,9 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
 
 
 def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
-    """One training rank's planned peak, term by term (flash-attention 2; SDPA's peak beside
-    it), from the model snapshot's config.json, or Qwen3-8B's shape before it is on disk."""
+    """One training rank's planned peak, term by term, with the attention the config names
+    (flash-attention 2 for auto; SDPA's peak beside it), from the model snapshot's config.json,
+    or Qwen3-8B's shape before it is on disk."""
     if spec.model.source == "demo_tiny":
         return {"training_memory_peak": "the demo trains its tiny model on CPU: no GPU plan"}
     config_file = Path(spec.model.path or "") / "config.json"
@@ -171,7 +172,8 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
         config, source = QWEN3_8B, "Qwen3-8B's shape (no snapshot at spec.model.path yet)"
     flash = training_memory(spec.training, config)
     sdpa = training_memory(spec.training, config, attention="sdpa")
-    rows = [dg.TableRecord(row) for row in flash.table()]
+    planned = sdpa if spec.training.attention == "sdpa" else flash  # the config's choice
+    rows = [dg.TableRecord(row) for row in planned.table()]
     schema = dg.TableSchema(
         [
             dg.TableColumn("term", "string"),
@@ -181,7 +183,7 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
     )
     return {
         "training_memory": dg.MetadataValue.table(rows, schema),
-        "training_memory_peak": flash.refusal() or flash.describe(),
+        "training_memory_peak": planned.refusal() or planned.describe(),
         "training_memory_peak_sdpa_gib": dg.MetadataValue.float(round(sdpa.peak_bytes / GIB, 2)),
         "training_memory_model_config": source,
     }

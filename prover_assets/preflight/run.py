@@ -14,6 +14,7 @@ from prover_assets.generation.stages import hub_model
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.preflight import environment as env
 from prover_assets.preflight import smoke
+from prover_assets.preflight.attention import attention_check
 from prover_assets.preflight.balance import balance_check
 from prover_assets.preflight.gate import PREFLIGHT_DIR, preflight_identity, write_report
 from prover_assets.preflight.model import (
@@ -234,7 +235,10 @@ def _smoke_checks(
     checks.add_if(
         ("model.load",), lambda: smoke.memory_plan_check(config, model), "training.memory_plan"
     )
-    checks.add_if(("training.memory_plan", "gpu.devices"), train, "smoke.training")
+    checks.add_if(("gpu.devices",), lambda: attention_check(config), "training.attention")
+    checks.add_if(
+        ("training.memory_plan", "gpu.devices", "training.attention"), train, "smoke.training"
+    )
     checks.add_if(
         ("smoke.training",),
         lambda: smoke.export_check(config, model, shards[0], shards[1], work),

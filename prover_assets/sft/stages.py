@@ -251,7 +251,7 @@ def planned_memory(training: TrainingSpec, model_dir: Path, device: str) -> Trai
     return training_memory(
         training,
         config,
-        attention=attention_implementation(device),
+        attention=attention_implementation(device, training.attention),
         bf16=training.uses_bf16(device),
     )
 

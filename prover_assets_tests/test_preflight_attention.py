@@ -1,0 +1,82 @@
+"""The attention a GPU run trains with: named by the config, proved by the preflight, never
+replaced without a word."""
+
+import pytest
+
+import prover_assets.sft.trainer as trainer_module
+from prover_assets.config import parse_run_config
+from prover_assets.preflight.attention import attention_check
+from prover_assets.preflight.model import CheckStatus
+from prover_assets.sft.trainer import AttentionUnavailable, attention_implementation
+from prover_assets_tests.conftest import full_demo_run_config
+
+
+def gpu_config(tmp_path, attention: str):
+    """The demo's sections on eight GPUs (vLLM, training on all of them), with `attention`."""
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["gpu"]["config"]["settings"] = {
+        "engine": "vllm",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "gpus": list(range(8)),
+    }
+    raw["resources"]["experiment"]["config"]["spec"]["training"]["attention"] = attention
+    return parse_run_config(raw, "test config")
+
+
+def test_a_named_flash_attention_that_does_not_import_fails_the_preflight_with_its_error(
+    tmp_path,
+):
+    # No flash_attn on this CPU box: the registered choice is refused, with the import's error.
+    check = attention_check(gpu_config(tmp_path, "flash_attention_2"))
+    assert check.status == CheckStatus.FAILED
+    assert check.measured == (
+        "flash_attn does not import or run: ModuleNotFoundError: No module named 'flash_attn'"
+    )
+    assert "training.attention: sdpa" in check.remedy
+
+
+def test_auto_on_a_gpu_without_flash_attention_says_it_would_fall_back(tmp_path):
+    check = attention_check(gpu_config(tmp_path, "auto"))
+    assert check.status == CheckStatus.FAILED
+    assert "(auto would fall back to SDPA)" in check.measured
+
+
+def test_sdpa_named_passes_and_states_its_cost(tmp_path):
+    check = attention_check(gpu_config(tmp_path, "sdpa"))
+    assert check.status == CheckStatus.PASSED
+    assert "about twice the step time" in check.measured
+
+
+def test_on_cpu_the_check_does_not_apply(tmp_path):
+    raw = full_demo_run_config(tmp_path / "data")
+    check = attention_check(parse_run_config(raw, "test config"))
+    assert check.status == CheckStatus.NOT_APPLICABLE
+
+
+@pytest.mark.parametrize(
+    ("device", "wanted", "imports", "chosen"),
+    [
+        ("cuda", "auto", True, "flash_attention_2"),
+        ("cuda", "auto", False, "sdpa"),
+        ("cuda", "flash_attention_2", True, "flash_attention_2"),
+        ("cuda", "sdpa", True, "sdpa"),
+        ("cpu", "auto", True, "sdpa"),
+        ("cpu", "sdpa", False, "sdpa"),
+    ],
+)
+def test_the_trainer_takes_the_named_attention_or_for_auto_the_best_that_runs(
+    monkeypatch, device, wanted, imports, chosen
+):
+    error = None if imports else "ImportError: undefined symbol"
+    monkeypatch.setattr(trainer_module, "flash_attention_import_error", lambda: error)
+    assert attention_implementation(device, wanted) == chosen
+
+
+@pytest.mark.parametrize(("device", "reason"), [("cuda", "does not import"), ("cpu", "CUDA")])
+def test_a_named_flash_attention_that_cannot_run_refuses_the_training(monkeypatch, device, reason):
+    monkeypatch.setattr(
+        trainer_module, "flash_attention_import_error", lambda: "ImportError: undefined symbol"
+    )
+    with pytest.raises(AttentionUnavailable, match=reason):
+        attention_implementation(device, "flash_attention_2")
