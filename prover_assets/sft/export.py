@@ -29,6 +29,7 @@ __all__ = [
     "EXPORT_PHASES",
     "MERGE_TOLERANCE",
     "ExportResult",
+    "export_host_peak_bytes",
     "export_merged",
     "logprobs",
 ]
@@ -124,10 +125,24 @@ def _load(folder: Path, dtype: str) -> Any:
     return AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
 
 
-def _release(*models: Any) -> None:
-    """Free the models' memory now (an 8B model in fp32 is 33 GB)."""
-    del models
-    gc.collect()
+def _loaded_logprobs(folder: Path, dtype: str, inputs: Sequence[Sequence[int]]) -> list[Any]:
+    """The log-probabilities of the model in `folder` loaded in `dtype`; the model is freed on
+    return (only its outputs leave this frame)."""
+    model = _load(folder, dtype)
+    try:
+        return logprobs(model, inputs)
+    finally:
+        del model
+        gc.collect()
+
+
+def export_host_peak_bytes(parameters: int) -> int:
+    """The export's host-memory peak, by its phases: the base in fp32 with the adapter merged
+    in place (4 bytes a parameter) is the largest; the cast to the export's dtype happens in
+    place, tensor by tensor, and the reloaded export and the base in that dtype are each loaded
+    after the one before is freed. (The adapter and the log-probabilities of the parity inputs
+    are small beside it; the safetensors files are mapped, not held.)"""
+    return 4 * parameters
 
 
 EXPORT_PHASES = (
@@ -137,6 +152,34 @@ EXPORT_PHASES = (
     "casting, saving and reloading the export",
     "the base model's drift under the same cast",
 )
+
+
+def _merge_and_save(
+    base_dir: Path,
+    adapter_dir: Path,
+    out_dir: Path,
+    parity_inputs: Sequence[Sequence[int]],
+    dtype: str,
+    next_phase: Callable[[], None],
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """Base + adapter in fp32: the base's and the adapted model's log-probabilities, the merge's,
+    then the merge cast to `dtype` and saved in `out_dir`. The models are freed on return."""
+    from peft import PeftModel
+
+    adapted = PeftModel.from_pretrained(_load(base_dir, "float32"), adapter_dir).eval()
+    next_phase()
+    with adapted.disable_adapter():
+        base_fp32 = logprobs(adapted, parity_inputs)
+    reference = logprobs(adapted, parity_inputs)
+    next_phase()
+    merged = adapted.merge_and_unload()
+    merged_fp32 = logprobs(merged, parity_inputs)
+    next_phase()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _cast(merged, dtype).save_pretrained(out_dir)
+    del merged, adapted
+    gc.collect()
+    return base_fp32, reference, merged_fp32
 
 
 def export_merged(
@@ -152,7 +195,6 @@ def export_merged(
     beside the base's; returns the revision and the measurements (the caller gates on
     `parity_passed`). `on_phase(done, total, phase)` is told as each of `EXPORT_PHASES` begins,
     and at the end."""
-    from peft import PeftModel
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -166,25 +208,14 @@ def export_merged(
         on_phase(done, len(EXPORT_PHASES), phase)
 
     next_phase()
-    adapted = PeftModel.from_pretrained(_load(base_dir, "float32"), adapter_dir).eval()
-    next_phase()
-    with adapted.disable_adapter():
-        base_fp32 = logprobs(adapted, parity_inputs)
-    reference = logprobs(adapted, parity_inputs)
-    next_phase()
-    merged = adapted.merge_and_unload()
-    merged_fp32 = logprobs(merged, parity_inputs)
-    next_phase()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _cast(merged, dtype).save_pretrained(out_dir)
-    _release(merged, adapted)
+    base_fp32, reference, merged_fp32 = _merge_and_save(
+        base_dir, adapter_dir, out_dir, parity_inputs, dtype, next_phase
+    )
     AutoTokenizer.from_pretrained(base_dir).save_pretrained(out_dir)
     revision = write_local_revision(out_dir, kind="sft")
-    exported = _load(out_dir, dtype)
-    export_cast = logprobs(exported, parity_inputs)
-    _release(exported)
+    export_cast = _loaded_logprobs(out_dir, dtype, parity_inputs)
     next_phase()
-    base_cast = logprobs(_load(base_dir, dtype), parity_inputs)
+    base_cast = _loaded_logprobs(base_dir, dtype, parity_inputs)
     on_phase(len(EXPORT_PHASES), len(EXPORT_PHASES), "done")
     base_drift = _max_diff(base_fp32, base_cast, 1)
     result = ExportResult(
