@@ -350,7 +350,8 @@ def test_the_host_memory_text_states_each_term(tmp_path):
     check = env.host_memory_check(config, measured, 16 << 30)
     assert check.measured == (
         "need 2.0 GiB (2 workers + the warm spare x 512 MiB own measured + 512 MiB mapped "
-        ".oleans once; the transformers engine's model 0.0 GiB; schedule exclusive) of 16.0 GiB"
+        ".oleans once; the transformers engine's model 0.0 GiB; the export's fp32 merge 0.0 GiB; "
+        "schedule exclusive) of 16.0 GiB"
     )
     unmeasured = env.host_memory_check(config, env.ReplMeasure(), 64 << 30)
     # the ceiling stands in, as if all of it were each worker's own
@@ -366,3 +367,28 @@ def test_on_this_cpu_host_the_real_query_finds_no_gpu_for_the_registered_engine(
     assert check.status == CheckStatus.FAILED
     assert check.measured.startswith("0 GPUs [], [] GiB")
     assert "GPU 0 not visible" in check.measured and "torch is a CPU build" in check.measured
+
+
+def test_the_exports_fp32_merge_counts_beside_the_lean_workers_when_it_is_the_larger(tmp_path):
+    # The registered model's shape (Qwen3-8B, no snapshot yet): 8,190,735,360 parameters x 4
+    # bytes = 30.5 GiB for the export, against 4 vLLM children x 6 GiB = 24 GiB: under
+    # overlapped the export is the GPU side's larger term, beside (2 workers + the spare) x
+    # 1 GiB own + 1 GiB mapped = 4 GiB of Lean: 34.5 GiB.
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["gpu"]["config"]["settings"] = {
+        "engine": "vllm",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "gpus": [0, 1, 2, 3],
+        "schedule": "overlapped",
+    }
+    raw["resources"]["experiment"]["config"]["spec"]["model"] = {
+        "source": "hub",
+        "path": "REPLACE_ME/models/qwen3-8b",
+        "revision": "REPLACE_ME",
+    }
+    config = parse_run_config(raw, "test config")
+    measured = env.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
+    check = env.host_memory_check(config, measured, 1 << 40)
+    assert "the export's fp32 merge 30.5 GiB" in check.measured
+    assert check.measured.startswith("need 34.5 GiB")

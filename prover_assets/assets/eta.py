@@ -48,7 +48,8 @@ from prover_assets.report.eta import (
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
-from prover_assets.sft.memory import GIB, QWEN3_8B, training_memory
+from prover_assets.sft.export import export_host_peak_bytes
+from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape, training_memory
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
 from prover_assets.verify.sizing import sized_workers
@@ -186,6 +187,10 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
         "training_memory_peak": planned.refusal() or planned.describe(),
         "training_memory_peak_sdpa_gib": dg.MetadataValue.float(round(sdpa.peak_bytes / GIB, 2)),
         "training_memory_model_config": source,
+        # the export's fp32 merge on the host (sft/export.py), beside the training's GPU peak
+        "export_host_peak_gib": dg.MetadataValue.float(
+            round(export_host_peak_bytes(ModelShape.of(config).parameters()) / GIB, 2)
+        ),
     }
 
 

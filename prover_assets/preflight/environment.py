@@ -43,6 +43,7 @@ from prover_assets.lean.repl import ReplProcess, describe_containment
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
+from prover_assets.sft.export import export_host_peak_bytes
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
 from prover_assets.verify.sizing import lean_host_mb, sized_workers
@@ -434,8 +435,9 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
 def host_memory_check(
     config: RunConfig, measured: ReplMeasure, total_bytes: int | None = None
 ) -> PreflightCheck:
-    """The host memory the Lean workers need beside the engines: at once when the schedule
-    overlaps them, the larger of the two when it does not."""
+    """The host memory the Lean workers need beside the GPU side (the engines, or the export's
+    fp32 merge, whichever is larger): at once when the schedule overlaps them, the larger of
+    the two when it does not."""
     lean, gpu = config.lean, config.gpu
     total = total_bytes if total_bytes is not None else psutil.virtual_memory().total
     workers = 0 if isinstance(lean, RemoteLeanSettings) else sized_workers(lean).workers
@@ -447,23 +449,19 @@ def host_memory_check(
         source = "memory_ceiling_mb"
     lean_bytes = lean_host_mb(workers, spare=spare, anonymous_mb=per_worker_mb, mapped_mb=mapped_mb)
     lean_bytes *= MIB
-    if gpu.engine == "vllm":
-        slices = gpu.engines
-        engine_bytes = slices * ENGINE_HOST_GIB * (1 << 30)
-        engines = f"{slices} vLLM children x {ENGINE_HOST_GIB:g} GiB (a prior)"
-    elif gpu.engine == "transformers":
-        engine_bytes = _model_bytes(config) * (2 if gpu.device == "cpu" else 1)
-        engines = "the transformers engine's model"
-    else:
-        engine_bytes, engines = 0, "no engine on this host (HTTP replicas)"
+    engine_bytes, engines = _engine_bytes(config)
+    export_bytes = _export_bytes(config)
+    # The export runs on its own on the GPU side; the Lean workers may run beside either.
+    gpu_side = (engine_bytes, export_bytes)
     need = (
-        lean_bytes + engine_bytes if gpu.schedule == "overlapped" else max(lean_bytes, engine_bytes)
+        lean_bytes + max(gpu_side) if gpu.schedule == "overlapped" else max(lean_bytes, *gpu_side)
     )
     processes = f"{workers} workers" + (" + the warm spare" if spare and workers else "")
     text = (
         f"need {need / (1 << 30):.1f} GiB ({processes} x {per_worker_mb:.0f} MiB own {source}"
         f" + {mapped_mb:.0f} MiB mapped .oleans once; "
-        f"{engines} {engine_bytes / (1 << 30):.1f} GiB; schedule {gpu.schedule}) of "
+        f"{engines} {engine_bytes / (1 << 30):.1f} GiB; the export's fp32 merge "
+        f"{export_bytes / (1 << 30):.1f} GiB; schedule {gpu.schedule}) of "
         f"{total / (1 << 30):.1f} GiB"
     )
     return timed(
@@ -472,6 +470,32 @@ def host_memory_check(
         "fewer lean workers, the exclusive schedule, or a host with more memory",
         lambda: (_verdict(need <= 0.9 * total), text, {}),
     )
+
+
+def _engine_bytes(config: RunConfig) -> tuple[int, str]:
+    """The host memory the generation engines hold, and what they are."""
+    gpu = config.gpu
+    if gpu.engine == "vllm":
+        bytes_ = int(gpu.engines * ENGINE_HOST_GIB * (1 << 30))
+        return bytes_, f"{gpu.engines} vLLM children x {ENGINE_HOST_GIB:g} GiB (a prior)"
+    if gpu.engine == "transformers":
+        held = _model_bytes(config) * (2 if gpu.device == "cpu" else 1)
+        return held, "the transformers engine's model"
+    return 0, "no engine on this host (HTTP replicas)"
+
+
+def _export_bytes(config: RunConfig) -> int:
+    """The export's host peak (`export_host_peak_bytes`) for the model's shape: its snapshot's
+    config.json, or Qwen3-8B's before it is on disk; the demo's tiny model, built later, none."""
+    model = config.experiment.model
+    if model.source == "demo_tiny":
+        return 0
+    config_file = Path(model.path or "") / "config.json"
+    if model.path and not is_placeholder(model.path) and config_file.is_file():
+        shape = ModelShape.of(json.loads(config_file.read_text(encoding="utf-8")))
+    else:
+        shape = ModelShape.of(QWEN3_8B)
+    return export_host_peak_bytes(shape.parameters())
 
 
 def _model_bytes(config: RunConfig) -> int:
