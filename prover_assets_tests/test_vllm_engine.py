@@ -223,3 +223,28 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
     children = psutil.Process().children(recursive=True)
     left = [p for p in children if "prover_assets.generation.vllm_child" in p.cmdline()]
     assert left == []
+
+
+def test_an_engine_that_fails_its_first_start_is_started_once_more_on_its_slice(
+    simulated_vllm, model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "cache"))
+    _, one = generate(model_dir, tmp_path / "one", [0])
+    simulated_vllm({"0": {"load_fails_once": True}})
+    engine, results = generate(model_dir, tmp_path / "two", [0, 1])
+    assert results == one
+    assert (engine.dead_slices, engine.start_retries) == ([], [1, 0])
+    assert sum(engine.served_per_slice) == 24
+
+
+def test_each_slice_has_its_own_compile_cache_under_the_users_and_its_startup_measured(
+    simulated_vllm, model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "cache"))
+    engine, _ = generate(model_dir, tmp_path / "two", [0, 1])
+    for index in (0, 1):
+        log = (tmp_path / "two" / f"engine-{index}" / "vllm.log").read_text()
+        assert f"VLLM_CACHE_ROOT={tmp_path / 'cache'}/prover-assets-slice-{index}\n" in log
+    described = engine.describe()
+    assert all(s is not None and s >= 0 for s in described["startup_s_per_slice"])
+    assert described["start_retries"] == [0, 0]

@@ -6,7 +6,12 @@ pipeline_parallel_size`; each slice gets its own child process
 `engine-<i>` and log) holding one `vllm.LLM`. Requests are dealt to the slices in turn; every
 child streams its results as each finishes, and the parent yields them as they land. A child
 that dies (a crash, an OOM, a load that never ends) loses only its unanswered requests: they go
-to a slice whose child finished cleanly, on a new child, and a dead slice is not used again. A
+to a slice whose child finished cleanly, on a new child, and a dead slice is not used again,
+except that a child that exits before its model is loaded is started once more on its slice
+(starts race: compile caches, memory). Each slice has its own vLLM cache (`VLLM_CACHE_ROOT`,
+torch.compile's artifacts among them) under the user's, so children starting at once never
+write one compile cache together (vLLM issue #24601); each slice's start-up (spawn to model
+loaded) is measured and described. A
 sample's tokens depend only on its prompt, seed and sampling (vLLM's per-request seeds), never
 on which slice drew it; `batch_invariant` makes that exact across batch compositions too.
 
@@ -42,7 +47,7 @@ from prover_assets.generation.engines import (
 )
 from prover_assets.generation.vllm_child import READY_FILE
 
-__all__ = ["EngineIdentityError", "VllmEngine", "VllmSpec", "gpu_slices"]
+__all__ = ["EngineIdentityError", "VllmEngine", "VllmSpec", "gpu_slices", "slice_cache_root"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,15 @@ class VllmSpec:
     sampling: SamplingSettings
     chunk: int  # results are made durable after every `chunk` that finish
     abort_retries: int = 2  # a request vLLM aborts is added again, at most this many times
+
+
+def slice_cache_root(index: int) -> str:
+    """Slice `index`'s own vLLM cache, under the user's (`VLLM_CACHE_ROOT`, else ~/.cache/vllm):
+    kept between steps, never shared by two children."""
+    base = os.environ.get("VLLM_CACHE_ROOT") or os.path.join(
+        os.path.expanduser("~"), ".cache", "vllm"
+    )
+    return os.path.join(base, f"prover-assets-slice-{index}")
 
 
 def gpu_slices(gpus: Sequence[int], gpus_per_engine: int) -> list[tuple[int, ...]]:
@@ -139,6 +153,8 @@ class VllmEngine(GenerationEngine):
         self.poll_s = poll_s
         self.dead_slices: list[int] = []
         self.served_per_slice = [0] * len(self.slices)
+        self.start_retries = [0] * len(self.slices)
+        self.startup_s_per_slice: list[float | None] = [None] * len(self.slices)
 
     def describe(self) -> dict[str, Any]:
         spec = {k: v for k, v in asdict(self.spec).items() if k != "chunk"}
@@ -149,6 +165,10 @@ class VllmEngine(GenerationEngine):
             "batch_invariant": self.batch_invariant,
             "served_per_slice": list(self.served_per_slice),
             "dead_slices": list(self.dead_slices),
+            "start_retries": list(self.start_retries),
+            "startup_s_per_slice": [
+                None if s is None else round(s, 1) for s in self.startup_s_per_slice
+            ],
         }
 
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
@@ -226,6 +246,7 @@ class VllmEngine(GenerationEngine):
         env = {
             **os.environ,
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in self.slices[slice_index]),
+            "VLLM_CACHE_ROOT": slice_cache_root(slice_index),
         }
         if self.batch_invariant:
             env["VLLM_BATCH_INVARIANT"] = "1"
@@ -275,7 +296,15 @@ class VllmEngine(GenerationEngine):
                 f"{self.spec.model_rev}; see {child.log_path}"
             )
         child.ready = True
-        log.info("vLLM engine %d is serving %s (%s)", child.slice_index, served, ready["model_rev"])
+        startup = time.monotonic() - child.started
+        self.startup_s_per_slice[child.slice_index] = startup
+        log.info(
+            "vLLM engine %d is serving %s (%s), %.1f s after it was started",
+            child.slice_index,
+            served,
+            ready["model_rev"],
+            startup,
+        )
 
     def _ended(
         self, child: _Child, unanswered: dict[tuple, GenerationRequest], *, exited: bool
@@ -296,6 +325,16 @@ class VllmEngine(GenerationEngine):
             )
         child.stop()
         left = [r for r in child.requests if r.key in unanswered]
+        if exited and not child.ready and not self.start_retries[child.slice_index]:
+            self.start_retries[child.slice_index] += 1
+            log.warning(
+                "vLLM engine %d exited (%s) before its model was loaded; starting it once more; "
+                "see %s",
+                child.slice_index,
+                child.process.returncode,
+                child.log_path,
+            )
+            return left
         if left or child.process.returncode != 0:
             self.dead_slices.append(child.slice_index)
             log.warning(

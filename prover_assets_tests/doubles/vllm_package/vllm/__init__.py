@@ -7,7 +7,9 @@ Put this folder first on PYTHONPATH to stand in for vLLM. Faults are scripted pe
 by `FAKE_VLLM_SCRIPT`: JSON mapping a child's `CUDA_VISIBLE_DEVICES` to
 `{"die_after": n}` (the process exits with 9 once n requests have finished),
 `{"abort_seeds": [...]}` (the first attempt of those seeds ends `abort`),
-`{"serves": path}` (the engine reports another model folder), `{"load_fails": true}`."""
+`{"serves": path}` (the engine reports another model folder), `{"load_fails": true}`,
+`{"load_fails_once": true}` (the first load in a `VLLM_CACHE_ROOT` fails, as a start that
+races or runs out of memory once). Each load prints the `VLLM_CACHE_ROOT` it was given."""
 
 from __future__ import annotations
 
@@ -73,8 +75,15 @@ class LLM:
             f"VLLM_BATCH_INVARIANT={os.environ.get('VLLM_BATCH_INVARIANT')}",
             flush=True,
         )
+        print(f"SIMULATED vllm: VLLM_CACHE_ROOT={os.environ.get('VLLM_CACHE_ROOT')}", flush=True)
         if script.get("load_fails"):
             raise RuntimeError("SIMULATED: the model did not load")
+        if script.get("load_fails_once"):
+            marker = os.path.join(os.environ["VLLM_CACHE_ROOT"], "simulated-load-failed")
+            if not os.path.exists(marker):
+                os.makedirs(os.path.dirname(marker), exist_ok=True)
+                open(marker, "w").close()
+                raise RuntimeError("SIMULATED: the first load failed")
         self.engine_args = {"model": model, **engine_args}
         self.llm_engine = _Engine(
             lambda *args: 0,
