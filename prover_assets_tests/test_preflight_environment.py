@@ -370,24 +370,18 @@ def test_on_this_cpu_host_the_real_query_finds_no_gpu_for_the_registered_engine(
 
 
 def test_the_exports_fp32_merge_counts_beside_the_lean_workers_when_it_is_the_larger(tmp_path):
-    # The registered model's shape (Qwen3-8B, no snapshot yet): 8,190,735,360 parameters x 4
-    # bytes = 30.5 GiB for the export, against 4 vLLM children x 6 GiB = 24 GiB: under
-    # overlapped the export is the GPU side's larger term, beside (2 workers + the spare) x
-    # 1 GiB own + 1 GiB mapped = 4 GiB of Lean: 34.5 GiB.
-    raw = full_demo_run_config(tmp_path / "data")
-    raw["resources"]["gpu"]["config"]["settings"] = {
-        "engine": "vllm",
-        "device": "cuda",
-        "dtype": "bfloat16",
-        "gpus": [0, 1, 2, 3],
-        "schedule": "overlapped",
-    }
-    raw["resources"]["experiment"]["config"]["spec"]["model"] = {
-        "source": "hub",
-        "path": "REPLACE_ME/models/qwen3-8b",
-        "revision": "REPLACE_ME",
-    }
-    config = parse_run_config(raw, "test config")
+    # The registered config (its model not on disk yet: Qwen3-8B's shape, 8,190,735,360
+    # parameters x 4 bytes = 30.5 GiB for the export) on 4 GPUs: 4 vLLM children x 6 GiB =
+    # 24 GiB, so under overlapped the export is the GPU side's larger term, beside 2 pinned
+    # workers + the spare x 1 GiB own + 1 GiB mapped = 4 GiB of Lean: 34.5 GiB.
+    import yaml
+
+    raw = yaml.safe_load((Path(__file__).parents[1] / "configs/p2.yaml").read_text())
+    raw["resources"]["gpu"]["config"]["settings"]["gpus"] = [0, 1, 2, 3]
+    local = raw["resources"]["lean"]["config"]["settings"]["local"]
+    local.pop("auto_workers")
+    local["workers"] = 2
+    config = parse_run_config(raw, "p2 on 4 GPUs")
     measured = env.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
     check = env.host_memory_check(config, measured, 1 << 40)
     assert "the export's fp32 merge 30.5 GiB" in check.measured
