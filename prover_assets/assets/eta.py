@@ -97,38 +97,7 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         sizing = sized_workers(lean.model())
         instance = context.instance
-
-        def found(keys: list[dg.AssetKey], model: type[R]) -> list[R]:
-            return [r for key in keys if (r := measured_result(instance, key, model)) is not None]
-
-        correction = (
-            measured_result(instance, pool_generations_key(1), GenerationBatchResult)
-            if rounds[-1]
-            else None
-        )
-
-        def walled(keys: list[dg.AssetKey], model: type[R]) -> list[tuple[R, float]]:
-            return [
-                (result, wall)
-                for key in keys
-                if (result := measured_result(instance, key, model)) is not None
-                and (wall := step_wall_s(instance, key, any_partition=True)) is not None
-            ]
-
-        generation_keys = [generations_key(*run) for run in runs]
-        generation_keys += [pool_generations_key(r) for r in rounds]
-        verdict_keys = [verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds]
-        measured = measured_inputs(
-            found(generation_keys, GenerationBatchResult),
-            found(verdict_keys, VerificationResult),
-            correction_plan=correction.plan.corrections if correction else None,
-            train_pool=measured_result(instance, TRAIN_POOL, TrainPoolResult),
-            sft_shards=measured_result(instance, SFT_SHARDS, SftShardsResult),
-            sft_checkpoint=measured_result(instance, SFT_CHECKPOINT, TrainingResult),
-            step_seconds=_fixed_step_seconds(built, instance),
-            generation_walls=walled(generation_keys, GenerationBatchResult),
-            verification_walls=walled(verdict_keys, VerificationResult),
-        )
+        measured = _measured(built, instance, runs, rounds)
         engines = gpu.model()
         plan = _round_plan(spec, instance, sizing.workers, engines.engines, engines.device)
         table = eta_table(plan, measured, preflight_figures(instance))
@@ -158,6 +127,46 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         )
 
     return [eta]
+
+
+def _measured(
+    built: ExperimentSpec,
+    instance: dg.DagsterInstance,
+    runs: list[tuple[str, str, int]],
+    rounds: range,
+) -> dict[str, float]:
+    """The round's inputs measured by the materialized steps' results and wall times."""
+
+    def found(keys: list[dg.AssetKey], model: type[R]) -> list[R]:
+        return [r for key in keys if (r := measured_result(instance, key, model)) is not None]
+
+    def walled(keys: list[dg.AssetKey], model: type[R]) -> list[tuple[R, float]]:
+        return [
+            (result, wall)
+            for key in keys
+            if (result := measured_result(instance, key, model)) is not None
+            and (wall := step_wall_s(instance, key, any_partition=True)) is not None
+        ]
+
+    correction = (
+        measured_result(instance, pool_generations_key(1), GenerationBatchResult)
+        if rounds[-1]
+        else None
+    )
+    generation_keys = [generations_key(*run) for run in runs]
+    generation_keys += [pool_generations_key(r) for r in rounds]
+    verdict_keys = [verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds]
+    return measured_inputs(
+        found(generation_keys, GenerationBatchResult),
+        found(verdict_keys, VerificationResult),
+        correction_plan=correction.plan.corrections if correction else None,
+        train_pool=measured_result(instance, TRAIN_POOL, TrainPoolResult),
+        sft_shards=measured_result(instance, SFT_SHARDS, SftShardsResult),
+        sft_checkpoint=measured_result(instance, SFT_CHECKPOINT, TrainingResult),
+        step_seconds=_fixed_step_seconds(built, instance),
+        generation_walls=walled(generation_keys, GenerationBatchResult),
+        verification_walls=walled(verdict_keys, VerificationResult),
+    )
 
 
 def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:

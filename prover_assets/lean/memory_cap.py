@@ -55,6 +55,7 @@ class MemoryCap:
 
 
 def cgroup_prefix(cap_mb: int) -> tuple[str, ...]:
+    """The argv before a command that runs it in a transient scope capped at `cap_mb` MiB."""
     # `--scope` runs the command itself (no fork): the REPL stays this process's child.
     return (
         "systemd-run", "--user", "--scope", "--quiet", "--collect",

@@ -34,6 +34,7 @@ _FORWARD_TIMEOUT_S = 300
 
 
 def attention_check(config: RunConfig) -> PreflightCheck:
+    """`training.attention`: the named (or auto) attention proved on the first training GPU."""
     training, device = config.experiment.training, config.gpu.device
     tokens = training.tokens_per_micro_batch
     threshold = (

@@ -165,16 +165,7 @@ class LocalReplBackend(LeanBackend):
         # What REPLs of a killed verifier left in TMPDIR (they die with it: `spawn_tied`).
         self.swept = sweep_repl_folders()
 
-        def factory() -> ReplProcess:
-            return ReplProcess(
-                self.launch.argv,
-                cwd=cwd,
-                memory_cap_mb=memory_cap_mb,
-                sandbox=sandbox,
-                hidden=hidden,
-                extra_env=self.launch.env,
-            )
-
+        factory = self._new_repl
         self.warm_spare = warm_spare
         spare = WarmSpare(factory, header_timeout_s) if warm_spare else None
         self.pool = WorkStealingPool(
@@ -192,6 +183,17 @@ class LocalReplBackend(LeanBackend):
             ],
             retries=retries,
             spare=spare,
+        )
+
+    def _new_repl(self) -> ReplProcess:
+        """A REPL process as every worker and the spare start one (not started yet)."""
+        return ReplProcess(
+            self.launch.argv,
+            cwd=self.cwd,
+            memory_cap_mb=self.memory_cap_mb,
+            sandbox=self.sandbox,
+            hidden=self.hidden,
+            extra_env=self.launch.env,
         )
 
     def config(self) -> dict[str, Any]:
