@@ -3,7 +3,7 @@
 An answer arrives in reads of at most 4 KiB from the terminal; `AnswerBuffer` resumes its
 search for the blank line where the last one stopped, so its time grows linearly with the
 answer. The reference is the reading it replaced (a rescan of the whole buffer after each read,
-kept here as `rescanning_take`), which grows with the square: issue 47 measured 1 MB 0.12 s,
+kept as the tests' oracle, `lean_double.rescanning_take`), which grows with the square: issue 47 measured 1 MB 0.12 s,
 3 MB 0.99 s, 6 MB 3.8 s with it. Last, one answer of the largest size read end to end through
 `ReplProcess` from the REPL double (the JSON encoding on both sides included).
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from prover_assets.lean.repl import AnswerBuffer, ReplProcess
-from prover_assets_tests.lean_double import DOUBLE
+from prover_assets_tests.lean_double import DOUBLE, rescanning_take
 
 PIECE = 4096  # what one read of the terminal gives
 
@@ -39,19 +39,6 @@ def resumable_seconds(answer: bytes) -> float:
         if buffer.take() is not None:
             break
     return time.perf_counter() - started
-
-
-def rescanning_take(buffer: bytearray) -> str | None:
-    """The reading before issue 47: the whole buffer searched again on every call."""
-    start = 0
-    while start < len(buffer) and buffer[start] in b" \t\r\n":
-        start += 1
-    end = buffer.find(b"\n\n", start)
-    if end == -1:
-        return None
-    text = buffer[start:end].decode(errors="replace")
-    del buffer[: end + 2]
-    return text
 
 
 def rescanning_seconds(answer: bytes) -> float:

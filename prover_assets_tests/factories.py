@@ -206,3 +206,18 @@ def with_local_lean(raw: dict, workspace: Path, **settings: Any) -> dict:
         "local": {"workspace": str(workspace), "sandbox": False, **settings}
     }
     return raw
+
+
+def registered_like(tmp_path: Path, *, attention: str | None = None) -> RunConfig:
+    """The demo's sections with the registered gpu settings: vLLM on eight GPUs (and, when
+    given, `training.attention`)."""
+    raw = full_demo_run_config(tmp_path / "data")
+    raw["resources"]["gpu"]["config"]["settings"] = {
+        "engine": "vllm",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "gpus": list(range(8)),
+    }
+    if attention is not None:
+        raw["resources"]["experiment"]["config"]["spec"]["training"]["attention"] = attention
+    return parse_run_config(raw, "test config")

@@ -82,3 +82,22 @@ def repl_log(tmp_path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def rescanning_take(buffer: bytearray) -> str | None:
+    """The reading before the resumable scan, kept as the oracle: it searches the whole buffer
+    again on every call (quadratic in an answer read in pieces)."""
+    start = 0
+    while start < len(buffer) and buffer[start] in b" \t\r\n":
+        start += 1
+    if start == len(buffer):
+        if buffer.count(b"\n") >= 2:
+            buffer.clear()
+            return ""
+        return None
+    end = buffer.find(b"\n\n", start)
+    if end == -1:
+        return None
+    text = buffer[start:end].decode(errors="replace")
+    del buffer[: end + 2]
+    return text

@@ -1,7 +1,6 @@
 """The REPL started directly: the workspace's binary with `lake env`'s variables, no Lake
 process above it; any other command as given."""
 
-import json
 import os
 
 import psutil
@@ -15,8 +14,8 @@ from prover_assets.lean.launch import (
     repl_launch,
 )
 from prover_assets.lean.repl import ReplProcess
-from prover_assets_tests.doubles.lean_tools import install_stand_ins
-from prover_assets_tests.lean_double import probe, working_instrument
+from prover_assets_tests.doubles.lean_tools import use_stand_ins
+from prover_assets_tests.lean_double import probe
 
 
 def test_env_dash_0_output_is_read_entry_by_entry_whatever_the_values_hold():
@@ -43,13 +42,7 @@ def test_a_custom_command_runs_as_given(tmp_path):
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """A workspace the stand-in `lake` built (its REPL binary runs the double)."""
-    bin_dir = install_stand_ins(tmp_path / "bin")
-    rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps(working_instrument()))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("STAND_IN_LOG", str(tmp_path / "calls.jsonl"))
-    monkeypatch.setenv("STAND_IN_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("STAND_IN_REPL_RULES", str(rules))
+    use_stand_ins(tmp_path, monkeypatch)
     folder = tmp_path / "workspace"
     folder.mkdir()
     return folder

@@ -9,19 +9,12 @@ from prover_assets.preflight.attention import attention_check
 from prover_assets.preflight.model import CheckStatus
 from prover_assets.sft.trainer import AttentionUnavailable, attention_implementation
 from prover_assets_tests.conftest import full_demo_run_config
+from prover_assets_tests.factories import registered_like
 
 
 def gpu_config(tmp_path, attention: str):
-    """The demo's sections on eight GPUs (vLLM, training on all of them), with `attention`."""
-    raw = full_demo_run_config(tmp_path / "data")
-    raw["resources"]["gpu"]["config"]["settings"] = {
-        "engine": "vllm",
-        "device": "cuda",
-        "dtype": "bfloat16",
-        "gpus": list(range(8)),
-    }
-    raw["resources"]["experiment"]["config"]["spec"]["training"]["attention"] = attention
-    return parse_run_config(raw, "test config")
+    """The demo's sections on eight GPUs (vLLM), with `attention`."""
+    return registered_like(tmp_path, attention=attention)
 
 
 def test_a_named_flash_attention_that_does_not_import_fails_the_preflight_with_its_error(

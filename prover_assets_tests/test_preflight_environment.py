@@ -9,12 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets.config import RunConfig, parse_run_config
+from prover_assets.config import parse_run_config
 from prover_assets.preflight import CheckStatus
 from prover_assets.preflight import environment as env
 from prover_assets.preflight.smoke import SmokeModel, memory_plan_check
 from prover_assets_tests.conftest import full_demo_run_config
-from prover_assets_tests.factories import fake_workspace, preflight_config, with_local_lean
+from prover_assets_tests.factories import (
+    fake_workspace,
+    preflight_config,
+    registered_like,
+    with_local_lean,
+)
 from prover_assets_tests.lean_double import DOUBLE
 
 
@@ -189,18 +194,6 @@ def gpus(**changes) -> dict:
         "vllm_error": None,
     }
     return found | changes
-
-
-def registered_like(tmp_path: Path) -> RunConfig:
-    """The demo's sections with the registered gpu settings: vLLM on eight GPUs."""
-    raw = full_demo_run_config(tmp_path / "data")
-    raw["resources"]["gpu"]["config"]["settings"] = {
-        "engine": "vllm",
-        "device": "cuda",
-        "dtype": "bfloat16",
-        "gpus": list(range(8)),
-    }
-    return parse_run_config(raw, "test config")
 
 
 @pytest.mark.parametrize(

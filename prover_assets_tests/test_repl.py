@@ -24,7 +24,7 @@ from prover_assets.lean.repl import (
     containment,
     read_answer,
 )
-from prover_assets_tests.lean_double import DOUBLE, probe
+from prover_assets_tests.lean_double import DOUBLE, probe, rescanning_take
 
 
 def message(severity, data):
@@ -410,25 +410,6 @@ def test_answers_are_taken_from_the_buffer_one_at_a_time(buffered, answers, left
     assert (taken, bytes(buffer)) == (answers, left)
 
 
-def _rescanning_take(buffer: bytearray) -> str | None:
-    """The reading before the resumable scan, kept as the oracle: it searches the whole buffer
-    again on every call (quadratic in an answer read in pieces)."""
-    start = 0
-    while start < len(buffer) and buffer[start] in b" \t\r\n":
-        start += 1
-    if start == len(buffer):
-        if buffer.count(b"\n") >= 2:
-            buffer.clear()
-            return ""
-        return None
-    end = buffer.find(b"\n\n", start)
-    if end == -1:
-        return None
-    text = buffer[start:end].decode(errors="replace")
-    del buffer[: end + 2]
-    return text
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_a_stream_read_in_any_pieces_gives_the_answers_a_full_rescan_gives(seed):
     rng = random.Random(seed)
@@ -443,7 +424,7 @@ def test_a_stream_read_in_any_pieces_gives_the_answers_a_full_rescan_gives(seed)
         resumable.feed(piece)
         oracle.extend(piece)
         while True:
-            expected = _rescanning_take(oracle)
+            expected = rescanning_take(oracle)
             assert resumable.take() == expected
             if expected is None:
                 break

@@ -19,8 +19,7 @@ from prover_assets.verify.workspace import (
     lakefile,
     main,
 )
-from prover_assets_tests.doubles.lean_tools import install_stand_ins
-from prover_assets_tests.lean_double import working_instrument
+from prover_assets_tests.doubles.lean_tools import use_stand_ins
 
 PINS = WorkspacePins(lean_version="v4.9.0-rc1", mathlib_rev="d1d1e4b7", repl_rev="7df77c0a")
 
@@ -28,17 +27,10 @@ PINS = WorkspacePins(lean_version="v4.9.0-rc1", mathlib_rev="d1d1e4b7", repl_rev
 @pytest.fixture
 def stand_ins(tmp_path, monkeypatch):
     """elan, lake and git on PATH, logging to one file; returns a reader of that log."""
-    bin_dir = install_stand_ins(tmp_path / "bin")
-    rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps(working_instrument()))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("STAND_IN_LOG", str(tmp_path / "calls.jsonl"))
-    monkeypatch.setenv("STAND_IN_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("STAND_IN_REPL_RULES", str(rules))
+    log = use_stand_ins(tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
     def calls() -> list[str]:
-        log = tmp_path / "calls.jsonl"
         entries = [json.loads(line) for line in log.read_text().splitlines()]
         log.unlink()
         return [" ".join([entry["tool"], *entry["args"]]) for entry in entries]

@@ -25,6 +25,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 FULL = 40
 
@@ -150,3 +151,18 @@ def install_stand_ins(folder: Path) -> Path:
         )
         script.chmod(0o755)
     return folder
+
+
+def use_stand_ins(folder: Path, monkeypatch: Any) -> Path:
+    """The stand-ins on PATH, logging under `folder`, their REPL answering as a sound Lean
+    would (`working_instrument`); returns the log's path."""
+    from prover_assets_tests.lean_double import working_instrument
+
+    bin_dir = install_stand_ins(folder / "bin")
+    rules = folder / "rules.json"
+    rules.write_text(json.dumps(working_instrument()))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("STAND_IN_LOG", str(folder / "calls.jsonl"))
+    monkeypatch.setenv("STAND_IN_STATE", str(folder / "state"))
+    monkeypatch.setenv("STAND_IN_REPL_RULES", str(rules))
+    return folder / "calls.jsonl"
