@@ -15,7 +15,7 @@ DURATIONS ?= 25
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=$(DURATIONS)
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install test test-fast demo demo-null demo-iterations ui lint benchmarks mutation clean-demo lean-workspace preflight
+.PHONY: install test test-fast demo-tunings demo demo-null demo-iterations ui lint benchmarks mutation clean-demo lean-workspace preflight
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ test: install
 # trials of whole processes).
 test-fast: install
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+# The format tunings the tests start from (prover_assets_tests/data/demo-tunings/), made by the
+# product's own tuning: run it when test_demo says they are stale. About 10 minutes.
+demo-tunings: install
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_tunings.py
 
 # The registered Lean workspace (toolchain, Mathlib and the REPL at the pins, the REPL built,
 # the pins read back, the self-test), where configs/p2.yaml's lean workspace points, or in

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -60,12 +61,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # the process that starts them): the demos' format-tuned models, tuned once per session. Set it
 # yourself to keep them from one session to the next.
 SHARED_ENV = "PROVER_TEST_SHARED"
+# The format tunings of the tests' demo configs, made by `scripts/demo_tunings.py` with the
+# product's own tuning and keyed by their recipe: a session starts with them, so no loop tunes
+# unless the tuning's code, model, examples or settings changed (then the first loop tunes, as
+# a user's first `make demo` does, and test_demo says the shipped entry is stale).
+SHIPPED_TUNINGS = ROOT / "prover_assets_tests" / "data" / "demo-tunings"
+
+
+def seed_shared_tunings(shared: Path) -> None:
+    """Copy each shipped tuning entry missing from `shared` into it, whole or not at all."""
+    shared.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(SHIPPED_TUNINGS.glob("*/")):
+        if (shared / entry.name).exists():
+            continue
+        staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=shared))
+        shutil.copytree(entry, staging, dirs_exist_ok=True)
+        try:
+            staging.rename(shared / entry.name)
+        except OSError:  # another session's copy landed first: the same bytes
+            shutil.rmtree(staging)
+
+
+def session_tunings() -> Path:
+    """The session's store of format-tuned demo models (`spec.demo.shared_tunings`)."""
+    return Path(os.environ[SHARED_ENV]) / "demo-tunings"
+
+
+def tuning_is_shipped(data_root: Path) -> bool:
+    """Whether the data root's demo model is a copy of a shipped tuning (not one tuned now)."""
+    manifest = json.loads((data_root / "demo_base_model" / "manifest.json").read_text())
+    return Path(manifest["shared_tuning"]["entry"]).name in {
+        p.name for p in SHIPPED_TUNINGS.glob("*/")
+    }
+
+
+STALE_TUNING = "the shipped format tuning is stale (its recipe changed): run `make demo-tunings`"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if SHARED_ENV not in os.environ:
         os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="prover-assets-tests-")
         config.stash[_OWNS_SHARED] = True
+    if not hasattr(config, "workerinput"):  # once, before the workers of `pytest -n` start
+        seed_shared_tunings(session_tunings())
     # Under `pytest -n N`, on the process that starts the workers (they inherit it, and it
     # imports no torch itself): each worker's torch, and every process it starts, takes its share
     # of the cores. Two workers each spinning a thread per core would thrash (measured: format
@@ -92,7 +130,7 @@ def shipped_config(data_root: Path, name: str) -> dict:
     spec = raw["resources"]["experiment"]["config"]["spec"]
     spec["data_root"] = str(data_root)
     if "demo" in spec:
-        spec["demo"]["shared_tunings"] = str(Path(os.environ[SHARED_ENV]) / "demo-tunings")
+        spec["demo"]["shared_tunings"] = str(session_tunings())
     return raw
 
 
@@ -104,18 +142,24 @@ def full_demo_run_config(data_root: Path, name: str = "demo.yaml") -> dict:
 
 def demo_run_config(data_root: Path, **spec_overrides) -> dict:
     """The demo config at the size of the tests of its mechanics (jobs, checks, the UI, kills):
-    a quarter of its problems and pool, a shorter format tuning (the same for every
-    such test: tuned once a session), and a simulated verifier that accepts a share of proofs by
-    their code (so that a short-tuned model still finds proofs to train on). Only the control
-    tests run it whole (`full_demo_run_config`): the size that detects the planted effect."""
-    raw = shipped_config(data_root, "demo.yaml")
-    raw["resources"]["lean"]["config"]["settings"]["simulated"].update(
-        rule="seeded_share", accept_share=0.5, seed=7
-    )
+    `mechanics_size` of configs/demo.yaml. Only the control tests run it whole
+    (`full_demo_run_config`): the size that detects the planted effect."""
+    return mechanics_size(shipped_config(data_root, "demo.yaml"), **spec_overrides)
+
+
+def mechanics_size(raw: dict, *, planted_rule: bool = False, **spec_overrides) -> dict:
+    """A shipped demo config at the size of the tests of its mechanics: a quarter of its problems
+    and pool (its format tuning, the same for every such test, shipped or tuned once a session),
+    two epochs, and a simulated verifier that accepts half of the proofs by their
+    code (so that a short-tuned model still finds proofs to train on), or with `planted_rule`
+    the config's own rule (a later model finds proofs an earlier one did not)."""
+    if not planted_rule:
+        raw["resources"]["lean"]["config"]["settings"]["simulated"].update(
+            rule="seeded_share", accept_share=0.5, seed=7
+        )
     spec = raw["resources"]["experiment"]["config"]["spec"]
     spec["eval_sets"]["minif2f"]["limit"] = 6
     spec["pool"].update(candidates=24, size=12)
-    spec["demo"]["finetune_steps"] = 200
     spec["training"]["epochs"] = 2
     spec.update(spec_overrides)
     return raw

@@ -25,7 +25,12 @@ from prover_assets.report.validity import TrainingFiles, ValiditySettings, judge
 from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
 from prover_assets.verify.runner import VerificationResult
 from prover_assets_tests import seams
-from prover_assets_tests.conftest import dagster_home, full_demo_run_config
+from prover_assets_tests.conftest import (
+    STALE_TUNING,
+    dagster_home,
+    full_demo_run_config,
+    tuning_is_shipped,
+)
 
 # The whole demo loop, its format tuning included when it is the session's first: a bound of its
 # own on a hung loop, not an expectation of speed (two test processes share 2 cores).
@@ -128,6 +133,10 @@ def test_every_job_succeeds_with_every_check_passing(finished_round):
             continue
         assert result.success, name
         assert failed_checks == [], (name, [(e.asset_key, e.check_name) for e in failed_checks])
+
+
+def test_the_demo_model_is_the_shipped_tuning(finished_round):
+    assert tuning_is_shipped(finished_round["root"]), STALE_TUNING
 
 
 def test_the_stopped_training_step_failed_as_stopped_not_as_an_error(finished_round):

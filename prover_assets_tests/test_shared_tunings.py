@@ -154,3 +154,51 @@ def test_without_a_shared_folder_each_data_root_tunes_its_own(tmp_path):
     )
     assert "shared_tuning" not in made.manifest
     assert os.listdir(tmp_path) == ["a"]  # nothing written beside the data root
+
+
+def test_the_recipe_of_two_builds_of_one_seed_is_the_same(tmp_path):
+    from prover_assets.generation.tiny_model import build_tiny_model, tuning_recipe
+
+    twice = [
+        tuning_recipe(
+            build_tiny_model(tmp_path / name, hidden_size=16, layers=1, vocab_size=300, seed=3),
+            ["theorem p : 1 = 1 := by sorry"],
+        )
+        for name in ("a", "b")
+    ]
+    # each build wrote its own random revision: the recipe leaves it out
+    assert (tmp_path / "a" / "prover_assets_revision.json").read_bytes() != (
+        tmp_path / "b" / "prover_assets_revision.json"
+    ).read_bytes()
+    assert twice[0] == twice[1]
+
+
+def test_the_recipe_changes_with_the_statements_and_with_the_weights(tmp_path):
+    from prover_assets.generation.tiny_model import build_tiny_model, tuning_recipe
+
+    one = build_tiny_model(tmp_path / "a", hidden_size=16, layers=1, vocab_size=300, seed=3)
+    other = build_tiny_model(tmp_path / "b", hidden_size=16, layers=1, vocab_size=300, seed=4)
+    statement = ["theorem p : 1 = 1 := by sorry"]
+    recipe = tuning_recipe(one, statement)
+    assert recipe != tuning_recipe(one, ["theorem p : 2 = 2 := by sorry"])
+    assert recipe != tuning_recipe(other, statement)
+
+
+def test_a_tuning_of_another_recipe_is_not_copied(tmp_path, monkeypatch):
+    from prover_assets.generation import stages
+
+    shared = tmp_path / "shared"
+    materialize_demo_model(
+        tmp_path / "a" / "demo_base_model", statements(tmp_path / "a"), shared=shared, **TINY
+    )
+    monkeypatch.setattr(stages, "tuning_recipe", lambda folder, statements: "other code")
+    again = materialize_demo_model(
+        tmp_path / "b" / "demo_base_model", statements(tmp_path / "b"), shared=shared, **TINY
+    )
+    assert again.manifest["shared_tuning"]["copied"] is False
+    recipes = sorted(
+        json.loads((p / "tuning.json").read_text())["settings"]["recipe"]
+        for p in shared.iterdir()
+        if not p.name.startswith(".")
+    )
+    assert len(recipes) == 2 and "other code" in recipes

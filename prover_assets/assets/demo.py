@@ -65,7 +65,7 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
         shared = result.manifest.get("shared_tuning")
         if shared is not None and shared["copied"]:
             context.log.info(
-                f"format tuning: copied from {shared['entry']} (same statements, settings)"
+                f"format tuning: copied from {shared['entry']} (same statements, settings, recipe)"
             )
         context.log.info(
             f"format tuning: loss {counts.first_loss:.3f} -> {counts.final_loss:.3f} "

@@ -3,7 +3,8 @@
 settings instead of once per data root.
 
 An entry is a folder named by the sha256 of the tuning's inputs (the statement files' sha256)
-and settings; it holds the model's files and `tuning.json` (the tuning's result and each file's
+and settings, its recipe among them (`tiny_model.tuning_recipe`: an entry of other code is another
+entry); it holds the model's files and `tuning.json` (the tuning's result and each file's
 sha256). An entry is published whole (`publish_folder`) and its files are checked against
 `tuning.json` before they are copied, so a torn or edited entry is refused, never used. One
 process tunes a given entry at a time (an exclusive `flock` beside it); the others wait and copy.

@@ -33,7 +33,7 @@ from prover_assets.generation.shared_tunings import (
     publish_tuning,
     tuning_key,
 )
-from prover_assets.generation.tiny_model import FormatTuningResult
+from prover_assets.generation.tiny_model import FormatTuningResult, tuning_recipe
 from prover_assets.records import (
     Appender,
     Generation,
@@ -298,8 +298,9 @@ def materialize_demo_model(
 ) -> StepResult[FormatTuningResult]:
     """The demo's base model: the tiny model, fine-tuned for a few CPU seconds to answer the
     demo's statements in the prover's output format (a plan, then a fenced `lean4` block).
-    With `shared`, a tuning of the same statements and settings made for another data root is
-    copied (`shared_tunings`), and this one is shared when it is the first."""
+    With `shared`, a tuning of the same statements, settings and recipe (`tuning_recipe`: the
+    untuned model, the examples, the tuning's code) made for another data root is copied
+    (`shared_tunings`), and this one is shared when it is the first."""
     from prover_assets.generation.revision import MODEL_DIR
 
     inputs = StepInputs.hash({path.parent.name: path for path in statement_files})
@@ -317,27 +318,27 @@ def materialize_demo_model(
     statements = [
         p.formal_statement for path in statement_files for p in read_records(path, Problem)
     ]
+    _build_demo_model(model_dir, config)
     if shared is None:
         result = _tune_demo_model(model_dir, statements, config, progress)
         return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()))
-    key = tuning_key(inputs.digests, config)
+    settings = {**config, "recipe": tuning_recipe(model_dir, statements)}
+    key = tuning_key(inputs.digests, settings)
     with holding_entry(shared, key) as entry:
         result = copy_tuning(entry, model_dir)
         copied = result is not None
         if result is None:
             result = _tune_demo_model(model_dir, statements, config, progress)
-            publish_tuning(entry, model_dir, inputs=inputs.digests, settings=config, result=result)
+            publish_tuning(
+                entry, model_dir, inputs=inputs.digests, settings=settings, result=result
+            )
     files = sorted(p for p in model_dir.iterdir() if p.is_file())
     return step.finish(result, files, {"shared_tuning": {"entry": str(entry), "copied": copied}})
 
 
-def _tune_demo_model(
-    model_dir: Path,
-    statements: list[str],
-    config: dict[str, int],
-    progress: TrainingProgressCallback | None,
-) -> FormatTuningResult:
-    from prover_assets.generation.tiny_model import build_tiny_model, teach_output_format
+def _build_demo_model(model_dir: Path, config: dict[str, int]) -> None:
+    """The untuned tiny model: its tokenizer trained, its weights drawn from the seed."""
+    from prover_assets.generation.tiny_model import build_tiny_model
 
     build_tiny_model(
         model_dir,
@@ -346,6 +347,16 @@ def _tune_demo_model(
         vocab_size=config["vocab_size"],
         seed=config["seed"],
     )
+
+
+def _tune_demo_model(
+    model_dir: Path,
+    statements: list[str],
+    config: dict[str, int],
+    progress: TrainingProgressCallback | None,
+) -> FormatTuningResult:
+    from prover_assets.generation.tiny_model import teach_output_format
+
     return teach_output_format(
         model_dir, statements, steps=config["steps"], seed=config["seed"], progress=progress
     )

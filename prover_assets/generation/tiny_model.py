@@ -29,7 +29,14 @@ class FormatTuningResult(StageResult):
     examples: int
 
 
-__all__ = ["CHAT_TEMPLATE", "EOS_TOKEN", "PAD_TOKEN", "build_tiny_model", "lean_training_text"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "EOS_TOKEN",
+    "PAD_TOKEN",
+    "build_tiny_model",
+    "lean_training_text",
+    "tuning_recipe",
+]
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -183,6 +190,30 @@ def _format_examples(tokenizer: Any, statements: list[str]) -> list[tuple[list[i
         messages, answer = correction_example(statement, index, fixed)
         examples.append((render_prompt(tokenizer, messages)[1], encoded(answer)))
     return examples
+
+
+def tuning_recipe(folder: Path, statements: list[str]) -> str:
+    """The sha256 of everything a format tuning of the untuned model in `folder` on `statements`
+    depends on beyond its settings: the model's files, the examples as token ids (the prompts,
+    the answers, the tactics) and this module's source (the training loop and its defaults). A
+    shared tuning keyed by it is never one of other code."""
+    from transformers import AutoTokenizer
+
+    from prover_assets.generation.revision import REVISION_FILE
+    from prover_assets.records.hashing import sha256_file, sha256_text
+
+    files = {
+        path.name: sha256_file(path)
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.name != REVISION_FILE  # its revision is random
+    }
+    examples = _format_examples(AutoTokenizer.from_pretrained(folder), statements)
+    return sha256_text(
+        json.dumps(
+            {"files": files, "examples": examples, "code": sha256_file(Path(__file__))},
+            sort_keys=True,
+        )
+    )
 
 
 def _padded(batch: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, Any, Any]:

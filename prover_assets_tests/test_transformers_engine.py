@@ -1,0 +1,173 @@
+"""TransformersEngine's hand-written sampling loop against HF `generate`, token for token.
+
+The oracle is `model.generate` called exactly as the engine called it before the loop replaced
+it (one call per sample, the global generator seeded with the sample's seed); the loop must give
+the same completion ids, finish reason and text for every sampling setting the engine passes,
+whether a sample is sampled alone or beside others of its prompt.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from prover_assets.generation.engines import (
+    GenerationRequest,
+    GenerationResult,
+    SamplingSettings,
+    TransformersEngine,
+    _same_prompt_runs,
+)
+
+SETTINGS = {
+    "greedy": SamplingSettings(temperature=0.0, top_p=1.0, top_k=0),
+    "greedy-repetition": SamplingSettings(
+        temperature=0.0, top_p=1.0, top_k=0, repetition_penalty=1.3
+    ),
+    "top-p": SamplingSettings(temperature=0.6, top_p=0.95, top_k=0),
+    "top-k": SamplingSettings(temperature=1.0, top_p=1.0, top_k=5),
+    "min-p": SamplingSettings(temperature=1.0, top_p=1.0, top_k=0, min_p=0.1),
+    "repetition": SamplingSettings(temperature=0.7, top_p=1.0, top_k=0, repetition_penalty=1.3),
+    "all": SamplingSettings(
+        temperature=0.8, top_p=0.9, top_k=20, min_p=0.05, repetition_penalty=1.1
+    ),
+}
+# (setting, seed): greedy ignores the seed; seed 3 ends by EOS on the session's tiny model
+# (min-p, repetition), the others by length; 2**64 - 5 checks the seed's reduction mod 2**63
+CASES = (
+    ("greedy", 0),
+    ("greedy-repetition", 0),
+    ("top-p", 0),
+    ("top-p", 2**64 - 5),
+    ("top-k", 0),
+    ("top-k", 1),
+    ("min-p", 3),
+    ("min-p", 1),
+    ("repetition", 3),
+    ("repetition", 0),
+    ("all", 2),
+)
+MAX_TOKENS = 24
+PROMPT = "theorem foo (a b : Nat) : a + b = b + a := by"
+
+
+def generate_reference(engine: TransformersEngine, request: GenerationRequest) -> GenerationResult:
+    """The engine's `_one` as it was: one HF `generate` call per sample."""
+    import torch
+
+    torch.manual_seed(request.seed % (2**63))
+    prompt = torch.tensor([list(request.prompt_ids)])
+    settings = engine.sampling
+    sampling: dict = {
+        "do_sample": settings.temperature > 0,
+        "repetition_penalty": settings.repetition_penalty,
+    }
+    if settings.temperature > 0:
+        sampling.update(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            min_p=settings.min_p,
+        )
+    with torch.no_grad():
+        output = engine.model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=request.max_tokens,
+            eos_token_id=sorted(engine.eos_ids),
+            pad_token_id=engine.pad_id,
+            **sampling,
+        )
+    completion = output[0, prompt.shape[1] :].tolist()
+    stopped = next((i for i, t in enumerate(completion) if t in engine.eos_ids), None)
+    if stopped is not None:
+        completion = completion[: stopped + 1]
+    text = engine.tokenizer.decode(completion, skip_special_tokens=True)
+    finish = "stop" if stopped is not None else "length"
+    return GenerationResult(request.key, tuple(completion), text, finish, settings.carried())
+
+
+def test_loop_matches_generate_token_for_token(tiny_model_dir):
+    finishes = set()
+    engines: dict[str, TransformersEngine] = {}
+    for name, seed in CASES:
+        if name not in engines:
+            engines[name] = TransformersEngine(tiny_model_dir, SETTINGS[name])
+        engine = engines[name]
+        assert engine.uses_loop, "the tiny model must sample through the loop, not generate"
+        prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+        request = GenerationRequest((name, seed), prompt, MAX_TOKENS, seed)
+        (got,) = engine.generate([request])
+        assert got == generate_reference(engine, request), (name, seed)
+        finishes.add(got.finish_reason)
+    # both ends are exercised: a change of the tiny model may need another EOS seed
+    assert finishes == {"stop", "length"}
+
+
+def test_one_token_budget_matches_generate(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    request = GenerationRequest(("one",), tuple(engine.tokenizer(PROMPT)["input_ids"]), 1, 7)
+    (got,) = engine.generate([request])
+    assert len(got.completion_ids) == 1
+    assert got == generate_reference(engine, request)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("no_repeat_ngram_size", 3), ("suppress_tokens", [5]), ("renormalize_logits", True)],
+)
+def test_generation_config_the_loop_does_not_reproduce_falls_back_to_generate(
+    tiny_model_dir, field, value
+):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    setattr(engine.model.generation_config, field, value)
+    assert not engine._loop_reproduces_generate()
+
+
+def test_fallback_is_generate(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["repetition"])
+    engine.model.generation_config.no_repeat_ngram_size = 2
+    engine.uses_loop = engine._loop_reproduces_generate()
+    request = GenerationRequest(("ngram",), tuple(engine.tokenizer(PROMPT)["input_ids"]), 12, 1)
+    assert list(engine.generate([request])) == [generate_reference(engine, request)]
+
+
+@pytest.mark.parametrize("name", ["min-p", "repetition", "greedy"])
+def test_each_sample_of_a_batch_is_the_sample_it_is_alone(tiny_model_dir, name):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS[name])
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    requests = [GenerationRequest((name, seed), prompt, MAX_TOKENS, seed) for seed in range(6)]
+    batched = list(engine.generate(requests))
+    assert batched == [generate_reference(engine, request) for request in requests]
+    if name != "greedy":  # rows that stop early (seed 3) beside rows that run to the budget
+        assert {r.finish_reason for r in batched} == {"stop", "length"}
+
+
+def test_a_sample_is_the_same_whichever_samples_share_its_batch(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["all"])
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    requests = [GenerationRequest(("s", seed), prompt, MAX_TOKENS, seed) for seed in range(5)]
+    whole = list(engine.generate(requests))
+    resumed = list(engine.generate(requests[3:]))  # as a rerun after a kill asks for the rest
+    assert resumed == whole[3:]
+
+
+def request(key: str, prompt: tuple[int, ...], max_tokens: int = 4) -> GenerationRequest:
+    return GenerationRequest((key,), prompt, max_tokens, 0)
+
+
+def test_adjacent_requests_of_one_prompt_and_budget_share_a_batch_up_to_the_limit():
+    a, b = (1, 2), (3,)
+    requests = [
+        request("a1", a),
+        request("a2", a),
+        request("a3", a),
+        request("b1", b),
+        request("a4", a),  # same prompt, not adjacent: a batch of its own
+        request("a5", a, max_tokens=5),  # another budget
+    ]
+    runs = [[r.key[0] for r in run] for run in _same_prompt_runs(requests, limit=2)]
+    assert runs == [["a1", "a2"], ["a3"], ["b1"], ["a4"], ["a5"]]
+
+
+def test_no_requests_make_no_batch():
+    assert list(_same_prompt_runs([], limit=8)) == []
