@@ -26,10 +26,9 @@ from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
 from prover_assets.verify.runner import VerificationResult
 from prover_assets_tests import seams
 from prover_assets_tests.conftest import (
-    STALE_TUNING,
+    assert_tuning_shipped,
     dagster_home,
     full_demo_run_config,
-    tuning_is_shipped,
 )
 
 # The whole demo loop, its format tuning included when it is the session's first: a bound of its
@@ -136,7 +135,7 @@ def test_every_job_succeeds_with_every_check_passing(finished_round):
 
 
 def test_the_demo_model_is_the_shipped_tuning(finished_round):
-    assert tuning_is_shipped(finished_round["root"]), STALE_TUNING
+    assert_tuning_shipped(finished_round["root"])
 
 
 def test_the_stopped_training_step_failed_as_stopped_not_as_an_error(finished_round):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import STALE_TUNING, tuning_is_shipped
+from prover_assets_tests.conftest import assert_tuning_shipped
 from prover_assets_tests.processes import launch, launch_and_wait
 
 pytestmark = pytest.mark.slow  # a whole loop
@@ -94,4 +94,4 @@ def test_baseline_launch_then_relaunch_resumes_without_recomputing(user_setup):
 def test_the_mechanics_size_demo_model_is_the_shipped_tuning(user_setup):
     if not (user_setup.data / "demo_base_model" / "manifest.json").exists():  # run alone
         launch_and_wait(user_setup, "baseline")
-    assert tuning_is_shipped(user_setup.data), STALE_TUNING
+    assert_tuning_shipped(user_setup.data)

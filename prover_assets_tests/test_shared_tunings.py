@@ -202,3 +202,32 @@ def test_a_tuning_of_another_recipe_is_not_copied(tmp_path, monkeypatch):
         if not p.name.startswith(".")
     )
     assert len(recipes) == 2 and "other code" in recipes
+
+
+def data_root_tuned_from(tmp_path: Path, entry: Path) -> Path:
+    root = tmp_path / "data"
+    (root / "demo_base_model").mkdir(parents=True)
+    manifest = {"shared_tuning": {"entry": str(entry), "copied": True}}
+    (root / "demo_base_model" / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+def test_the_suite_tells_a_shipped_tuning_from_a_stale_and_a_missing_one(tmp_path, monkeypatch):
+    from prover_assets_tests import conftest
+
+    shipped = an_entry(tmp_path / "shipped", tmp_path)  # settings TINY, inputs {"eval": "ab"}
+    monkeypatch.setattr(conftest, "SHIPPED_TUNINGS", tmp_path / "shipped")
+    model = tmp_path / "tuned"
+
+    def published(inputs: dict, settings: dict) -> Path:
+        entry = tmp_path / "session" / tuning_key(inputs, settings)
+        publish_tuning(entry, model, inputs=inputs, settings=settings, result=RESULT)
+        return entry
+
+    other_recipe = published({"eval": "ab"}, {**TINY, "recipe": "other code"})
+    other_statements = published({"eval": "cd"}, TINY)
+    states = [
+        conftest.shipped_tuning_state(data_root_tuned_from(tmp_path / name, entry))
+        for name, entry in (("a", shipped), ("b", other_recipe), ("c", other_statements))
+    ]
+    assert states == ["shipped", "stale", "missing"]
