@@ -168,7 +168,8 @@ class TransformersEngine(GenerationEngine):
     min-p), then `torch.multinomial` on each row's softmax from a generator seeded with the
     row's sample's seed, or the argmax at temperature 0; a row stops at its first EOS id or
     after `max_tokens`. Only requests of one prompt share a batch: rows of one prompt need no
-    padding, and are computed bit for bit as one row alone. A test pins every sample token for
+    padding, and on the tests' CPU are computed bit for bit as one row alone (padded rows of
+    other prompts differed in the last bits). A test pins every sample token for
     token to `generate` called alone with the global generator seeded with the sample's seed
     (`prover_assets_tests/test_transformers_engine.py`). A model whose generation config asks
     `generate` for more (`_LOOP_NEUTRAL_GENERATION_FIELDS`), or whose class replaces `generate`
@@ -257,7 +258,7 @@ class TransformersEngine(GenerationEngine):
         return processors
 
     def _loop_reproduces_generate(self) -> bool:
-        """Whether `generate` would run exactly the loop `_sample_one` runs for this model."""
+        """Whether `generate` would run exactly the loop `_sample_rows` runs for this model."""
         from transformers import GenerationMixin
 
         model_class = type(self.model)
@@ -297,8 +298,8 @@ class TransformersEngine(GenerationEngine):
     def _sample_rows(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
         """HF `_sample` for requests of one prompt and budget at once, one row each: each row
         draws from a generator of its own seeded with its sample's seed, and the rows of one
-        prompt are computed exactly as one row alone is (no padding; a test holds it), so a
-        sample is the same whichever others share its batch. A row keeps being computed after
+        prompt need no padding (on the CPU the tests run on they are computed bit for bit as one
+        row alone: a test holds it), so a sample is the same whichever others share its batch. A row keeps being computed after
         its EOS (it changes no other row) until every row has stopped."""
         from transformers import DynamicCache
 
