@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -71,16 +72,14 @@ SHIPPED_TUNINGS = ROOT / "prover_assets_tests" / "data" / "demo-tunings"
 
 def seed_shared_tunings(shared: Path) -> None:
     """Copy each shipped tuning entry missing from `shared` into it, whole or not at all."""
-    shared.mkdir(parents=True, exist_ok=True)
+    from prover_assets.records.store import OutputExistsError, publish_folder
+
     for entry in sorted(SHIPPED_TUNINGS.glob("*/")):
         if (shared / entry.name).exists():
             continue
-        staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=shared))
-        shutil.copytree(entry, staging, dirs_exist_ok=True)
-        try:
-            staging.rename(shared / entry.name)
-        except OSError:  # another session's copy landed first: the same bytes
-            shutil.rmtree(staging)
+        # another session sharing the folder may land the same bytes first
+        with contextlib.suppress(OutputExistsError), publish_folder(shared / entry.name) as staging:
+            shutil.copytree(entry, staging, dirs_exist_ok=True)
 
 
 def session_tunings() -> Path:
@@ -93,6 +92,8 @@ def shipped_tuning_state(data_root: Path) -> str:
     "stale" (tuned now: a shipped entry has its statements and settings but another recipe, so
     the tuning's code, its untuned model or the libraries that build it changed), or "missing"
     (tuned now, and no shipped entry is of its statements and settings)."""
+    from prover_assets.generation.shared_tunings import read_tuning
+
     manifest = json.loads((data_root / "demo_base_model" / "manifest.json").read_text())
     entry = Path(manifest["shared_tuning"]["entry"])
     shipped = {p.name: p for p in SHIPPED_TUNINGS.glob("*/")}
@@ -100,9 +101,9 @@ def shipped_tuning_state(data_root: Path) -> str:
         return "shipped"
 
     def identity(folder: Path) -> tuple:
-        recorded = json.loads((folder / "tuning.json").read_text())
-        settings = {k: v for k, v in recorded["settings"].items() if k != "recipe"}
-        return recorded["inputs"], settings
+        recorded = read_tuning(folder)
+        settings = {k: v for k, v in recorded.settings.items() if k != "recipe"}
+        return recorded.inputs, settings
 
     return "stale" if identity(entry) in map(identity, shipped.values()) else "missing"
 

@@ -170,8 +170,8 @@ class TransformersEngine(GenerationEngine):
     after `max_tokens`. Only requests of one prompt share a batch: rows of one prompt need no
     padding, and on the tests' CPU are computed bit for bit as one row alone (padded rows of
     other prompts differed in the last bits). A test pins every sample token for
-    token to `generate` called alone with the global generator seeded with the sample's seed
-    (`prover_assets_tests/test_transformers_engine.py`). A model whose generation config asks
+    token to `generate` called alone with the global generator seeded with the sample's seed.
+    A model whose generation config asks
     `generate` for more (`_LOOP_NEUTRAL_GENERATION_FIELDS`), or whose class replaces `generate`
     or `_sample`, samples through `generate` itself, one sample a call, as does an empty
     prompt."""

@@ -30,9 +30,11 @@ from prover_assets.records.store import publish_folder
 __all__ = [
     "ENTRY_FILE",
     "SharedTuningError",
+    "TuningEntry",
     "copy_tuning",
     "holding_entry",
     "publish_tuning",
+    "read_tuning",
     "tuning_key",
 ]
 
@@ -43,7 +45,9 @@ class SharedTuningError(RuntimeError):
     """A shared entry that does not hold what its `tuning.json` says it holds."""
 
 
-class _Entry(BaseModel):
+class TuningEntry(BaseModel):
+    """An entry's `tuning.json`."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     key: str
@@ -72,10 +76,11 @@ def holding_entry(shared: Path, key: str) -> Iterator[Path]:
         os.close(descriptor)
 
 
-def _read_entry(entry: Path) -> _Entry:
+def read_tuning(entry: Path) -> TuningEntry:
+    """The entry's record, validated; a missing or malformed one raises naming the file."""
     path = entry / ENTRY_FILE
     try:
-        return _Entry.model_validate_json(path.read_text(encoding="utf-8"))
+        return TuningEntry.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValidationError) as exc:
         raise SharedTuningError(f"{path}: not a shared tuning entry: {exc}") from exc
 
@@ -85,7 +90,7 @@ def copy_tuning(entry: Path, model_dir: Path) -> FormatTuningResult | None:
     return its tuning's result; None when there is no entry yet."""
     if not entry.exists():
         return None
-    recorded = _read_entry(entry)
+    recorded = read_tuning(entry)
     if recorded.key != entry.name:
         raise SharedTuningError(f"{entry}: its {ENTRY_FILE} names entry {recorded.key}")
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +119,7 @@ def publish_tuning(
         (staging / "model").mkdir()
         for path in files:
             shutil.copyfile(path, staging / "model" / path.name)
-        recorded = _Entry(
+        recorded = TuningEntry(
             key=entry.name,
             inputs=dict(inputs),
             settings=dict(settings),
