@@ -31,6 +31,8 @@ from typing import Any
 
 import psutil
 
+from prover_assets.records.store import publish_text
+
 __all__ = [
     "CHILDREN_DIR_ENV",
     "ChildRecord",
@@ -145,9 +147,8 @@ def spawn_tied(
         process_start_time(child.pid) or time.time(),
         list(argv),
     )
-    folder = children_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{me}-{child.pid}.json").write_text(json.dumps(asdict(record)))
+    # Atomic: a sweep (or a reader) that lists the folder mid-write must never see half a record.
+    publish_text(children_dir() / f"{me}-{child.pid}.json", json.dumps(asdict(record)))
     return child
 
 

@@ -178,3 +178,33 @@ def test_the_address_space_cap_is_the_childs_and_its_childrens_only(registry):
     assert free.communicate(timeout=30)[0].split() == [
         str(resource.getrlimit(resource.RLIMIT_AS)[0]).encode()
     ]
+
+
+SPAWN_MANY = """
+from prover_assets.children import forget_child, spawn_tied
+for _ in range(120):
+    child = spawn_tied(["true"])
+    child.wait()
+    forget_child(child)
+"""
+
+
+def test_a_reader_listing_the_registry_while_another_process_starts_children_never_sees_half_a_record(
+    registry,
+):
+    writer = subprocess.Popen([sys.executable, "-c", SPAWN_MANY])
+    torn, seen = [], 0
+    while writer.poll() is None:
+        for path in registry.glob("*.json"):
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                continue  # forgotten since listed
+            seen += 1
+            try:
+                json.loads(text)
+            except ValueError:
+                torn.append(text)
+    assert writer.returncode == 0
+    assert seen > 0  # the reader did overlap the writer
+    assert torn == []
