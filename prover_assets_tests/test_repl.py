@@ -6,11 +6,14 @@ import os
 import random
 import shutil
 import signal
+import resource
 import socket
+import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -786,3 +789,188 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_workspace_outside_every_hidden_folder_is_not_bound_back(tmp_path):
+    data_root, workspace = tmp_path / "data", tmp_path / "workspace"
+    data_root.mkdir()
+    workspace.mkdir()
+    argv = repl_module.bwrap_argv(
+        ["repl"], tmpdir=tmp_path / "t", hidden=[data_root], cwd=workspace
+    )
+    assert "--ro-bind" not in argv[argv.index("--tmpfs") :]  # `/` read-only shows it already
+    assert argv[argv.index("--chdir") + 1] == str(workspace)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "euid", "expected"),
+    [
+        ("unshare", 0, ["unshare", "--net", "--", "repl"]),
+        ("unshare", 1000, ["unshare", "--user", "--map-root-user", "--net", "--", "repl"]),
+        ("none", 1000, ["repl"]),
+    ],
+)
+def test_the_argv_under_each_containment_is_the_mechanisms_own(
+    monkeypatch, tmp_path, mechanism, euid, expected
+):
+    monkeypatch.setattr(
+        repl_module, "containment", lambda: repl_module.Containment(mechanism, False, False, "")
+    )
+    monkeypatch.setattr(repl_module.os, "geteuid", lambda: euid)
+    argv = repl_module.contained_argv(["repl"], tmpdir=tmp_path, hidden=[], cwd=None)
+    assert argv == expected
+
+
+def test_under_bwrap_the_argv_is_bwraps_for_the_same_folders_and_workspace(monkeypatch, tmp_path):
+    monkeypatch.setattr(
+        repl_module, "containment", lambda: repl_module.Containment("bwrap", True, True, "")
+    )
+    data_root = tmp_path / "data"
+    (data_root / "lean").mkdir(parents=True)
+    argv = repl_module.contained_argv(
+        ["repl"], tmpdir=tmp_path / "t", hidden=[data_root], cwd=data_root / "lean"
+    )
+    assert argv == repl_module.bwrap_argv(
+        ["repl"], tmpdir=tmp_path / "t", hidden=[data_root], cwd=data_root / "lean"
+    )
+    assert argv[argv.index("--chdir") + 1] == str(data_root / "lean")
+
+
+@pytest.mark.skipif(not containment().filesystem, reason=f"no bwrap here: {containment().how}")
+def test_a_sandboxed_repl_whose_workspace_is_inside_the_data_root_runs_in_it(tmp_path):
+    data_root = tmp_path / "data"
+    workspace = data_root / "lean"
+    workspace.mkdir(parents=True)
+    process = ReplProcess(DOUBLE, cwd=workspace, sandbox=True, hidden=[data_root])
+    process.start()
+    try:
+        assert probe(process)["cwd"] == str(workspace)
+    finally:
+        process.close()
+
+
+def test_a_probe_that_hangs_is_cut_at_its_bound_and_says_so(monkeypatch):
+    monkeypatch.setattr(repl_module, "_PROBE_TIMEOUT_S", 0.3)
+    reason = repl_module._probe(["sleep", "3"])
+    assert reason is not None and "timed out after 0.3 seconds" in reason
+
+
+def test_a_probe_that_cannot_run_names_why(tmp_path):
+    reason = repl_module._probe([str(tmp_path / "no-such-tool")])
+    assert reason is not None and "No such file or directory" in reason
+
+
+def test_a_refused_probe_quotes_its_stderr_decoded_with_replacement_and_cut_at_200(tmp_path):
+    script = tmp_path / "refuse"
+    script.write_bytes(
+        b"#!/bin/sh\nprintf 'bwrap: \\377 ' >&2\nhead -c 300 /dev/zero | tr '\\0' x >&2\nexit 1\n"
+    )
+    script.chmod(0o755)
+    reason = repl_module._probe([str(script)])
+    assert reason == ("bwrap: \ufffd " + "x" * 300)[:200]
+
+
+def test_a_refused_probe_without_stderr_gives_its_exit_code(tmp_path):
+    assert repl_module._probe(["sh", "-c", "exit 3"]) == "exit 3"
+
+
+def test_a_repls_tmpdir_is_private_to_its_user(repl):
+    process = repl()
+    assert stat.S_IMODE(Path(probe(process)["tmpdir"]).stat().st_mode) == 0o700
+
+
+def test_under_a_cgroup_cap_the_repl_runs_under_the_prefix_without_an_address_space_limit(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(repl_module, "memory_limit", lambda: "cgroup")
+    # A stand-in for systemd-run's scope: it marks the environment with the cap it was given.
+    monkeypatch.setattr(repl_module, "cgroup_prefix", lambda mb: ["env", f"LEAN_PATH=capped-{mb}"])
+    process = ReplProcess(DOUBLE, memory_cap_mb=512, sandbox=False)
+    process.start()
+    try:
+        seen = probe(process)
+    finally:
+        process.close()
+    assert seen["lean_path"] == "capped-512"
+    assert seen["address_space_limit"] == resource.RLIM_INFINITY
+
+
+def test_a_start_that_fails_to_spawn_raises_its_own_error_and_leaks_no_terminal(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("no processes left")
+
+    monkeypatch.setattr(repl_module, "spawn_tied", refuse)
+    before = len(os.listdir("/proc/self/fd"))
+    process = ReplProcess(DOUBLE, sandbox=False)
+    with pytest.raises(OSError, match="no processes left"):
+        process.start()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_request_whose_write_meets_a_full_pipe_once_is_written_whole(repl, monkeypatch):
+    process = repl()
+    stdin_fd = process._process.stdin.fileno()
+    real_write, refused = os.write, []
+
+    def full_once(fd, data):
+        if fd == stdin_fd and not refused:
+            refused.append(fd)
+            raise BlockingIOError  # another writer filled the pipe between select and write
+        return real_write(fd, data)
+
+    monkeypatch.setattr(repl_module.os, "write", full_once)
+    answer = process.send({"cmd": "theorem a : True := trivial"}, 10)
+    assert refused and answer.get("env") == 0
+
+
+class _GoneProcess:
+    """A process of the tree that exited between the listing and the reading."""
+
+    pid = 2**22 + 1  # above pid_max's default: no process has it
+
+    def memory_info(self):
+        raise psutil.NoSuchProcess(self.pid)
+
+
+class _Process:
+    def __init__(self, pid, rss, vms):
+        self.pid, self._info = pid, SimpleNamespace(rss=rss, vms=vms)
+
+    def memory_info(self):
+        return self._info
+
+
+MIB = 1 << 20
+
+
+def test_the_memory_report_is_in_mib_to_a_tenth_and_skips_a_process_that_exited(monkeypatch):
+    tree = [
+        _GoneProcess(),
+        _Process(1, rss=int(3.26 * MIB), vms=int(10.04 * MIB)),
+        _Process(2, rss=int(1.13 * MIB), vms=int(7 * MIB)),
+    ]
+    anonymous = {1: int(1.01 * MIB), 2: int(0.33 * MIB)}
+
+    def anonymous_bytes(process):
+        if process.pid not in anonymous:
+            raise psutil.NoSuchProcess(process.pid)
+        return anonymous[process.pid]
+
+    process = ReplProcess(DOUBLE)
+    monkeypatch.setattr(process, "_tree", lambda: tree)
+    monkeypatch.setattr(repl_module, "_anonymous_bytes", anonymous_bytes)
+    # by hand: largest vms 10.04; rss 3.26 + 1.13 = 4.39; anonymous 1.01 + 0.33 = 1.34
+    assert process.memory_report() == {
+        "address_space_mb": 10.0,
+        "resident_mb": 4.4,
+        "anonymous_mb": 1.3,
+        "mapped_mb": 3.0,  # 4.39 - 1.34 = 3.05, to a tenth
+    }
+
+
+def test_a_tree_whose_memory_is_all_its_own_has_nothing_mapped(monkeypatch):
+    tree = [_Process(1, rss=int(2.5 * MIB), vms=int(9 * MIB))]
+    process = ReplProcess(DOUBLE)
+    monkeypatch.setattr(process, "_tree", lambda: tree)
+    monkeypatch.setattr(repl_module, "_anonymous_bytes", lambda p: int(2.5 * MIB))
+    assert process.memory_report()["mapped_mb"] == 0.0

@@ -244,10 +244,14 @@ def bwrap_argv(
     return [*argv, "--", *command]
 
 
+# A containment probe that hangs (a bwrap stuck on a namespace) must not hang the verifier.
+_PROBE_TIMEOUT_S = 10.0
+
+
 def _probe(argv: Sequence[str]) -> str | None:
     """None when `argv` runs and exits 0; else why not."""
     try:
-        probe = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+        probe = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     if probe.returncode == 0:
