@@ -44,6 +44,7 @@ def write_runs() -> list:
     write_manifest(
         OUT,
         build_manifest(
+            folder=OUT,
             asset="eval",
             inputs=[source],
             outputs=[OUT / "problems.jsonl"],

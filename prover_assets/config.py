@@ -336,8 +336,8 @@ class ReportSpec(_Spec):
     bootstrap_resamples: PositiveInt
     bootstrap_seed: int
     prereg: str  # path of prereg.md
-    power_discordant_fractions: list[Probability]
-    power_gains_points: list[Annotated[float, Field(gt=0)]]
+    power_discordant_fractions: Annotated[list[Probability], Field(min_length=1)]
+    power_gains_points: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1)]
 
 
 class DemoSpec(_Spec):
@@ -351,6 +351,24 @@ class DemoSpec(_Spec):
     # shared_tunings): the demos tune once per statements and settings. None: each data root
     # tunes its own.
     shared_tunings: str | None = None
+
+
+def _refuse_lengths_that_cannot_hold_a_sample(spec: ExperimentSpec) -> None:
+    """A model context below the largest cap cuts every long sample short of its cap (Goedel
+    clamps to `max_model_len - prompt`, by design only at the largest); an SFT row holds its
+    prompt and a completion of up to `sft.cap` tokens, so `sft.max_seq_len` must exceed it."""
+    largest = max(spec.generation.caps)
+    if spec.model.max_model_len < largest:
+        raise ValueError(
+            f"model.max_model_len {spec.model.max_model_len} is below the largest "
+            f"generation.caps {largest}: no sample could reach that cap"
+        )
+    if spec.sft.max_seq_len <= spec.sft.cap:
+        raise ValueError(
+            f"sft.max_seq_len {spec.sft.max_seq_len} does not exceed sft.cap {spec.sft.cap}: "
+            "a row is its prompt and a completion of up to the cap, so rows at the cap would "
+            "all be dropped"
+        )
 
 
 class ExperimentSpec(_Spec):
@@ -387,6 +405,9 @@ class ExperimentSpec(_Spec):
             raise ValueError(f"report.primary_set {self.report.primary_set!r} is not an eval set")
         if not self.data_root.strip():
             raise ValueError("data_root is empty: name the folder the outputs go to")
+        if not self.name.strip():
+            raise ValueError("name is empty: name the experiment (reports and runs carry it)")
+        _refuse_lengths_that_cannot_hold_a_sample(self)
         if self.report.k > self.generation.n_samples:
             raise ValueError("report.k exceeds generation.n_samples")
         if above := [k for k in self.report.ks if k > self.generation.n_samples]:

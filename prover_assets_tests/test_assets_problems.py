@@ -192,6 +192,54 @@ def test_an_empty_problem_id_names_the_file_and_line(tmp_path):
         load_minif2f(path)
 
 
+@pytest.mark.parametrize("problem_id", [" mathd_x", "mathd_x ", "\ufeffmathd_x", "mathd\ufeff_x"])
+def test_an_id_padded_with_a_space_or_holding_a_bom_names_the_file_line_and_field(
+    tmp_path, problem_id
+):
+    from prover_assets.problems.eval_sets import load_minif2f
+    from prover_assets.records import RecordError
+    from prover_assets_tests.conftest import ROOT
+
+    source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
+    row = json.loads(source[1])
+    row["problem_id"] = problem_id
+    path = tmp_path / "minif2f.jsonl"
+    path.write_bytes(b"\n".join([source[0], json.dumps(row).encode()]) + b"\n")
+    with pytest.raises(RecordError, match=r"minif2f\.jsonl:2:.*problem_id"):
+        load_minif2f(path)
+
+
+def test_a_minif2f_statement_with_an_empty_type_is_refused_naming_file_line_and_id(tmp_path):
+    from prover_assets.problems.eval_sets import EvalSetError, load_minif2f
+    from prover_assets_tests.conftest import ROOT
+
+    source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
+    row = json.loads(source[2])
+    row["lean4_code"] = row["lean4_code"][: row["lean4_code"].index("theorem")] + (
+        "theorem broken : := by\n  sorry"
+    )
+    path = tmp_path / "minif2f.jsonl"
+    path.write_bytes(b"\n".join([*source[:2], json.dumps(row).encode()]) + b"\n")
+    with pytest.raises(EvalSetError) as refused:
+        load_minif2f(path)
+    assert str(refused.value).startswith(
+        f"{path}:3: miniF2F problem {row['problem_id']} is unsupported (empty_type)"
+    )
+
+
+def test_the_statements_check_judges_a_stored_empty_type_by_the_loaders_rule(tmp_path):
+    from prover_assets.problems.validity import check_statements_parse
+    from prover_assets_tests.factories import make_problem
+
+    good = make_problem("good")
+    broken = make_problem("broken", "theorem broken : := by sorry")
+    path = tmp_path / "problems.jsonl"
+    path.write_text("".join(p.model_dump_json() + "\n" for p in (good, broken)))
+    outcome = check_statements_parse(path)
+    assert not outcome.passed
+    assert outcome.metadata["failures"] == ["broken: empty_type"]
+
+
 def test_goedel_normalisation_check_holds_where_the_rule_applies_and_names_the_others(tmp_path):
     from prover_assets.problems.eval_sets import load_mobench
     from prover_assets.problems.validity import check_goedel_normalisation

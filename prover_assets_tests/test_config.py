@@ -143,6 +143,19 @@ def test_placeholders_load_but_refuse_to_be_used():
         (("generation", "caps"), [256, 256], "repeat a cap"),
         (("data_root",), "", "data_root is empty"),
         (("report", "ks"), [1, 99], r"report.ks \[99\] exceed"),
+        (("name",), " ", "name is empty"),
+        (("report", "power_gains_points"), [], "power_gains_points: List should have at least 1"),
+        (
+            ("report", "power_discordant_fractions"),
+            [],
+            "power_discordant_fractions: List should have at least 1",
+        ),
+        (
+            ("model", "max_model_len"),
+            255,
+            "model.max_model_len 255 is below the largest generation.caps 256: no sample could",
+        ),
+        (("sft", "max_seq_len"), 256, "sft.max_seq_len 256 does not exceed sft.cap 256: a row"),
     ],
 )
 def test_config_refuses_what_would_fail_later(path, value, message):

@@ -109,3 +109,19 @@ def test_a_completed_output_is_not_read_again_while_its_stamp_is_unchanged(tmp_p
     with pytest.raises(ChecksumError, match=r"b\.bin"):
         verified_outputs(folder)
     assert read == [str(folder / "b.bin")]
+
+
+def test_an_empty_result_says_where_every_row_went():
+    from prover_assets.records.outputs import EmptyOutputError, require_rows
+
+    with pytest.raises(EmptyOutputError) as refused:
+        require_rows(
+            0, "the pool's candidates (6 rows read)", dropped={"lex_error": 4, "too_long": 2}
+        )
+    assert str(refused.value) == (
+        "the pool's candidates (6 rows read) has 0 rows: nothing downstream could be judged on "
+        "it (every row was dropped: lex_error 4, too_long 2). Check the input and filters; if "
+        "empty is expected, set allow_empty: true for it in the config."
+    )
+    require_rows(0, "allowed", allow_empty=True, dropped={"x": 1})
+    require_rows(3, "kept", dropped={"x": 1})

@@ -101,6 +101,8 @@ def finished_round(tmp_path_factory):
             outcomes[name] = run_job(defs, name, instance)
     return {
         "root": data_root,
+        "raw": raw,
+        "home": home,
         "outcomes": outcomes,
         "stopped_summary": summary,
     }
@@ -132,6 +134,29 @@ def test_every_job_succeeds_with_every_check_passing(finished_round):
             continue
         assert result.success, name
         assert failed_checks == [], (name, [(e.asset_key, e.check_name) for e in failed_checks])
+
+
+def test_a_copied_data_root_resumes_with_every_output_reused_and_every_check_passing(
+    finished_round, tmp_path
+):
+    moved = tmp_path / "moved" / "mini"
+    shutil.copytree(finished_round["root"], moved, symlinks=True)  # as `cp -a` copies it
+    raw = json.loads(json.dumps(finished_round["raw"]))
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(moved)
+    config = tmp_path / "moved.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    defs = build_definitions(config)
+    with dg.DagsterInstance.from_config(str(finished_round["home"])) as instance:
+        for name in ("baseline", "pool_round", "sft", "candidate_eval", "report"):
+            result, failed_checks = run_job(defs, name, instance)
+            assert result.success, name
+            assert failed_checks == [], (name, [c.check_name for c in failed_checks])
+            for event in result.get_asset_materialization_events():
+                metadata = event.step_materialization_data.materialization.metadata
+                where = metadata["output_dir"].value if "output_dir" in metadata else None
+                assert where is None or Path(where).is_relative_to(moved), (name, where)
+                if "reused_complete_output" in metadata:
+                    assert metadata["reused_complete_output"].value is True, (name, where)
 
 
 def test_the_demo_model_is_the_shipped_tuning(finished_round):

@@ -213,6 +213,13 @@ def test_unsupported_and_malformed_rows_are_counted_by_reason(sets, tmp_path):
         counts.written,
     ) == (1, {"preamble": 1}, 1, 1, 1)
     assert [p.problem_id for p in result.candidates] == ["e"]
+    assert counts.drops() == {
+        "not_bare_statement": 1,
+        "too_long": 1,
+        "sorry_not_once": 1,
+        "unsupported_shape:preamble": 1,
+    }
+    assert counts.dropped() == 4
 
 
 def _row(problem_id: str, theorem: str, header: str = POOL_HEADER) -> dict:
@@ -408,3 +415,38 @@ def test_a_pool_item_with_a_mobench_preamble_and_theorem_is_caught_by_its_statem
     )
     assert result.counts.decontam_statement_sha == 1
     assert [p.problem_id for p in result.candidates] == ["other"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("problem_id", "", "row 4: problem_id '' is empty, padded with whitespace or holds a"),
+        ("problem_id", " p4", "row 4: problem_id ' p4' is empty, padded with whitespace"),
+        ("problem_id", "p\ufeff4", "row 4: problem_id 'p\\ufeff4' is empty, padded with"),
+        ("problem_id", None, "row 4: problem_id is None, not a string"),
+        ("formal_statement", None, "row 4 (p4): formal_statement is NoneType, not a string"),
+    ],
+    ids=["empty_id", "padded_id", "bom_in_id", "null_id", "null_statement"],
+)
+def test_a_bad_row_names_its_shard_row_and_column(sets, tmp_path, field, value, message):
+    rows = [
+        _row(f"p{i}", f"theorem t{i} (n : ℕ) : n + {i} = {i} + n := by sorry") for i in range(6)
+    ]
+    rows[4][field] = value
+    # Three row groups of two, one scan task each: row 4 is the third group's first.
+    with pytest.raises(PoolInputError) as refused:
+        build(rows, tmp_path, sets, shard_args={"row_group_size": 2})
+    (shard,) = (tmp_path / "shards").iterdir()
+    assert str(refused.value) == f"{shard}: {message}" or str(refused.value).startswith(
+        f"{shard}: {message}"
+    )
+
+
+@pytest.mark.parametrize("damage", ["bom", "truncated"])
+def test_a_shard_that_is_not_parquet_is_refused_naming_it(sets, tmp_path, damage):
+    rows = [_row("p0", "theorem t (n : ℕ) : n = n := by sorry")]
+    (shard,) = write_shards(rows, tmp_path / "shards")
+    data = shard.read_bytes()
+    shard.write_bytes(b"\xef\xbb\xbf" + data if damage == "bom" else data[: len(data) // 2])
+    with pytest.raises(PoolInputError, match=rf"^{re.escape(str(shard))}: not a readable parquet"):
+        build_pool_candidates([shard], spec(), sets)

@@ -1,5 +1,6 @@
 """The record contract, the strict JSONL store and the manifest."""
 
+import errno
 import json
 import os
 import subprocess
@@ -284,6 +285,33 @@ def test_publish_is_atomic_and_leaves_no_temp_file_on_failure(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
 
+def _disk_full(fd):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as fsync reports it: no file named
+
+
+def test_a_full_disk_while_publishing_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    publish_bytes(target, b"first")
+    monkeypatch.setattr(os, "fsync", _disk_full)
+    with pytest.raises(OSError) as refused:
+        publish_bytes(target, b"second")
+    assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(target))
+    assert str(refused.value) == f"[Errno 28] No space left on device: '{target}'"
+    assert target.read_bytes() == b"first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_a_full_disk_while_appending_names_the_stream(tmp_path, monkeypatch):
+    path = tmp_path / "problems.jsonl"
+    with Appender(path, Problem) as appender:
+        appender.append(make_problem("a"))
+        monkeypatch.setattr(os, "fsync", _disk_full)
+        with pytest.raises(OSError) as refused:
+            appender.append(make_problem("b"))
+    assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(path))
+    assert "a" in appender.keys and "b" not in appender.keys  # not counted as written
+
+
 def test_publish_folder_refuses_to_overwrite(tmp_path):
     destination = tmp_path / "report"
     with publish_folder(destination) as staging:
@@ -310,6 +338,7 @@ def test_manifest_records_inputs_outputs_and_real_git_commit(tmp_path):
     output = tmp_path / "out.txt"
     output.write_text("world")
     manifest = build_manifest(
+        folder=tmp_path,
         asset="x",
         inputs=[source],
         outputs=[output],

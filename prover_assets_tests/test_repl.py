@@ -4,9 +4,9 @@ import functools
 import json
 import os
 import random
+import resource
 import shutil
 import signal
-import resource
 import socket
 import stat
 import tempfile
@@ -946,8 +946,8 @@ MIB = 1 << 20
 def test_the_memory_report_is_in_mib_to_a_tenth_and_skips_a_process_that_exited(monkeypatch):
     tree = [
         _GoneProcess(),
-        _Process(1, rss=int(3.26 * MIB), vms=int(10.04 * MIB)),
-        _Process(2, rss=int(1.13 * MIB), vms=int(7 * MIB)),
+        _Process(1, rss=int(3.6 * MIB), vms=int(10.24 * MIB)),
+        _Process(2, rss=int(1.01 * MIB), vms=int(7 * MIB)),
     ]
     anonymous = {1: int(1.01 * MIB), 2: int(0.33 * MIB)}
 
@@ -959,12 +959,13 @@ def test_the_memory_report_is_in_mib_to_a_tenth_and_skips_a_process_that_exited(
     process = ReplProcess(DOUBLE)
     monkeypatch.setattr(process, "_tree", lambda: tree)
     monkeypatch.setattr(repl_module, "_anonymous_bytes", anonymous_bytes)
-    # by hand: largest vms 10.04; rss 3.26 + 1.13 = 4.39; anonymous 1.01 + 0.33 = 1.34
+    # by hand: largest vms 10.24; rss 3.6 + 1.01 = 4.61; anonymous 1.01 + 0.33 = 1.34;
+    # mapped 4.61 - 1.34 = 3.27 (each to a tenth, none a whole number of MiB)
     assert process.memory_report() == {
-        "address_space_mb": 10.0,
-        "resident_mb": 4.4,
+        "address_space_mb": 10.2,
+        "resident_mb": 4.6,
         "anonymous_mb": 1.3,
-        "mapped_mb": 3.0,  # 4.39 - 1.34 = 3.05, to a tenth
+        "mapped_mb": 3.3,
     }
 
 

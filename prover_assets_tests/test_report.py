@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,7 +78,13 @@ def write_run(
     source = folder / "source.jsonl"
     source.write_text("x")
     manifest = build_manifest(
-        asset="eval", inputs=[source], outputs=[], config={}, counts={}, started_at="t"
+        folder=folder,
+        asset="eval",
+        inputs=[source],
+        outputs=[],
+        config={},
+        counts={},
+        started_at="t",
     )
     manifest["inputs"][0]["sha256"] = source_sha
     write_manifest(folder, manifest)
@@ -494,6 +501,77 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
         publish()
 
 
+def test_a_bundle_another_run_publishes_while_this_one_builds_is_reused(tmp_path, monkeypatch):
+    import prover_assets.report.stages as stages
+
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+
+    def publish():
+        return materialize_report(
+            tmp_path / "report",
+            [(base, cand)],
+            [],
+            prereg_path=None,
+            config_files=[],
+            settings=settings(),
+            config={"name": "test"},
+        )
+
+    real_build, others, builds = stages.build_report, [], []
+
+    def build_while_another_run_publishes(*args):
+        builds.append(args)
+        built = real_build(*args)
+        if len(builds) == 1:  # the other run (same job, same inputs) finishes first
+            others.append(publish())
+        return built
+
+    monkeypatch.setattr(stages, "build_report", build_while_another_run_publishes)
+    late = publish()
+    (first,) = others
+    assert (first.reused, late.reused) == (False, True)
+    assert late.folder == first.folder
+    # the first run's publication, read back: its finish time, not one of the late run's own
+    assert late.manifest["finished_at"] == first.manifest["finished_at"]
+    assert verify_bundle(late.folder).ok
+    assert [p.name for p in late.folder.parent.iterdir()] == [late.folder.name]  # no staging left
+
+
+RUN_PATHS = ("problems", "generations", "verdicts")
+
+
+def test_a_bundle_in_a_copied_data_root_is_found_by_the_same_name_and_verifies(tmp_path):
+    from prover_assets.records.manifest import mark_data_root
+
+    def report_in(root):
+        moved = [
+            replace(run, **{f: root / getattr(run, f).relative_to(old) for f in RUN_PATHS})
+            for run in runs
+        ]
+        return materialize_report(
+            root / "report",
+            [tuple(moved)],
+            [],
+            prereg_path=None,
+            config_files=[],
+            settings=settings(),
+            config={},
+        )
+
+    old = mark_data_root(tmp_path / "old")
+    runs = (
+        write_run(old / "runs", "baseline", BASELINE),
+        write_run(old / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64),
+    )
+    made = report_in(old)
+    shutil.copytree(old, tmp_path / "new")
+    shutil.rmtree(old)
+    again = report_in(tmp_path / "new")
+    assert again.reused and again.folder.name == made.folder.name
+    assert verify_bundle(again.folder).ok
+
+
 def test_bundle_notices_a_changed_input(tmp_path):
     base = write_run(tmp_path / "runs", "baseline", BASELINE)
     cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
@@ -569,7 +647,15 @@ def hand_built_run(tmp_path) -> RunFiles:
     publish_records(tmp_path / "ver.jsonl", [make_verification(g, **v) for g, v in rows])
     write_manifest(
         tmp_path,
-        build_manifest(asset="run", inputs=[], outputs=[], config={}, counts={}, started_at="t0"),
+        build_manifest(
+            folder=tmp_path,
+            asset="run",
+            inputs=[],
+            outputs=[],
+            config={},
+            counts={},
+            started_at="t0",
+        ),
     )
     return RunFiles(
         "baseline",

@@ -51,6 +51,7 @@ def write_eval_set(root: Path) -> Path:
         rows_in=n, supported=n, unsupported=0, limited_out=0, written=n, unsupported_reasons={}
     )
     manifest = build_manifest(
+        folder=folder,
         asset="eval_sets/minif2f",
         inputs=[source],
         outputs=[folder / "problems.jsonl"],
@@ -86,6 +87,7 @@ def write_run(root: Path, system: str, problems: Path, **sampling) -> RunFiles:
         folder.mkdir(parents=True)
         publish_records(folder / name, records)
         manifest = build_manifest(
+            folder=folder,
             asset=str(folder),
             inputs=[],
             outputs=[folder / name],

@@ -29,6 +29,7 @@ from prover_assets.sft.trainer import (
     PackedDataset,
     TrainRun,
     collate,
+    run_mean_loss,
 )
 from prover_assets.sft.validity import check_data_order
 
@@ -186,6 +187,29 @@ def losses(folder: Path) -> list[tuple[int, float]]:
     ]
 
 
+def final_train_loss(folder: Path) -> float:
+    (final,) = [
+        m["train_loss"]
+        for m in map(json.loads, (folder / METRICS_FILE).read_text().splitlines())
+        if "train_loss" in m
+    ]
+    return final
+
+
+def test_the_runs_mean_loss_is_every_steps_own_once_the_last_logged_kept(tmp_path):
+    metrics = tmp_path / METRICS_FILE
+    lines = [
+        {"step": 1, "loss": 0.5, "learning_rate": 1e-4},
+        {"step": 2, "loss": 0.25},
+        {"step": 2, "loss": 0.75},  # a step logged again after a resume: the later line counts
+        {"step": 3, "eval": 1.0},  # a line without a loss is not a step's
+        {"step": 4, "loss": 1.0},
+    ]
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert run_mean_loss(metrics) == pytest.approx((0.5 + 0.75 + 1.0) / 3)
+    assert run_mean_loss(tmp_path / "absent.jsonl") is None
+
+
 # CPU float reductions are not bit-reproducible from one process to another (CI measured
 # 1-ulp loss differences after a resume), so a resumed run is held to the reference's steps
 # exactly and to its values within 1e-5; a repeated or skipped micro-step moves a loss by 1e-3.
@@ -268,6 +292,10 @@ def test_kill_9_then_resume_from_the_last_complete_checkpoint_matches(
     assert_same_losses(out, uninterrupted)
     assert_same_adapter(out, uninterrupted)
     assert_each_row_epochs_times(out, summary)
+    assert final_train_loss(out) == pytest.approx(final_train_loss(uninterrupted), rel=RESUME_RTOL)
+    # by hand: the mean of the uninterrupted run's per-step losses
+    per_step = [loss for _, loss in losses(uninterrupted)]
+    assert final_train_loss(uninterrupted) == pytest.approx(sum(per_step) / len(per_step))
 
 
 def test_last_two_checkpoints_are_kept(uninterrupted):

@@ -463,6 +463,25 @@ def test_each_unsupported_statement_says_why(text, reason):
     assert (parsed.theorem_name, parsed.signature) == (None, None)
 
 
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("theorem broken : := by sorry", "empty_type"),
+        ("theorem broken (x : ℕ) : := by sorry", "empty_type"),
+        ("theorem binders_alone (x : ℕ) (h : x = x) := by sorry", "no_type"),
+        ("theorem no_colon := by sorry", "no_type"),
+    ],
+)
+def test_a_signature_that_states_nothing_is_unsupported_with_its_reason(text, reason):
+    parsed = parse_statement(text)
+    assert (parsed.supported, parsed.reason) == (False, reason)
+
+
+def test_a_colon_inside_a_binder_is_not_the_statements_type():
+    assert parse_statement("theorem t (x : ℕ) : x = x := by sorry").supported
+    assert parse_statement("theorem t : ∀ x : ℕ, x = x := by sorry").supported
+
+
 def test_a_statement_that_does_not_lex_is_unsupported_with_nothing_parsed():
     parsed = parse_statement("theorem t : True := by sorry /- never closed")
     assert (parsed.supported, parsed.theorem_name, parsed.header, parsed.header_commands) == (

@@ -11,6 +11,7 @@ import dagster as dg
 from pydantic import BaseModel
 
 from prover_assets.records import MANIFEST_NAME
+from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
 
 __all__ = [
@@ -68,9 +69,11 @@ def result_metadata(result: StageResult, data_root: Path) -> dict[str, Any]:
     return {name: _display(value, data_root) for name, value in result}
 
 
-def files_table(manifest: Mapping[str, Any], data_root: Path) -> dg.TableMetadataValue:
-    """A table of a manifest's input and output files (path relative to the data root, short
-    sha256, bytes)."""
+def files_table(
+    manifest: Mapping[str, Any], folder: Path, data_root: Path
+) -> dg.TableMetadataValue:
+    """A table of the input and output files of the manifest in `folder` (path relative to the
+    data root, short sha256, bytes)."""
     schema = dg.TableSchema(
         [
             dg.TableColumn("role", "string"),
@@ -83,7 +86,7 @@ def files_table(manifest: Mapping[str, Any], data_root: Path) -> dg.TableMetadat
         dg.TableRecord(
             {
                 "role": role,
-                "path": _relative(e["path"], data_root),
+                "path": _relative(str(recorded_path(folder, e["path"]).resolve()), data_root),
                 "sha256": e["sha256"][:SHORT_HASH],
                 "bytes": e["bytes"],
             }
@@ -120,7 +123,7 @@ def step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
     return {
         **result_metadata(step.result, data_root),
         OUTPUT_DIR: dg.MetadataValue.path(str(step.folder)),
-        "files": files_table(step.manifest, data_root),
+        "files": files_table(step.manifest, step.folder, data_root),
         "code_commit": code["commit"] or f"unknown: {code['reason']}",
         "code_dirty": code["dirty"] if code["dirty"] is not None else "unknown",
         "reused_complete_output": step.reused,

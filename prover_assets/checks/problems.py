@@ -1,7 +1,5 @@
 """Blocking checks of the problem assets."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from prover_assets.assets.keys import POOL_CANDIDATES_KEY, eval_set_key
@@ -16,6 +14,7 @@ from prover_assets.problems.validity import (
     check_pool_counts,
     check_statements_parse,
 )
+from prover_assets.records.manifest import recorded_path
 from prover_assets.records.validity import CheckOutcome
 
 __all__ = ["problem_checks"]
@@ -58,8 +57,8 @@ def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
         "wherever that rule applies (the others are named)",
     )
     def goedel_normalisation(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        source = Path(manifest_of(context, key)["inputs"][0]["path"])
         problems = complete_file(context, key, PROBLEMS_FILE)
+        source = recorded_path(problems.parent, manifest_of(context, key)["inputs"][0]["path"])
         return to_result(context, check_goedel_normalisation(source, problems))
 
     return [counts_reconcile, ids_unique, statements_parse, goedel_normalisation]

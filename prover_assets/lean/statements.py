@@ -297,23 +297,24 @@ def statement_check_command(statement: str) -> str | None:
     """
     parsed = parse_statement(statement)
     signature = parsed.signature
-    if signature is None or not _has_type(signature.tokens):
+    if signature is None or _type_reason(signature.tokens) is not None:
         return None
     text = statement[signature.tokens[0].start : signature.tokens[-1].end]
     return f"example {text} := by\n  apply _root_.{parsed.qualified_name} <;> assumption"
 
 
-def _has_type(tokens: Sequence[Token]) -> bool:
-    """Whether a signature has its `:` outside every bracket (binders alone are no statement)."""
+def _type_reason(tokens: Sequence[Token]) -> str | None:
+    """Why a signature states nothing: `no_type` for binders alone (no `:` outside every
+    bracket), `empty_type` for a `:` with nothing after it (`theorem t : := by`); else None."""
     depth = 0
-    for token in tokens:
+    for index, token in enumerate(tokens):
         if token.text in _OPENING:
             depth += 1
         elif token.text in _CLOSING:
             depth -= 1
         elif token.text == ":" and depth == 0:
-            return True
-    return False
+            return None if index + 1 < len(tokens) else "empty_type"
+    return "no_type"
 
 
 def theorem_signature(text: str) -> Signature | None:
@@ -434,6 +435,8 @@ def parse_statement(text: str) -> ParsedStatement:
         signature = _signature_from(tokens, preamble_end)
         if signature is None:
             reason = "no_signature"
+        elif (missing := _type_reason(signature.tokens)) is not None:
+            reason = missing
         elif not all(map(is_plain_identifier, name_components(signature.name))):
             reason = "theorem_name"  # printed in «» by `#print axioms`: not worth supporting
     if reason is None and (markers := count_by_markers(text[tokens[preamble_end].start :])) != 1:

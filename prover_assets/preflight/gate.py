@@ -43,8 +43,13 @@ class PreflightMissing(ConfigError):
 
 
 def config_sha256(config: RunConfig) -> str:
-    """The sha256 of the run config's three sections (not the file's name or comments)."""
-    return sha256_text(config.model_dump_json(include={"experiment", "lean", "gpu"}))
+    """The sha256 of the run config's three sections (not the file's name or comments), less
+    where the data root is: the preflight's record lives in it and moves with it."""
+    return sha256_text(
+        config.model_dump_json(
+            include={"experiment", "lean", "gpu"}, exclude={"experiment": {"data_root"}}
+        )
+    )
 
 
 def preflight_identity(

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from prover_assets.lean.extract import reinsertion_keeps_statement
 from prover_assets.lean.statements import StatementError, normalise_statement, parse_statement
 from prover_assets.records import Problem, iter_records
+from prover_assets.records.models import ProblemId
 
 __all__ = [
     "EvalSetError",
@@ -40,7 +40,7 @@ class EvalSetError(ValueError):
 class Unsupported:
     """A problem left out of an evaluation set, with the reason."""
 
-    problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
+    problem_id: ProblemId  # an empty or padded id fails at its file:line
     reason: str
     informal_prefix: str  # still used to decontaminate the pool: same problem, other wording
 
@@ -49,7 +49,7 @@ class _MiniF2FRow(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     name: str
-    problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
+    problem_id: ProblemId  # an empty or padded id fails at its file:line
     split: str
     informal_prefix: str
     formal_statement: str
@@ -64,7 +64,7 @@ class _MOBenchRow(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     name: str
-    problem_id: Annotated[str, Field(min_length=1)]  # an empty id fails at its file:line
+    problem_id: ProblemId  # an empty or padded id fails at its file:line
     split: str
     header: str
     informal_prefix: str
@@ -120,11 +120,12 @@ def _problem(
 def load_minif2f(path: str | Path) -> list[Problem]:
     """All miniF2F problems; any that cannot be taken as they are raises (no exclusions)."""
     problems = []
-    for row in iter_records(path, _MiniF2FRow):
+    # Every line holds a record (`iter_records` refuses empty ones): the n-th is line n.
+    for line, row in enumerate(iter_records(path, _MiniF2FRow), start=1):
         result = _problem(row.problem_id, "minif2f", row.split, row.lean4_code, row.informal_prefix)
         if isinstance(result, Unsupported):
             raise EvalSetError(
-                f"{path}: miniF2F problem {row.problem_id} is unsupported ({result.reason}); "
+                f"{path}:{line}: miniF2F problem {row.problem_id} is unsupported ({result.reason}); "
                 "the registered set admits no exclusions"
             )
         problems.append(result)

@@ -15,16 +15,18 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import TypeAdapter, ValidationError
 
-from prover_assets.config import PoolSpec
+from prover_assets.config import PoolColumns, PoolSpec
 from prover_assets.lean.extract import reinsertion_keeps_statement, remove_comments
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import (
@@ -42,6 +44,7 @@ from prover_assets.problems.decontamination import (
     ngram_hashes,
 )
 from prover_assets.records import Problem, sha256_file
+from prover_assets.records.models import ProblemId
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.validity import CountsError
 
@@ -65,6 +68,23 @@ class PoolInputError(ValueError):
     """A pool shard or its contents cannot be used (wrong columns, duplicate ids, ...)."""
 
     pass
+
+
+# The `PoolCounts` fields that count rows dropped (besides `unsupported_shape`, by shape).
+_DROP_REASONS = (
+    "not_bare_statement",
+    "too_long",
+    "sorry_not_once",
+    "float_numerals",
+    "decontam_statement_sha",
+    "decontam_alpha_sha",
+    "decontam_name",
+    "beyond_k",
+    "decontam_informal_long",
+    "decontam_informal_short",
+    "decontam_mobench_informal",
+    "duplicate_statement",
+)
 
 
 @dataclass
@@ -97,22 +117,14 @@ class PoolCounts:
             else:
                 setattr(self, name, getattr(self, name) + value)
 
+    def drops(self) -> dict[str, int]:
+        """Every row dropped, by reason (each unsupported shape by its own), most first."""
+        counts = Counter({name: getattr(self, name) for name in _DROP_REASONS})
+        counts.update({f"unsupported_shape:{r}": n for r, n in self.unsupported_shape.items()})
+        return {reason: n for reason, n in counts.most_common() if n}
+
     def dropped(self) -> int:
-        return (
-            self.not_bare_statement
-            + sum(self.unsupported_shape.values())
-            + self.too_long
-            + self.sorry_not_once
-            + self.float_numerals
-            + self.decontam_statement_sha
-            + self.decontam_alpha_sha
-            + self.decontam_name
-            + self.beyond_k
-            + self.decontam_informal_long
-            + self.decontam_informal_short
-            + self.decontam_mobench_informal
-            + self.duplicate_statement
-        )
+        return sum(self.drops().values())
 
     def reconciles(self) -> bool:
         return self.rows_in == self.written + self.dropped()
@@ -340,26 +352,23 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
     embedded = sets.embedded_pattern()
     counts = PoolCounts()
     heap: list[tuple[bytes, _Ranked]] = []  # max-heap by key via inverted bytes
-    parquet = pq.ParquetFile(task.path)
+    parquet = _parquet(task.path)
     missing = [c for c in wanted if c not in parquet.schema_arrow.names]
     if missing:
         raise PoolInputError(
             f"{task.path}: missing columns {missing}; columns are {parquet.schema_arrow.names}"
         )
-    for batch in parquet.iter_batches(
-        batch_size=spec.batch_rows, row_groups=list(task.row_groups), columns=wanted
-    ):
+    # A task's row groups are consecutive: its rows are numbered on from the first one's.
+    row = sum(parquet.metadata.row_group(g).num_rows for g in range(task.row_groups[0]))
+    for batch in _batches(parquet, task, wanted):
         ids = _column(batch, columns.problem_id, task.path)
         texts = _column(batch, columns.formal_statement, task.path)
         informals = _column(batch, columns.informal, task.path) or [None] * len(ids)
         sources = _column(batch, columns.source, task.path) or [task.dataset] * len(ids)
         for problem_id, text, informal, source in zip(ids, texts, informals, sources, strict=True):
             counts.rows_in += 1
-            if not isinstance(problem_id, str) or not isinstance(text, str):
-                raise PoolInputError(
-                    f"{task.path}: a row has problem_id {problem_id!r} and a non-string or "
-                    "null statement; the pool's columns must be strings"
-                )
+            _check_row(f"{task.path}: row {row}", problem_id, text, columns)
+            row += 1
             ranked = _screen(
                 problem_id, text, source or task.dataset, informal, spec, sets, embedded, counts
             )
@@ -376,11 +385,61 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
     return counts, [ranked for _, ranked in heap]
 
 
+_PROBLEM_ID = TypeAdapter(ProblemId)
+
+
+def _unreadable(path: str | Path, exc: Exception) -> PoolInputError:
+    return PoolInputError(f"{path}: not a readable parquet file ({exc})")
+
+
+def _parquet(path: str | Path) -> pq.ParquetFile:
+    """The shard opened for reading, or an error naming it (pyarrow's names no file)."""
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _batches(parquet: pq.ParquetFile, task: _ScanTask, columns: list[str]) -> Iterator[Any]:
+    """The task's row groups in batches; a page that cannot be read is an error naming the
+    shard (a file with bytes before its data opens, then fails here)."""
+    batches = parquet.iter_batches(
+        batch_size=task.spec.batch_rows, row_groups=list(task.row_groups), columns=columns
+    )
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            raise _unreadable(task.path, exc) from exc
+        yield batch
+
+
+def _check_row(where: str, problem_id: object, text: object, columns: PoolColumns) -> None:
+    """A row's id and statement are what a `Problem` takes; else an error naming the shard,
+    the row (from 0, as parquet counts) and the column."""
+    if not isinstance(problem_id, str):
+        raise PoolInputError(f"{where}: {columns.problem_id} is {problem_id!r}, not a string")
+    try:
+        _PROBLEM_ID.validate_python(problem_id)
+    except ValidationError:
+        raise PoolInputError(
+            f"{where}: {columns.problem_id} {problem_id!r} is empty, padded with whitespace or "
+            "holds a byte-order mark"
+        ) from None
+    if not isinstance(text, str):
+        raise PoolInputError(
+            f"{where} ({problem_id}): {columns.formal_statement} is {type(text).__name__}, "
+            "not a string"
+        )
+
+
 def _plan(paths: Sequence[Path], spec: PoolSpec, dataset: str) -> tuple[list[_ScanTask], int]:
     tasks = []
     total_rows = 0
     for path in paths:
-        metadata = pq.ParquetFile(path).metadata
+        metadata = _parquet(path).metadata
         total_rows += metadata.num_rows
         groups = list(range(metadata.num_row_groups))
         # A few tasks per worker so that the pool balances; each task keeps its own top K.

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from prover_assets.config import EvalSetSpec, PoolSpec, resolve_path
 from prover_assets.problems.decontamination import DecontaminationSets, build_decontamination_sets
-from prover_assets.problems.eval_sets import Unsupported, load_minif2f, load_mobench
+from prover_assets.problems.eval_sets import (
+    Unsupported,
+    load_minif2f,
+    load_mobench,
+    reason_histogram,
+)
 from prover_assets.problems.pool import (
     PoolCandidatesResult,
     Progress,
@@ -108,7 +113,12 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
     rows_in = len(problems) + len(unsupported)
     if spec.limit is not None:
         problems = problems[: spec.limit]
-    require_rows(len(problems), f"eval set {name} ({source})", allow_empty=spec.allow_empty)
+    require_rows(
+        len(problems),
+        f"eval set {name} ({source}, {rows_in} rows read)",
+        allow_empty=spec.allow_empty,
+        dropped=reason_histogram(unsupported),
+    )
     outputs = [folder / PROBLEMS_FILE]
     publish_records(folder / PROBLEMS_FILE, problems)
     if spec.format == "mobench":
@@ -196,7 +206,12 @@ def materialize_pool_candidates(
         return reused
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
     build = build_pool_candidates([p for p, _ in shards], spec, sets, progress=progress)
-    require_rows(len(build.candidates), "the pool's candidates", allow_empty=spec.allow_empty)
+    require_rows(
+        len(build.candidates),
+        f"the pool's candidates ({build.counts.rows_in} rows read)",
+        allow_empty=spec.allow_empty,
+        dropped=build.counts.drops(),
+    )
     publish_records(folder / CANDIDATES_FILE, build.candidates)
     return step.finish(
         build.counts.to_result(),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prover_assets.records.hashing import sha256_file
-from prover_assets.records.manifest import MANIFEST_NAME, read_manifest
+from prover_assets.records.manifest import MANIFEST_NAME, read_manifest, recorded_path
 
 __all__ = [
     "PARTITION_PREFIX",
@@ -85,7 +85,7 @@ def lineage(folder: Path, data_root: Path) -> list[Materialization]:
             continue
         seen[current] = materialization_of(current, data_root)
         for entry in read_manifest(current)["inputs"]:
-            source = _output_folder(Path(entry["path"]), data_root)
+            source = _output_folder(recorded_path(current, entry["path"]), data_root)
             if source is not None and source not in seen:
                 pending.append(source)
     return list(seen.values())

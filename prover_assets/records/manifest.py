@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import os
 import platform
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -18,18 +19,26 @@ from prover_assets.records.hashing import settled_stamp, sha256_file
 from prover_assets.records.store import publish_text
 
 __all__ = [
+    "DATA_ROOT_MARKER",
     "MANIFEST_NAME",
     "GitRevision",
     "build_manifest",
+    "data_root_of",
     "file_entry",
     "git_revision",
     "library_pins",
+    "mark_data_root",
     "now_utc",
+    "portable_path",
     "read_manifest",
+    "recorded_path",
     "write_manifest",
 ]
 
 MANIFEST_NAME = "manifest.json"
+# The file that makes a folder a data root: manifests under it name what lies inside it
+# relative to themselves, so that the whole root can be copied, moved or mounted elsewhere.
+DATA_ROOT_MARKER = ".prover-data-root"
 _PINNED_LIBRARIES = (
     "prover-assets",
     "dagster",
@@ -103,13 +112,51 @@ def library_pins() -> dict[str, str | None]:
     return pins
 
 
-def file_entry(path: str | Path, sha256: str | None = None) -> dict[str, Any]:
+def mark_data_root(root: Path) -> Path:
+    """Make `root` (created if need be) a data root; returns it."""
+    marker = root / DATA_ROOT_MARKER
+    if not marker.exists():
+        publish_text(
+            marker, "prover-assets data root: manifests below name files relative to themselves\n"
+        )
+    return root
+
+
+def data_root_of(folder: Path) -> Path | None:
+    """The data root `folder` lies in (itself or the nearest marked ancestor); None if none."""
+    folder = folder.resolve()
+    return next((f for f in (folder, *folder.parents) if (f / DATA_ROOT_MARKER).is_file()), None)
+
+
+def portable_path(path: str | Path, folder: Path) -> str:
+    """How a manifest in `folder` names `path`: relative to `folder` when both lie in one data
+    root (the root can move), else absolute (a source data set, a config, a hub model)."""
+    path = Path(path).resolve()
+    root = data_root_of(folder)
+    if root is None or not path.is_relative_to(root):
+        return str(path)
+    return os.path.relpath(path, folder.resolve())
+
+
+def recorded_path(folder: Path, recorded: str) -> Path:
+    """The file a manifest in `folder` names by `recorded` (relative to `folder`, or absolute)."""
+    return folder / recorded
+
+
+def file_entry(
+    path: str | Path, sha256: str | None = None, *, folder: Path, output: bool = False
+) -> dict[str, Any]:
     """A file's path, sha256, size and stamp (`FileStamp`: a reader re-hashes it only when the
-    stamp changed); `sha256` when the caller has just computed it."""
+    stamp changed); `sha256` when the caller has just computed it. An `output` (a file of the
+    step's own folder) is named relative to `folder` wherever it is; anything else as
+    `portable_path` names it."""
     path = Path(path)
     stamp = settled_stamp(path)
+    inside = output and path.resolve().is_relative_to(folder.resolve())
     return {
-        "path": str(path),
+        "path": os.path.relpath(path.resolve(), folder.resolve())
+        if inside
+        else portable_path(path, folder),
         "sha256": sha256 or sha256_file(path),
         "bytes": path.stat().st_size,
         "stamp": None if stamp is None else asdict(stamp),
@@ -118,6 +165,7 @@ def file_entry(path: str | Path, sha256: str | None = None) -> dict[str, Any]:
 
 def build_manifest(
     *,
+    folder: Path,
     asset: str,
     inputs: Iterable[str | Path],
     outputs: Iterable[str | Path],
@@ -127,12 +175,13 @@ def build_manifest(
     extra: Mapping[str, Any] | None = None,
     input_sha256: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`input_sha256` (path -> sha256) spares hashing large inputs a second time."""
+    """The manifest to be written into `folder` (paths named from there: `portable_path`);
+    `input_sha256` (path -> sha256) spares hashing large inputs a second time."""
     known = dict(input_sha256 or {})
     return {
         "asset": asset,
-        "inputs": [file_entry(p, known.get(str(p))) for p in inputs],
-        "outputs": [file_entry(p) for p in outputs],
+        "inputs": [file_entry(p, known.get(str(p)), folder=folder) for p in inputs],
+        "outputs": [file_entry(p, folder=folder, output=True) for p in outputs],
         "config": dict(config),
         "counts": dict(counts),
         "code": asdict(git_revision()),

@@ -33,6 +33,9 @@ SCHEMA_VERSION = 1
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 NonEmpty = Annotated[str, Field(min_length=1)]
+# An id that differs from another only by a space at an end or a byte-order mark would join
+# nothing it should: not empty, no whitespace at either end, no BOM anywhere.
+ProblemId = Annotated[str, Field(pattern=r"^[^\s\x{feff}](?:[^\x{feff}]*[^\s\x{feff}])?$")]
 NonNegative = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(gt=0)]
 # Checked while the JSON is parsed (in pydantic-core): a Python pass over every id costs more.
@@ -63,7 +66,7 @@ class ParentRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    problem_id: NonEmpty
+    problem_id: ProblemId
     sample_idx: NonNegative
     round: NonNegative
     cap_tokens: Positive
@@ -80,7 +83,7 @@ class ParentRef(BaseModel):
 class Problem(_Record):
     """One problem: its statement (header and theorem, `:= by sorry`), hashes and source."""
 
-    problem_id: NonEmpty
+    problem_id: ProblemId
     source: NonEmpty
     split: str
     formal_statement: NonEmpty  # full header + one theorem, ending `:= by sorry`
@@ -159,7 +162,7 @@ class Sampling(BaseModel):
 class Generation(_Record):
     """One generated sample: key, prompt, completion, extracted Lean code, sampling and model."""
 
-    problem_id: NonEmpty
+    problem_id: ProblemId
     sample_idx: NonNegative
     round: NonNegative
     cap_tokens: Positive
@@ -274,7 +277,7 @@ class CachedFrom(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     key: Sha256
-    problem_id: NonEmpty
+    problem_id: ProblemId
     sample_idx: NonNegative
     round: NonNegative
     cap_tokens: Positive
@@ -283,7 +286,7 @@ class CachedFrom(BaseModel):
 class Verification(_Record):
     """One verdict: key, the code's sha256, stage, reasons, diagnostics and the verifier."""
 
-    problem_id: NonEmpty
+    problem_id: ProblemId
     sample_idx: NonNegative
     round: NonNegative
     cap_tokens: Positive
@@ -326,7 +329,7 @@ class SftRow(_Record):
     n_completion: Positive
     proof_sha: Sha256
     model_rev: NonEmpty
-    problem_id: NonEmpty
+    problem_id: ProblemId
 
     @property
     def key(self) -> SampleKey:

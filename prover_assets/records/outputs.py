@@ -24,6 +24,7 @@ from prover_assets.records.manifest import (
     build_manifest,
     now_utc,
     read_manifest,
+    recorded_path,
     write_manifest,
 )
 from prover_assets.records.store import publish_text
@@ -124,11 +125,18 @@ class Step(Generic[R]):
         begin_stream(self.folder, self.config)
 
     def manifest(
-        self, result: R, outputs: Sequence[Path], extra: Mapping[str, Any] | None = None
+        self,
+        result: R,
+        outputs: Sequence[Path],
+        extra: Mapping[str, Any] | None = None,
+        *,
+        written_in: Path | None = None,
     ) -> dict[str, Any]:
-        """The manifest of this step's output: files, config, result, code, pins."""
+        """The manifest of this step's output: files, config, result, code, pins; its paths
+        named from `written_in` (the step's folder, or a staging sibling of it)."""
         by_path = {str(self.inputs.files[n]): d for n, d in self.inputs.digests.items()}
         return build_manifest(
+            folder=written_in or self.folder,
             asset=self.asset,
             inputs=list(self.inputs.files.values()),
             outputs=outputs,
@@ -154,13 +162,10 @@ class Step(Generic[R]):
         outputs: Sequence[Path],
         extra: Mapping[str, Any] | None = None,
     ) -> StepResult[R]:
-        """Write the manifest into `staging` (a `publish_folder`), its output paths already the
-        ones they will have in the step's folder once published."""
-        manifest = self.manifest(result, outputs, extra)
-        manifest["outputs"] = [
-            {**e, "path": str(self.folder / Path(e["path"]).relative_to(staging))}
-            for e in manifest["outputs"]
-        ]
+        """Write the manifest into `staging` (a `publish_folder`), its paths already the ones
+        they will have in the step's folder once published."""
+        # Named from the staging folder, a sibling of the step's: the same relative paths.
+        manifest = self.manifest(result, outputs, extra, written_in=staging)
         write_manifest(staging, manifest)
         return StepResult(self.folder, manifest, reused=False, result=result)
 
@@ -173,12 +178,22 @@ class EmptyOutputError(ValueError):
     """A step would produce zero rows where rows are expected."""
 
 
-def require_rows(count: int, what: str, *, allow_empty: bool = False) -> None:
-    """Refuse an empty result unless the config says that empty is expected."""
+def require_rows(
+    count: int,
+    what: str,
+    *,
+    allow_empty: bool = False,
+    dropped: Mapping[str, int] | None = None,
+) -> None:
+    """Refuse an empty result unless the config says that empty is expected; the refusal says
+    where the rows went (`dropped`: reason -> rows)."""
     if count == 0 and not allow_empty:
+        went = ", ".join(f"{reason} {n}" for reason, n in (dropped or {}).items())
         raise EmptyOutputError(
-            f"{what} has 0 rows: nothing downstream could be judged on it. Check the input and "
-            "filters; if empty is expected, set allow_empty: true for it in the config."
+            f"{what} has 0 rows: nothing downstream could be judged on it"
+            + (f" (every row was dropped: {went})" if went else "")
+            + ". Check the input and filters; if empty is expected, set allow_empty: true for it "
+            "in the config."
         )
 
 
@@ -186,9 +201,25 @@ class ChecksumError(RuntimeError):
     """A file no longer has the sha256 its producer's manifest recorded (or is not listed)."""
 
 
+def _output_path(entry: Mapping[str, Any], manifest: Path) -> Path:
+    """The output file an entry of `manifest` names: inside the manifest's folder, or refused
+    naming both (an absolute path written before manifests named outputs relative to
+    themselves, in a data root that has since moved)."""
+    folder = manifest.parent
+    path = recorded_path(folder, entry["path"]).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise ChecksumError(
+            f"{manifest} records the output {entry['path']}, outside its folder {folder}: its data "
+            "root was moved or copied since this step ran. Re-materialize the asset (move the "
+            "folder aside first), or use the data root where it was made."
+        )
+    return path
+
+
 def _check_entry(entry: Mapping[str, Any], manifest: Path) -> str:
-    """The entry's file has its recorded sha256 (re-hashed only when its stamp changed)."""
-    path, expected = Path(entry["path"]), entry["sha256"]
+    """The entry's output file has its recorded sha256 (re-hashed only when its stamp
+    changed)."""
+    path, expected = _output_path(entry, manifest), entry["sha256"]
     try:
         actual = sha256_unless_unchanged(path, expected, FileStamp.parse(entry.get("stamp")))
     except FileNotFoundError:
@@ -206,7 +237,7 @@ def verified_outputs(folder: Path, names: list[str] | None = None) -> dict[Path,
     """Re-hash a completed step's output files (all, or those `names` in `folder`) against its
     manifest; returns path -> sha256, or raises `ChecksumError` naming the file."""
     manifest_path = folder / MANIFEST_NAME
-    entries = {Path(e["path"]).resolve(): e for e in read_manifest(folder)["outputs"]}
+    entries = {_output_path(e, manifest_path): e for e in read_manifest(folder)["outputs"]}
     wanted = list(entries) if names is None else [(folder / n).resolve() for n in names]
     checked = {}
     for path in wanted:

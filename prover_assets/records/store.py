@@ -287,9 +287,10 @@ class Appender(Generic[R]):
             lines.append(record.model_dump_json().encode("utf-8") + b"\n")
         if not lines:
             return 0
-        self._handle.write(b"".join(lines))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        with naming_the_file(self.path):
+            self._handle.write(b"".join(lines))
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
         self.keys.update(batch_keys)
         return len(lines)
 
@@ -306,6 +307,18 @@ class Appender(Generic[R]):
         self.close()
 
 
+@contextlib.contextmanager
+def naming_the_file(path: Path) -> Iterator[None]:
+    """An OS error while writing `path` names it: a full disk's ENOSPC, raised by a write or an
+    fsync on a descriptor, names no file of its own."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+
+
 def publish_bytes(path: str | Path, data: bytes) -> None:
     """Atomically replace `path` with `data`: temp file in the same folder, fsync, rename."""
     path = Path(path)
@@ -315,7 +328,7 @@ def publish_bytes(path: str | Path, data: bytes) -> None:
         prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent
     )
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming_the_file(path), os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -24,6 +24,7 @@ from prover_assets.records import (
     sha256_file,
     write_manifest,
 )
+from prover_assets.records.manifest import portable_path, recorded_path
 from prover_assets.records.outputs import StageResult
 
 __all__ = ["BundleCheck", "ReportResult", "bundle_name", "publish_bundle", "verify_bundle"]
@@ -43,11 +44,12 @@ class ReportResult(StageResult):
     simulated: bool
 
 
-def bundle_name(inputs: Sequence[Path]) -> str:
-    """A bundle is named by its inputs: the same inputs make the same report folder."""
+def bundle_name(inputs: Sequence[Path], root: Path) -> str:
+    """A bundle is named by its inputs: the same inputs make the same report folder under
+    `root`, wherever the data root that holds both has moved (`portable_path`)."""
     digest = hashlib.sha256()
     for path in sorted(inputs, key=str):
-        digest.update(f"{path}\t{sha256_file(path)}\n".encode())
+        digest.update(f"{portable_path(path, root)}\t{sha256_file(path)}\n".encode())
     return f"report-{digest.hexdigest()[:16]}"
 
 
@@ -79,6 +81,7 @@ def publish_bundle(
             *sorted((staging / PLOTS_DIR).iterdir()),
         ]
         manifest = build_manifest(
+            folder=staging,
             asset="eval_report",
             inputs=inputs,
             outputs=artifacts,
@@ -91,9 +94,6 @@ def publish_bundle(
             started_at=started_at,
             extra={"package_version": __version__, "pins": summary.get("pins")},
         )
-        manifest["outputs"] = [
-            {**e, "path": str(Path(e["path"]).relative_to(staging))} for e in manifest["outputs"]
-        ]
         write_manifest(staging, manifest)
     return manifest
 
@@ -114,7 +114,7 @@ def verify_bundle(folder: Path) -> BundleCheck:
     changed = []
     for role, entries in (("input", manifest["inputs"]), ("artifact", manifest["outputs"])):
         for entry in entries:
-            path = Path(entry["path"]) if role == "input" else folder / entry["path"]
+            path = recorded_path(folder, entry["path"])
             if not path.exists():
                 changed.append(f"{role} {entry['path']} is missing")
             elif sha256_file(path) != entry["sha256"]:

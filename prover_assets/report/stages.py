@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from prover_assets import __version__
-from prover_assets.records import MANIFEST_NAME, git_revision, now_utc
+from prover_assets.records import MANIFEST_NAME, OutputExistsError, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import (
@@ -51,6 +52,8 @@ from prover_assets.report.validity import (
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 
 __all__ = ["ReportSettings", "build_report", "materialize_report"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -292,29 +295,40 @@ def materialize_report(
     (never overwritten) when it exists and does not."""
     inputs = _report_inputs(pairs, pool_rounds, iterations, training)
     inputs = list(dict.fromkeys([*inputs, *config_files, *([prereg_path] if prereg_path else [])]))
-    folder = root / bundle_name(inputs)
+    folder = root / bundle_name(inputs, root)
     if folder.exists():
-        check = verify_bundle(folder)
-        if not check.ok:
-            raise RuntimeError(
-                f"{folder} exists but no longer verifies: {check.changed[:5]}; reports are never "
-                "overwritten, move it aside to rebuild"
-            )
-        manifest = read_manifest(folder)
-        result = ReportResult.of(manifest, folder / MANIFEST_NAME)
-        return StepResult(folder, manifest, reused=True, result=result)
+        return _reused_bundle(folder)
     started = now_utc()
     summary, markdown, plots = build_report(
         pairs, pool_rounds, prereg_path, settings, iterations, training
     )
-    manifest = publish_bundle(
-        folder,
-        markdown=markdown,
-        html=render_document(summary, plots),
-        summary=summary,
-        plots=plots,
-        inputs=inputs,
-        config={**dict(config), "report": asdict(settings)},
-        started_at=started,
-    )
+    try:
+        manifest = publish_bundle(
+            folder,
+            markdown=markdown,
+            html=render_document(summary, plots),
+            summary=summary,
+            plots=plots,
+            inputs=inputs,
+            config={**dict(config), "report": asdict(settings)},
+            started_at=started,
+        )
+    except OutputExistsError:
+        # Another run of this job published the bundle of the same inputs while this one built
+        # it: the same evidence, reused as if it had been there first.
+        log.info("%s was published by another run meanwhile; reusing it", folder)
+        return _reused_bundle(folder)
     return StepResult(folder, manifest, reused=False, result=ReportResult.of(manifest))
+
+
+def _reused_bundle(folder: Path) -> StepResult[ReportResult]:
+    """The existing bundle in `folder`, once it verifies; refused (never overwritten) if not."""
+    check = verify_bundle(folder)
+    if not check.ok:
+        raise RuntimeError(
+            f"{folder} exists but no longer verifies: {check.changed[:5]}; reports are never "
+            "overwritten, move it aside to rebuild"
+        )
+    manifest = read_manifest(folder)
+    result = ReportResult.of(manifest, folder / MANIFEST_NAME)
+    return StepResult(folder, manifest, reused=True, result=result)

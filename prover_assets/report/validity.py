@@ -24,6 +24,7 @@ from prover_assets.problems.validity import (
 )
 from prover_assets.records import Problem, read_manifest, read_records
 from prover_assets.records.hashing import sha256_file
+from prover_assets.records.manifest import recorded_path
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.report.analysis import INVALID, RunFiles
 from prover_assets.sft.stages import SftShardsResult
@@ -110,7 +111,7 @@ def _judge(
 
 
 def _eval_set(problems: Path, eval_set: str) -> list[Condition]:
-    source = Path(read_manifest(problems.parent)["inputs"][0]["path"])
+    source = recorded_path(problems.parent, read_manifest(problems.parent)["inputs"][0]["path"])
     subject = f"eval set {eval_set}"
     return [
         _judge(

@@ -41,6 +41,7 @@ from prover_assets.generation.engines import GenerationEngine, SamplingSettings,
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.gates import refusal_message
+from prover_assets.records.manifest import mark_data_root
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config
 from prover_assets.verify.backends import backend_from_settings, self_test
@@ -127,8 +128,10 @@ class ExperimentResource(dg.ConfigurableResource):
         return spec
 
     def data_root(self) -> Path:
+        """The config's data root, marked as one (`mark_data_root`): what the steps write under
+        it names its files relative to their manifests, so the root can move."""
         path = resolve_path(self.model().data_root, "resources.experiment.config.spec.data_root")
-        return path.resolve()
+        return mark_data_root(path.resolve())
 
     def asset_dir(self, key: dg.AssetKey, partition: str | None = None) -> Path:
         """The folder of `key` (of its iteration `partition`, for a per-iteration asset of a

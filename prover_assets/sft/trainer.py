@@ -54,6 +54,7 @@ __all__ = [
     "complete_checkpoints",
     "flash_attention_import_error",
     "main",
+    "run_mean_loss",
     "train",
 ]
 
@@ -281,6 +282,17 @@ def _training_arguments(
     )
 
 
+def run_mean_loss(metrics: Path) -> float | None:
+    """The mean of every optimizer step's logged loss in the metrics file (one line per step:
+    `logging_steps=1`), the steps logged before a resume included; None before any step."""
+    per_step = {}
+    for line in metrics.read_text(encoding="utf-8").splitlines() if metrics.exists() else []:
+        logged = json.loads(line)
+        if "loss" in logged:
+            per_step[logged["step"]] = logged["loss"]
+    return sum(per_step.values()) / len(per_step) if per_step else None
+
+
 def _stop_and_mark(
     output: Path,
     stop_requested: dict[str, bool],
@@ -318,8 +330,13 @@ def _stop_and_mark(
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not ranks.main:
                 return control
+            logs = dict(logs or {})
+            if "train_loss" in logs:
+                # HF's final train_loss sums this process's steps over all steps: after a
+                # resume it is short by the steps before it. The run's is every step's own.
+                logs["train_loss"] = run_mean_loss(output / METRICS_FILE)
             with open(output / METRICS_FILE, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
+                handle.write(json.dumps({"step": state.global_step, **logs}) + "\n")
             progress = TrainingProgress(
                 step=state.global_step,
                 steps=state.max_steps,
