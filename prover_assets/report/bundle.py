@@ -44,12 +44,14 @@ class ReportResult(StageResult):
     simulated: bool
 
 
-def bundle_name(inputs: Sequence[Path], root: Path) -> str:
-    """A bundle is named by its inputs: the same inputs make the same report folder under
-    `root`, wherever the data root that holds both has moved (`portable_path`)."""
+def bundle_name(inputs: Sequence[Path], root: Path, identity: Mapping[str, Any]) -> str:
+    """A bundle is named by what it reports on and how: its data inputs (as `portable_path`
+    names them from `root`, so the name survives a move of the data root holding both, and
+    their sha256) and `identity` (the settings and config it was built with)."""
     digest = hashlib.sha256()
     for path in sorted(inputs, key=str):
         digest.update(f"{portable_path(path, root)}\t{sha256_file(path)}\n".encode())
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     return f"report-{digest.hexdigest()[:16]}"
 
 

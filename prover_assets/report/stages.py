@@ -293,9 +293,13 @@ def materialize_report(
 ) -> StepResult[ReportResult]:
     """The bundle for these inputs under `root`: reused when it exists and verifies, refused
     (never overwritten) when it exists and does not."""
-    inputs = _report_inputs(pairs, pool_rounds, iterations, training)
-    inputs = list(dict.fromkeys([*inputs, *config_files, *([prereg_path] if prereg_path else [])]))
-    folder = root / bundle_name(inputs, root)
+    data = _report_inputs(pairs, pool_rounds, iterations, training)
+    data = list(dict.fromkeys([*data, *([prereg_path] if prereg_path else [])]))
+    inputs = list(dict.fromkeys([*data, *config_files]))
+    # Named by the data and by the settings and config it applies, not by the config's file:
+    # a data root moved with its config edited to say so keeps its report.
+    where = {key: value for key, value in config.items() if key != "data_root"}
+    folder = root / bundle_name(data, root, {"settings": asdict(settings), "config": where})
     if folder.exists():
         return _reused_bundle(folder)
     started = now_utc()
