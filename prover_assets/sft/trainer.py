@@ -332,8 +332,9 @@ def _stop_and_mark(
                 return control
             logs = dict(logs or {})
             if "train_loss" in logs:
-                # HF's final train_loss sums this process's steps over all steps: after a
-                # resume it is short by the steps before it. The run's is every step's own.
+                # HF's final train_loss is the mean of this process's steps only
+                # (`_finalize_training`): after a resume, of the resumed part. The run's is
+                # the mean of every step's own.
                 logs["train_loss"] = run_mean_loss(output / METRICS_FILE)
             with open(output / METRICS_FILE, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": state.global_step, **logs}) + "\n")
