@@ -30,7 +30,14 @@ SHARED_PROCESS_GROUPS = {
     "test_launchpad.py": "dagster_dev",
     "test_ui.py": "dagster_dev",
 }
-SLOW_GROUPS_FIRST = ("dagster_dev", "test_demo.py", "test_demo_iterations.py", "test_demo_null.py")
+# Then the modules that take longest without a loop (measured with `--durations`, 2026-12-05),
+# so that the fast suite's two processes do not end with one of them alone on a long module.
+LONGEST_GROUPS_FIRST = (
+    *("dagster_dev", "test_demo.py", "test_demo_iterations.py", "test_demo_null.py"),
+    *("test_problems_pool.py", "test_preflight_run.py", "test_worker.py", "test_checks_gates.py"),
+    *("test_verifier.py", "test_sft_trainer.py", "test_sft_export.py", "test_assets_problems.py"),
+    "test_repl.py",
+)
 
 
 def group_of(nodeid: str) -> str:
@@ -53,7 +60,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         group = group_of(item.nodeid)
         return (
-            SLOW_GROUPS_FIRST.index(group) if group in SLOW_GROUPS_FIRST else len(SLOW_GROUPS_FIRST)
+            LONGEST_GROUPS_FIRST.index(group)
+            if group in LONGEST_GROUPS_FIRST
+            else len(LONGEST_GROUPS_FIRST)
         )
 
     items.sort(key=rank)  # stable: within a group, and among the rest, collection order stays

@@ -87,37 +87,44 @@ def test_the_markdown_has_a_row_per_check_with_measured_value_and_threshold(pass
     assert "identical" in golden and "byte-identical" in golden
 
 
-def test_after_a_repl_that_never_answers_the_import_and_self_test_are_blocked_and_launch_refused(
-    tmp_path,
-):
-    workspace = fake_workspace(tmp_path / "ws")
-    raw = full_demo_run_config(tmp_path / "data")
+@pytest.fixture(scope="module")
+def repl_never_answers(tmp_path_factory):
+    """One preflight whose REPL never answers (the two tests below share it: each run is a
+    whole smoke round), and whether its work folder was there right after it."""
+    tmp = tmp_path_factory.mktemp("silent-repl")
+    workspace = fake_workspace(tmp / "ws")
+    raw = full_demo_run_config(tmp / "data")
     config = parse_run_config(with_local_lean(raw, workspace, command=["sleep", "600"]), "test")
     settings = PreflightSettings(round_trip_timeout_s=1.0, smoke_samples=1)
     report, path = run_preflight(config, settings)
+    kept = report.work_folder is not None and Path(report.work_folder).is_dir()
+    return {"config": config, "settings": settings, "report": report, "path": path, "kept": kept}
+
+
+def test_after_a_repl_that_never_answers_the_import_and_self_test_are_blocked_and_launch_refused(
+    repl_never_answers,
+):
+    report, config = repl_never_answers["report"], repl_never_answers["config"]
     statuses = {c.name: c.status for c in report.checks}
     assert statuses["lean.round_trip"] == CheckStatus.FAILED
     assert statuses["lean.import"] == statuses["lean.self_test"] == CheckStatus.BLOCKED
     assert statuses["smoke.verification"] == CheckStatus.BLOCKED
     assert not report.passed
-    assert report.work_folder is not None and Path(report.work_folder).is_dir()  # its logs kept
+    assert repl_never_answers["kept"]  # its work folder, with its logs, kept
     with pytest.raises(ValueError, match=r"FAILED: lean\.round_trip"):
         require_passing_preflight(config, "baseline")
-    assert path.exists()
+    assert repl_never_answers["path"].exists()
 
 
 def test_a_failed_preflights_folder_is_kept_until_the_next_of_its_identity_which_sweeps_it(
-    tmp_path,
+    repl_never_answers,
 ):
     from prover_assets.preflight.run import KEPT_MARKER, identity_key
     from prover_assets.records.owned import HOST
     from prover_assets_tests.test_owned import dead_pid
 
-    workspace = fake_workspace(tmp_path / "ws")
-    raw = full_demo_run_config(tmp_path / "data")
-    config = parse_run_config(with_local_lean(raw, workspace, command=["sleep", "600"]), "test")
-    settings = PreflightSettings(round_trip_timeout_s=1.0, smoke_samples=1)
-    first, _ = run_preflight(config, settings)
+    config, settings = repl_never_answers["config"], repl_never_answers["settings"]
+    first = repl_never_answers["report"]
     kept = Path(first.work_folder)
     assert (kept / KEPT_MARKER).is_file()  # failed: kept for inspection, marked
     root = kept.parent

@@ -9,6 +9,7 @@ symbols are split by a fixed longest-match list, which is stable under whitespac
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import StrEnum
 from typing import NamedTuple
@@ -199,8 +200,16 @@ _KINDS = {
 
 
 def code_tokens(text: str) -> list[Token]:
-    """The tokens that are code: comments and whitespace removed."""
-    return tokenize(text, keep_trivia=False)
+    """The tokens that are code: comments and whitespace removed (a list of its own: the
+    caller may change it)."""
+    return list(_recent_code_tokens(text))
+
+
+# One statement is read by several rules in turn (the pool's screen lexes each row three times
+# or more): the last few texts' tokens are kept. A text that does not lex raises every time.
+@functools.lru_cache(maxsize=8)
+def _recent_code_tokens(text: str) -> tuple[Token, ...]:
+    return tuple(tokenize(text, keep_trivia=False))
 
 
 _PLAIN_ATOM = re.compile(rf"[{_ID_FIRST}][{_ID_REST}]*")
