@@ -241,11 +241,25 @@ def assert_same_adapter(folder: Path, reference: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, tiny_model_dir, shards) -> Path:
+def trained(tmp_path_factory, tiny_model_dir, shards) -> dict:
+    """One whole run, as the SFT step runs it (`_run_trainer`), with the progress it told: the
+    reference the interrupted runs are held to, and the progress test's run."""
+    from prover_assets.sft.stages import _run_trainer
+
     tmp = tmp_path_factory.mktemp("reference")
-    process = start(run_file(tmp, "out", tiny_model_dir, shards))
-    assert process.wait() == 0
-    return tmp / "out"
+    path = run_file(tmp, "out", tiny_model_dir, shards)
+    received: list = []
+    run = TrainRun(**json.loads(path.read_text()))
+    code = _run_trainer(
+        path, run, "", tmp / "train.log", tmp / "out" / PROGRESS_FILE, received.append
+    )
+    return {"code": code, "out": tmp / "out", "received": received}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(trained) -> Path:
+    assert trained["code"] == 0
+    return trained["out"]
 
 
 @pytest.mark.slow
@@ -383,17 +397,10 @@ def test_a_second_trainer_on_the_same_folder_refuses_naming_the_holder(
     assert f"pid {first.pid}" in second.stdout
 
 
-def test_the_step_is_told_the_trainers_progress_as_it_trains(tmp_path, tiny_model_dir, shards):
-    from prover_assets.sft.stages import _run_trainer
-
-    path = run_file(tmp_path, "out", tiny_model_dir, shards)
-    received = []
-    run = TrainRun(**json.loads(path.read_text()))
-    code = _run_trainer(
-        path, run, "", tmp_path / "train.log", tmp_path / "out" / PROGRESS_FILE, received.append
-    )
-    assert code == 0
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+def test_the_step_is_told_the_trainers_progress_as_it_trains(trained):
+    assert trained["code"] == 0
+    received = trained["received"]
+    summary = json.loads((trained["out"] / "summary.json").read_text())
     steps = [at.step for at in received]
     # one line per logged optimizer step (the last twice: the step's log and the run's summary)
     assert sorted(set(steps)) == list(range(1, summary["max_steps"] + 1))
