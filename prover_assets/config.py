@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 __all__ = [
     "LEAN_BACKENDS",
     "PLACEHOLDER_PREFIX",
+    "PLACE_FIELDS",
     "ConfigError",
     "CorrectionSpec",
     "DemoSpec",
@@ -351,6 +352,11 @@ class DemoSpec(_Spec):
     # shared_tunings): the demos tune once per statements and settings. None: each data root
     # tunes its own.
     shared_tunings: str | None = None
+
+
+# Where the outputs go, not what they are: identities (the preflight's, a report's name) leave
+# these experiment fields out, so a data root can move without changing them.
+PLACE_FIELDS = frozenset({"data_root"})
 
 
 def _refuse_lengths_that_cannot_hold_a_sample(spec: ExperimentSpec) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prover_assets.config import ConfigError, RunConfig, resolve_path
+from prover_assets.config import PLACE_FIELDS, ConfigError, RunConfig, resolve_path
 from prover_assets.preflight.model import PreflightIdentity, PreflightReport
 from prover_assets.records import git_revision, publish_text, sha256_text
 from prover_assets.verify.backends import settings_pins
@@ -47,7 +47,7 @@ def config_sha256(config: RunConfig) -> str:
     where the data root is: the preflight's record lives in it and moves with it."""
     return sha256_text(
         config.model_dump_json(
-            include={"experiment", "lean", "gpu"}, exclude={"experiment": {"data_root"}}
+            include={"experiment", "lean", "gpu"}, exclude={"experiment": set(PLACE_FIELDS)}
         )
     )
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets import __version__
+from prover_assets.config import PLACE_FIELDS
 from prover_assets.records import MANIFEST_NAME, OutputExistsError, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
@@ -298,7 +299,7 @@ def materialize_report(
     inputs = list(dict.fromkeys([*data, *config_files]))
     # Named by the data and by the settings and config it applies, not by the config's file:
     # a data root moved with its config edited to say so keeps its report.
-    where = {key: value for key, value in config.items() if key != "data_root"}
+    where = {key: value for key, value in config.items() if key not in PLACE_FIELDS}
     folder = root / bundle_name(data, root, {"settings": asdict(settings), "config": where})
     if folder.exists():
         return _reused_bundle(folder)
