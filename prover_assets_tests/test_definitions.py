@@ -74,6 +74,12 @@ def test_instance_config_gives_every_pool_one_slot_per_op_and_monitors_runs(tmp_
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 10
 
 
+def test_instance_config_shows_no_sign_up_dialog_over_the_ui(tmp_path):
+    dagster_home(tmp_path)
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert not instance.nux_enabled
+
+
 @pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])
 def test_every_asset_and_check_says_what_it_means(config):
     graph = build_definitions(CONFIGS / config).resolve_asset_graph()

@@ -4,7 +4,6 @@ driven headless by Playwright through Debian's Chromium. Screenshots go to test-
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
@@ -61,12 +60,6 @@ def page(dagster_dev):
         browser.close()
 
 
-def dismiss_welcome(page) -> None:
-    """The first visit may show a community sign-up dialog over the page."""
-    with contextlib.suppress(playwright.TimeoutError):
-        page.get_by_role("button", name="Skip").click(timeout=5_000)
-
-
 def is_launch_mutation(response) -> bool:
     return "/graphql" in response.url and "LaunchPipelineExecution" in (
         response.request.post_data or ""
@@ -88,13 +81,11 @@ def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
     url, shots = dagster_dev["url"], artifacts()
 
     page.goto(f"{url}/asset-groups", wait_until="networkidle")
-    dismiss_welcome(page)
     for group in ("problems", "baseline", "pool_round", "sft", "candidate", "report"):
         page.get_by_text(group, exact=True).first.wait_for()
     page.screenshot(path=shots / "01-asset-graph.png")
 
     page.goto(f"{url}/locations/{LOCATION}/jobs/problems", wait_until="networkidle")
-    dismiss_welcome(page)
     # The launch mutation's answer is the proof of launch; "Materializing..." on the nodes is
     # transient and a short run can come and go between two of the UI's polls.
     with page.expect_response(is_launch_mutation) as launched:
@@ -141,7 +132,6 @@ def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
 def test_the_full_round_launched_unedited_from_the_launchpad_succeeds(page, dagster_dev):
     url, shots = dagster_dev["url"], artifacts()
     page.goto(f"{url}/locations/{LOCATION}/jobs/full_round/playground", wait_until="networkidle")
-    dismiss_welcome(page)
     page.get_by_text("resources:", exact=False).first.wait_for()  # the scaffolded config
     page.screenshot(path=shots / "07-launchpad-scaffold.png")
     with page.expect_response(is_launch_mutation) as launched:
