@@ -578,6 +578,10 @@ class EngineSettings(_Spec):
     served_model: str | None = None
     requests_per_replica: PositiveInt = 64
     http_retries: Annotated[int, Field(ge=0)] = 3
+    # torch's threads on the CPU in every process the project starts (the CPU engine, the demo's
+    # format tuning, the trainer, the export's merge); None: $OMP_NUM_THREADS, else the cores
+    # less the Lean workers beside and one (prover_assets/cpu_threads.py).
+    cpu_threads: PositiveInt | None = None
 
     @property
     def engines(self) -> int:

@@ -319,3 +319,33 @@ def test_the_exports_host_peak_is_the_fp32_merge_as_its_model_says(tmp_path):
     # The process's own (anonymous) memory above its start, sampled every 2 ms, against the
     # model: the fp32 merge, 4 bytes a parameter (the bf16 base is read from its mapped file).
     assert 0.9 * modelled <= measured["peak"] <= 1.2 * modelled, measured
+
+
+def test_the_export_merges_on_the_threads_it_is_given_and_puts_them_back(tmp_path, monkeypatch):
+    import torch
+
+    from prover_assets.sft import stages
+    from prover_assets_tests.test_consumers import completed
+
+    class Merged(Exception):
+        """Raised by the stand-in for the merge: the threads it ran on."""
+
+    def merge(*args, **kwargs):
+        raise Merged(torch.get_num_threads())
+
+    monkeypatch.setattr(export, "export_merged", merge)
+    monkeypatch.setattr(stages, "parity_inputs", lambda shards: [])
+    before = torch.get_num_threads()
+    given = 3 if before != 3 else 2
+    checkpoint = completed(tmp_path / "checkpoint", {"adapter_model.safetensors": b"\x02" * 64})
+    with pytest.raises(Merged) as merged:
+        stages.materialize_export(
+            tmp_path / "export",
+            checkpoint_dir=checkpoint,
+            base_model_dir=tmp_path,
+            shards_dir=tmp_path,
+            dtype="float32",
+            cpu_threads=given,
+        )
+    assert merged.value.args == (given,)
+    assert torch.get_num_threads() == before

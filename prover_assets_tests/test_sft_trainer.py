@@ -155,6 +155,7 @@ def run_file(tmp_path, name, tiny_model_dir, shards) -> Path:
         output_dir=str(tmp_path / name),
         training=training().model_dump(mode="json"),
         device="cpu",
+        cpu_threads=1,  # every run alike: the references are compared bit for bit
     )
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(asdict(run)))
@@ -310,6 +311,11 @@ def test_kill_9_then_resume_from_the_last_complete_checkpoint_matches(
     # by hand: the mean of the uninterrupted run's per-step losses
     per_step = [loss for _, loss in losses(uninterrupted)]
     assert final_train_loss(uninterrupted) == pytest.approx(sum(per_step) / len(per_step))
+
+
+def test_the_trainer_runs_on_the_threads_it_is_asked_for(uninterrupted):
+    """Asked for 1 (`run_file`): torch's default would take every core of the host."""
+    assert json.loads((uninterrupted / "summary.json").read_text())["cpu_threads"] == 1
 
 
 def test_last_two_checkpoints_are_kept(uninterrupted):

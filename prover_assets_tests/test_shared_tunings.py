@@ -148,6 +148,37 @@ def test_other_statements_tune_again(tmp_path):
     assert len([p for p in shared.iterdir() if not p.name.startswith(".")]) == 2
 
 
+def test_a_tuning_runs_on_the_threads_it_is_given_and_records_them(tmp_path, monkeypatch):
+    import torch
+
+    from prover_assets.generation import stages
+
+    before = torch.get_num_threads()
+    given = 3 if before != 3 else 2
+    tune = stages._tune_demo_model
+    seen: list[int] = []
+    monkeypatch.setattr(
+        stages,
+        "_tune_demo_model",
+        lambda *args: seen.append(torch.get_num_threads()) or tune(*args),
+    )
+    shared = tmp_path / "shared"
+    made = [
+        materialize_demo_model(
+            tmp_path / root / "demo_base_model",
+            statements(tmp_path / root),
+            shared=shared,
+            cpu_threads=given,
+            **TINY,
+        )
+        for root in ("a", "b")
+    ]
+    assert seen == [given]  # the second copied the first's tuning
+    assert made[0].manifest["cpu_threads"] == given
+    assert "cpu_threads" not in made[1].manifest
+    assert torch.get_num_threads() == before
+
+
 def test_without_a_shared_folder_each_data_root_tunes_its_own(tmp_path):
     made = materialize_demo_model(
         tmp_path / "a" / "demo_base_model", statements(tmp_path / "a"), **TINY

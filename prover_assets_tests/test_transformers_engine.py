@@ -171,3 +171,16 @@ def test_adjacent_requests_of_one_prompt_and_budget_share_a_batch_up_to_the_limi
 
 def test_no_requests_make_no_batch():
     assert list(_same_prompt_runs([], limit=8)) == []
+
+
+def test_the_engine_samples_on_the_threads_it_is_given_and_puts_them_back_when_closed(
+    tiny_model_dir,
+):
+    import torch
+
+    before = torch.get_num_threads()
+    given = 3 if before != 3 else 2
+    with TransformersEngine(tiny_model_dir, SETTINGS["top-p"], cpu_threads=given) as engine:
+        assert torch.get_num_threads() == given
+        assert engine.describe()["cpu_threads"] == given
+    assert torch.get_num_threads() == before

@@ -200,7 +200,7 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
         def engine(model=model, revision=revision, folder=folder):
             return open_engine(
                 settings, model, revision, SAMPLING,
-                max_model_len=4096, seed=0, workdir=folder, commit_every=2,
+                max_model_len=4096, seed=0, workdir=folder, commit_every=2, cpu_threads=1,
             )  # fmt: skip
 
         materialize_generations(

@@ -15,7 +15,7 @@ from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.stages import materialize_demo_model
 from prover_assets.problems.stages import PROBLEMS_FILE
-from prover_assets.resources import ExperimentResource
+from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 from prover_assets.verify.stages import TRAIN_POOL_FILE
 
 __all__ = ["demo_assets"]
@@ -37,7 +37,12 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
         "a few CPU seconds on the demo's own statements (evaluation ones included) to answer in the "
         "prover's output format. It measures nothing; it makes every step of the loop run.",
     )
-    def demo_base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+    def demo_base_model(
+        context: dg.AssetExecutionContext,
+        experiment: ExperimentResource,
+        gpu: GpuResource,
+        lean: LeanResource,
+    ):
         spec = experiment.model(built)
         demo = spec.demo
         assert demo is not None
@@ -46,6 +51,7 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
         ]
         files.append(experiment.complete_file(TRAIN_POOL, TRAIN_POOL_FILE))
         reporter = ProgressReporter(context, "format tuning steps")
+        threads = gpu.cpu_threads(lean)
         result = materialize_demo_model(
             experiment.asset_dir(DEMO_BASE_MODEL),
             files,
@@ -60,6 +66,7 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
                 else resolve_path(demo.shared_tunings, "spec.demo.shared_tunings").resolve()
             ),
             progress=lambda at: reporter(at.step, at.steps, at.steps_per_s(), "steps", at.extra()),
+            cpu_threads=threads.count,
         )
         counts = result.result
         shared = result.manifest.get("shared_tuning")
@@ -67,6 +74,8 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
             context.log.info(
                 f"format tuning: copied from {shared['entry']} (same statements, settings, recipe)"
             )
+        elif not result.reused:
+            context.log.info(f"format tuning on {threads.describe()}")
         context.log.info(
             f"format tuning: loss {counts.first_loss:.3f} -> {counts.final_loss:.3f} "
             f"in {counts.seconds:.0f} s"

@@ -203,6 +203,7 @@ def _generation_asset(
         chosen = samples(spec, experiment, partition)
         model_path, model_rev = model_for(spec, experiment, model(partition))
         sampling = sampling_settings(spec)
+        threads = gpu.cpu_threads(lean)
         alongside = (
             _alongside(verdicts, folder / GENERATIONS_FILE, spec, experiment, lean, partition)
             if schedule.overlapped
@@ -226,6 +227,7 @@ def _generation_asset(
                     seed=spec.generation.seed,
                     workdir=folder,
                     commit_every=spec.generation.commit_every,
+                    cpu_threads=threads.count,
                 ),
                 load_tokenizer=_load_tokenizer,
                 progress=_progress(ProgressReporter(context, "samples")),

@@ -27,7 +27,7 @@ from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.problems.stages import SETS_FILE
 from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import line_plot
-from prover_assets.resources import ExperimentResource, GpuResource
+from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 from prover_assets.sft.stages import (
     TrainingInterrupted,
     materialize_checkpoint,
@@ -144,7 +144,10 @@ def _training_assets(
     )
     @fail_fast
     def sft_checkpoint(
-        context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
+        context: dg.AssetExecutionContext,
+        experiment: ExperimentResource,
+        gpu: GpuResource,
+        lean: LeanResource,
     ):
         spec = experiment.model(built)
         partition = partition_of(context)
@@ -152,6 +155,8 @@ def _training_assets(
         folder = experiment.asset_dir(run.checkpoint, partition)
         start_attempt(context, folder, DATA_ORDER_FILE)
         reporter = ProgressReporter(context, "optimizer steps")
+        threads = gpu.cpu_threads(lean)
+        context.log.info(f"training on {threads.describe()}")
         try:
             result = materialize_checkpoint(
                 folder,
@@ -163,6 +168,7 @@ def _training_assets(
                 on_progress=lambda at: reporter(
                     at.step, at.steps, at.steps_per_s(), "steps", at.extra()
                 ),
+                cpu_threads=threads.count,
             )
         except TrainingInterrupted as stop:
             # A stop was asked for (SIGTERM): retrying on our own would undo it.
@@ -203,7 +209,10 @@ def _training_assets(
         f"revision sft-<sha256 of the weight shards>; its log-probabilities equal the adapter model's.{seed}",
     )
     def exported_model(
-        context: dg.AssetExecutionContext, experiment: ExperimentResource, gpu: GpuResource
+        context: dg.AssetExecutionContext,
+        experiment: ExperimentResource,
+        gpu: GpuResource,
+        lean: LeanResource,
     ):
         spec = experiment.model(built)
         partition = partition_of(context)
@@ -219,6 +228,7 @@ def _training_assets(
             on_phase=lambda done, total, phase: reporter(
                 done, total, None, "phases", {"now": phase}
             ),
+            cpu_threads=gpu.cpu_threads(lean).count,
         )
         return dg.MaterializeResult(
             metadata={

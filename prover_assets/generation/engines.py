@@ -185,7 +185,10 @@ class TransformersEngine(GenerationEngine):
         *,
         device: str = "cpu",
         dtype: str = "float32",
+        cpu_threads: int | None = None,
     ) -> None:
+        """`cpu_threads`: torch's threads while the engine is open (`prover_assets/cpu_threads.py`;
+        None leaves them as they are)."""
         import inspect
 
         import torch
@@ -194,6 +197,9 @@ class TransformersEngine(GenerationEngine):
 
         hf_logging.disable_progress_bar()
         self._torch = torch
+        self._threads_before = torch.get_num_threads()
+        if cpu_threads is not None:
+            torch.set_num_threads(cpu_threads)
         self.model_path = model_path
         self.sampling = sampling
         self.device = device
@@ -224,7 +230,15 @@ class TransformersEngine(GenerationEngine):
             )
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": self.name, "device": self.device, "dtype": self.dtype}
+        return {
+            "engine": self.name,
+            "device": self.device,
+            "dtype": self.dtype,
+            "cpu_threads": self._torch.get_num_threads(),
+        }
+
+    def close(self) -> None:
+        self._torch.set_num_threads(self._threads_before)
 
     def _logits_processors(self) -> Any:
         """The processors `generate` builds for the engine's settings, in `generate`'s order
@@ -426,12 +440,18 @@ def open_engine(
     seed: int,
     workdir: Path,
     commit_every: int,
+    cpu_threads: int,
 ) -> GenerationEngine:
     """The engine `settings` name, sampling the model at `model_path` (revision `model_rev`,
-    the step's asset input) with `sampling`; `workdir` holds its children's folders."""
+    the step's asset input) with `sampling`; `workdir` holds its children's folders;
+    `cpu_threads`: torch's threads in this process while a transformers engine is open."""
     if settings.engine == "transformers":
         return TransformersEngine(
-            model_path, sampling, device=settings.device, dtype=settings.dtype
+            model_path,
+            sampling,
+            device=settings.device,
+            dtype=settings.dtype,
+            cpu_threads=cpu_threads,
         )
     if settings.engine == "openai":
         from prover_assets.generation.openai_engine import OpenAICompletionsEngine

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
+from prover_assets.cpu_threads import torch_threads
 from prover_assets.generation.corrections import correction_specs, plan_corrections
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings
 from prover_assets.generation.revision import model_revision
@@ -295,12 +296,14 @@ def materialize_demo_model(
     seed: int,
     shared: Path | None = None,
     progress: TrainingProgressCallback | None = None,
+    cpu_threads: int | None = None,
 ) -> StepResult[FormatTuningResult]:
     """The demo's base model: the tiny model, fine-tuned for a few CPU seconds to answer the
     demo's statements in the prover's output format (a plan, then a fenced `lean4` block).
     With `shared`, a tuning of the same statements, settings and recipe (`tuning_recipe`: the
     untuned model, the examples, the tuning's code) made for another data root is copied
-    (`shared_tunings`), and this one is shared when it is the first."""
+    (`shared_tunings`), and this one is shared when it is the first. A tuning made here runs on
+    `cpu_threads` of torch's threads (None: as they are)."""
     from prover_assets.generation.revision import MODEL_DIR
 
     inputs = StepInputs.hash({path.parent.name: path for path in statement_files})
@@ -319,21 +322,27 @@ def materialize_demo_model(
         p.formal_statement for path in statement_files for p in read_records(path, Problem)
     ]
     _build_demo_model(model_dir, config)
+    threads = {"cpu_threads": cpu_threads}
     if shared is None:
-        result = _tune_demo_model(model_dir, statements, config, progress)
-        return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()))
+        with torch_threads(cpu_threads):
+            result = _tune_demo_model(model_dir, statements, config, progress)
+        return step.finish(result, sorted(p for p in model_dir.iterdir() if p.is_file()), threads)
     settings = {**config, "recipe": tuning_recipe(model_dir, statements)}
     key = tuning_key(inputs.digests, settings)
     with holding_entry(shared, key) as entry:
         result = copy_tuning(entry, model_dir)
         copied = result is not None
         if result is None:
-            result = _tune_demo_model(model_dir, statements, config, progress)
+            with torch_threads(cpu_threads):
+                result = _tune_demo_model(model_dir, statements, config, progress)
             publish_tuning(
                 entry, model_dir, inputs=inputs.digests, settings=settings, result=result
             )
     files = sorted(p for p in model_dir.iterdir() if p.is_file())
-    return step.finish(result, files, {"shared_tuning": {"entry": str(entry), "copied": copied}})
+    shared_tuning = {"entry": str(entry), "copied": copied}
+    return step.finish(
+        result, files, {"shared_tuning": shared_tuning, **({} if copied else threads)}
+    )
 
 
 def _build_demo_model(model_dir: Path, config: dict[str, int]) -> None:

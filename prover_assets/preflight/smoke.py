@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from prover_assets.config import RunConfig
+from prover_assets.cpu_threads import cpu_threads
 from prover_assets.generation.engines import open_engine
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.generation.stages import sampling_settings
@@ -93,6 +94,7 @@ def generation_check(
             seed=spec.generation.seed,
             workdir=folder / "engines",
             commit_every=len(specs),
+            cpu_threads=cpu_threads(config.gpu, config.lean).count,
         )
         with engine, Appender(folder / "generations.jsonl", Generation) as appender:
             loaded = time.monotonic() - started
@@ -251,6 +253,7 @@ def training_check(
             base_revision=model.revision,
             training=smoke,
             device=device,
+            cpu_threads=cpu_threads(config.gpu, config.lean).count,
         ).result
         done.update(shards=shards, checkpoint=folder / "checkpoint")
         rate = result.tokens_per_s_this_run
@@ -293,6 +296,7 @@ def export_check(
             base_model_dir=model.folder,
             shards_dir=shards,
             dtype=dtype,
+            cpu_threads=cpu_threads(config.gpu, config.lean).count,
         ).result
         return CheckStatus.PASSED, result.describe(), {}
 

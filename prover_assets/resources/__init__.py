@@ -37,6 +37,8 @@ from prover_assets.config import (
     resolve_path,
     same_shape,
 )
+from prover_assets.cpu_threads import CpuThreads
+from prover_assets.cpu_threads import cpu_threads as threads_of_config
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
 from prover_assets.records import MANIFEST_NAME
@@ -278,6 +280,7 @@ class GpuResource(dg.ConfigurableResource):
         seed: int,
         workdir: Path,
         commit_every: int,
+        cpu_threads: int,
     ) -> GenerationEngine:
         """The configured engine for one step (a context manager: closed when the step ends)."""
         return open_engine(
@@ -289,7 +292,12 @@ class GpuResource(dg.ConfigurableResource):
             seed=seed,
             workdir=workdir,
             commit_every=commit_every,
+            cpu_threads=cpu_threads,
         )
+
+    def cpu_threads(self, lean: LeanResource) -> CpuThreads:
+        """torch's threads on the CPU for a step of this config (`prover_assets/cpu_threads.py`)."""
+        return threads_of_config(self.model(), lean.model())
 
 
 def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.config import SftSpec, TrainingSpec
+from prover_assets.cpu_threads import torch_threads
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
     MANIFEST_NAME,
@@ -96,6 +97,7 @@ class TrainingResult(StageResult):
     peak_memory_gib: float | None = None  # measured by torch on the GPU (None on CPU)
     ranks: int = 1  # data-parallel processes
     attention: str | None = None  # the attention implementation it trained with
+    cpu_threads: int | None = None  # torch's threads in rank 0 (None: recorded before they were)
     micro_steps: int
     packing_efficiency: float
     rows: int
@@ -265,10 +267,12 @@ def materialize_checkpoint(
     training: TrainingSpec,
     device: str,
     on_progress: TrainingProgressCallback = lambda progress: None,
+    cpu_threads: int | None = None,
 ) -> StepResult[TrainingResult]:
     """Train (or resume) the LoRA adapter; the folder keeps checkpoints across runs. Every
     shard is re-hashed against the shards' manifest first: training never reads a changed file.
-    `on_progress` is told each logged optimizer step as the trainer reports it."""
+    `on_progress` is told each logged optimizer step as the trainer reports it; `cpu_threads`
+    (None: the environment's) is shared by the trainer's ranks."""
     verified_outputs(shards_dir)
     identity = {
         "shards": read_manifest(shards_dir)["outputs"],
@@ -291,6 +295,7 @@ def materialize_checkpoint(
         training=training.model_dump(mode="json"),
         device=device,
         ranks=max(len(gpus), 1),
+        cpu_threads=cpu_threads,
     )
     result = _train(folder, run, ",".join(map(str, gpus)), on_progress)
     adapter = folder / FINAL_ADAPTER
@@ -318,10 +323,12 @@ def materialize_export(
     shards_dir: Path,
     dtype: str,
     on_phase: Callable[[int, int, str], None] = lambda done, total, phase: None,
+    cpu_threads: int | None = None,
 ) -> StepResult[ExportResult]:
     """Merge the adapter into the base in fp32, cast to `dtype`, save it, and check the merge's
     log-probabilities against the adapter's and the cast's drift against the base's; `on_phase`
-    is told as each phase of the export begins."""
+    is told as each phase of the export begins; the merge runs on `cpu_threads` of torch's
+    threads (None: as they are)."""
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.sft.export import export_merged
 
@@ -331,7 +338,7 @@ def materialize_export(
     step = Step(folder, str(folder), ExportResult, inputs, {"dtype": dtype, "merge": "float32"})
     if (reused := step.reused()) is not None:
         return reused
-    with publish_folder(folder) as staging:
+    with publish_folder(folder) as staging, torch_threads(cpu_threads):
         result = export_merged(
             base_model_dir,
             adapter,
@@ -346,4 +353,4 @@ def materialize_export(
                 f"({result.describe()})"
             )
         outputs = sorted(p for p in (staging / MODEL_DIR).iterdir() if p.is_file())
-        return step.publish(staging, result, outputs)
+        return step.publish(staging, result, outputs, {"cpu_threads": {"count": cpu_threads}})

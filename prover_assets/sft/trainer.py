@@ -81,6 +81,13 @@ class TrainRun:
     device: str  # "cpu" or "cuda"
     lock_wait_s: float = 60.0  # how long to wait for a predecessor on the folder to exit
     ranks: int = 1  # data-parallel processes (torchrun's); one per GPU the config gives
+    # torch's threads on the CPU, shared by the ranks (`prover_assets/cpu_threads.py`); None:
+    # the environment's
+    cpu_threads: int | None = None
+
+    def threads_per_rank(self) -> int | None:
+        """Each rank's share of `cpu_threads`, at least one."""
+        return None if self.cpu_threads is None else max(1, self.cpu_threads // self.ranks)
 
     def spec(self) -> TrainingSpec:
         return TrainingSpec.model_validate(self.training)
@@ -401,12 +408,15 @@ def _plan_summary(
     run: TrainRun, spec: TrainingSpec, schedule: Schedule, dataset: SftDataset, bf16: bool
 ) -> dict[str, Any]:
     """The parts of the summary that do not depend on how far this run got."""
+    import torch
+
     return {
         "micro_steps": len(schedule),
         "packing_efficiency": schedule.packing_efficiency,
         "rows": len(dataset),
         "epochs": spec.epochs,
         "bf16": bf16,
+        "cpu_threads": torch.get_num_threads(),
         "run": asdict(run),
     }
 
@@ -446,12 +456,17 @@ def _optimizer_steps(micro_steps: int, spec: TrainingSpec) -> int:
 
 
 def _join(run: TrainRun, ranks: Ranks) -> list[str]:
-    """Join the other ranks; rank 0 prepares the folder before any rank reads it. Returns the
-    partial checkpoints it removed."""
+    """Join the other ranks, each on its share of the CPU threads; rank 0 prepares the folder
+    before any rank reads it. Returns the partial checkpoints it removed."""
+    import torch
+
     if ranks.world != run.ranks:
         raise RuntimeError(
             f"{run.output_dir}: the run asks for {run.ranks} ranks, not {ranks.world}"
         )
+    # set, not left to $OMP_NUM_THREADS: torch caps that at the cores, torchrun sets it to 1
+    if (per_rank := run.threads_per_rank()) is not None:
+        torch.set_num_threads(per_rank)
     ranks.start(run.device)
     removed: list[str] = []
     if ranks.main:

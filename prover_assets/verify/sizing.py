@@ -14,12 +14,12 @@ Summing resident memory over eight workers would count the ~5 GB of `.oleans` ei
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import psutil
 
 from prover_assets.config import LocalLeanSettings, RemoteLeanSettings, SimulatedLeanSettings
+from prover_assets.cpu_threads import usable_cores
 
 __all__ = [
     "HOST_MEMORY_SHARE",
@@ -46,8 +46,7 @@ class HostShape:
 
     @classmethod
     def this_host(cls) -> HostShape:
-        cores = len(os.sched_getaffinity(0))  # the cores this process may run on
-        return cls(cores, psutil.virtual_memory().total / (1 << 20))
+        return cls(usable_cores(), psutil.virtual_memory().total / (1 << 20))
 
 
 @dataclass(frozen=True)
