@@ -377,6 +377,36 @@ def _refuse_lengths_that_cannot_hold_a_sample(spec: ExperimentSpec) -> None:
         )
 
 
+def _refuse_a_model_of_the_other_kind(spec: ExperimentSpec) -> None:
+    """The demo samples its tiny model, and only the demo does; each refusal names the source
+    the config gave."""
+    if spec.kind == "demo" and spec.model.source != "demo_tiny":
+        raise ValueError(
+            f"model.source {spec.model.source} in a demo: the demo samples its own tiny model "
+            "(model.source: demo_tiny); a hub model is a registered experiment's "
+            "(kind: registered)"
+        )
+    if spec.kind != "demo" and spec.model.source == "demo_tiny":
+        raise ValueError(
+            f"model.source demo_tiny in a {spec.kind} experiment: the tiny model is the demo's "
+            "(kind: demo) only; give the hub snapshot (source: hub, path, revision)"
+        )
+
+
+def _refuse_commits_larger_than_the_pool_round(spec: ExperimentSpec) -> None:
+    """Samples are appended `commit_every` at a time: a batch smaller than that is committed
+    only when it ends, and a kill loses all of it. The pool's first round (pool.size x
+    n_samples) is the largest batch the config alone sizes."""
+    pool_round = spec.pool.size * spec.generation.n_samples
+    if spec.generation.commit_every > pool_round:
+        raise ValueError(
+            f"generation.commit_every {spec.generation.commit_every} exceeds the pool round's "
+            f"{pool_round} samples (pool.size {spec.pool.size} x generation.n_samples "
+            f"{spec.generation.n_samples}): no batch would commit before it ends; set it at "
+            f"most {pool_round}"
+        )
+
+
 class ExperimentSpec(_Spec):
     """What the experiment is: every section, with the rules that tie them together."""
 
@@ -401,8 +431,7 @@ class ExperimentSpec(_Spec):
     def _consistent(self) -> ExperimentSpec:
         if (self.kind == "demo") != (self.demo is not None):
             raise ValueError("a demo experiment has a `demo` section, and only a demo has one")
-        if (self.model.source == "demo_tiny") != (self.kind == "demo"):
-            raise ValueError("model.source demo_tiny is the demo's, and the demo's only")
+        _refuse_a_model_of_the_other_kind(self)
         if self.sft.cap not in self.generation.caps:
             raise ValueError(f"sft.cap {self.sft.cap} is not one of generation.caps")
         if self.report.primary_cap not in self.generation.caps:
@@ -414,6 +443,7 @@ class ExperimentSpec(_Spec):
         if not self.name.strip():
             raise ValueError("name is empty: name the experiment (reports and runs carry it)")
         _refuse_lengths_that_cannot_hold_a_sample(self)
+        _refuse_commits_larger_than_the_pool_round(self)
         if self.report.k > self.generation.n_samples:
             raise ValueError("report.k exceeds generation.n_samples")
         if above := [k for k in self.report.ks if k > self.generation.n_samples]:

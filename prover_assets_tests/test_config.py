@@ -156,6 +156,12 @@ def test_placeholders_load_but_refuse_to_be_used():
             "model.max_model_len 255 is below the largest generation.caps 256: no sample could",
         ),
         (("sft", "max_seq_len"), 256, "sft.max_seq_len 256 does not exceed sft.cap 256: a row"),
+        (
+            ("generation", "commit_every"),
+            121,  # the demo's pool round: 30 problems x 4 samples
+            r"generation.commit_every 121 exceeds the pool round's 120 samples \(pool.size 30 x "
+            r"generation.n_samples 4\): no batch would commit before it ends; set it at most 120",
+        ),
     ],
 )
 def test_config_refuses_what_would_fail_later(path, value, message):
@@ -165,6 +171,30 @@ def test_config_refuses_what_would_fail_later(path, value, message):
         target = target[part]
     target[path[-1]] = value
     with pytest.raises(ConfigError, match=message):
+        parse_experiment_spec(spec)
+
+
+def test_a_commit_of_the_whole_pool_round_is_accepted():
+    spec = load_run_config(CONFIGS / "demo.yaml").experiment.model_dump(mode="json")
+    spec["generation"]["commit_every"] = 120  # 30 problems x 4 samples
+    assert parse_experiment_spec(spec).generation.commit_every == 120
+
+
+def test_a_hub_model_in_a_demo_is_refused_naming_the_source_it_gave():
+    spec = load_run_config(CONFIGS / "demo.yaml").experiment.model_dump(mode="json")
+    spec["model"].update(source="hub", path="Qwen/Qwen3-0.6B", revision="a" * 40)
+    with pytest.raises(ConfigError) as refused:
+        parse_experiment_spec(spec)
+    assert (
+        "model.source hub in a demo: the demo samples its own tiny model (model.source: "
+        "demo_tiny); a hub model is a registered experiment's (kind: registered)"
+    ) in str(refused.value)
+
+
+def test_the_tiny_model_in_a_registered_experiment_is_refused_naming_its_kind():
+    spec = load_run_config(CONFIGS / "p2.yaml").experiment.model_dump(mode="json")
+    spec["model"]["source"] = "demo_tiny"
+    with pytest.raises(ConfigError, match=r"model\.source demo_tiny in a registered experiment"):
         parse_experiment_spec(spec)
 
 

@@ -5,6 +5,7 @@ planted effect detected. The null control is test_demo_null.py."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -486,3 +487,48 @@ def test_a_primary_comparison_in_a_simulated_report_breaks_the_report_seam(copy_
     (folder / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(seams.SeamBroken, match="PRIMARY"):
         seams.check_report_is_secondary_and_simulated(folder)
+
+
+def test_two_runs_of_the_report_job_two_seconds_apart_both_succeed_with_one_report(
+    finished_round, tmp_path
+):
+    """Issue 30: the second of two such runs failed with OutputExistsError on the report its
+    twin had just published from the same inputs. Last in the module: it adds two report runs
+    to the round's instance."""
+    import subprocess
+
+    from prover_assets_tests.processes import BIN
+    from prover_assets_tests.seams import report_folder
+
+    root = tmp_path / "twins"
+    shutil.copytree(finished_round["root"], root, symlinks=True)
+    shutil.rmtree(root / "eval_report")
+    raw = json.loads(json.dumps(finished_round["raw"]))
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(root)
+    config = tmp_path / "twins.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    # the round's own instance: the checks it recorded on these outputs are what the gates read
+    home = finished_round["home"]
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    started = datetime.datetime.now(datetime.UTC)
+    command = [BIN / "dagster", "job", "execute", "-m", "prover_assets.definitions", "-j", "report"]
+    runs = []
+    for _ in range(2):
+        runs.append(
+            subprocess.Popen(
+                [str(part) for part in [*command, "-c", config]],
+                cwd=Path(__file__).parents[1],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+        time.sleep(2)
+    outputs = [run.communicate(timeout=900)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [out[-3000:] for out in outputs]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_run_records(dg.RunsFilter(job_name="report", created_after=started))
+    assert sorted(r.dagster_run.status.value for r in records) == ["SUCCESS", "SUCCESS"]
+    assert len(list((root / "eval_report").glob("report-*"))) == 1
+    assert report_folder(root).is_dir()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prover_assets.config import parse_run_config
-from prover_assets.preflight import CheckStatus, PreflightSettings, run_preflight
+from prover_assets.preflight import CheckStatus, PreflightCheck, PreflightSettings, run_preflight
 from prover_assets.preflight.gate import report_path, require_passing_preflight
 from prover_assets_tests.conftest import full_demo_run_config
 from prover_assets_tests.factories import fake_workspace, preflight_config, with_local_lean
@@ -27,6 +27,7 @@ ORDER = [
     "host.memory",
     "gpu.devices",
     "prompt.golden",
+    "prompt.context",
     "smoke.generation",
     "smoke.verification",
     "training.memory_plan",
@@ -87,16 +88,38 @@ def test_the_markdown_has_a_row_per_check_with_measured_value_and_threshold(pass
     assert "identical" in golden and "byte-identical" in golden
 
 
+def stand_in_for_the_smoke_round(patch: pytest.MonkeyPatch) -> None:
+    """The smoke round's sampling and training replaced by checks that say they are stand-ins:
+    the tests of a failed Lean check read its verdicts and its work folder, not a round (the
+    `passed` preflight runs a real one)."""
+    from prover_assets.preflight import smoke
+
+    def stand_in(name: str) -> PreflightCheck:
+        return PreflightCheck(
+            name=name,
+            status=CheckStatus.FAILED,
+            measured="STAND-IN: not run by this test",
+            threshold="-",
+            remedy="-",
+            seconds=0.0,
+        )
+
+    patch.setattr(smoke, "generation_check", lambda *args: (stand_in("smoke.generation"), []))
+    patch.setattr(smoke, "training_check", lambda *args: (stand_in("smoke.training"), None, None))
+
+
 @pytest.fixture(scope="module")
 def repl_never_answers(tmp_path_factory):
-    """One preflight whose REPL never answers (the two tests below share it: each run is a
-    whole smoke round), and whether its work folder was there right after it."""
+    """One preflight whose REPL never answers (the two tests below share it), and whether its
+    work folder was there right after it."""
     tmp = tmp_path_factory.mktemp("silent-repl")
     workspace = fake_workspace(tmp / "ws")
     raw = full_demo_run_config(tmp / "data")
     config = parse_run_config(with_local_lean(raw, workspace, command=["sleep", "600"]), "test")
     settings = PreflightSettings(round_trip_timeout_s=1.0, smoke_samples=1)
-    report, path = run_preflight(config, settings)
+    with pytest.MonkeyPatch.context() as patch:
+        stand_in_for_the_smoke_round(patch)
+        report, path = run_preflight(config, settings)
     kept = report.work_folder is not None and Path(report.work_folder).is_dir()
     return {"config": config, "settings": settings, "report": report, "path": path, "kept": kept}
 
@@ -117,7 +140,7 @@ def test_after_a_repl_that_never_answers_the_import_and_self_test_are_blocked_an
 
 
 def test_a_failed_preflights_folder_is_kept_until_the_next_of_its_identity_which_sweeps_it(
-    repl_never_answers,
+    repl_never_answers, monkeypatch
 ):
     from prover_assets.preflight.run import KEPT_MARKER, identity_key
     from prover_assets.records.owned import HOST
@@ -135,6 +158,7 @@ def test_a_failed_preflights_folder_is_kept_until_the_next_of_its_identity_which
     other = root / f"work-{'f' * 12}-20260101T000000-h{HOST}-p{dead_pid()}-0a1c"
     other.mkdir()
     (other / KEPT_MARKER).write_text("{}")  # another config's failed preflight
+    stand_in_for_the_smoke_round(monkeypatch)
     second, _ = run_preflight(config, settings)
     assert not kept.exists() and not killed.exists()
     assert other.exists() and Path(second.work_folder).exists()

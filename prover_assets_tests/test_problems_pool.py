@@ -142,6 +142,17 @@ def build(rows, tmp_path, sets, **spec_overrides):
     return build_pool_candidates(paths, spec(**spec_overrides), sets)
 
 
+REFERENCE_ROWS, REFERENCE_K = 4000, 300
+
+
+@pytest.fixture(scope="module")
+def reference(real_rows, sets, tmp_path_factory):
+    """The first 4,000 real rows built as one shard by one worker, K = 300: what the builds of
+    other orders, shardings, workers and a killed run are held to."""
+    rows = real_rows[:REFERENCE_ROWS]
+    return build(rows, tmp_path_factory.mktemp("reference"), sets, candidates=REFERENCE_K)
+
+
 def test_each_planted_contaminant_is_caught_by_its_own_layer(
     real_rows, eval_problems, sets, tmp_path
 ):
@@ -279,40 +290,31 @@ def test_candidates_are_in_rank_order(real_rows, sets, tmp_path):
     assert keys == sorted(keys)
 
 
-def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, tmp_path):
-    rows = real_rows[:6000]
-    reference = build(rows, tmp_path / "a", sets, candidates=300)
-    shuffled = list(rows)
+def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, reference, tmp_path):
+    shuffled = list(real_rows[:REFERENCE_ROWS])
     random.Random(5).shuffle(shuffled)
     other = build(
         shuffled,
-        tmp_path / "b",
+        tmp_path,
         sets,
-        candidates=300,
+        candidates=REFERENCE_K,
         shard_args={"shards": 3, "row_group_size": 333},
     )
     assert [p.problem_id for p in other.candidates] == [p.problem_id for p in reference.candidates]
     assert other.counts.to_result() == reference.counts.to_result()
 
 
-def test_two_worker_processes_give_the_same_candidates(real_rows, sets, tmp_path):
-    rows = real_rows[:4000]
-    one = build(
-        rows,
-        tmp_path / "one",
-        sets,
-        candidates=300,
-        shard_args={"shards": 2, "row_group_size": 500},
-    )
+def test_two_worker_processes_give_the_same_candidates(real_rows, sets, reference, tmp_path):
     two = build(
-        rows,
-        tmp_path / "two",
+        real_rows[:REFERENCE_ROWS],
+        tmp_path,
         sets,
-        candidates=300,
+        candidates=REFERENCE_K,
         workers=2,
         shard_args={"shards": 2, "row_group_size": 500},
     )
-    assert [p.problem_id for p in two.candidates] == [p.problem_id for p in one.candidates]
+    assert [p.problem_id for p in two.candidates] == [p.problem_id for p in reference.candidates]
+    assert two.counts.to_result() == reference.counts.to_result()
 
 
 def test_wrong_shard_sha256_raises_before_reading(tmp_path):
@@ -368,13 +370,13 @@ publish_records({out!r}, build.candidates)
 """
 
 
-def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(real_rows, sets, tmp_path):
-    shards = [
-        str(p)
-        for p in write_shards(real_rows[:5000], tmp_path / "shards", shards=4, row_group_size=250)
-    ]
+def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(
+    real_rows, sets, reference, tmp_path
+):
+    rows = real_rows[:REFERENCE_ROWS]
+    shards = [str(p) for p in write_shards(rows, tmp_path / "shards", shards=4, row_group_size=250)]
     (tmp_path / "sets.json").write_text(json.dumps(sets.to_json()))
-    pool_spec = spec(candidates=400).model_dump()
+    pool_spec = spec(candidates=REFERENCE_K).model_dump()
     (tmp_path / "spec.json").write_text(json.dumps(pool_spec))
     out = tmp_path / "train_pool_candidates.jsonl"
     script = KILL_SCRIPT.format(
@@ -395,10 +397,9 @@ def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(real_rows, sets, 
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     rerun = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
-    reference = tmp_path / "reference.jsonl"
-    paths = [Path(p) for p in shards]
-    publish_records(reference, build_pool_candidates(paths, spec(candidates=400), sets).candidates)
-    assert out.read_bytes() == reference.read_bytes()
+    expected = tmp_path / "reference.jsonl"  # the one-shard build's candidates, as published
+    publish_records(expected, reference.candidates)
+    assert out.read_bytes() == expected.read_bytes()
 
 
 def test_a_pool_item_with_a_mobench_preamble_and_theorem_is_caught_by_its_statement_hash(tmp_path):

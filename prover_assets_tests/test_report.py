@@ -501,6 +501,31 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
         publish()
 
 
+@pytest.mark.parametrize("absolute", [False, True])
+def test_a_bundle_whose_manifest_names_an_artifact_outside_it_is_refused(tmp_path, absolute):
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    folder = materialize_report(
+        tmp_path / "report",
+        [(base, cand)],
+        [],
+        prereg_path=registered_prereg(tmp_path),
+        config_files=[],
+        settings=settings(),
+        config={"name": "test"},
+    ).folder
+    outside = str(tmp_path / "elsewhere.md") if absolute else "../elsewhere.md"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (entry,) = [e for e in manifest["outputs"] if e["path"] == "report.md"]
+    target = (folder / outside).resolve()
+    target.write_bytes((folder / "report.md").read_bytes())  # the same bytes: only the place lies
+    entry["path"] = outside
+    (folder / "report.md").unlink()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    check = verify_bundle(folder)
+    assert check.changed == [f"artifact {outside} lies outside the bundle {folder}"]
+
+
 def test_a_bundle_another_run_publishes_while_this_one_builds_is_reused(tmp_path, monkeypatch):
     import prover_assets.report.stages as stages
 

@@ -16,6 +16,7 @@ from prover_assets.preflight import environment as env
 from prover_assets.preflight import smoke
 from prover_assets.preflight.attention import attention_check
 from prover_assets.preflight.balance import balance_check
+from prover_assets.preflight.context import context_check
 from prover_assets.preflight.gate import PREFLIGHT_DIR, preflight_identity, write_report
 from prover_assets.preflight.model import (
     CheckStatus,
@@ -270,6 +271,7 @@ def run_preflight(
     _lean_checks(config, checks, settings)
     checks.add(env.gpu_check(config))
     checks.add_if(("model.load",), lambda: env.golden_prompt_check(model.folder), "prompt.golden")
+    checks.add_if(("model.load",), lambda: context_check(config, model.folder), "prompt.context")
     _smoke_checks(config, checks, settings, model, work)
     model_bytes = sum(p.stat().st_size for p in model.folder.glob("*.safetensors")) if model else 0
     checks.add(env.disk_check(config, settings.disk_margin, model_bytes))

@@ -45,6 +45,7 @@ __all__ = [
     "materialize_decontamination_sets",
     "materialize_eval_set",
     "materialize_pool_candidates",
+    "read_eval_set",
 ]
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,13 @@ def _checked_input(path_text: str, expected_sha: str, where: str) -> StepInputs:
     return inputs
 
 
+def read_eval_set(spec: EvalSetSpec, source: Path) -> tuple[list[Problem], list[Unsupported]]:
+    """An eval set's problems as its format reads them (before `limit`), and what it left out."""
+    if spec.format == "minif2f":
+        return load_minif2f(source), []
+    return load_mobench(source, preambles=bool(spec.preambles))
+
+
 def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResult[EvalSetResult]:
     """problems.jsonl (and, for MOBench, unsupported.json with one reason per exclusion)."""
     inputs = _checked_input(spec.file.path, spec.file.sha256, f"eval_sets.{name}.file")
@@ -105,11 +113,7 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
     step = Step(folder, f"eval_problems/{name}", EvalSetResult, inputs, config)
     if (reused := step.reused()) is not None:
         return reused
-    unsupported: list[Unsupported] = []
-    if spec.format == "minif2f":
-        problems = load_minif2f(source)
-    else:
-        problems, unsupported = load_mobench(source, preambles=bool(spec.preambles))
+    problems, unsupported = read_eval_set(spec, source)
     rows_in = len(problems) + len(unsupported)
     if spec.limit is not None:
         problems = problems[: spec.limit]

@@ -117,7 +117,9 @@ def verify_bundle(folder: Path) -> BundleCheck:
     for role, entries in (("input", manifest["inputs"]), ("artifact", manifest["outputs"])):
         for entry in entries:
             path = recorded_path(folder, entry["path"])
-            if not path.exists():
+            if role == "artifact" and not path.resolve().is_relative_to(folder.resolve()):
+                changed.append(f"artifact {entry['path']} lies outside the bundle {folder}")
+            elif not path.exists():
                 changed.append(f"{role} {entry['path']} is missing")
             elif sha256_file(path) != entry["sha256"]:
                 changed.append(f"{role} {entry['path']} was modified (sha256 differs)")
