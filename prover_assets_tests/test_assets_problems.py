@@ -44,6 +44,13 @@ def test_problem_job_materializes_and_every_check_passes(tmp_path):
     assert ("eval_problems/minif2f", "goedel_normalisation") in checks
     data = tmp_path / "data"
     assert len((data / "eval_problems/minif2f/problems.jsonl").read_text().splitlines()) == 6
+    # the shipped list's defects among the 6 kept (the first 6 of the file): of the six known
+    # ones (prover_assets_tests/test_defects.py), the sixth problem, mathd_numbertheory_3
+    metadata = result.asset_materializations_for_node("eval_problems__minif2f")[0].metadata
+    records = metadata["known_defects"].value.records
+    assert [(r.data["problem_id"], r.data["kind"]) for r in records] == [
+        ("mathd_numbertheory_3", "misformalised")
+    ]
     manifest = json.loads((data / "train_pool_candidates/manifest.json").read_text())
     assert manifest["counts"]["rows_in"] == 60
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import dagster as dg
 from pydantic import BaseModel
 
+from prover_assets.problems.defects import KnownDefect
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
@@ -112,6 +113,33 @@ def histogram(counts: Mapping[str, int], key: str = "reason") -> dg.TableMetadat
             {key: name, "count": count, "share": round(count / total, 4) if total else 0.0}
         )
         for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return dg.MetadataValue.table(records, schema)
+
+
+def defects_table(defects: Sequence[KnownDefect] | None) -> dg.MetadataValue:
+    """The known defects among an eval set's problems, each with its kind and source; a text
+    when no list is shipped for its copy."""
+    if defects is None:
+        return dg.MetadataValue.text("no defect list is shipped for this copy (its sha256)")
+    schema = dg.TableSchema(
+        [
+            dg.TableColumn("problem_id", "string"),
+            dg.TableColumn("kind", "string"),
+            dg.TableColumn("source", "string"),
+            dg.TableColumn("description", "string"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "problem_id": d.problem_id,
+                "kind": d.kind.value,
+                "source": d.source,
+                "description": d.description,
+            }
+        )
+        for d in defects
     ]
     return dg.MetadataValue.table(records, schema)
 

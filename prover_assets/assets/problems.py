@@ -11,14 +11,17 @@ from prover_assets.assets.keys import (
     eval_set_key,
     node_kinds,
 )
-from prover_assets.assets.metadata import display_number, histogram, step_metadata
+from prover_assets.assets.metadata import defects_table, display_number, histogram, step_metadata
 from prover_assets.assets.progress import ProgressReporter
 from prover_assets.config import ExperimentSpec
+from prover_assets.problems.defects import known_defects_of
 from prover_assets.problems.stages import (
+    PROBLEMS_FILE,
     materialize_decontamination_sets,
     materialize_eval_set,
     materialize_pool_candidates,
 )
+from prover_assets.records import Problem, read_records
 from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import funnel_plot
 from prover_assets.resources import ExperimentResource
@@ -39,15 +42,23 @@ def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
             name, spec.eval_sets[name], experiment.asset_dir(context.asset_key)
         )
         counts = result.result
+        kept = {p.problem_id for p in read_records(result.folder / PROBLEMS_FILE, Problem)}
+        defects = known_defects_of(spec.eval_sets[name], kept)
         context.log.info(
             f"{name}: {counts.rows_in} rows, {counts.supported} supported, "
-            f"{counts.unsupported} unsupported, {counts.written} written"
+            f"{counts.unsupported} unsupported, {counts.written} written; "
+            + (
+                "no defect list for this copy"
+                if defects is None
+                else f"{len(defects)} known defective"
+            )
         )
         return dg.MaterializeResult(
             metadata={
                 **step_metadata(result, experiment.data_root()),
                 "problems": dg.MetadataValue.int(counts.written),
                 "unsupported_reasons": histogram(counts.unsupported_reasons or {"(none)": 0}),
+                "known_defects": defects_table(defects),
             }
         )
 
