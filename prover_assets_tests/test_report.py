@@ -503,17 +503,7 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
 
 @pytest.mark.parametrize("absolute", [False, True])
 def test_a_bundle_whose_manifest_names_an_artifact_outside_it_is_refused(tmp_path, absolute):
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    folder = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=registered_prereg(tmp_path),
-        config_files=[],
-        settings=settings(),
-        config={"name": "test"},
-    ).folder
+    folder = report_folder(tmp_path)
     outside = str(tmp_path / "elsewhere.md") if absolute else "../elsewhere.md"
     manifest = json.loads((folder / "manifest.json").read_text())
     (entry,) = [e for e in manifest["outputs"] if e["path"] == "report.md"]

@@ -418,6 +418,50 @@ def test_a_spare_that_died_is_not_handed_out_and_each_taken_one_is_counted(tmp_p
         process.close()
 
 
+def worker_on_the_double(tmp_path, *args: str, spare: WarmSpare | None = None):
+    from prover_assets.verify.worker import ReplWorker
+
+    log = tmp_path / "repl_log.jsonl"
+    return ReplWorker(
+        0,
+        lambda: ReplProcess([*DOUBLE, "--log", str(log), *args], sandbox=False),
+        header_timeout_s=30,
+        check_timeout_s=10,
+        recycle_after=1000,
+        memory_ceiling_mb=float("inf"),
+        spare=spare,
+    )
+
+
+def test_warming_a_worker_takes_the_spare_warm_for_its_header_and_imports_nothing(tmp_path):
+    spare, _ = spare_of(tmp_path)
+    spare.take(HEADER_A)  # starts one warming for A
+    warmed(spare)
+    worker = worker_on_the_double(tmp_path, spare=spare)
+    try:
+        worker.warm(HEADER_A)
+        assert spare.taken == 1
+        assert worker.held_headers() == (HEADER_A,)
+        assert [e for e in repl_log(tmp_path) if "env" not in e["request"]] == []  # no import
+    finally:
+        worker.close()
+        spare.close()
+
+
+def test_a_workers_memory_report_is_its_repls_and_none_before_it_has_one(tmp_path):
+    # the double imports 64 MiB mapped from a file, as Lean maps its .oleans
+    olean = ["--import-memory-mb", "64", "--olean-file", str(tmp_path / "mathlib.olean")]
+    worker = worker_on_the_double(tmp_path, *olean)
+    try:
+        assert worker.memory_report() is None
+        worker.warm(HEADER_A)
+        report = worker.memory_report()
+    finally:
+        worker.close()
+    assert report is not None and report["mapped_mb"] >= 60.0
+    assert report["resident_mb"] >= report["mapped_mb"] + report["anonymous_mb"] - 0.2
+
+
 def threads_started_since(before: set[threading.Thread]) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t not in before]
 
