@@ -298,13 +298,14 @@ def test_worker_is_recycled_after_n_commands(tmp_path):
         make_generation(sample_idx=i, completion_text=completion(f"  omega -- {i}"))
         for i in range(3)
     ]
-    with double_backend(tmp_path, workers=1, recycle_after=4, warm_spare=False) as backend:
+    with double_backend(tmp_path, workers=1, recycle_after=5, warm_spare=False) as backend:
         StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False)).verify_many(
             [(problem, g) for g in generations]
         )
         recycles = backend.pool.recycles()
-    # Each job takes exactly 4 commands (header, proof, #print axioms, statement check): one
-    # REPL per job.
+    # Each job takes exactly 5 commands (header, proof, #print axioms, statement check, the
+    # canary): recycled at the 5th, one REPL per job (recycled only past it, the second job
+    # would share the first's REPL).
     headers = [e for e in repl_log(tmp_path) if "env" not in e["request"]]
     assert (len(headers), recycles) == (3, 3)
 

@@ -418,7 +418,9 @@ def test_a_spare_that_died_is_not_handed_out_and_each_taken_one_is_counted(tmp_p
         process.close()
 
 
-def worker_on_the_double(tmp_path, *args: str, spare: WarmSpare | None = None):
+def worker_on_the_double(
+    tmp_path, *args: str, spare: WarmSpare | None = None, ceiling_mb: float = float("inf")
+):
     from prover_assets.verify.worker import ReplWorker
 
     log = tmp_path / "repl_log.jsonl"
@@ -428,9 +430,47 @@ def worker_on_the_double(tmp_path, *args: str, spare: WarmSpare | None = None):
         header_timeout_s=30,
         check_timeout_s=10,
         recycle_after=1000,
-        memory_ceiling_mb=float("inf"),
+        memory_ceiling_mb=ceiling_mb,
         spare=spare,
     )
+
+
+def one_job_recycles(worker) -> int:
+    from prover_assets.verify.worker import LeanJob
+
+    try:
+        worker.execute(LeanJob(("p", 0), HEADER_A, f"{SIGNATURE}\n  omega", "t", 10.0), 1)
+        return worker.recycles
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize(("anonymous_mb", "recycles"), [(100.0, 0), (100.1, 1)])
+def test_a_repl_is_recycled_above_its_memory_ceiling_not_at_it(
+    tmp_path, monkeypatch, anonymous_mb, recycles
+):
+    from prover_assets.verify import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
+    monkeypatch.setattr(ReplProcess, "anonymous_mb", lambda self: anonymous_mb)
+    assert one_job_recycles(worker_on_the_double(tmp_path, ceiling_mb=100.0)) == recycles
+
+
+@pytest.mark.parametrize(("elapsed_s", "recycles"), [(59.9, 0), (60.0, 1)])
+def test_memory_is_measured_again_once_a_whole_interval_has_passed(
+    tmp_path, monkeypatch, elapsed_s, recycles
+):
+    import types
+
+    from prover_assets.verify import worker as worker_module
+
+    clock = [1000.0]  # the worker's clock only: the REPL's deadlines keep the real one
+    monkeypatch.setattr(worker_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(worker_module, "MEMORY_CHECK_INTERVAL_S", 60.0)
+    monkeypatch.setattr(ReplProcess, "anonymous_mb", lambda self: 1e6)  # always above
+    worker = worker_on_the_double(tmp_path, ceiling_mb=100.0)  # last measured at 1000.0
+    clock[0] += elapsed_s
+    assert one_job_recycles(worker) == recycles
 
 
 def test_warming_a_worker_takes_the_spare_warm_for_its_header_and_imports_nothing(tmp_path):
