@@ -32,6 +32,7 @@ from prover_assets.records import (
     read_manifest,
     read_records,
     sha256_text,
+    whole_records,
     write_manifest,
 )
 from prover_assets_tests.factories import (
@@ -597,6 +598,17 @@ def test_following_a_growing_stream_yields_each_whole_line_once_and_waits_for_a_
     stop.set()  # set at once: what landed before it is still read
     follower.join(5)
     assert seen == [0, 1, 2]
+
+
+def test_whole_records_reads_every_whole_line_now_and_not_a_torn_last_one(tmp_path):
+    path = tmp_path / "gen.jsonl"
+    rows = [make_generation(sample_idx=i) for i in range(3)]
+    lines = [row.model_dump_json().encode() + b"\n" for row in rows]
+    path.write_bytes(lines[0] + lines[1] + lines[2][:10])  # the third is still being written
+    assert [g.sample_idx for g in whole_records(path, Generation)] == [0, 1]
+    by_problem = whole_records(path, Generation, key=lambda g: g.problem_id)
+    with pytest.raises(DuplicateKeyError, match=r"gen\.jsonl:2: "):
+        list(by_problem)  # one problem's two samples: the key given is the one checked
 
 
 def test_following_a_stream_raises_on_a_bad_line_with_its_number(tmp_path):
