@@ -13,7 +13,6 @@ DAGSTER_HOME and data root, the reference first. Prints each side's wall and the
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import subprocess
@@ -23,14 +22,10 @@ import time
 from pathlib import Path
 
 import yaml
+from bench_threads import busy_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_TUNINGS = ROOT / "prover_assets_tests" / "data" / "demo-tunings"
-
-
-def busy() -> None:
-    while True:
-        pass
 
 
 def demo_wall(work: Path, cpu_threads: int | None) -> float:
@@ -69,18 +64,12 @@ def main() -> int:
 
     cores = usable_cores()
     work = Path(tempfile.mkdtemp(prefix="bench-demo-threads-"))
-    load = [multiprocessing.Process(target=busy, daemon=True) for _ in range(cores - 1)]
-    for process in load:
-        process.start()
-    try:
+    with busy_cores(cores - 1) as load:
         (work / "default").mkdir()
         reference = demo_wall(work / "default", cores)
         (work / "project").mkdir()
         project = demo_wall(work / "project", None)
-    finally:
-        for process in load:
-            process.kill()
-    print(f"load: {len(load)} busy processes on {cores} cores")
+    print(f"load: {load} busy processes on {cores} cores")
     print(f"torch's default ({cores} threads): demo wall {reference:.0f} s")
     print(f"the project's rule: demo wall {project:.0f} s")
     print(f"ratio (project / torch's default): {project / reference:.2f}")

@@ -16,6 +16,7 @@ machine with a demo running beside: 2.3 steps/s on one thread against 0.3 on tor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +53,19 @@ print(json.dumps({"steps_per_s": int(steps) / (time.monotonic() - started),
 def busy() -> None:
     while True:
         pass
+
+
+@contextlib.contextmanager
+def busy_cores(count: int) -> Iterator[int]:
+    """`count` processes spinning on the CPU while inside (the other load on the host)."""
+    load = [multiprocessing.Process(target=busy, daemon=True) for _ in range(count)]
+    for process in load:
+        process.start()
+    try:
+        yield count
+    finally:
+        for process in load:
+            process.kill()
 
 
 def project_threads() -> int:
@@ -87,23 +102,17 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-threads-"))
     model = build_tiny_model(work / "model", hidden_size=128, layers=2, vocab_size=1024)
     ours = project_threads()
-    load = [multiprocessing.Process(target=busy, daemon=True) for _ in range(os.cpu_count() - 1)]
-    for process in load:
-        process.start()
     rates: dict[str, list[float]] = {"default": [], str(ours): []}
     threads: dict[str, int] = {}
-    try:
+    with busy_cores(os.cpu_count() - 1) as load:
         for _ in range(args.rounds):
             for side in rates:
                 measured = tune(model, work / "tuned", args.steps, side)
                 rates[side].append(measured["steps_per_s"])
                 threads[side] = measured["threads"]
-    finally:
-        for process in load:
-            process.kill()
     reference = statistics.median(rates["default"])
     project = statistics.median(rates[str(ours)])
-    print(f"load: {len(load)} busy processes on {os.cpu_count()} cores; {args.steps} steps a run")
+    print(f"load: {load} busy processes on {os.cpu_count()} cores; {args.steps} steps a run")
     print(f"torch's default ({threads['default']} threads): {reference:.2f} steps/s")
     print(f"the project's ({threads[str(ours)]} threads): {project:.2f} steps/s")
     print(f"ratio (project / torch's default): {project / reference:.2f}")
