@@ -1,23 +1,152 @@
-"""The vLLM engine for real (marker `gpu`): the result contract, the cap, per-request seeds,
-and the same model in vLLM and transformers agreeing on first-token logprobs."""
+"""`generation/engines.py`: the sampling settings a request carries, and the engine a config
+names, built with every setting it gives (on CPU: building an engine starts nothing); then the
+vLLM engine for real (marker `gpu`): the result contract, the cap, per-request seeds, and the
+same model in vLLM and transformers agreeing on first-token logprobs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
+from prover_assets.config import EngineSettings
 from prover_assets.generation.engines import (
     GenerationRequest,
     SamplingSettings,
     TransformersEngine,
+    open_engine,
 )
+from prover_assets.generation.openai_engine import OpenAICompletionsEngine
 from prover_assets.generation.revision import model_revision
 from prover_assets.generation.vllm_engine import VllmEngine, VllmSpec
+from prover_assets.records import SAMPLING_FIELDS
 from prover_assets_tests.conftest import gpu_missing
 
 MISSING = gpu_missing()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
+needs_gpu = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
+
+
+def test_sampling_settings_carry_every_recorded_field_by_its_record_name():
+    settings = SamplingSettings(
+        temperature=0.6,
+        top_p=0.95,
+        top_k=20,
+        min_p=0.05,
+        repetition_penalty=1.1,
+        presence_penalty=0.2,
+        frequency_penalty=0.3,
+    )
+    assert settings.carried() == {
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+        "presence_penalty": 0.2,
+        "frequency_penalty": 0.3,
+    }
+    assert tuple(settings.carried()) == SAMPLING_FIELDS
+
+
+def test_sampling_settings_default_to_the_neutral_values():
+    settings = SamplingSettings(temperature=1.0, top_p=1.0, top_k=0)
+    assert (settings.min_p, settings.repetition_penalty) == (0.0, 1.0)
+    assert (settings.presence_penalty, settings.frequency_penalty) == (0.0, 0.0)
+
+
+def test_sampling_settings_with_a_field_the_record_does_not_name_are_refused():
+    @dataclass(frozen=True)
+    class WithSeed(SamplingSettings):
+        seed: int = 0
+
+    with pytest.raises(TypeError, match="exactly the recorded sampling fields"):
+        WithSeed(temperature=1.0, top_p=1.0, top_k=0)
+
+
+def opened(settings: dict, model_path: Path, workdir: Path):
+    return open_engine(
+        EngineSettings(**settings),
+        model_path,
+        "rev-abc",
+        SAMPLING,
+        max_model_len=2048,
+        seed=11,
+        workdir=workdir,
+        commit_every=32,
+        cpu_threads=1,
+    )
+
+
+def test_open_engine_builds_the_transformers_engine_on_the_named_device_and_dtype(
+    tiny_model_dir, tmp_path
+):
+    import torch
+
+    before = torch.get_num_threads()
+    settings = {"engine": "transformers", "device": "cpu", "dtype": "float16"}
+    with opened(settings, tiny_model_dir, tmp_path) as engine:
+        assert isinstance(engine, TransformersEngine)
+        assert (engine.model_path, engine.sampling) == (tiny_model_dir, SAMPLING)
+        assert (engine.device, engine.dtype) == ("cpu", "float16")
+        assert engine.model.dtype == torch.float16
+        assert torch.get_num_threads() == 1
+        assert engine.describe() == {
+            "engine": "transformers",
+            "device": "cpu",
+            "dtype": "float16",
+            "cpu_threads": 1,
+        }
+    assert torch.get_num_threads() == before
+
+
+def test_open_engine_builds_the_openai_engine_on_the_named_replicas(tmp_path):
+    settings = {
+        "engine": "openai",
+        "urls": ["http://a:8000/", "http://b:8000"],
+        "served_model": "prover",
+        "requests_per_replica": 5,
+        "http_retries": 2,
+    }
+    engine = opened(settings, Path("/models/p"), tmp_path)
+    assert isinstance(engine, OpenAICompletionsEngine)
+    assert [r.url for r in engine.replicas] == ["http://a:8000", "http://b:8000"]
+    assert (engine.served_model, engine.model_root) == ("prover", "/models/p")
+    assert (engine.sampling, engine.requests_per_replica, engine.retries) == (SAMPLING, 5, 2)
+
+
+def test_open_engine_builds_the_vllm_engine_with_every_setting_it_names(tmp_path):
+    settings = {
+        "engine": "vllm",
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 1,
+        "gpu_memory_utilization": 0.7,
+        "max_num_seqs": 64,
+        "dtype": "float16",
+        "enforce_eager": True,
+        "gpus": [4, 5, 6, 7],
+        "batch_invariant": True,
+    }
+    engine = opened(settings, Path("/models/p"), tmp_path)
+    assert isinstance(engine, VllmEngine)
+    assert engine.spec == VllmSpec(
+        model_path="/models/p",
+        model_rev="rev-abc",
+        tensor_parallel_size=2,
+        pipeline_parallel_size=1,
+        max_model_len=2048,
+        gpu_memory_utilization=0.7,
+        max_num_seqs=64,
+        dtype="float16",
+        seed=11,
+        enforce_eager=True,
+        sampling=SAMPLING,
+        chunk=32,
+    )
+    assert (engine.workdir, engine.batch_invariant) == (tmp_path, True)
+    assert [list(s) for s in engine.slices] == [[4, 5], [6, 7]]
 
 
 def engine(model_dir, workdir, *, dtype: str = "float32") -> VllmEngine:
@@ -55,6 +184,8 @@ def prompts(model_dir) -> list[tuple[int, ...]]:
     ]
 
 
+@pytest.mark.gpu
+@needs_gpu
 def test_vllm_returns_one_result_per_request_within_the_cap(tiny_model_dir, tmp_path):
     requests = [
         GenerationRequest(key=(i, s), prompt_ids=p, max_tokens=32, seed=1000 * i + s)
@@ -75,6 +206,8 @@ def test_vllm_returns_one_result_per_request_within_the_cap(tiny_model_dir, tmp_
             assert result.finish_reason == "stop" and result.completion_ids[-1] == eos
 
 
+@pytest.mark.gpu
+@needs_gpu
 def test_vllm_seed_reproduces_a_sample_across_processes(tiny_model_dir, tmp_path):
     request = GenerationRequest(
         key=("a",), prompt_ids=prompts(tiny_model_dir)[0], max_tokens=48, seed=7
@@ -86,6 +219,8 @@ def test_vllm_seed_reproduces_a_sample_across_processes(tiny_model_dir, tmp_path
     assert one.completion_ids == two.completion_ids
 
 
+@pytest.mark.gpu
+@needs_gpu
 def test_vllm_and_transformers_agree_on_first_token_logprobs(tiny_model_dir):
     import torch
     from vllm import LLM, SamplingParams
@@ -111,6 +246,8 @@ def test_vllm_and_transformers_agree_on_first_token_logprobs(tiny_model_dir):
         assert logprob == pytest.approx(float(expected[token]), abs=1e-3), token
 
 
+@pytest.mark.gpu
+@needs_gpu
 def test_two_engines_on_two_gpus_give_what_one_gives_key_by_key(tiny_model_dir, tmp_path):
     import torch
 

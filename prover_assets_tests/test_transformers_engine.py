@@ -123,11 +123,15 @@ def test_generation_config_the_loop_does_not_reproduce_falls_back_to_generate(
     assert not engine._loop_reproduces_generate()
 
 
-def test_fallback_is_generate(tiny_model_dir):
-    engine = TransformersEngine(tiny_model_dir, SETTINGS["repetition"])
+# 1,000 checks the seed's reduction mod 2**63 on this path too (a wrong one, 2 * 63, reduces it)
+@pytest.mark.parametrize(("name", "seed"), [("repetition", 1000), ("all", 2), ("greedy", 0)])
+def test_fallback_is_generate(tiny_model_dir, name, seed):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS[name])
     engine.model.generation_config.no_repeat_ngram_size = 2
     engine.uses_loop = engine._loop_reproduces_generate()
-    request = GenerationRequest(("ngram",), tuple(engine.tokenizer(PROMPT)["input_ids"]), 12, 1)
+    assert not engine.uses_loop
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    request = GenerationRequest(("ngram", seed), prompt, 12, seed)
     assert list(engine.generate([request])) == [generate_reference(engine, request)]
 
 
@@ -184,3 +188,19 @@ def test_the_engine_samples_on_the_threads_it_is_given_and_puts_them_back_when_c
         assert torch.get_num_threads() == given
         assert engine.describe()["cpu_threads"] == given
     assert torch.get_num_threads() == before
+
+
+def test_the_loop_stops_once_every_row_has_ended(tiny_model_dir):
+    """A row that has ended is not sampled for: once every row has, no further step runs."""
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["min-p"])
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    request = GenerationRequest(("stops", 3), prompt, MAX_TOKENS, 3)  # ends by EOS (CASES)
+    calls = []
+    hook = engine.model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        (got,) = engine.generate([request])
+    finally:
+        hook.remove()
+    assert got.finish_reason == "stop" and len(got.completion_ids) < MAX_TOKENS
+    # the prompt's step gives the first token, each later token one step more
+    assert len(calls) == len(got.completion_ids)

@@ -94,8 +94,9 @@ class GenerationEngine(ABC):
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
         """One result per request, in any order, as each finishes."""
 
+    @abstractmethod
     def describe(self) -> dict[str, Any]:
-        return {"engine": self.name}
+        """What the generation manifest records of the engine: its name and settings."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
