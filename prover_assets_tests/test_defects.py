@@ -95,15 +95,16 @@ def registered_eval_sets():
 
 def test_the_registered_minif2f_copy_has_its_known_defects_and_mobench_none_known():
     eval_sets = registered_eval_sets()
-    every = {(d.problem_id, d.kind.value) for d in known_defects_of(eval_sets["minif2f"], ALL)}
-    assert every == REGISTERED_MINIF2F
-    assert known_defects_of(eval_sets["mobench"], ALL) == []
+    listed = known_defects_of(eval_sets["minif2f"], ALL)
+    assert {(d.problem_id, d.kind.value) for d in listed.defects} == REGISTERED_MINIF2F
+    assert listed.path.name == "goedel-prover-v2-minif2f.jsonl"
+    assert known_defects_of(eval_sets["mobench"], ALL).defects == ()
 
 
 def test_only_the_defects_among_the_kept_problems_are_given():
     kept = {"imo_1982_p1", "mathd_algebra_478"}
-    defects = known_defects_of(registered_eval_sets()["minif2f"], kept)
-    assert [(d.problem_id, d.kind) for d in defects] == [("imo_1982_p1", DefectKind.FALSE)]
+    listed = known_defects_of(registered_eval_sets()["minif2f"], kept)
+    assert [(d.problem_id, d.kind) for d in listed.defects] == [("imo_1982_p1", DefectKind.FALSE)]
 
 
 def test_another_copy_of_an_eval_file_has_no_known_defects():

@@ -43,7 +43,8 @@ def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
         )
         counts = result.result
         kept = {p.problem_id for p in read_records(result.folder / PROBLEMS_FILE, Problem)}
-        defects = known_defects_of(spec.eval_sets[name], kept)
+        listed = known_defects_of(spec.eval_sets[name], kept)
+        defects = None if listed is None else listed.defects
         context.log.info(
             f"{name}: {counts.rows_in} rows, {counts.supported} supported, "
             f"{counts.unsupported} unsupported, {counts.written} written; "

@@ -27,7 +27,9 @@ from prover_assets.assets.sft import sft_rounds
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.preflight import HEAVY_JOBS
+from prover_assets.problems.defects import DefectList, known_defects_of
 from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE
+from prover_assets.records import Problem, read_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
@@ -99,6 +101,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             config=spec.model_dump(mode="json"),
             iterations=_iteration_inputs(spec, experiment, pairs),
             training=_training_files(spec, experiment, first),
+            defects=_defect_lists(spec, experiment),
         )
         folder = result.folder
         summary = json.loads((folder / SUMMARY_FILE).read_text())
@@ -157,6 +160,19 @@ def _training_files(
         checkpoint=experiment.upstream_dir(registered.checkpoint, partition),
         export=experiment.upstream_dir(registered.export, partition),
     )
+
+
+def _defect_lists(spec: ExperimentSpec, experiment: ExperimentResource) -> dict[str, DefectList]:
+    """Each eval set's shipped defect list among its kept problems (sets of a copy with no
+    list shipped are left out: their defects are not known here)."""
+    lists = {}
+    for name, eval_set in spec.eval_sets.items():
+        problems = experiment.complete_file(eval_set_key(name), PROBLEMS_FILE)
+        kept = {p.problem_id for p in read_records(problems, Problem)}
+        listed = known_defects_of(eval_set, kept)
+        if listed is not None:
+            lists[name] = listed
+    return lists
 
 
 def _candidate_name(spec: ExperimentSpec, system: str, iteration: int) -> str:

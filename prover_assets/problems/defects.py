@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 from collections.abc import Collection
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +26,7 @@ from prover_assets.records.store import RecordError, iter_records
 
 __all__ = [
     "DefectKind",
+    "DefectList",
     "KnownDefect",
     "known_defects_of",
     "load_known_defects",
@@ -83,7 +85,16 @@ def shipped_list(eval_file_sha256: str) -> Path | None:
     return None if name is None else DEFECTS_DIR / name
 
 
-def known_defects_of(eval_set: EvalSetSpec, kept: Collection[str]) -> list[KnownDefect] | None:
+@dataclass(frozen=True)
+class DefectList:
+    """An eval set's shipped defect list: the file (an input of whatever reads it, hashed) and
+    its entries among the eval set's kept problems."""
+
+    path: Path
+    defects: tuple[KnownDefect, ...]
+
+
+def known_defects_of(eval_set: EvalSetSpec, kept: Collection[str]) -> DefectList | None:
     """The shipped defects of the eval set's copy among the problems `kept` (after its limit),
     the list validated against every problem of the copy; None when no list is shipped for it."""
     path = shipped_list(eval_set.file.sha256)
@@ -91,4 +102,6 @@ def known_defects_of(eval_set: EvalSetSpec, kept: Collection[str]) -> list[Known
         return None
     problems, unsupported = read_eval_set(eval_set, resolve_path(eval_set.file.path, "eval file"))
     every = {p.problem_id for p in problems} | {u.problem_id for u in unsupported}
-    return [d for d in load_known_defects(path, every) if d.problem_id in kept]
+    return DefectList(
+        path, tuple(d for d in load_known_defects(path, every) if d.problem_id in kept)
+    )

@@ -285,8 +285,46 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
         f"Per problem ({len(comparison['per_problem'])} problems):",
         "",
         _per_problem_table(comparison),
+        "",
+        *_defect_free_part(comparison),
     ]
     return "\n".join(lines)
+
+
+def _defect_free_part(comparison: Mapping[str, Any]) -> list[str]:
+    """The comparison again without the problems known to be defective: secondary, after the
+    registered result; or why there is none."""
+    found = comparison.get("without_known_defects")
+    lines = ["#### Without the statements known to be defective (secondary)", ""]
+    if found is None:
+        return [*lines, "No defect list is shipped for this eval set's copy (by its sha256).", ""]
+    table, k = found["table"], comparison["k"]
+    listed = found["list"]
+    lines += [
+        f"{found['problems']} problems with no known defect ({found['excluded']} left out, "
+        f"from `{listed['file']}`, sha256 `{listed['sha256'][:12]}`): baseline solved@{k} "
+        f"{found['baseline_solved']}, candidate {found['candidate_solved']}; discordant "
+        f"candidate only {table['candidate_only']}, baseline only {table['baseline_only']}; "
+        f"exact McNemar p = {found['p_value']:.4g}; decision {found['decision']}. "
+        "This does not replace the registered decision above.",
+        "",
+        f"**{found['sentence']}**",
+        "",
+    ]
+    if found["defective"]:
+        rows = [
+            [
+                f"`{d['problem_id']}`",
+                ", ".join(d["kinds"]),
+                "yes" if d["baseline_solved"] else "no",
+                "yes" if d["candidate_solved"] else "no",
+                "; ".join(d["sources"]),
+            ]
+            for d in found["defective"]
+        ]
+        headers = ["problem", "defect", f"baseline solved@{k}", f"candidate solved@{k}", "source"]
+        lines += [markdown_table(headers, rows), ""]
+    return lines
 
 
 def _validity_parts(validity: Sequence[Mapping[str, Any]]) -> list[str]:

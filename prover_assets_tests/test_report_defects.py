@@ -1,0 +1,173 @@
+"""The registered comparison again without the statements known to be defective (secondary):
+the paired table, exact McNemar and the decision on the other problems, each defective problem
+with what each system solved of it, and whether the decision changes. Every expected value is
+counted by hand from the hand-built cells."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prover_assets.problems.defects import DefectKind, DefectList, KnownDefect
+from prover_assets.records import sha256_file
+from prover_assets.report.analysis import INVALID, Comparison
+from prover_assets.report.defects import without_known_defects
+from prover_assets.report.stages import materialize_report
+from prover_assets_tests.test_report import BASELINE, CANDIDATE, settings, write_run
+
+SOLVED = {  # cell -> (baseline solved, candidate solved)
+    "both": (True, True),
+    "baseline_only": (True, False),
+    "candidate_only": (False, True),
+    "neither": (False, False),
+}
+# ten problems: seven the candidate alone solved, one both, two neither
+CELLS = {
+    **{f"c{i}": "candidate_only" for i in range(1, 8)},
+    "b1": "both",
+    "n1": "neither",
+    "n2": "neither",
+}
+
+
+def comparison(cells: dict[str, str], decision: str = "success") -> Comparison:
+    rows = [
+        {
+            "problem_id": problem_id,
+            "baseline": {"c": 0, "n": 4, "solved": SOLVED[cell][0]},
+            "candidate": {"c": 0, "n": 4, "solved": SOLVED[cell][1]},
+            "cell": cell,
+        }
+        for problem_id, cell in cells.items()
+    ]
+    return Comparison(
+        eval_set="minif2f",
+        cap=256,
+        k=4,
+        table={},
+        p_value=0.0,
+        alpha=0.05,
+        decision=decision,
+        pass1_difference={},
+        solved_difference={},
+        per_problem=rows,
+        primary=True,
+        secondary_reasons=[],
+        design_override=None,
+    )
+
+
+def defect(problem_id: str, kind: DefectKind = DefectKind.FALSE) -> KnownDefect:
+    return KnownDefect(
+        problem_id=problem_id, kind=kind, description=f"{problem_id} is wrong", source="o/r#1"
+    )
+
+
+def test_the_decision_without_the_defective_problems_is_recomputed_and_its_change_said():
+    # with all ten: 7 discordant to 0, p = 2 / 2**7 = 0.015625 < 0.05: success;
+    # without c1, c2 and n1: 5 to 0, p = 2 / 2**5 = 0.0625: no detectable improvement
+    found = without_known_defects(
+        comparison(CELLS), [defect("c1"), defect("c2", DefectKind.TRIVIAL), defect("n1")]
+    )
+    assert (found.problems, found.excluded) == (7, 3)
+    assert found.table == {"both": 1, "baseline_only": 0, "candidate_only": 5, "neither": 1}
+    assert found.p_value == pytest.approx(0.0625)
+    assert found.decision == "no detectable improvement"
+    assert (found.baseline_solved, found.candidate_solved) == (1, 6)
+    assert found.decision_changes
+    assert found.sentence == (
+        "Without the 3 defective problems the decision changes: success -> no detectable "
+        "improvement."
+    )
+    assert [
+        (d.problem_id, d.kinds, d.baseline_solved, d.candidate_solved) for d in found.defective
+    ] == [
+        ("c1", ("false",), False, True),
+        ("c2", ("trivial",), False, True),
+        ("n1", ("false",), False, False),
+    ]
+
+
+def test_a_decision_that_holds_without_them_is_said_to_be_the_same():
+    # without n1 and n2 (no discordance lost): 7 to 0 still, p = 0.015625: success
+    found = without_known_defects(comparison(CELLS), [defect("n1"), defect("n2")])
+    assert found.decision == "success" and not found.decision_changes
+    assert found.sentence == "Without the 2 defective problems the decision is the same: success."
+
+
+def test_defects_of_problems_outside_the_comparison_are_ignored_and_kinds_gathered():
+    found = without_known_defects(
+        comparison(CELLS),
+        [defect("not_kept"), defect("b1"), defect("b1", DefectKind.MISFORMALISED)],
+    )
+    assert (found.problems, found.excluded) == (9, 1)
+    assert found.defective[0].kinds == ("false", "misformalised")
+    assert found.defective[0].sources == ("o/r#1", "o/r#1")
+
+
+def test_no_known_defect_changes_nothing():
+    found = without_known_defects(comparison(CELLS), [])
+    assert (found.problems, found.excluded, found.decision) == (10, 0, "success")
+    assert found.sentence == "No problem of this comparison has a known defect: nothing changes."
+
+
+def test_an_invalid_comparison_stays_invalid_without_its_defective_problems():
+    found = without_known_defects(comparison(CELLS, decision=INVALID), [defect("n1")])
+    assert found.decision == INVALID and not found.decision_changes
+
+
+def test_the_report_shows_the_secondary_beside_the_registered_one_and_hashes_the_list(
+    tmp_path,
+):
+    # test_report's runs at k = 2: p1 both, p2 candidate only, p3 neither, p4 baseline only;
+    # hand-built runs with no eval set or SFT outputs behind them fail validity: INVALID, here too
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    listing = tmp_path / "list.jsonl"
+    listing.write_text(defect("p4").model_dump_json() + "\n")
+    result = materialize_report(
+        tmp_path / "report",
+        [(base, cand)],
+        [],
+        prereg_path=None,
+        config_files=[],
+        settings=settings(),
+        config={},
+        defects={"minif2f": DefectList(listing, (defect("p4"),))},
+    )
+    (compared,) = json.loads((result.folder / "summary.json").read_text())["comparisons"]
+    assert compared["table"]["baseline_only"] == 1  # the registered comparison is unchanged
+    assert compared["decision"] == INVALID
+    found = compared["without_known_defects"]
+    assert found["table"] == {"both": 1, "baseline_only": 0, "candidate_only": 1, "neither": 1}
+    assert (found["p_value"], found["decision"]) == (1.0, INVALID)
+    assert found["list"] == {"file": "list.jsonl", "sha256": sha256_file(listing)}
+    text = (result.folder / "report.md").read_text()
+    assert "#### Without the statements known to be defective (secondary)" in text
+    assert "decision is the same: INVALID" in text
+    assert "| `p4` | false | yes | no | o/r#1 |" in text
+    inputs = json.loads((result.folder / "manifest.json").read_text())["inputs"]
+    assert {"list.jsonl": sha256_file(listing)}.items() <= {
+        entry["path"].rsplit("/", 1)[-1]: entry["sha256"] for entry in inputs
+    }.items()
+
+
+def test_an_eval_set_without_a_shipped_list_says_so_in_the_report(tmp_path):
+    base = write_run(tmp_path / "runs", "baseline", BASELINE)
+    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    result = materialize_report(
+        tmp_path / "report",
+        [(base, cand)],
+        [],
+        prereg_path=None,
+        config_files=[],
+        settings=settings(),
+        config={},
+    )
+    (compared,) = json.loads((result.folder / "summary.json").read_text())["comparisons"]
+    assert compared["without_known_defects"] is None
+    assert (
+        "No defect list is shipped for this eval set's copy"
+        in (result.folder / "report.md").read_text()
+    )
