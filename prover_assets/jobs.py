@@ -22,6 +22,7 @@ from prover_assets.assets.keys import (
     PROBLEMS_GROUP,
     REPORT_GROUP,
     SFT_GROUP,
+    STATEMENT_AUDIT,
 )
 
 __all__ = ["build_jobs"]
@@ -41,9 +42,11 @@ _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
     ),
     (
         "baseline",
-        dg.AssetSelection.groups(BASELINE).upstream(),
-        "Evaluation problems, then the baseline's generations and verdicts at each "
-        "configured cap, in order. Relaunching resumes by key.",
+        # The statements' audit with them: the report leaves out what it finds.
+        dg.AssetSelection.groups(BASELINE).upstream()
+        | dg.AssetSelection.key_prefixes([STATEMENT_AUDIT]),
+        "Evaluation problems and their statement audit, then the baseline's generations and "
+        "verdicts at each configured cap, in order. Relaunching resumes by key.",
     ),
     (
         "pool_round",

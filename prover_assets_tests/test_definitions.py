@@ -164,7 +164,7 @@ def expected_pool(key: str) -> str | None:
         return "gpu"
     if key == "preflight_report":  # its smoke round loads the model on the GPUs
         return "gpu"
-    if key.startswith("verdicts/") or key == "train_pool":
+    if key.startswith(("verdicts/", "statement_audit/")) or key == "train_pool":
         return "lean"
     return None
 

@@ -1,7 +1,8 @@
-"""The registered comparison again without the statements known to be defective (secondary):
-the paired table, exact McNemar and the decision on the other problems, each defective problem
-with what each system solved of it, and whether the decision changes. Every expected value is
-counted by hand from the hand-built cells."""
+"""The registered comparison again without the statements known or found to be defective
+(secondary): the paired table, exact McNemar and the decision on the other problems, each
+defective problem with what each system solved of it, and whether the decision changes; what a
+simulated audit found listed, never applied. Every expected value is counted by hand from the
+hand-built cells."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from prover_assets.problems.defects import DefectKind, DefectList, KnownDefect
 from prover_assets.records import sha256_file
 from prover_assets.report.analysis import INVALID, Comparison
-from prover_assets.report.defects import without_known_defects
+from prover_assets.report.defects import EvalSetDefects, without_known_defects
 from prover_assets.report.stages import materialize_report
+from prover_assets.verify.audit import AuditFinding
 from prover_assets_tests.test_report import BASELINE, CANDIDATE, settings, write_run
 
 SOLVED = {  # cell -> (baseline solved, candidate solved)
@@ -77,7 +79,7 @@ def test_the_decision_without_the_defective_problems_is_recomputed_and_its_chang
     assert (found.baseline_solved, found.candidate_solved) == (1, 6)
     assert found.decision_changes
     assert found.sentence == (
-        "Without the 3 defective problems the decision changes: success -> no detectable "
+        "Without the defective 3 problems the decision changes: success -> no detectable "
         "improvement."
     )
     assert [
@@ -93,7 +95,7 @@ def test_a_decision_that_holds_without_them_is_said_to_be_the_same():
     # without n1 and n2 (no discordance lost): 7 to 0 still, p = 0.015625: success
     found = without_known_defects(comparison(CELLS), [defect("n1"), defect("n2")])
     assert found.decision == "success" and not found.decision_changes
-    assert found.sentence == "Without the 2 defective problems the decision is the same: success."
+    assert found.sentence == "Without the defective 2 problems the decision is the same: success."
 
 
 def test_defects_of_problems_outside_the_comparison_are_ignored_and_kinds_gathered():
@@ -117,15 +119,12 @@ def test_an_invalid_comparison_stays_invalid_without_its_defective_problems():
     assert found.decision == INVALID and not found.decision_changes
 
 
-def test_the_report_shows_the_secondary_beside_the_registered_one_and_hashes_the_list(
-    tmp_path,
-):
-    # test_report's runs at k = 2: p1 both, p2 candidate only, p3 neither, p4 baseline only;
-    # hand-built runs with no eval set or SFT outputs behind them fail validity: INVALID, here too
+def report_with(tmp_path, defects: EvalSetDefects | None) -> tuple[dict, str]:
+    """test_report's runs at k = 2 (p1 both, p2 candidate only, p3 neither, p4 baseline only),
+    reported with `defects` for minif2f; hand-built runs with no eval set or SFT outputs behind
+    them fail validity: INVALID, and so the secondary too."""
     base = write_run(tmp_path / "runs", "baseline", BASELINE)
     cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    listing = tmp_path / "list.jsonl"
-    listing.write_text(defect("p4").model_dump_json() + "\n")
     result = materialize_report(
         tmp_path / "report",
         [(base, cand)],
@@ -134,40 +133,75 @@ def test_the_report_shows_the_secondary_beside_the_registered_one_and_hashes_the
         config_files=[],
         settings=settings(),
         config={},
-        defects={"minif2f": DefectList(listing, (defect("p4"),))},
+        defects=None if defects is None else {"minif2f": defects},
     )
     (compared,) = json.loads((result.folder / "summary.json").read_text())["comparisons"]
+    inputs = json.loads((result.folder / "manifest.json").read_text())["inputs"]
+    compared["inputs"] = {entry["path"].rsplit("/", 1)[-1]: entry["sha256"] for entry in inputs}
+    return compared, (result.folder / "report.md").read_text()
+
+
+def shipped_list(tmp_path, *defects: KnownDefect) -> DefectList:
+    listing = tmp_path / "list.jsonl"
+    listing.write_text("".join(d.model_dump_json() + "\n" for d in defects))
+    return DefectList(listing, defects)
+
+
+def test_the_report_shows_the_secondary_beside_the_registered_one_and_hashes_the_list(
+    tmp_path,
+):
+    listed = shipped_list(tmp_path, defect("p4"))
+    compared, text = report_with(tmp_path, EvalSetDefects(known=listed, audit=None))
     assert compared["table"]["baseline_only"] == 1  # the registered comparison is unchanged
     assert compared["decision"] == INVALID
     found = compared["without_known_defects"]
     assert found["table"] == {"both": 1, "baseline_only": 0, "candidate_only": 1, "neither": 1}
     assert (found["p_value"], found["decision"]) == (1.0, INVALID)
-    assert found["list"] == {"file": "list.jsonl", "sha256": sha256_file(listing)}
-    text = (result.folder / "report.md").read_text()
-    assert "#### Without the statements known to be defective (secondary)" in text
-    assert "decision is the same: INVALID" in text
+    assert found["list"] == {"file": "list.jsonl", "sha256": sha256_file(listed.path)}
+    assert "#### Without the statements known or found to be defective (secondary)" in text
+    assert "Without the defective problem the decision is the same: INVALID." in text
     assert "| `p4` | false | yes | no | o/r#1 |" in text
-    inputs = json.loads((result.folder / "manifest.json").read_text())["inputs"]
-    assert {"list.jsonl": sha256_file(listing)}.items() <= {
-        entry["path"].rsplit("/", 1)[-1]: entry["sha256"] for entry in inputs
-    }.items()
+    assert "- Known: 1 from `list.jsonl`" in text
+    assert "- Found by Lean: the statement audit was not given." in text
+    assert compared["inputs"]["list.jsonl"] == sha256_file(listed.path)
 
 
-def test_an_eval_set_without_a_shipped_list_says_so_in_the_report(tmp_path):
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    result = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=None,
-        config_files=[],
-        settings=settings(),
-        config={},
+def finding(problem_id: str) -> AuditFinding:
+    return AuditFinding(problem_id, DefectKind.TRIVIAL, "trivial:norm_num", "norm_num", ())
+
+
+def test_lean_s_findings_are_left_out_beside_the_known_ones_and_the_audit_hashed(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    audit.write_text("{}\n")
+    defects = EvalSetDefects(
+        known=shipped_list(tmp_path, defect("p4")), audit=audit, found=(finding("p2"),)
     )
-    (compared,) = json.loads((result.folder / "summary.json").read_text())["comparisons"]
+    compared, text = report_with(tmp_path, defects)
+    found = compared["without_known_defects"]
+    # p2 (candidate only) and p4 (baseline only) left out: p1 both, p3 neither
+    assert found["table"] == {"both": 1, "baseline_only": 0, "candidate_only": 0, "neither": 1}
+    assert (found["problems"], found["excluded"]) == (2, 2)
+    assert found["found_applied"] and found["found_by_lean"][0]["problem_id"] == "p2"
+    assert "| `p2` | trivial | no | yes | statement_audit (trivial:norm_num) |" in text
+    assert "- Found by Lean: 1 by the statement audit" in text
+    assert compared["inputs"]["audit.jsonl"] == sha256_file(audit)
+
+
+def test_a_simulated_audit_s_findings_are_listed_and_never_applied(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    audit.write_text("{}\n")
+    defects = EvalSetDefects(
+        known=None, audit=audit, found=(finding("p2"), finding("p4")), found_simulated=True
+    )
+    compared, text = report_with(tmp_path, defects)
+    found = compared["without_known_defects"]
+    assert (found["problems"], found["excluded"]) == (4, 0)
+    assert not found["found_applied"] and len(found["found_by_lean"]) == 2
+    assert "ran on the SIMULATED verifier; its 2 findings are listed in its asset and NOT " in text
+    assert "- Known: no defect list is shipped for this eval set's copy" in text
+
+
+def test_a_report_given_no_defects_says_they_were_not_judged(tmp_path):
+    compared, text = report_with(tmp_path, None)
     assert compared["without_known_defects"] is None
-    assert (
-        "No defect list is shipped for this eval set's copy"
-        in (result.folder / "report.md").read_text()
-    )
+    assert "Not judged: no defect list or statement audit was given." in text

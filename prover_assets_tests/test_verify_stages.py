@@ -33,13 +33,19 @@ from prover_assets.verify.stages import (
     LeanWorkersBusy,
     lean_workers_lease,
     lean_workers_wanted,
+    materialize_statement_audit,
     materialize_verdicts,
     stream_verdicts,
     verdicts_alongside,
 )
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
-from prover_assets_tests.factories import make_generation, make_problem
-from prover_assets_tests.lean_double import double_backend, repl_log, working_instrument
+from prover_assets_tests.factories import PREAMBLE_STATEMENT, make_generation, make_problem
+from prover_assets_tests.lean_double import (
+    double_backend,
+    error_reply,
+    repl_log,
+    working_instrument,
+)
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 SLOW_OMEGA = [{"match": {"substring": "omega"}, "action": "delay", "argument": "0.15"}]
@@ -290,3 +296,41 @@ def test_a_batch_of_one_header_is_imported_once_by_each_repl_process(tmp_path):
     assert step.result.header_imports["worker-0"] == step.result.header_imports["worker-1"] == 1
     # The warm spare is counted on its own; its import may still be in flight when counted.
     assert 0 <= step.result.header_imports["spare"] <= len(headers) - 2
+
+
+@contextlib.contextmanager
+def audit_verifier(repl: Path) -> Iterator[StrictVerifier]:
+    """A working instrument whose REPL proves every `_audit` theorem by norm_num, nothing else."""
+    rules = [
+        {"match": {"regex": "_audit[^\n]*:= by\n  norm_num$"}, "reply": {}},
+        {"match": {"regex": "_audit[^\n]*:= by\n  [a-z]"}, "reply": error_reply("failed")},
+        *working_instrument(),
+    ]
+    with double_backend(repl, rules, workers=2) as backend:
+        yield StrictVerifier(backend, VerifierPolicy(budget_s=120.0, feedback=False))
+
+
+def test_the_statement_audit_step_counts_by_status_and_kind_and_is_reused_when_current(
+    tmp_path,
+):
+    problems = tmp_path / "problems.jsonl"
+    publish_records(problems, [make_problem("p1"), make_problem("p2", PREAMBLE_STATEMENT)])
+    folder = tmp_path / "audit"
+
+    def audit():
+        return materialize_statement_audit(
+            folder,
+            problems_file=problems,
+            open_verifier=lambda: audit_verifier(tmp_path / "repl"),
+            self_test=lambda verifier, header: self_test(verifier.backend, 5.0, header),
+        )
+
+    first = audit()
+    # 2 problems x (2 elaborations + 6 tactics + 4 vacuity checks); norm_num proves each
+    assert first.result.checks == 24 and first.result.problems == 2
+    assert first.result.statuses == {"holds": 6, "fails": 18, "timeout": 0, "infrastructure": 0}
+    assert first.result.found == {"trivial": 2}
+    assert not first.result.simulated
+    assert first.manifest["config"]["budget_s"] == 30.0  # the audit's own budget, not 120 s
+    again = audit()
+    assert again.reused and again.result == first.result

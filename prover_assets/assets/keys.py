@@ -27,6 +27,7 @@ __all__ = [
     "SFT_CHECKPOINT",
     "SFT_GROUP",
     "SFT_SHARDS",
+    "STATEMENT_AUDIT",
     "TRAIN_POOL",
     "Schedule",
     "TrainingRun",
@@ -41,6 +42,7 @@ __all__ = [
     "pool_verdicts_key",
     "previous_iteration",
     "schedule_of",
+    "statement_audit_key",
     "training_runs",
     "verdicts_key",
 ]
@@ -98,6 +100,14 @@ PREFLIGHT_KEY = dg.AssetKey(["preflight_report"])
 def eval_set_key(name: str) -> dg.AssetKey:
     """The key of the evaluation problems of eval set `name`."""
     return dg.AssetKey(["eval_problems", name])
+
+
+STATEMENT_AUDIT = "statement_audit"
+
+
+def statement_audit_key(name: str) -> dg.AssetKey:
+    """The key of the Lean audit of eval set `name`'s statements."""
+    return dg.AssetKey([STATEMENT_AUDIT, name])
 
 
 def generations_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:

@@ -14,6 +14,7 @@ from prover_assets.problems.defects import KnownDefect
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
+from prover_assets.verify.audit import AuditFinding
 
 __all__ = [
     "display_number",
@@ -263,3 +264,31 @@ def latest_result(
     if folder is None or not (Path(folder) / MANIFEST_NAME).exists():
         return None
     return model.read(Path(folder))
+
+
+def audit_findings_table(findings: Sequence[AuditFinding], *, simulated: bool) -> dg.MetadataValue:
+    """The statement audit's findings, each with its kind, the check that showed it and Lean's
+    first message; labelled when the simulated verifier ran it (never applied)."""
+    label = "SIMULATED (not applied)" if simulated else "Lean"
+    schema = dg.TableSchema(
+        [
+            dg.TableColumn("problem_id", "string"),
+            dg.TableColumn("kind", "string"),
+            dg.TableColumn("check", "string"),
+            dg.TableColumn("found_by", "string"),
+            dg.TableColumn("lean_said", "string"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "problem_id": f.problem_id,
+                "kind": f.kind.value,
+                "check": f.check,
+                "found_by": label,
+                "lean_said": next((str(m.get("data"))[:200] for m in f.messages), ""),
+            }
+        )
+        for f in findings
+    ]
+    return dg.MetadataValue.table(records, schema)

@@ -19,6 +19,7 @@ from prover_assets.assets.keys import (
     generations_key,
     iteration_partition,
     pool_verdicts_key,
+    statement_audit_key,
     training_runs,
     verdicts_key,
 )
@@ -27,17 +28,24 @@ from prover_assets.assets.sft import sft_rounds
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.preflight import HEAVY_JOBS
-from prover_assets.problems.defects import DefectList, known_defects_of
+from prover_assets.problems.defects import known_defects_of
 from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE
 from prover_assets.records import Problem, read_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
+from prover_assets.report.defects import EvalSetDefects
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.render import embedded_image, render_markdown
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.resources import ExperimentResource, LeanResource
-from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+from prover_assets.verify.audit import AuditRun, findings_of
+from prover_assets.verify.stages import (
+    AUDIT_FILE,
+    TRAIN_POOL_FILE,
+    VERDICTS_FILE,
+    StatementAuditResult,
+)
 
 __all__ = ["report_assets"]
 
@@ -56,6 +64,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     rounds = range(built.corrections.rounds + 1)
     deps = [verdicts_key(s, system, c) for s, c in pairs for system, _ in evaluated_systems(built)]
     deps += [pool_verdicts_key(r) for r in rounds]
+    deps += [statement_audit_key(name) for name in built.eval_sets]
 
     @dg.asset(
         key=REPORT_KEY,
@@ -162,16 +171,22 @@ def _training_files(
     )
 
 
-def _defect_lists(spec: ExperimentSpec, experiment: ExperimentResource) -> dict[str, DefectList]:
-    """Each eval set's shipped defect list among its kept problems (sets of a copy with no
-    list shipped are left out: their defects are not known here)."""
+def _defect_lists(
+    spec: ExperimentSpec, experiment: ExperimentResource
+) -> dict[str, EvalSetDefects]:
+    """Each eval set's shipped defect list among its kept problems (None for a copy with no
+    list shipped) and its statement audit's findings, labelled when a simulated verifier ran it."""
     lists = {}
     for name, eval_set in spec.eval_sets.items():
         problems = experiment.complete_file(eval_set_key(name), PROBLEMS_FILE)
         kept = {p.problem_id for p in read_records(problems, Problem)}
-        listed = known_defects_of(eval_set, kept)
-        if listed is not None:
-            lists[name] = listed
+        audit = experiment.complete_file(statement_audit_key(name), AUDIT_FILE)
+        lists[name] = EvalSetDefects(
+            known=known_defects_of(eval_set, kept),
+            audit=audit,
+            found=tuple(findings_of(read_records(audit, AuditRun))),
+            found_simulated=StatementAuditResult.read(audit.parent).simulated,
+        )
     return lists
 
 

@@ -17,19 +17,29 @@ from prover_assets.assets.keys import (
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
+    statement_audit_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import histogram, partition_of, step_metadata
+from prover_assets.assets.metadata import (
+    audit_findings_table,
+    histogram,
+    partition_of,
+    step_metadata,
+)
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE
+from prover_assets.records import read_records
 from prover_assets.resources import ExperimentResource, LeanResource
+from prover_assets.verify.audit import AuditRun, findings_of
 from prover_assets.verify.runner import VerifyStats
 from prover_assets.verify.stages import (
+    AUDIT_FILE,
     ELABORATION_FILE,
     TRAIN_POOL_FILE,
     VERDICTS_FILE,
+    materialize_statement_audit,
     materialize_train_pool,
     materialize_verdicts,
 )
@@ -168,9 +178,62 @@ def _train_pool_asset(built: ExperimentSpec, schedule: Schedule) -> dg.AssetsDef
     return train_pool
 
 
+def _statement_audit_asset(
+    name: str, built: ExperimentSpec, schedule: Schedule
+) -> dg.AssetsDefinition:
+    key = statement_audit_key(name)
+
+    @dg.asset(
+        key=key,
+        group_name=PROBLEMS_GROUP,
+        deps=[eval_set_key(name)],
+        pool=schedule.lean_pool,
+        retry_policy=RETRY,
+        kinds=node_kinds(key, "lean", "jsonl"),
+        description=f"The {name} statements audited by Lean: trivial (a closing tactic proves "
+        "it alone), vacuous (its hypotheses prove False), phantom (it elaborates only with "
+        "auto-bound implicits); each finding with the tactic and Lean's answer. The report's "
+        "secondary comparison leaves them out with the known defects.",
+    )
+    @fail_fast
+    def statement_audit(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource, lean: LeanResource
+    ):
+        spec = experiment.model(built)
+        folder = experiment.asset_dir(key)
+        start_attempt(context, folder, AUDIT_FILE)
+        reporter = ProgressReporter(context, "checks")
+        result = materialize_statement_audit(
+            folder,
+            problems_file=experiment.complete_file(eval_set_key(name), PROBLEMS_FILE),
+            open_verifier=lambda: lean.open_verifier(spec, feedback=False),
+            self_test=lean.require_self_test,
+            progress=lambda done, total: reporter(done, total, None, "checks", {}),
+        )
+        audit = result.result
+        findings = findings_of(read_records(folder / AUDIT_FILE, AuditRun))
+        context.log.info(
+            f"{name}: {audit.checks} checks of {audit.problems} statements; found "
+            + (", ".join(f"{n} {kind}" for kind, n in audit.found.items()) or "nothing")
+            + (" (SIMULATED verifier: labelled, never applied)" if audit.simulated else "")
+        )
+        return dg.MaterializeResult(
+            metadata={
+                **step_metadata(result, experiment.data_root()),
+                "simulated": audit.simulated,
+                "statuses": histogram(audit.statuses, key="status"),
+                "found": audit_findings_table(findings, simulated=audit.simulated),
+            }
+        )
+
+    return statement_audit
+
+
 def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
-    """Every verdict asset of `built`, and the train pool (the candidates that elaborate)."""
+    """Every verdict asset of `built`, the train pool (the candidates that elaborate) and each
+    eval set's statement audit."""
     assets = [_train_pool_asset(built, schedule)]
+    assets += [_statement_audit_asset(name, built, schedule) for name in built.eval_sets]
     for system, export in evaluated_systems(built):
         for eval_set in built.eval_sets:
             for cap in built.caps_of(eval_set):

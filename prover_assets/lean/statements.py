@@ -36,6 +36,7 @@ __all__ = [
     "Signature",
     "StatementError",
     "alpha_sha",
+    "claim_colon",
     "count_by_markers",
     "first_theorem_signature",
     "float_numerals",
@@ -306,6 +307,15 @@ def statement_check_command(statement: str) -> str | None:
 def _type_reason(tokens: Sequence[Token]) -> str | None:
     """Why a signature states nothing: `no_type` for binders alone (no `:` outside every
     bracket), `empty_type` for a `:` with nothing after it (`theorem t : := by`); else None."""
+    colon = claim_colon(tokens)
+    if colon is None:
+        return "no_type"
+    return None if colon + 1 < len(tokens) else "empty_type"
+
+
+def claim_colon(tokens: Sequence[Token]) -> int | None:
+    """The index among a signature's `tokens` of its `:` outside every bracket (what comes
+    before it binds, what comes after is claimed); None when there is none."""
     depth = 0
     for index, token in enumerate(tokens):
         if token.text in _OPENING:
@@ -313,8 +323,8 @@ def _type_reason(tokens: Sequence[Token]) -> str | None:
         elif token.text in _CLOSING:
             depth -= 1
         elif token.text == ":" and depth == 0:
-            return None if index + 1 < len(tokens) else "empty_type"
-    return "no_type"
+            return index
+    return None
 
 
 def theorem_signature(text: str) -> Signature | None:

@@ -1,12 +1,13 @@
-"""The registered comparison again without the statements known to be defective: secondary,
-beside the registered result and never instead of it.
+"""The registered comparison again without the statements known or found to be defective:
+secondary, beside the registered result and never instead of it.
 
 A result on statements some of which are false, trivial or vacuous means less than its p-value
-says. For each comparison on an eval set whose copy has a shipped defect list
-(`prover_assets/problems/defects.py`), the report adds: the paired table, exact McNemar and the
-decision on the problems with no known defect; each defective problem with what each system
-solved of it; and whether the decision changes without them. An INVALID comparison stays
-INVALID here: the validity conditions judged the runs, not the problems.
+says. For each comparison the report adds: the paired table, exact McNemar and the decision on
+the problems with no known defect (the eval copy's shipped list, `problems/defects.py`) and no
+defect Lean found (the statement audit, `verify/audit.py`); each defective problem with what
+each system solved of it; and whether the decision changes without them. An INVALID comparison
+stays INVALID here: the validity conditions judged the runs, not the problems. An audit the
+simulated verifier ran is listed and never applied: its rule decides nothing about statements.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from prover_assets.problems.defects import DefectList, KnownDefect
+from prover_assets.problems.defects import DefectKind, DefectList
 from prover_assets.records import sha256_file
 from prover_assets.report.analysis import INVALID, Comparison, decide
 from prover_assets.stats import mcnemar_exact
+from prover_assets.verify.audit import AuditFinding
 
 __all__ = [
     "DefectFreeComparison",
     "DefectiveProblem",
+    "EvalSetDefects",
     "defect_free_summary",
     "without_known_defects",
 ]
@@ -31,9 +35,46 @@ __all__ = [
 CELLS = ("both", "baseline_only", "candidate_only", "neither")
 
 
+class Defect(Protocol):
+    """A defect of one problem, known from a public source or found by Lean."""
+
+    @property
+    def problem_id(self) -> str: ...
+    @property
+    def kind(self) -> DefectKind: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class EvalSetDefects:
+    """What the report knows of an eval set's defects: the shipped list of its copy (None when
+    none is shipped) and the statement audit's file and findings."""
+
+    known: DefectList | None
+    audit: Path | None
+    found: tuple[AuditFinding, ...] = ()
+    found_simulated: bool = False
+
+    @property
+    def applied(self) -> tuple[Defect, ...]:
+        """The defects the secondary comparison leaves out: the known ones, and those Lean found
+        unless a simulated verifier "found" them."""
+        known = self.known.defects if self.known is not None else ()
+        return (*known, *(() if self.found_simulated else self.found))
+
+    @property
+    def files(self) -> list[Path]:
+        """The files the defects come from (inputs of the report, hashed)."""
+        return [p for p in (self.known and self.known.path, self.audit) if p is not None]
+
+
 @dataclass(frozen=True)
 class DefectiveProblem:
-    """A problem of the comparison with a known defect, and whether each system solved it."""
+    """A problem of the comparison with a known or found defect, and whether each system
+    solved it."""
 
     problem_id: str
     kinds: tuple[str, ...]
@@ -45,7 +86,7 @@ class DefectiveProblem:
 
 @dataclass(frozen=True)
 class DefectFreeComparison:
-    """The comparison on the problems with no known defect (secondary)."""
+    """The comparison on the problems with no known or found defect (secondary)."""
 
     problems: int  # kept: the comparison's problems less the defective ones
     excluded: int
@@ -66,23 +107,21 @@ class DefectFreeComparison:
         """Whether the decision changes without the defective problems, in one sentence."""
         if not self.excluded:
             return "No problem of this comparison has a known defect: nothing changes."
+        problems = "problem" if self.excluded == 1 else f"{self.excluded} problems"
         if self.decision_changes:
             return (
-                f"Without the {self.excluded} defective problems the decision changes: "
+                f"Without the defective {problems} the decision changes: "
                 f"{self.registered_decision} -> {self.decision}."
             )
-        return (
-            f"Without the {self.excluded} defective problems the decision is the same: "
-            f"{self.decision}."
-        )
+        return f"Without the defective {problems} the decision is the same: {self.decision}."
 
 
 def without_known_defects(
-    comparison: Comparison, defects: Sequence[KnownDefect]
+    comparison: Comparison, defects: Sequence[Defect]
 ) -> DefectFreeComparison:
     """`comparison` recomputed on its problems that no entry of `defects` names (defects of
     problems outside the comparison are ignored: an eval set's limit keeps some problems only)."""
-    by_problem: dict[str, list[KnownDefect]] = defaultdict(list)
+    by_problem: dict[str, list[Defect]] = defaultdict(list)
     for defect in defects:
         by_problem[defect.problem_id].append(defect)
     kept = [row for row in comparison.per_problem if row["problem_id"] not in by_problem]
@@ -119,15 +158,28 @@ def without_known_defects(
     )
 
 
-def defect_free_summary(comparison: Comparison, listed: DefectList | None) -> dict[str, Any] | None:
-    """The summary's entry for `comparison`: None when its eval set's copy has no shipped list
-    (its defects are not known here), else the comparison without them, its sentence included."""
-    if listed is None:
-        return None
-    found = without_known_defects(comparison, listed.defects)
+def defect_free_summary(comparison: Comparison, defects: EvalSetDefects) -> dict[str, Any]:
+    """The summary's entry for `comparison`: the comparison without its eval set's applied
+    defects, its sentence, where the defects came from, and the audit's findings (applied or,
+    from a simulated verifier, only listed)."""
+    found = without_known_defects(comparison, defects.applied)
     return {
         **asdict(found),
         "decision_changes": found.decision_changes,
         "sentence": found.sentence,
-        "list": {"file": listed.path.name, "sha256": sha256_file(listed.path)},
+        "list": None
+        if defects.known is None
+        else {"file": defects.known.path.name, "sha256": sha256_file(defects.known.path)},
+        "known": 0 if defects.known is None else len(defects.known.defects),
+        "audit": None if defects.audit is None else sha256_file(defects.audit),
+        "found_by_lean": [
+            {
+                "problem_id": f.problem_id,
+                "kind": f.kind.value,
+                "check": f.check,
+                "description": f.description,
+            }
+            for f in defects.found
+        ],
+        "found_applied": not defects.found_simulated,
     }

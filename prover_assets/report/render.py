@@ -292,21 +292,20 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
 
 
 def _defect_free_part(comparison: Mapping[str, Any]) -> list[str]:
-    """The comparison again without the problems known to be defective: secondary, after the
-    registered result; or why there is none."""
+    """The comparison again without the problems known or found to be defective: secondary,
+    after the registered result; or why there is none."""
     found = comparison.get("without_known_defects")
-    lines = ["#### Without the statements known to be defective (secondary)", ""]
+    lines = ["#### Without the statements known or found to be defective (secondary)", ""]
     if found is None:
-        return [*lines, "No defect list is shipped for this eval set's copy (by its sha256).", ""]
+        return [*lines, "Not judged: no defect list or statement audit was given.", ""]
     table, k = found["table"], comparison["k"]
-    listed = found["list"]
+    lines += [*_defect_sources(found), ""]
     lines += [
-        f"{found['problems']} problems with no known defect ({found['excluded']} left out, "
-        f"from `{listed['file']}`, sha256 `{listed['sha256'][:12]}`): baseline solved@{k} "
-        f"{found['baseline_solved']}, candidate {found['candidate_solved']}; discordant "
-        f"candidate only {table['candidate_only']}, baseline only {table['baseline_only']}; "
-        f"exact McNemar p = {found['p_value']:.4g}; decision {found['decision']}. "
-        "This does not replace the registered decision above.",
+        f"{found['problems']} problems with no known or found defect ({found['excluded']} left "
+        f"out): baseline solved@{k} {found['baseline_solved']}, candidate "
+        f"{found['candidate_solved']}; discordant candidate only {table['candidate_only']}, "
+        f"baseline only {table['baseline_only']}; exact McNemar p = {found['p_value']:.4g}; "
+        f"decision {found['decision']}. This does not replace the registered decision above.",
         "",
         f"**{found['sentence']}**",
         "",
@@ -324,6 +323,31 @@ def _defect_free_part(comparison: Mapping[str, Any]) -> list[str]:
         ]
         headers = ["problem", "defect", f"baseline solved@{k}", f"candidate solved@{k}", "source"]
         lines += [markdown_table(headers, rows), ""]
+    return lines
+
+
+def _defect_sources(found: Mapping[str, Any]) -> list[str]:
+    """Where the defects came from: the shipped list, the statement audit, and whether the
+    audit's findings were applied."""
+    listed = found["list"]
+    lines = [
+        "- Known: no defect list is shipped for this eval set's copy (by its sha256)."
+        if listed is None
+        else f"- Known: {found['known']} from `{listed['file']}` (sha256 `{listed['sha256'][:12]}`)."
+    ]
+    audit, by_lean = found["audit"], found["found_by_lean"]
+    if audit is None:
+        lines.append("- Found by Lean: the statement audit was not given.")
+    elif not found["found_applied"]:
+        lines.append(
+            f"- Found by Lean: the statement audit (sha256 `{audit[:12]}`) ran on the SIMULATED "
+            f"verifier; its {len(by_lean)} findings are listed in its asset and NOT applied "
+            "(the simulated rule decides nothing about statements)."
+        )
+    else:
+        lines.append(
+            f"- Found by Lean: {len(by_lean)} by the statement audit (sha256 `{audit[:12]}`)."
+        )
     return lines
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from prover_assets import __version__
 from prover_assets.config import PLACE_FIELDS
-from prover_assets.problems.defects import DefectList
 from prover_assets.records import MANIFEST_NAME, OutputExistsError, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
@@ -30,7 +29,7 @@ from prover_assets.report.bundle import (
     publish_bundle,
     verify_bundle,
 )
-from prover_assets.report.defects import defect_free_summary
+from prover_assets.report.defects import EvalSetDefects, defect_free_summary
 from prover_assets.report.iterations import (
     IterationInputs,
     exploratory_comparisons,
@@ -115,7 +114,7 @@ def _measure(
     prereg: Prereg | None,
     settings: ReportSettings,
     training: TrainingFiles | None,
-    defects: Mapping[str, DefectList],
+    defects: Mapping[str, EvalSetDefects],
 ) -> _Measured:
     measured = _Measured()
     validity = ValiditySettings(settings.samples_required, settings.max_infrastructure_share)
@@ -144,7 +143,8 @@ def _measure(
         )
         conditions = judge_comparison(baseline_files, candidate_files, training, validity)
         comparison = _judged_valid(comparison, conditions)
-        without_defects = defect_free_summary(comparison, defects.get(baseline_files.eval_set))
+        listed = defects.get(baseline_files.eval_set)
+        without_defects = None if listed is None else defect_free_summary(comparison, listed)
         measured.validity.append(
             {
                 "eval_set": baseline_files.eval_set,
@@ -204,13 +204,14 @@ def build_report(
     settings: ReportSettings,
     iterations: IterationInputs | None = None,
     training: TrainingFiles | None = None,
-    defects: Mapping[str, DefectList] | None = None,
+    defects: Mapping[str, EvalSetDefects] | None = None,
 ) -> tuple[dict[str, Any], str, dict[str, bytes]]:
     """Compute, then render: the summary (JSON), the markdown, the plots. `iterations` (a
     graph of several iterations or training seeds) adds the exploratory comparisons, the seed
     spread and the expert-iteration curve; the registered comparison is the same either way.
     `training`: the SFT outputs the registered candidate came from, judged with the pairs.
-    `defects`: each eval set's shipped defect list, for the secondary comparison without them."""
+    `defects`: each eval set's known and found defects, for the secondary comparison without
+    them."""
     prereg = read_prereg(prereg_path) if prereg_path is not None else None
     measured = _measure(pairs, prereg, settings, training, defects or {})
     # The power table is the registered design's: its problem count, not this run's.
@@ -301,13 +302,13 @@ def materialize_report(
     config: Mapping[str, Any],
     iterations: IterationInputs | None = None,
     training: TrainingFiles | None = None,
-    defects: Mapping[str, DefectList] | None = None,
+    defects: Mapping[str, EvalSetDefects] | None = None,
 ) -> StepResult[ReportResult]:
     """The bundle for these inputs under `root`: reused when it exists and verifies, refused
     (never overwritten) when it exists and does not."""
     defects = defects or {}
     data = _report_inputs(pairs, pool_rounds, iterations, training)
-    data += [listed.path for listed in defects.values()]
+    data += [path for listed in defects.values() for path in listed.files]
     data = list(dict.fromkeys([*data, *([prereg_path] if prereg_path else [])]))
     inputs = list(dict.fromkeys([*data, *config_files]))
     # Named by the data and by the settings and config it applies, not by the config's file:

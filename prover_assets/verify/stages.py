@@ -11,6 +11,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,12 @@ from prover_assets.records.outputs import (
     StepResult,
     begin_stream,
 )
+from prover_assets.verify.audit import (
+    AUDIT_BUDGET_S,
+    AuditStatus,
+    audit_statements,
+    findings_of,
+)
 from prover_assets.verify.backends import batch_header
 from prover_assets.verify.elaboration import ElaborationCounts, elaborate_in_rank_order
 from prover_assets.verify.runner import (
@@ -46,15 +53,18 @@ from prover_assets.verify.validity import verdict_identity
 from prover_assets.verify.verifier import StrictVerifier
 
 __all__ = [
+    "AUDIT_FILE",
     "ELABORATION_FILE",
     "LEAN_LEASE_DIR",
     "TRAIN_POOL_FILE",
     "VERDICTS_FILE",
     "LeanWorkersBusy",
+    "StatementAuditResult",
     "StreamedVerdicts",
     "TrainPoolResult",
     "lean_workers_lease",
     "lean_workers_wanted",
+    "materialize_statement_audit",
     "materialize_train_pool",
     "materialize_verdicts",
     "stream_verdicts",
@@ -66,6 +76,7 @@ log = logging.getLogger(__name__)
 VERDICTS_FILE = "verdicts.jsonl"
 TRAIN_POOL_FILE = "train_pool.jsonl"
 ELABORATION_FILE = "elaboration.jsonl"
+AUDIT_FILE = "audit.jsonl"
 LEAN_LEASE_DIR = ".lean-workers"
 LEAN_WANTED_DIR = ".lean-workers-wanted"
 _FOREVER = float("inf")
@@ -81,6 +92,55 @@ class TrainPoolResult(StageResult):
     pool: int
     candidates: int
     target: int
+
+
+class StatementAuditResult(StageResult):
+    """The statement audit of an eval set: checks run by status, defects found by kind, and
+    whether a simulated verifier ran them (its findings are labelled, never applied)."""
+
+    problems: int
+    checks: int
+    statuses: dict[str, int]
+    found: dict[str, int]  # defect kind -> problems
+    simulated: bool
+
+
+def materialize_statement_audit(
+    folder: Path,
+    *,
+    problems_file: Path,
+    open_verifier: VerifierFactory,
+    self_test: SelfTest,
+    progress: Callable[[int, int], None] | None = None,
+) -> StepResult[StatementAuditResult]:
+    """Every problem of `problems_file` audited by Lean (`verify/audit.py`), resumable."""
+    inputs = StepInputs.hash({"problems": problems_file})
+    with open_verifier() as verifier:
+        budget_s = min(verifier.policy.budget_s, AUDIT_BUDGET_S)
+        identity = {**verdict_identity(verifier.info), "budget_s": budget_s}
+        step = Step(folder, str(folder), StatementAuditResult, inputs, identity)
+        if (reused := step.reused()) is not None:
+            return reused
+        step.begin_stream()
+        problems = read_records(problems_file, Problem)
+        self_test(verifier, batch_header(p.header for p in problems))
+        runs = audit_statements(
+            problems,
+            verifier.backend,
+            budget_s=budget_s,
+            results_path=folder / AUDIT_FILE,
+            progress=progress,
+        )
+        simulated = verifier.info.pins.simulated
+    found = Counter(f.kind.value for f in findings_of(runs))
+    result = StatementAuditResult(
+        problems=len(problems),
+        checks=len(runs),
+        statuses={s.value: sum(r.status is s for r in runs) for s in AuditStatus},
+        found=dict(sorted(found.items())),
+        simulated=simulated,
+    )
+    return step.finish(result, [folder / AUDIT_FILE])
 
 
 def _holds_infrastructure(verdicts: Path) -> bool:
