@@ -268,8 +268,10 @@ class TrainingSpec(_Spec):
     loss_chunk_tokens: PositiveInt = 1024
     gpu_memory_gib: Annotated[float, Field(gt=0)] = 80.0
     # The GPUs training uses (CUDA indices), one data-parallel rank each; the trainer sees
-    # these and no others. `gradient_accumulation` must be a multiple of their count.
-    gpus: Annotated[list[NonNegativeInt], Field(min_length=1)] = [0]
+    # these and no others. `all`: every GPU the box has, resolved where the step runs (the
+    # preflight says which, the checkpoint's manifest records them). `gradient_accumulation`
+    # must be a multiple of their count.
+    gpus: Annotated[list[NonNegativeInt], Field(min_length=1)] | Literal["all"] = [0]
 
     @model_validator(mode="after")
     def _registered_seed_among_seeds(self) -> TrainingSpec:
@@ -284,19 +286,35 @@ class TrainingSpec(_Spec):
 
     @model_validator(mode="after")
     def _ranks_share_the_accumulation(self) -> TrainingSpec:
-        if len(set(self.gpus)) != len(self.gpus):
-            raise ValueError(f"training.gpus {self.gpus} repeats a GPU")
-        if self.gradient_accumulation % len(self.gpus):
-            raise ValueError(
-                f"training.gradient_accumulation {self.gradient_accumulation} is not a multiple "
-                f"of the {len(self.gpus)} GPUs in training.gpus: each rank trains the same "
-                "number of micro-steps per optimizer step"
-            )
+        if self.gpus != "all":
+            if len(set(self.gpus)) != len(self.gpus):
+                raise ValueError(f"training.gpus {self.gpus} repeats a GPU")
+            self._refuse_unshared_accumulation(len(self.gpus), "in training.gpus")
         return self
 
-    def ranks(self, device: str) -> int:
-        """The data-parallel ranks on `device`: one per GPU of `gpus` on CUDA, one on CPU."""
-        return len(self.gpus) if device == "cuda" else 1
+    def _refuse_unshared_accumulation(self, count: int, which: str) -> None:
+        if self.gradient_accumulation % count:
+            raise ValueError(
+                f"training.gradient_accumulation {self.gradient_accumulation} is not a multiple "
+                f"of the {count} GPUs {which}: each rank trains the same number of micro-steps "
+                "per optimizer step"
+            )
+
+    def resolved_gpus(self, visible: int) -> list[int]:
+        """The GPUs training uses on a box with `visible` GPUs: `gpus` as listed, or with `all`
+        every one of them (refused when there are none, or when the accumulation does not
+        divide among them)."""
+        if self.gpus != "all":
+            return list(self.gpus)
+        if visible < 1:
+            raise ValueError("training.gpus is `all`, but this box has no visible GPU")
+        self._refuse_unshared_accumulation(visible, "this box has (training.gpus: all)")
+        return list(range(visible))
+
+    def ranks(self, device: str, visible: int = 0) -> int:
+        """The data-parallel ranks on `device`: one per GPU training uses on CUDA (`visible`:
+        the box's GPUs, which `all` takes), one on CPU."""
+        return len(self.resolved_gpus(visible)) if device == "cuda" else 1
 
     def all_seeds(self) -> list[int]:
         """Every training seed, the registered one first."""

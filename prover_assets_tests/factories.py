@@ -208,9 +208,9 @@ def with_local_lean(raw: dict, workspace: Path, **settings: Any) -> dict:
     return raw
 
 
-def registered_like(tmp_path: Path, *, attention: str | None = None) -> RunConfig:
+def registered_like(tmp_path: Path, *, attention: str | None = None, **training: Any) -> RunConfig:
     """The demo's sections with the registered gpu settings: vLLM on eight GPUs (and, when
-    given, `training.attention`)."""
+    given, `training.attention` and other `training` fields)."""
     raw = full_demo_run_config(tmp_path / "data")
     raw["resources"]["gpu"]["config"]["settings"] = {
         "engine": "vllm",
@@ -219,5 +219,6 @@ def registered_like(tmp_path: Path, *, attention: str | None = None) -> RunConfi
         "gpus": list(range(8)),
     }
     if attention is not None:
-        raw["resources"]["experiment"]["config"]["spec"]["training"]["attention"] = attention
+        training["attention"] = attention
+    raw["resources"]["experiment"]["config"]["spec"]["training"].update(training)
     return parse_run_config(raw, "test config")

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from prover_assets.config import (
     ConfigError,
     SimulatedLeanSettings,
+    TrainingSpec,
     load_run_config,
     parse_experiment_spec,
     require_filled,
@@ -272,6 +273,64 @@ def test_the_registered_config_generates_on_all_eight_gpus_one_engine_each():
         1,
         1,
     )
+
+
+def test_the_registered_config_trains_on_every_gpu_of_the_box():
+    training = load_run_config(CONFIGS / "p2.yaml").experiment.training
+    assert training.gpus == "all"
+    assert training.resolved_gpus(8) == list(range(8))
+    assert (training.ranks("cuda", 8), training.ranks("cpu")) == (8, 1)
+
+
+def training_spec(**changes) -> TrainingSpec:
+    """The demo's training section with `changes`."""
+    shipped = load_run_config(CONFIGS / "demo.yaml").experiment.training.model_dump()
+    return TrainingSpec(**(shipped | changes))
+
+
+def test_training_gpus_listed_are_used_as_listed_whatever_the_box_has():
+    training = training_spec(gpus=[2, 5], gradient_accumulation=4)
+    assert training.resolved_gpus(8) == [2, 5] and training.ranks("cuda") == 2
+
+
+@pytest.mark.parametrize(
+    ("visible", "message"),
+    [
+        (0, "training.gpus is `all`, but this box has no visible GPU"),
+        (3, "gradient_accumulation 8 is not a multiple of the 3 GPUs this box has"),
+    ],
+)
+def test_all_gpus_are_refused_on_a_box_without_one_or_that_the_accumulation_does_not_divide(
+    visible, message
+):
+    with pytest.raises(ValueError, match=message):
+        training_spec(gpus="all", gradient_accumulation=8).resolved_gpus(visible)
+
+
+@pytest.mark.parametrize("gpus", ["some", [], [0, 0]])
+def test_training_gpus_are_a_list_of_distinct_gpus_or_all(gpus):
+    with pytest.raises(ValidationError):
+        training_spec(gpus=gpus, gradient_accumulation=8)
+
+
+def test_dagster_s_run_config_takes_all_and_a_list_for_training_gpus():
+    """The Launchpad's schema holds `training.gpus` as any value (Dagster has no union of a
+    list and a word); the domain model judges it."""
+    import dagster as dg
+
+    from prover_assets.resources.typed_config import dagster_config
+
+    config_class = dagster_config(TrainingSpec)
+
+    @dg.asset
+    def takes(config: config_class):  # type: ignore[valid-type]
+        return config.gpus
+
+    shipped = training_spec().model_dump(mode="json", exclude_none=True)
+    for value in ("all", [0, 3]):
+        run_config = {"ops": {"takes": {"config": shipped | {"gpus": value}}}}
+        result = dg.materialize([takes], run_config=run_config)
+        assert result.output_for_node("takes") == value
 
 
 @pytest.mark.parametrize(

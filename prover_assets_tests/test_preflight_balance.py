@@ -16,7 +16,7 @@ P2 = Path(__file__).parents[1] / "configs/p2.yaml"
 
 def test_the_registered_config_on_an_8_gpu_96_core_1_tb_box_is_bound_by_its_gpus():
     config = parse_run_config(yaml.safe_load(P2.read_text()), str(P2))
-    check = balance_check(config, {}, HostShape(cores=96, memory_mb=1024 * 1024.0))
+    check = balance_check(config, {}, HostShape(cores=96, memory_mb=1024 * 1024.0), gpus=8)
     # Workers: 96 cores - 18 reserved = 78; memory (0.9 x 1 TiB - 56 GiB reserved - 5 GiB of
     # shared .oleans) / 8 GiB ceiling = 107, less the spare: 106. Pool round 0 by hand from the
     # priors: 2000 problems x 8 samples; generation 16000 x 8000 tokens / (3000 tok/s x 8

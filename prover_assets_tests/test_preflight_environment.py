@@ -217,6 +217,22 @@ def test_a_gpu_box_that_fits_the_config_passes(tmp_path):
     assert env.gpu_check(registered_like(tmp_path), gpus).status == CheckStatus.PASSED
 
 
+def test_training_on_all_gpus_is_resolved_to_the_box_s_gpus_and_recorded(tmp_path):
+    config = registered_like(tmp_path, gpus="all", gradient_accumulation=8, save_every=8)
+    check = env.gpu_check(config, gpus)
+    assert check.status == CheckStatus.PASSED
+    assert check.measured.endswith("training on GPUs [0, 1, 2, 3, 4, 5, 6, 7]")
+    assert check.figures["training_gpus"] == 8.0
+    assert "every GPU of the box (training)" in check.threshold
+
+
+def test_training_on_all_gpus_of_a_box_the_accumulation_does_not_divide_among_fails(tmp_path):
+    config = registered_like(tmp_path, gpus="all", gradient_accumulation=8, save_every=8)
+    check = env.gpu_check(config, lambda: gpus(count=3))
+    assert check.status == CheckStatus.FAILED
+    assert "gradient_accumulation 8 is not a multiple of the 3 GPUs this box has" in check.measured
+
+
 def test_a_driver_newer_than_torchs_cuda_passes(tmp_path):
     newer = lambda: gpus(torch_cuda="12.4", driver_cuda="12.10")  # noqa: E731 - 12.10 > 12.4
     assert env.gpu_check(registered_like(tmp_path), newer).status == CheckStatus.PASSED

@@ -33,6 +33,7 @@ from prover_assets.assets.metadata import latest_result, step_wall_s
 from prover_assets.assets.preflight import preflight_figures
 from prover_assets.config import ExperimentSpec, is_placeholder
 from prover_assets.generation.runner import GenerationBatchResult
+from prover_assets.gpus import training_ranks
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records.outputs import StageResult
 from prover_assets.report.eta import (
@@ -234,7 +235,7 @@ def _round_plan(
         )
         for name in spec.eval_sets
     }
-    return round_plan(spec, counts, workers, engines, spec.training.ranks(device))
+    return round_plan(spec, counts, workers, engines, training_ranks(spec.training, device))
 
 
 def _balance_table(balances: list[StepBalance]) -> dg.MetadataValue:

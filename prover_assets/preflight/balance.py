@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from prover_assets.config import RemoteLeanSettings, RunConfig
+from prover_assets.gpus import training_ranks
 from prover_assets.preflight.environment import timed
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.report.eta import eta_table, eval_problems_upper_bound, round_plan, step_balances
@@ -25,10 +26,14 @@ RATE_INPUTS = (
 
 
 def balance_check(
-    config: RunConfig, figures: Mapping[str, float], host: HostShape | None = None
+    config: RunConfig,
+    figures: Mapping[str, float],
+    host: HostShape | None = None,
+    gpus: int | None = None,
 ) -> PreflightCheck:
     """`round.balance`: the workers (pinned or sized to `host`, this one by default) and each
-    sampling step's bound, from the smoke round's `figures` where measured, priors otherwise."""
+    sampling step's bound, from the smoke round's `figures` where measured, priors otherwise;
+    `gpus`: the box's GPUs, which `training.gpus: all` trains on (None: this box's)."""
     lean = config.lean
     threshold = "none: which side bounds each step, stated (not a gate)"
     remedy = (
@@ -43,7 +48,7 @@ def balance_check(
         sizing = sized_workers(lean, shape)
         spec = config.experiment
         counts = {name: eval_problems_upper_bound(spec, name) for name in spec.eval_sets}
-        ranks = spec.training.ranks(config.gpu.device)
+        ranks = training_ranks(spec.training, config.gpu.device, gpus)
         plan = round_plan(spec, counts, sizing.workers, config.gpu.engines, ranks)
         table = eta_table(plan, {}, figures)
         rates = ", ".join(

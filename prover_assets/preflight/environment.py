@@ -31,11 +31,13 @@ from prover_assets.config import (
     RemoteLeanSettings,
     RunConfig,
     SimulatedLeanSettings,
+    TrainingSpec,
     is_placeholder,
     resolve_path,
 )
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.generation.revision import model_revision
+from prover_assets.gpus import visible_gpu_count
 from prover_assets.lean.launch import repl_launch
 from prover_assets.lean.memory_cap import memory_cap
 from prover_assets.lean.protocol import GOEDEL_HEADER
@@ -511,9 +513,10 @@ def gpu_check(
     """Count, names and memory of the GPUs the config uses, torch's CUDA build against the
     driver's, and vLLM importable where it samples, with the torch its wheel was built for."""
     gpu, training = config.gpu, config.experiment.training
+    trains = "every GPU of the box" if training.gpus == "all" else f"GPUs {training.gpus}"
     threshold = (
-        f"GPUs {sorted(set(gpu.gpus) | set(training.gpus))} visible; torch's CUDA no newer than "
-        "the driver's; vLLM importable for engine vllm"
+        f"GPUs {gpu.gpus} (generation) and {trains} (training) visible; torch's CUDA no newer "
+        "than the driver's; vLLM importable for engine vllm"
     )
     remedy = (
         "install the torch and vLLM builds for this driver (`nvidia-smi` says the driver's CUDA), "
@@ -526,8 +529,9 @@ def gpu_check(
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         found = (query or _query_gpus)()
-        wanted = sorted(set(gpu.gpus) | set(training.gpus))
-        problems = [f"GPU {i} not visible" for i in wanted if i >= found["count"]]
+        problems, trains_on = _training_gpus(training, found["count"])
+        wanted = sorted(set(gpu.gpus) | set(trains_on))
+        problems += [f"GPU {i} not visible" for i in wanted if i >= found["count"]]
         if found["torch_cuda"] is None:
             problems.append("torch is a CPU build")
         elif found["driver_cuda"] is not None and _version(found["torch_cuda"]) > _version(
@@ -545,11 +549,25 @@ def gpu_check(
             )
         text = (
             f"{found['count']} GPUs {found['names']}, {found['memory_gib']} GiB; torch CUDA "
-            f"{found['torch_cuda']}, driver CUDA {found['driver_cuda']}, vLLM {found['vllm']}"
+            f"{found['torch_cuda']}, driver CUDA {found['driver_cuda']}, vLLM {found['vllm']}; "
+            f"training on GPUs {trains_on}"
         )
-        return _verdict(not problems), text + (f"; {'; '.join(problems)}" if problems else ""), {}
+        figures = {"training_gpus": float(len(trains_on))}
+        return (
+            _verdict(not problems),
+            text + (f"; {'; '.join(problems)}" if problems else ""),
+            figures,
+        )
 
     return timed("gpu.devices", threshold, remedy, measure)
+
+
+def _training_gpus(training: TrainingSpec, visible: int) -> tuple[list[str], list[int]]:
+    """What training uses on a box of `visible` GPUs (`all` resolved here), or why it cannot."""
+    try:
+        return [], training.resolved_gpus(visible)
+    except ValueError as refusal:
+        return [str(refusal)], []
 
 
 def _satisfies(version: str, specifier: str) -> bool:
@@ -563,7 +581,7 @@ def _version(text: str) -> tuple[int, ...]:
 def _query_gpus() -> dict[str, Any]:
     import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = visible_gpu_count()
     properties = [torch.cuda.get_device_properties(i) for i in range(count)]
     driver = None
     try:

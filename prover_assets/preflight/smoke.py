@@ -23,6 +23,7 @@ from prover_assets.cpu_threads import cpu_threads
 from prover_assets.generation.engines import open_engine
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.generation.stages import sampling_settings
+from prover_assets.gpus import training_ranks
 from prover_assets.preflight.environment import timed
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
@@ -222,7 +223,7 @@ def training_check(
     micro-batch per rank a step: the peak of a micro-batch does not grow with accumulation)."""
     spec, device = config.experiment, config.gpu.device
     training = spec.training
-    ranks = training.ranks(device)
+    ranks = training_ranks(training, device)
     smoke = training.model_copy(
         update={
             "gradient_accumulation": ranks,

@@ -32,13 +32,26 @@ def _config_annotation(annotation: Any) -> Any:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return dagster_config(annotation)
     if origin in (Union, types.UnionType):
-        return Union[tuple(_config_annotation(member) for member in get_args(annotation))]  # noqa: UP007
+        members = get_args(annotation)
+        if _holds_two_kinds_of_value(members):
+            # Dagster's config has no union of values (a list or a word, `training.gpus`):
+            # the Launchpad takes any value there and the domain model judges it.
+            return Any
+        return Union[tuple(_config_annotation(member) for member in members)]  # noqa: UP007
     if origin is list:
         return list[_config_annotation(get_args(annotation)[0])]
     if origin is dict:
         key, value = get_args(annotation)
         return dict[key, _config_annotation(value)]
     return annotation
+
+
+def _holds_two_kinds_of_value(members: tuple[Any, ...]) -> bool:
+    """A union of two or more non-null members that are not all config models (an Optional
+    or a discriminated union of models Dagster can show)."""
+    values = [m for m in members if m is not type(None)]
+    models = [m for m in values if isinstance(m, type) and issubclass(m, BaseModel)]
+    return len(values) > 1 and len(models) < len(values)
 
 
 def _config_default(value: Any) -> Any:

@@ -16,6 +16,7 @@ from pathlib import Path
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.config import SftSpec, TrainingSpec
 from prover_assets.cpu_threads import torch_threads
+from prover_assets.gpus import training_gpus
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
     MANIFEST_NAME,
@@ -274,12 +275,15 @@ def materialize_checkpoint(
     `on_progress` is told each logged optimizer step as the trainer reports it; `cpu_threads`
     (None: the environment's) is shared by the trainer's ranks."""
     verified_outputs(shards_dir)
+    gpus = training_gpus(training, device)
     identity = {
         "shards": read_manifest(shards_dir)["outputs"],
         "base_model_rev": base_revision,
         "training": training.model_dump(mode="json"),
         "device": device,
     }
+    if training.gpus == "all":  # what `all` was on this box: a resume on another is refused
+        identity["gpus"] = gpus
     inputs = StepInputs.hash({"shards_manifest": shards_dir / MANIFEST_NAME})
     step = Step(folder, str(folder), TrainingResult, inputs, identity)
     if (reused := step.reused()) is not None:
@@ -287,7 +291,6 @@ def materialize_checkpoint(
     if device == "cuda" and (refusal := planned_memory(training, base_model_dir, device).refusal()):
         raise TrainingWontFit(f"{refusal} (the estimate of prover_assets/sft/memory.py)")
     step.begin_stream()
-    gpus = training.gpus if device == "cuda" else []
     run = TrainRun(
         shards_dir=str(shards_dir),
         base_model_dir=str(base_model_dir),
