@@ -93,12 +93,17 @@ def registered_eval_sets():
     return load_run_config(CONFIGS / "p2.yaml").experiment.eval_sets
 
 
-def test_the_registered_minif2f_copy_has_its_known_defects_and_mobench_none_known():
+def test_the_registered_copies_have_their_known_defects():
     eval_sets = registered_eval_sets()
     listed = known_defects_of(eval_sets["minif2f"], ALL)
     assert {(d.problem_id, d.kind.value) for d in listed.defects} == REGISTERED_MINIF2F
     assert listed.path.name == "goedel-prover-v2-minif2f.jsonl"
-    assert known_defects_of(eval_sets["mobench"], ALL).defects == ()
+    mobench = known_defects_of(eval_sets["mobench"], ALL).defects
+    assert {(d.problem_id, d.kind.value) for d in mobench} == {
+        ("Usa1993P3", "false"),
+        ("Imo2022P3", "false"),
+        ("Imo2023P2", "false"),
+    }
 
 
 def test_only_the_defects_among_the_kept_problems_are_given():
