@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets.config import parse_run_config
+from prover_assets.config import RunConfig, parse_run_config
 from prover_assets.preflight import CheckStatus
 from prover_assets.preflight import environment as env
 from prover_assets.preflight.smoke import SmokeModel, memory_plan_check
@@ -359,8 +359,8 @@ def test_the_host_memory_text_states_each_term(tmp_path):
     check = env.host_memory_check(config, measured, 16 << 30)
     assert check.measured == (
         "need 2.0 GiB (2 workers + the warm spare x 512 MiB own measured + 512 MiB mapped "
-        ".oleans once; the transformers engine's model 0.0 GiB; the export's fp32 merge 0.0 GiB; "
-        "schedule exclusive) of 16.0 GiB"
+        ".oleans once; the transformers engine's model 0.0 GiB; the export's fp32 merge on the "
+        "host 0.0 GiB; schedule exclusive) of 16.0 GiB"
     )
     unmeasured = env.host_memory_check(config, env.ReplMeasure(), 64 << 30)
     # the ceiling stands in, as if all of it were each worker's own
@@ -378,20 +378,35 @@ def test_on_this_cpu_host_the_real_query_finds_no_gpu_for_the_registered_engine(
     assert "GPU 0 not visible" in check.measured and "torch is a CPU build" in check.measured
 
 
-def test_the_exports_fp32_merge_counts_beside_the_lean_workers_when_it_is_the_larger(tmp_path):
-    # The registered config (its model not on disk yet: Qwen3-8B's shape, 8,190,735,360
-    # parameters x 4 bytes = 30.5 GiB for the export) on 4 GPUs: 4 vLLM children x 6 GiB =
-    # 24 GiB, so under overlapped the export is the GPU side's larger term, beside 2 pinned
-    # workers + the spare x 1 GiB own + 1 GiB mapped = 4 GiB of Lean: 34.5 GiB.
+def p2_on_four_gpus(card_gib: float) -> RunConfig:
+    """The registered config on 4 GPUs of `card_gib` each, 2 pinned Lean workers."""
     import yaml
 
     raw = yaml.safe_load((Path(__file__).parents[1] / "configs/p2.yaml").read_text())
     raw["resources"]["gpu"]["config"]["settings"]["gpus"] = [0, 1, 2, 3]
+    raw["resources"]["experiment"]["config"]["spec"]["training"]["gpu_memory_gib"] = card_gib
     local = raw["resources"]["lean"]["config"]["settings"]["local"]
     local.pop("auto_workers")
     local["workers"] = 2
-    config = parse_run_config(raw, "p2 on 4 GPUs")
+    return parse_run_config(raw, "p2 on 4 GPUs")
+
+
+def test_the_exports_fp32_merge_on_the_host_counts_beside_the_lean_workers_when_larger():
+    # The registered config (its model not on disk yet: Qwen3-8B's shape, 8,190,735,360
+    # parameters x 4 bytes = 30.5 GiB for the export) on 4 GPUs of 32 GiB (the fp32 model and
+    # its headroom, 38.1 GiB, do not fit one: merged on the host): 4 vLLM children x 6 GiB =
+    # 24 GiB, so under overlapped the export is the GPU side's larger term, beside 2 pinned
+    # workers + the spare x 1 GiB own + 1 GiB mapped = 4 GiB of Lean: 34.5 GiB.
     measured = env.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
-    check = env.host_memory_check(config, measured, 1 << 40)
-    assert "the export's fp32 merge 30.5 GiB" in check.measured
+    check = env.host_memory_check(p2_on_four_gpus(32.0), measured, 1 << 40)
+    assert "the export's fp32 merge on the host 30.5 GiB" in check.measured
     assert check.measured.startswith("need 34.5 GiB")
+
+
+def test_the_exports_fp32_merge_on_a_gpu_holds_one_weight_file_on_the_host():
+    # On 80 GiB cards the merge runs on a GPU: the host holds one 2 GiB file while it is
+    # written; the vLLM children's 24 GiB are the GPU side's larger term: 28.0 GiB.
+    measured = env.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
+    check = env.host_memory_check(p2_on_four_gpus(80.0), measured, 1 << 40)
+    assert "the export's fp32 merge on a GPU 2.0 GiB" in check.measured
+    assert check.measured.startswith("need 28.0 GiB")

@@ -89,6 +89,70 @@ def exported_bf16(trained, tiny_model_dir):
     return export_to(trained, tiny_model_dir, "export-bf16", "bfloat16")
 
 
+def test_an_export_on_the_host_says_so(exported):
+    assert exported[1].merged_on == "cpu"
+
+
+QWEN3_8B_PARAMETERS = 8_190_735_360  # Qwen3-8B with its untied head (its model card: 8.2B)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "card_gib", "parameters", "device"),
+    [
+        ([], 80.0, QWEN3_8B_PARAMETERS, "cpu"),  # training on the host: merged there
+        ([3, 4], 80.0, QWEN3_8B_PARAMETERS, "cuda:3"),  # 4 x 8.19e9 x 1.25 = 38.1 GiB fits
+        ([0], 32.0, QWEN3_8B_PARAMETERS, "cpu"),  # 38.1 GiB does not fit 32
+        ([0], 80.0, 70_000_000_000, "cpu"),  # 70B in fp32: 326 GiB
+    ],
+)
+def test_the_merge_runs_on_the_first_training_gpu_when_the_fp32_model_fits(
+    gpus, card_gib, parameters, device
+):
+    assert export.merge_device(gpus, card_gib, parameters) == device
+
+
+def test_the_host_peak_of_a_merge_on_a_gpu_is_one_weight_file():
+    assert export.export_host_peak_bytes(QWEN3_8B_PARAMETERS, "cuda:0") == 2 << 30
+    assert export.export_host_peak_bytes(QWEN3_8B_PARAMETERS) == 4 * QWEN3_8B_PARAMETERS
+    assert export.export_host_peak_bytes(1000, "cuda:0") == 4000  # smaller than a file
+
+
+def test_the_export_is_written_in_files_of_at_most_the_shard_size(
+    trained, tiny_model_dir, monkeypatch
+):
+    """What bounds the host's share of a GPU merge: the files are cut at EXPORT_SHARD_BYTES
+    (here 64 KiB on the tiny model: several files, each no larger unless one tensor is)."""
+    monkeypatch.setattr(export, "EXPORT_SHARD_BYTES", 64 << 10)
+    folder, result = export_to(trained, tiny_model_dir, "sharded", "float32")
+    files = sorted(folder.glob("*.safetensors"))
+    assert len(files) > 1 and result.parity_passed
+    assert model_revision(folder) == result.revision
+
+
+def test_a_merge_on_a_gpu_loads_each_model_onto_it(trained, tiny_model_dir, monkeypatch):
+    """Stand-in for the GPU (none here): the device each model is asked onto, and the
+    log-probabilities read back to the host."""
+    from transformers import AutoModelForCausalLM
+
+    real = AutoModelForCausalLM.from_pretrained
+    asked = []
+
+    def loaded(folder, **options):
+        asked.append(options.pop("device_map", "host"))
+        return real(folder, **options)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", loaded)
+    folder = trained / "on-gpu" / "model"
+    result = export.export_merged(
+        tiny_model_dir,
+        trained / "train" / FINAL_ADAPTER,
+        folder,
+        parity_inputs=parity_inputs(trained / "shards"),
+        device="cuda:2",
+    )
+    assert asked == ["cuda:2"] * 3 and result.merged_on == "cuda:2"
+
+
 def test_revision_is_sft_and_the_sha256_of_the_weight_shards(exported):
     folder, result = exported
     assert result.revision == f"sft-{weights_sha256(folder)}"
@@ -242,11 +306,11 @@ def test_each_model_of_the_export_is_freed_before_the_next_is_loaded(
     load = export._load
     loaded: list[weakref.ref] = []
 
-    def watched(folder, dtype):
+    def watched(folder, dtype, device):
         gc.collect()
         alive = [ref for ref in loaded if ref() is not None]
         assert alive == [], f"{len(alive)} model(s) still alive when the next is loaded"
-        model = load(folder, dtype)
+        model = load(folder, dtype, device)
         loaded.append(weakref.ref(model))
         return model
 

@@ -49,7 +49,7 @@ from prover_assets.report.eta import (
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
-from prover_assets.sft.export import export_host_peak_bytes
+from prover_assets.sft.export import export_host_peak_bytes, merge_device
 from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape, training_memory
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
@@ -181,6 +181,8 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
         config, source = json.loads(config_file.read_text(encoding="utf-8")), str(config_file)
     else:
         config, source = QWEN3_8B, "Qwen3-8B's shape (no snapshot at spec.model.path yet)"
+    parameters = ModelShape.of(config).parameters()
+    merge_on = merge_device([0], spec.training.gpu_memory_gib, parameters)
     flash = training_memory(spec.training, config)
     sdpa = training_memory(spec.training, config, attention="sdpa")
     planned = sdpa if spec.training.attention == "sdpa" else flash  # the config's choice
@@ -197,9 +199,11 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
         "training_memory_peak": planned.refusal() or planned.describe(),
         "training_memory_peak_sdpa_gib": dg.MetadataValue.float(round(sdpa.peak_bytes / GIB, 2)),
         "training_memory_model_config": source,
-        # the export's fp32 merge on the host (sft/export.py), beside the training's GPU peak
+        # the export's fp32 merge (sft/export.py: on a training GPU when it fits), its host peak
+        # beside the training's GPU peak
+        "export_merge_on": merge_on,
         "export_host_peak_gib": dg.MetadataValue.float(
-            round(export_host_peak_bytes(ModelShape.of(config).parameters()) / GIB, 2)
+            round(export_host_peak_bytes(parameters, merge_on) / GIB, 2)
         ),
     }
 

@@ -30,6 +30,7 @@ from prover_assets.report.plots import line_plot
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 from prover_assets.sft.stages import (
     TrainingInterrupted,
+    export_merge_device,
     materialize_checkpoint,
     materialize_export,
     materialize_shards,
@@ -217,7 +218,10 @@ def _training_assets(
         spec = experiment.model(built)
         partition = partition_of(context)
         base_dir, _ = model_for(spec, experiment, training_start(spec, run, partition))
-        dtype = "bfloat16" if spec.training.uses_bf16(gpu.model().device) else "float32"
+        device = gpu.model().device
+        dtype = "bfloat16" if spec.training.uses_bf16(device) else "float32"
+        merge_on = export_merge_device(spec.training, device, base_dir)
+        context.log.info(f"export: the fp32 merge runs on {merge_on}")
         reporter = ProgressReporter(context, "export phases", log_every_s=0.0)
         result = materialize_export(
             experiment.asset_dir(run.export, partition),
@@ -229,10 +233,12 @@ def _training_assets(
                 done, total, None, "phases", {"now": phase}
             ),
             cpu_threads=gpu.cpu_threads(lean).count,
+            merge_on=merge_on,
         )
         return dg.MaterializeResult(
             metadata={
                 **step_metadata(result, experiment.data_root()),
+                "merged_on": result.result.merged_on,
                 "model_rev": result.result.revision,
                 "model_dir": dg.MetadataValue.path(str(result.folder / MODEL_DIR)),
             }

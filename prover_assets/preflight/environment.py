@@ -45,7 +45,7 @@ from prover_assets.lean.repl import ReplProcess, describe_containment
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
-from prover_assets.sft.export import export_host_peak_bytes
+from prover_assets.sft.export import export_host_peak_bytes, merge_device
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
 from prover_assets.verify.sizing import lean_host_mb, sized_workers
@@ -452,7 +452,7 @@ def host_memory_check(
     lean_bytes = lean_host_mb(workers, spare=spare, anonymous_mb=per_worker_mb, mapped_mb=mapped_mb)
     lean_bytes *= MIB
     engine_bytes, engines = _engine_bytes(config)
-    export_bytes = _export_bytes(config)
+    export_bytes, merged_on = _export_bytes(config)
     # The export runs on its own on the GPU side; the Lean workers may run beside either.
     gpu_side = (engine_bytes, export_bytes)
     need = (
@@ -462,7 +462,7 @@ def host_memory_check(
     text = (
         f"need {need / (1 << 30):.1f} GiB ({processes} x {per_worker_mb:.0f} MiB own {source}"
         f" + {mapped_mb:.0f} MiB mapped .oleans once; "
-        f"{engines} {engine_bytes / (1 << 30):.1f} GiB; the export's fp32 merge "
+        f"{engines} {engine_bytes / (1 << 30):.1f} GiB; the export's fp32 merge on {merged_on} "
         f"{export_bytes / (1 << 30):.1f} GiB; schedule {gpu.schedule}) of "
         f"{total / (1 << 30):.1f} GiB"
     )
@@ -486,18 +486,24 @@ def _engine_bytes(config: RunConfig) -> tuple[int, str]:
     return 0, "no engine on this host (HTTP replicas)"
 
 
-def _export_bytes(config: RunConfig) -> int:
-    """The export's host peak (`export_host_peak_bytes`) for the model's shape: its snapshot's
-    config.json, or Qwen3-8B's before it is on disk; the demo's tiny model, built later, none."""
+def _export_bytes(config: RunConfig) -> tuple[int, str]:
+    """The export's host peak (`export_host_peak_bytes`) for the model's shape (its snapshot's
+    config.json, or Qwen3-8B's before it is on disk; the demo's tiny model, built later, none),
+    and where its fp32 merge runs: on a GPU when training is on one and the model fits it
+    (which GPU does not change the host's share), else on the host."""
     model = config.experiment.model
     if model.source == "demo_tiny":
-        return 0
+        return 0, "the host"
     config_file = Path(model.path or "") / "config.json"
     if model.path and not is_placeholder(model.path) and config_file.is_file():
         shape = ModelShape.of(json.loads(config_file.read_text(encoding="utf-8")))
     else:
         shape = ModelShape.of(QWEN3_8B)
-    return export_host_peak_bytes(shape.parameters())
+    gpus = [0] if config.gpu.device == "cuda" else []
+    parameters = shape.parameters()
+    device = merge_device(gpus, config.experiment.training.gpu_memory_gib, parameters)
+    where = "the host" if device == "cpu" else "a GPU"
+    return export_host_peak_bytes(parameters, device), where
 
 
 def _model_bytes(config: RunConfig) -> int:

@@ -31,7 +31,12 @@ from prover_assets.records import Appender, Generation, Problem, publish_folder,
 from prover_assets.records.outputs import StageResult, Step, StepInputs
 from prover_assets.sft.memory import GIB
 from prover_assets.sft.shards import ROWS_FILE, ShardWriter
-from prover_assets.sft.stages import materialize_checkpoint, materialize_export, planned_memory
+from prover_assets.sft.stages import (
+    export_merge_device,
+    materialize_checkpoint,
+    materialize_export,
+    planned_memory,
+)
 from prover_assets.verify.backends import backend_from_settings
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 
@@ -298,7 +303,8 @@ def export_check(
             shards_dir=shards,
             dtype=dtype,
             cpu_threads=cpu_threads(config.gpu, config.lean).count,
+            merge_on=export_merge_device(config.experiment.training, device, model.folder),
         ).result
-        return CheckStatus.PASSED, result.describe(), {}
+        return CheckStatus.PASSED, f"{result.describe()}; merged on {result.merged_on}", {}
 
     return timed("smoke.export", threshold, remedy, measure)

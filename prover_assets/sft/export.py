@@ -27,11 +27,13 @@ from prover_assets.records.outputs import StageResult
 __all__ = [
     "CAST_DRIFT_FACTOR",
     "EXPORT_PHASES",
+    "EXPORT_SHARD_BYTES",
     "MERGE_TOLERANCE",
     "ExportResult",
     "export_host_peak_bytes",
     "export_merged",
     "logprobs",
+    "merge_device",
 ]
 
 # fp32 rounding through 36 layers of an 8B model (two orders of the same sums: W x + B(A x)
@@ -41,6 +43,14 @@ MERGE_TOLERANCE = 1e-3
 # A correct merge's weights are the base's plus a low-rank update, rounded by the same cast with
 # the same relative error, so its drift is of the base's size; twice it leaves room for that.
 CAST_DRIFT_FACTOR = 2.0
+# The largest weight file the export writes. safetensors' `save_file` copies each of a file's
+# tensors to the host and keeps them until the file is written (`_flatten_as_ptr`,
+# `_to_ndarray`: `tensor.to("cpu")`), so on a GPU this bounds what the host holds; transformers'
+# own default (50 GB) would hold a whole 8B model.
+EXPORT_SHARD_BYTES = 2 << 30
+# What the fp32 merge holds on a GPU beside the weights (the adapter, the parity inputs'
+# activations, the allocator's slack), as a share of them.
+GPU_MERGE_HEADROOM = 1.25
 
 
 class ExportResult(StageResult):
@@ -57,6 +67,7 @@ class ExportResult(StageResult):
     cast_drift_allowance: float
     parity_inputs: int
     parity_tokens: int
+    merged_on: str = "cpu"  # the device of the fp32 merge (`merge_device`)
 
     def parity_failures(self) -> list[str]:
         """What the export fails: the merge's parity, the cast's drift against the base's."""
@@ -90,15 +101,17 @@ class ExportResult(StageResult):
 
 def logprobs(model: Any, inputs: Sequence[Sequence[int]]) -> list[tuple[Any, Any]]:
     """For each input: the log-probabilities over the vocabulary at every position, and those
-    of the input's own next tokens (fp32, whatever the model's dtype)."""
+    of the input's own next tokens (fp32, whatever the model's dtype), on the host whatever the
+    model's device (the models compared are never on one device at once)."""
     import torch
 
     outputs = []
     with torch.no_grad():
         for ids in inputs:
-            tokens = torch.tensor([list(ids)])
+            tokens = torch.tensor([list(ids)], device=model.device)
             full = torch.log_softmax(model(input_ids=tokens).logits.float(), dim=-1)[0]
-            outputs.append((full, full[:-1].gather(-1, tokens[0, 1:, None])[:, 0]))
+            own = full[:-1].gather(-1, tokens[0, 1:, None])[:, 0]
+            outputs.append((full.cpu(), own.cpu()))
     return outputs
 
 
@@ -118,31 +131,59 @@ def _cast(model: Any, dtype: str) -> Any:
     return model.to(getattr(torch, dtype))
 
 
-def _load(folder: Path, dtype: str) -> Any:
+def _load(folder: Path, dtype: str, device: str) -> Any:
+    """The model in `folder` in `dtype`, loaded onto `device` (on a GPU straight from the mapped
+    files, tensor by tensor: the host never holds it whole)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
+    placed = {} if device == "cpu" else {"device_map": device}
+    return AutoModelForCausalLM.from_pretrained(
+        folder, dtype=getattr(torch, dtype), **placed
+    ).eval()
 
 
-def _loaded_logprobs(folder: Path, dtype: str, inputs: Sequence[Sequence[int]]) -> list[Any]:
-    """The log-probabilities of the model in `folder` loaded in `dtype`; the model is freed on
-    return (only its outputs leave this frame)."""
-    model = _load(folder, dtype)
+def _freed() -> None:
+    """Memory of the models just dropped given back: the host's, and the GPU's cache."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _loaded_logprobs(
+    folder: Path, dtype: str, inputs: Sequence[Sequence[int]], device: str
+) -> list[Any]:
+    """The log-probabilities of the model in `folder` loaded in `dtype` on `device`; the model
+    is freed on return (only its outputs leave this frame)."""
+    model = _load(folder, dtype, device)
     try:
         return logprobs(model, inputs)
     finally:
         del model
-        gc.collect()
+        _freed()
 
 
-def export_host_peak_bytes(parameters: int) -> int:
-    """The export's host-memory peak, by its phases: the base in fp32 with the adapter merged
-    in place (4 bytes a parameter) is the largest; the cast to the export's dtype happens in
-    place, tensor by tensor, and the reloaded export and the base in that dtype are each loaded
-    after the one before is freed. (The adapter and the log-probabilities of the parity inputs
-    are small beside it; the safetensors files are mapped, not held.)"""
-    return 4 * parameters
+def merge_device(gpus: Sequence[int], gpu_memory_gib: float, parameters: int) -> str:
+    """Where the fp32 merge runs: the first of the training's GPUs (free once training is done:
+    both hold the `gpu` pool) when the fp32 model and its headroom fit its memory, else the
+    host."""
+    if gpus and 4 * parameters * GPU_MERGE_HEADROOM <= gpu_memory_gib * (1 << 30):
+        return f"cuda:{gpus[0]}"
+    return "cpu"
+
+
+def export_host_peak_bytes(parameters: int, device: str = "cpu") -> int:
+    """The export's host-memory peak, by its phases. On the host: the base in fp32 with the
+    adapter merged in place (4 bytes a parameter) is the largest; the cast to the export's dtype
+    happens in place, tensor by tensor, and the reloaded export and the base in that dtype are
+    each loaded after the one before is freed. (The adapter and the log-probabilities of the
+    parity inputs are small beside it; the safetensors files are mapped, not held.) On a GPU:
+    one weight file's tensors while it is written (`EXPORT_SHARD_BYTES`)."""
+    if device == "cpu":
+        return 4 * parameters
+    return min(EXPORT_SHARD_BYTES, 4 * parameters)
 
 
 EXPORT_PHASES = (
@@ -161,12 +202,14 @@ def _merge_and_save(
     parity_inputs: Sequence[Sequence[int]],
     dtype: str,
     next_phase: Callable[[], None],
+    device: str,
 ) -> tuple[list[Any], list[Any], list[Any]]:
-    """Base + adapter in fp32: the base's and the adapted model's log-probabilities, the merge's,
-    then the merge cast to `dtype` and saved in `out_dir`. The models are freed on return."""
+    """Base + adapter in fp32 on `device`: the base's and the adapted model's log-probabilities,
+    the merge's, then the merge cast to `dtype` and saved in `out_dir`. The models are freed on
+    return."""
     from peft import PeftModel
 
-    adapted = PeftModel.from_pretrained(_load(base_dir, "float32"), adapter_dir).eval()
+    adapted = PeftModel.from_pretrained(_load(base_dir, "float32", device), adapter_dir).eval()
     next_phase()
     with adapted.disable_adapter():
         base_fp32 = logprobs(adapted, parity_inputs)
@@ -176,9 +219,9 @@ def _merge_and_save(
     merged_fp32 = logprobs(merged, parity_inputs)
     next_phase()
     out_dir.mkdir(parents=True, exist_ok=True)
-    _cast(merged, dtype).save_pretrained(out_dir)
+    _cast(merged, dtype).save_pretrained(out_dir, max_shard_size=EXPORT_SHARD_BYTES)
     del merged, adapted
-    gc.collect()
+    _freed()
     return base_fp32, reference, merged_fp32
 
 
@@ -190,11 +233,12 @@ def export_merged(
     parity_inputs: Sequence[Sequence[int]],
     dtype: str = "float32",
     on_phase: Callable[[int, int, str], None] = lambda done, total, phase: None,
+    device: str = "cpu",
 ) -> ExportResult:
-    """Merge in fp32, check the merge, cast to `dtype`, save, reload, measure the cast's drift
-    beside the base's; returns the revision and the measurements (the caller gates on
-    `parity_passed`). `on_phase(done, total, phase)` is told as each of `EXPORT_PHASES` begins,
-    and at the end."""
+    """Merge in fp32 on `device` (`merge_device`), check the merge, cast to `dtype`, save,
+    reload, measure the cast's drift beside the base's; returns the revision and the
+    measurements (the caller gates on `parity_passed`). `on_phase(done, total, phase)` is told
+    as each of `EXPORT_PHASES` begins, and at the end."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -209,13 +253,13 @@ def export_merged(
 
     next_phase()
     base_fp32, reference, merged_fp32 = _merge_and_save(
-        base_dir, adapter_dir, out_dir, parity_inputs, dtype, next_phase
+        base_dir, adapter_dir, out_dir, parity_inputs, dtype, next_phase, device
     )
     AutoTokenizer.from_pretrained(base_dir).save_pretrained(out_dir)
     revision = write_local_revision(out_dir, kind="sft")
-    export_cast = _loaded_logprobs(out_dir, dtype, parity_inputs)
+    export_cast = _loaded_logprobs(out_dir, dtype, parity_inputs, device)
     next_phase()
-    base_cast = _loaded_logprobs(base_dir, dtype, parity_inputs)
+    base_cast = _loaded_logprobs(base_dir, dtype, parity_inputs, device)
     on_phase(len(EXPORT_PHASES), len(EXPORT_PHASES), "done")
     base_drift = _max_diff(base_fp32, base_cast, 1)
     result = ExportResult(
@@ -229,6 +273,7 @@ def export_merged(
         cast_drift_allowance=CAST_DRIFT_FACTOR * base_drift + MERGE_TOLERANCE,
         parity_inputs=len(parity_inputs),
         parity_tokens=sum(len(ids) for ids in parity_inputs),
+        merged_on=device,
     )
     (out_dir.parent / "parity.json").write_text(result.model_dump_json(indent=1) + "\n")
     return result

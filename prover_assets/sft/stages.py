@@ -36,7 +36,7 @@ from prover_assets.records.outputs import (
 from prover_assets.records.progress import LineTail, TrainingProgress, TrainingProgressCallback
 from prover_assets.sft.builder import SftCounts, build_sft, read_back
 from prover_assets.sft.export import ExportResult
-from prover_assets.sft.memory import TrainingMemory, training_memory
+from prover_assets.sft.memory import ModelShape, TrainingMemory, training_memory
 from prover_assets.sft.ranks import trainer_command
 from prover_assets.sft.shards import ROWS_FILE, SftDataset, ShardWriter
 from prover_assets.sft.trainer import (
@@ -57,6 +57,7 @@ __all__ = [
     "TrainingResult",
     "TrainingWontFit",
     "eos_token_ids",
+    "export_merge_device",
     "materialize_checkpoint",
     "materialize_export",
     "materialize_shards",
@@ -318,6 +319,16 @@ def parity_inputs(shards_dir: Path, count: int = 4, length: int = 96) -> list[li
     ]
 
 
+def export_merge_device(training: TrainingSpec, device: str, base_model_dir: Path) -> str:
+    """Where the export's fp32 merge runs for a base model in `base_model_dir`: the first GPU
+    training used when the fp32 model fits it (`sft/export.py::merge_device`), else the host."""
+    from prover_assets.sft.export import merge_device
+
+    config = json.loads((base_model_dir / "config.json").read_text(encoding="utf-8"))
+    parameters = ModelShape.of(config).parameters()
+    return merge_device(training_gpus(training, device), training.gpu_memory_gib, parameters)
+
+
 def materialize_export(
     folder: Path,
     *,
@@ -327,18 +338,20 @@ def materialize_export(
     dtype: str,
     on_phase: Callable[[int, int, str], None] = lambda done, total, phase: None,
     cpu_threads: int | None = None,
+    merge_on: str = "cpu",
 ) -> StepResult[ExportResult]:
-    """Merge the adapter into the base in fp32, cast to `dtype`, save it, and check the merge's
-    log-probabilities against the adapter's and the cast's drift against the base's; `on_phase`
-    is told as each phase of the export begins; the merge runs on `cpu_threads` of torch's
-    threads (None: as they are)."""
+    """Merge the adapter into the base in fp32 on `merge_on` (`export_merge_device`), cast to
+    `dtype`, save it, and check the merge's log-probabilities against the adapter's and the
+    cast's drift against the base's; `on_phase` is told as each phase of the export begins; on
+    the host the merge runs on `cpu_threads` of torch's threads (None: as they are)."""
     from prover_assets.generation.revision import MODEL_DIR
     from prover_assets.sft.export import export_merged
 
     verified_outputs(checkpoint_dir)  # the adapter as trained, byte for byte
     adapter = checkpoint_dir / FINAL_ADAPTER
     inputs = StepInputs.hash({"checkpoint_manifest": checkpoint_dir / MANIFEST_NAME})
-    step = Step(folder, str(folder), ExportResult, inputs, {"dtype": dtype, "merge": "float32"})
+    identity = {"dtype": dtype, "merge": "float32", "merge_on": merge_on}
+    step = Step(folder, str(folder), ExportResult, inputs, identity)
     if (reused := step.reused()) is not None:
         return reused
     with publish_folder(folder) as staging, torch_threads(cpu_threads):
@@ -349,6 +362,7 @@ def materialize_export(
             parity_inputs=parity_inputs(shards_dir),
             dtype=dtype,
             on_phase=on_phase,
+            device=merge_on,
         )
         if failures := result.parity_failures():
             raise RuntimeError(
