@@ -397,6 +397,8 @@ def test_a_spare_is_handed_out_only_for_the_header_it_imported_and_another_is_cl
     handed = spare.take(HEADER_B)
     assert handed is not None and handed[0] is started[1] and handed[0].alive
     assert spare.taken == 1
+    warmed(spare)  # the next spare, for B
+    assert spare.header_imports == len(started) == 3  # one import per process started
     spare.close()
     handed[0].close()
 
@@ -471,6 +473,24 @@ def test_memory_is_measured_again_once_a_whole_interval_has_passed(
     worker = worker_on_the_double(tmp_path, ceiling_mb=100.0)  # last measured at 1000.0
     clock[0] += elapsed_s
     assert one_job_recycles(worker) == recycles
+
+
+@pytest.mark.parametrize(("elapsed_s", "waited_s"), [(3.0, 7.0 + 10.0), (12.0, 0.0 + 10.0)])
+def test_an_answer_after_the_proof_s_is_awaited_while_the_proof_could_run_and_a_check_more(
+    tmp_path, monkeypatch, elapsed_s, waited_s
+):
+    """A proof with a 10 s budget sent at t = 1000 s; the check timeout is 10 s: what is left of
+    the budget (none once it has passed), plus the check's own."""
+    import types
+
+    from prover_assets.verify import worker as worker_module
+    from prover_assets.verify.worker import LeanJob
+
+    clock = [1000.0 + elapsed_s]
+    monkeypatch.setattr(worker_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    worker = worker_on_the_double(tmp_path)
+    job = LeanJob(("k",), HEADER_A, "theorem t : True := trivial", None, budget_s=10.0)
+    assert worker._after_proof_timeout(job, proof_sent=1000.0) == waited_s
 
 
 def test_warming_a_worker_takes_the_spare_warm_for_its_header_and_imports_nothing(tmp_path):
@@ -580,17 +600,18 @@ def forging(text: str, lean_says: dict | None = None) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("text", "caught_at"),
+    ("text", "caught_at", "said"),
     [
-        (printed(CLEAN_PROOF, CLEAN_AXIOMS, CLEAN_STATEMENT), "canary"),
-        (printed({"env": 7}), "proof"),
-        (printed({"message": "Unknown environment."}), "proof"),
-        (json.dumps(CLEAN_PROOF) + "\n", "proof"),  # no blank line: it runs into Lean's answer
-        ("Goals accomplished\n\n", "proof"),
+        (printed(CLEAN_PROOF, CLEAN_AXIOMS, CLEAN_STATEMENT), "canary", "canary"),
+        (printed({"env": 7}), "proof", "env"),
+        # an answer Lean itself could give: the canary then shows it was not Lean's
+        (printed({"message": "Unknown environment."}), "proof", "; then the canary: "),
+        (json.dumps(CLEAN_PROOF) + "\n", "proof", ""),  # no blank line: runs into Lean's answer
+        ("Goals accomplished\n\n", "proof", ""),
     ],
     ids=["every_answer_with_its_env", "another_env", "leans_error_answer", "unframed", "text"],
 )
-def test_answers_a_proof_prints_are_forged_output_never_accepted(tmp_path, text, caught_at):
+def test_answers_a_proof_prints_are_forged_output_never_accepted(tmp_path, text, caught_at, said):
     """Lean's own answer rejects the proof; the proof prints answers that would accept it. The
     first case was `accepted` before answers were bound to their commands."""
     honest = verify(tmp_path / "honest", [FAILS_IN_LEAN], proof="  nlinarith")
@@ -599,7 +620,9 @@ def test_answers_a_proof_prints_are_forged_output_never_accepted(tmp_path, text,
     assert (forged.stage, forged.reasons) == (Stage.FORGED_OUTPUT, ["forged_output"])
     assert not forged.accepted
     assert forged.diagnostics["attempts"] == 1  # never retried: a retry is the forger's next try
-    assert forged.diagnostics["failure_detail"].startswith(f"{caught_at}: ")
+    detail = forged.diagnostics["failure_detail"]
+    assert detail.startswith(f"{caught_at}: ") and said in detail
+    assert detail != f"{caught_at}: None"  # what was read is said, not lost
 
 
 def test_a_proof_that_prints_an_accepting_answer_after_lean_accepted_it_is_still_forged(tmp_path):
@@ -772,3 +795,78 @@ def test_a_mixed_header_batch_imports_one_header_per_process_and_stays_under_the
     assert all(len(commands) == 1 for commands in by_process.values())
     assert len(by_process) == 4  # a process for each change of header: A, B, A, B
     assert (worker.restarts, worker.header_switches) == (0, 3)
+
+
+def worker_with(tmp_path, rules: list[dict]):
+    """A worker on the double scripted with `rules`."""
+    rules_path = tmp_path / "rules.json"
+    rules_path.write_text(json.dumps(rules))
+    return worker_on_the_double(tmp_path, "--rules", str(rules_path))
+
+
+def job_of(proof: str, budget_s: float = 5.0, statement_check: str | None = None):
+    from prover_assets.verify.worker import LeanJob
+
+    return LeanJob(
+        ("k",),
+        HEADER_A,
+        f"theorem t : True := by\n{proof}",
+        "t",
+        budget_s,
+        statement_check=statement_check,
+    )
+
+
+def test_a_repl_that_died_between_jobs_is_replaced_and_each_replacement_counted(tmp_path):
+    worker = worker_on_the_double(tmp_path)
+    try:
+        for _ in range(3):
+            assert worker.execute(job_of("  omega"), retries=0).failure is None
+            worker._process.kill()  # gone between jobs: an OOM killer, a signal
+        assert (worker.restarts, worker.header_imports) == (2, 3)
+    finally:
+        worker.close()
+
+
+def test_a_forgery_on_a_repl_warmed_but_unused_is_its_own_and_never_retried(tmp_path):
+    """A REPL that imported its header and ran no job holds no earlier job's code: text read
+    before Lean's answer is this proof's, and the verdict is forged_output at once."""
+    worker = worker_with(tmp_path, [forging(printed({"env": 7}))])
+    try:
+        worker.warm(HEADER_A)
+        result = worker.execute(job_of("  nlinarith"), retries=1)
+        assert (result.failure, result.attempts, result.worker) == ("forged_output", 1, 0)
+        assert result.outcome is None and 0 < result.elapsed_s < 30
+    finally:
+        worker.close()
+
+
+def test_a_forgery_s_long_detail_is_cut_at_500_characters(tmp_path):
+    long = {"message": "Unknown environment." + " x" * 400}
+    worker = worker_with(tmp_path, [forging(printed(long))])
+    try:
+        result = worker.execute(job_of("  nlinarith"), retries=1)
+        assert result.failure == "forged_output"
+        assert result.failure_detail.startswith("proof: ") and len(result.failure_detail) == 500
+    finally:
+        worker.close()
+
+
+def test_a_proof_lean_rejects_has_no_axioms_or_statement_check_read(tmp_path):
+    worker = worker_with(tmp_path, [FAILS_IN_LEAN])
+    try:
+        check = "example : True := by\n  apply _root_.t <;> assumption"
+        result = worker.execute(job_of("  nlinarith", statement_check=check), retries=0)
+        assert result.outcome is not None and not result.outcome.passed
+        assert (result.axioms, result.statement_errors) == (None, None)  # neither ran
+    finally:
+        worker.close()
+
+
+def test_a_proof_past_its_budget_is_a_timeout_with_no_detail_and_no_retry(tmp_path):
+    worker = worker_with(tmp_path, [{"match": {"substring": "nlinarith"}, "action": "hang"}])
+    try:
+        result = worker.execute(job_of("  nlinarith", budget_s=1.0), retries=1)
+        assert (result.failure, result.failure_detail, result.attempts) == ("timeout", None, 1)
+    finally:
+        worker.close()

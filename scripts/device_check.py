@@ -1,43 +1,57 @@
-"""The GPU check of training and export at scale, through the product's own steps.
+"""The GPU check of the registered path, through the product's own steps.
 
-    python scripts/device_check.py --out DIR                  # a GPU: Qwen3-1.7B's shape
-    python scripts/device_check.py --out DIR --shape qwen3-8b # the registered shape (slower)
-    python scripts/device_check.py --out DIR --reduced        # CPU, the tiny model (the test)
+    python scripts/device_check.py --out DIR                    # a GPU: Qwen3-8B's shape
+    python scripts/device_check.py --out DIR --shape qwen3-1.7b # a smaller card
+    python scripts/device_check.py --out DIR --reduced          # CPU, the tiny model (the test)
 
 It builds a Qwen3-architecture model of the chosen shape with random weights (nothing can be
 downloaded on the device machine) and the tiny model's tokenizer, writes packed SFT shards that
-fill `tokens_per_micro_batch`, trains a few optimizer steps with `materialize_checkpoint` (bf16,
-gradient checkpointing, the chosen attention, the chunked loss, LoRA r 64 on all seven
-projections), records torch's peak memory beside the memory model's estimate, exports with
-`materialize_export` (fp32 merge, parity, cast drift), and generates with the transformers
-engine from the export. It prints one JSON report and writes it to DIR/report.json.
+fill `tokens_per_micro_batch` (18,432, the registered micro-batch), trains a few optimizer steps
+with `materialize_checkpoint` (bf16, gradient checkpointing, the attention asked for, the
+chunked loss, LoRA r 64 on all seven projections), records torch's peak memory beside the memory
+model's estimate, exports with `materialize_export` where the product would (the fp32 merge on
+the training GPU when it fits), the host's own memory sampled through the export beside its
+model, and generates from the export through the vLLM child when vLLM imports, else the
+transformers engine, with tokens per second. It prints one JSON report and writes it to
+DIR/report.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import platform
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from prover_assets.config import TrainingSpec
+from prover_assets.config import EngineSettings, TrainingSpec
 from prover_assets.generation.engines import (
     GenerationRequest,
     SamplingSettings,
-    TransformersEngine,
+    open_engine,
 )
 from prover_assets.generation.revision import MODEL_DIR, write_local_revision
 from prover_assets.generation.tiny_model import build_tiny_model
 from prover_assets.records import SftRow
 from prover_assets.records.outputs import StageResult, Step, StepInputs
-from prover_assets.sft.memory import GIB, QWEN3_8B
+from prover_assets.sft.export import export_host_peak_bytes
+from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape
 from prover_assets.sft.shards import ShardWriter
-from prover_assets.sft.stages import materialize_checkpoint, materialize_export, planned_memory
+from prover_assets.sft.stages import (
+    export_merge_device,
+    materialize_checkpoint,
+    materialize_export,
+    planned_memory,
+)
 
 SEVEN = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # config.json shape fields (Qwen/Qwen3-1.7B's, Qwen3-8B's), and the tiny model's for --reduced.
@@ -116,8 +130,16 @@ def write_shards(folder: Path, tokens_per_micro_batch: int, micro_batches: int) 
     return folder
 
 
-def training_spec(tokens_per_micro_batch: int, steps: int, precision: str) -> TrainingSpec:
+REGISTERED_ATTENTION = "flash_attention_2"  # configs/p2.yaml's training.attention
+# The packages the check reports: the image's or the carried wheels' (scripts/device_wheels.sh).
+PACKAGES = ("torch", "transformers", "peft", "accelerate", "pydantic", "flash-attn", "vllm")
+
+
+def training_spec(
+    tokens_per_micro_batch: int, steps: int, precision: str, attention: str
+) -> TrainingSpec:
     return TrainingSpec(
+        attention=attention,
         lora_r=64,
         lora_alpha=128,
         lora_dropout=0.05,
@@ -137,15 +159,40 @@ def training_spec(tokens_per_micro_batch: int, steps: int, precision: str) -> Tr
 
 
 def generate(model_dir: Path, device: str, dtype: str, samples: int, tokens: int) -> dict:
+    """Samples from the export: through the vLLM child where vLLM imports (the registered
+    engine), else the transformers engine."""
     sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
-    engine = TransformersEngine(model_dir, sampling, device=device, dtype=dtype)
-    prompt = tuple(engine.tokenizer("theorem t : 1 + 1 = 2 := by")["input_ids"])
-    requests = [GenerationRequest((i,), prompt, tokens, seed=i) for i in range(samples)]
+    use_vllm = device == "cuda" and importlib.util.find_spec("vllm") is not None
+    settings = (
+        EngineSettings(engine="vllm", gpus=[0], enforce_eager=True, gpu_memory_utilization=0.8)
+        if use_vllm
+        else EngineSettings(engine="transformers", device=device, dtype=dtype)
+    )
     started = time.monotonic()
-    results = list(engine.generate(requests))
-    seconds = time.monotonic() - started
+    with open_engine(
+        settings,
+        model_dir,
+        "device-check",
+        sampling,
+        max_model_len=4096,
+        seed=0,
+        workdir=model_dir.parent / "engine",
+        commit_every=samples,
+        cpu_threads=1,  # the engine's host side; the GPU does the work
+    ) as engine:
+        loaded = time.monotonic()
+        from transformers import AutoTokenizer
+
+        prompt = tuple(
+            AutoTokenizer.from_pretrained(model_dir)("theorem t : 1 + 1 = 2 := by")["input_ids"]
+        )
+        requests = [GenerationRequest((i,), prompt, tokens, seed=i) for i in range(samples)]
+        results = list(engine.generate(requests))
+        seconds = time.monotonic() - loaded
     produced = sum(len(r.completion_ids) for r in results)
     return {
+        "engine": settings.engine,
+        "start_s": loaded - started,
         "samples": len(results),
         "completion_tokens": produced,
         "tokens_per_s": produced / seconds,
@@ -153,9 +200,77 @@ def generate(model_dir: Path, device: str, dtype: str, samples: int, tokens: int
     }
 
 
-def check(out: Path, *, reduced: bool, shape_name: str, steps: int) -> dict[str, Any]:
+def anonymous_bytes() -> int:
+    """This process's own memory (not the files it maps), as the project reads a REPL's."""
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/smaps_rollup has no Anonymous line")
+
+
+@contextmanager
+def host_peak(every_s: float = 0.02) -> Iterator[dict[str, int]]:
+    """The peak of this process's own memory above where it was, sampled every `every_s`."""
+    start = anonymous_bytes()
+    peak = {"bytes": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every_s):
+            peak["bytes"] = max(peak["bytes"], anonymous_bytes() - start)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+        peak["bytes"] = max(peak["bytes"], anonymous_bytes() - start)
+
+
+def packages() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def export_report(out: Path, base: Path, shards: Path, spec: TrainingSpec, device: str) -> dict:
+    """The export where the product would run it, its parity, and the host's own peak beside
+    the export's host model."""
+    merge_on = export_merge_device(spec, device, base)
+    parameters = ModelShape.of(json.loads((base / "config.json").read_text())).parameters()
+    phase = time.monotonic()
+    with host_peak() as peak:
+        exported = materialize_export(
+            out / "export",
+            checkpoint_dir=out / "checkpoint",
+            base_model_dir=base,
+            shards_dir=shards,
+            dtype="bfloat16",  # the cast and its drift beside the base's, on CPU too
+            merge_on=merge_on,
+        ).result
+    modelled = export_host_peak_bytes(parameters, merge_on)
+    return {
+        "wall_s": time.monotonic() - phase,
+        **exported.model_dump(mode="json"),
+        "parameters": parameters,
+        "host_peak_gib_measured": peak["bytes"] / GIB,
+        "host_peak_gib_modelled": modelled / GIB,
+        "host_measured_over_modelled": peak["bytes"] / modelled,
+    }
+
+
+def check(
+    out: Path, *, reduced: bool, shape_name: str, steps: int, attention: str
+) -> dict[str, Any]:
     import torch
 
+    started = time.monotonic()
     device = "cpu" if reduced else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device is visible: run with --reduced on a CPU")
@@ -163,7 +278,7 @@ def check(out: Path, *, reduced: bool, shape_name: str, steps: int) -> dict[str,
     report: dict[str, Any] = {
         "mode": "reduced (CPU, tiny model)" if reduced else f"GPU, {shape_name}",
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "packages": packages(),
         "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
     }
     phase = time.monotonic()
@@ -174,7 +289,7 @@ def check(out: Path, *, reduced: bool, shape_name: str, steps: int) -> dict[str,
         base = build_model(out, SHAPES[shape_name], device)
         tokens_per_micro_batch, precision = 18432, "bf16"
     report["model_s"] = time.monotonic() - phase
-    spec = training_spec(tokens_per_micro_batch, steps, precision)
+    spec = training_spec(tokens_per_micro_batch, steps, precision, attention)
     shards = write_shards(out / "shards", tokens_per_micro_batch, steps * 2)
     memory = planned_memory(spec, base, device)
     phase = time.monotonic()
@@ -192,6 +307,7 @@ def check(out: Path, *, reduced: bool, shape_name: str, steps: int) -> dict[str,
         "tokens_per_micro_batch": tokens_per_micro_batch,
         "tokens_per_s": trained.tokens_per_s_this_run,
         "attention": trained.attention,
+        "attention_as_registered": trained.attention == REGISTERED_ATTENTION,
         "bf16": trained.bf16,
         "peak_memory_gib_measured": trained.peak_memory_gib,
         "peak_memory_gib_estimated": memory.peak_bytes / GIB,
@@ -200,15 +316,7 @@ def check(out: Path, *, reduced: bool, shape_name: str, steps: int) -> dict[str,
         ),
         "memory_terms": memory.table(),
     }
-    phase = time.monotonic()
-    exported = materialize_export(
-        out / "export",
-        checkpoint_dir=out / "checkpoint",
-        base_model_dir=base,
-        shards_dir=shards,
-        dtype="bfloat16",  # the cast and its drift beside the base's, on CPU too
-    ).result
-    report["export"] = {"wall_s": time.monotonic() - phase, **exported.model_dump(mode="json")}
+    report["export"] = export_report(out, base, shards, spec, device)
     report["generation"] = generate(
         out / "export" / MODEL_DIR,
         device,
@@ -216,6 +324,7 @@ def check(out: Path, *, reduced: bool, shape_name: str, steps: int) -> dict[str,
         samples=2 if reduced else 4,
         tokens=16 if reduced else 128,
     )
+    report["total_s"] = time.monotonic() - started
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
 
@@ -224,10 +333,22 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reduced", action="store_true", help="CPU and the tiny model")
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen3-1.7b")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen3-8b")
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps (2 micro-steps)")
+    parser.add_argument(
+        "--attention",
+        choices=["auto", "flash_attention_2", "sdpa"],
+        default="auto",
+        help="auto: flash-attention 2 where it imports (the registered one), else sdpa",
+    )
     args = parser.parse_args(argv)
-    report = check(args.out, reduced=args.reduced, shape_name=args.shape, steps=args.steps)
+    report = check(
+        args.out,
+        reduced=args.reduced,
+        shape_name=args.shape,
+        steps=args.steps,
+        attention=args.attention,
+    )
     print(json.dumps(report, indent=1))
     return 0
 
