@@ -109,13 +109,17 @@ def test_planted_defects_are_found_with_the_tactic_and_lean_s_answer(tmp_path):
         ("ph", DefectKind.PHANTOM_VARIABLE, None),
     }
     (phantom,) = [f for f in findings_of(runs) if f.kind is DefectKind.PHANTOM_VARIABLE]
+    assert phantom.check == "strict_elaboration"
     assert phantom.messages[0]["data"] == "unknown identifier 'n'"
+    (trivial,) = [f for f in findings_of(runs) if f.kind is DefectKind.TRIVIAL]
+    assert (trivial.check, trivial.messages) == ("trivial:norm_num", ())  # Lean said nothing more
     assert "unknown identifier 'n'" in phantom.description
     by_key = {run.key: run for run in runs}
     # 5 problems x (2 elaborations + 6 tactics + 4 vacuity checks), in problem then check order
     assert len(runs) == 5 * 12
     assert [run.problem_id for run in runs[:12]] == ["triv"] * 12
     assert by_key[("clean", "trivial:simp")].status is AuditStatus.TIMEOUT  # not judged
+    assert by_key[("clean", "trivial:simp")].messages == [{"data": "timeout", "detail": None}]
     assert by_key[("sax", "trivial:decide")].status is AuditStatus.FAILS  # sorryAx: no proof
     assert by_key[("sax", "trivial:decide")].axioms == ["sorryAx"]
     assert by_key[("triv", "trivial:norm_num")].axioms == [
@@ -125,6 +129,22 @@ def test_planted_defects_are_found_with_the_tactic_and_lean_s_answer(tmp_path):
     ]
     assert by_key[("triv", "trivial:rfl")].messages[0]["data"] == "unsolved goals"
     assert by_key[("ph", "elaboration")].status is AuditStatus.HOLDS
+
+
+def test_progress_counts_every_check_of_the_audit_and_a_resume_starts_from_those_done(tmp_path):
+    problems = [make_problem(pid, text) for pid, text in PLANTED.items()]
+    told: list[tuple[int, int]] = []
+    with double_backend(tmp_path / "repl", RULES, workers=2) as backend:
+        audit_statements(problems[:2], backend, budget_s=5.0, results_path=tmp_path / "audit.jsonl")
+        audit_statements(
+            problems,
+            backend,
+            budget_s=5.0,
+            results_path=tmp_path / "audit.jsonl",
+            progress=lambda done, total: told.append((done, total)),
+        )
+    # 2 of 5 problems (24 of 60 checks) done before; then one call per check sent
+    assert told == [(done, 60) for done in range(25, 61)]
 
 
 def test_a_rerun_sends_nothing_already_recorded_and_gives_the_same_runs(tmp_path):

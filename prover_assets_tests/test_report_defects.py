@@ -78,6 +78,7 @@ def test_the_decision_without_the_defective_problems_is_recomputed_and_its_chang
     assert found.decision == "no detectable improvement"
     assert (found.baseline_solved, found.candidate_solved) == (1, 6)
     assert found.decision_changes
+    assert found.defective[0].descriptions == ("c1 is wrong",)
     assert found.sentence == (
         "Without the defective 3 problems the decision changes: success -> no detectable "
         "improvement."
@@ -181,7 +182,15 @@ def test_lean_s_findings_are_left_out_beside_the_known_ones_and_the_audit_hashed
     # p2 (candidate only) and p4 (baseline only) left out: p1 both, p3 neither
     assert found["table"] == {"both": 1, "baseline_only": 0, "candidate_only": 0, "neither": 1}
     assert (found["problems"], found["excluded"]) == (2, 2)
-    assert found["found_applied"] and found["found_by_lean"][0]["problem_id"] == "p2"
+    assert found["found_applied"] and found["found_by_lean"] == [
+        {
+            "problem_id": "p2",
+            "kind": "trivial",
+            "check": "trivial:norm_num",
+            "description": "proved by `norm_num` alone",
+        }
+    ]
+    assert (found["known"], found["decision_changes"]) == (1, False)  # INVALID either way
     assert "| `p2` | trivial | no | yes | statement_audit (trivial:norm_num) |" in text
     assert "- Found by Lean: 1 by the statement audit" in text
     assert compared["inputs"]["audit.jsonl"] == sha256_file(audit)
@@ -197,6 +206,7 @@ def test_a_simulated_audit_s_findings_are_listed_and_never_applied(tmp_path):
     found = compared["without_known_defects"]
     assert (found["problems"], found["excluded"]) == (4, 0)
     assert not found["found_applied"] and len(found["found_by_lean"]) == 2
+    assert found["known"] == 0  # no list shipped
     assert "ran on the SIMULATED verifier; its 2 findings are listed in its asset and NOT " in text
     assert "- Known: no defect list is shipped for this eval set's copy" in text
 

@@ -36,7 +36,6 @@ from prover_assets.lean.statements import claim_colon, theorem_signature
 from prover_assets.problems.defects import DefectKind
 from prover_assets.records import Appender, Problem, iter_records
 from prover_assets.verify.backends import LeanBackend
-from prover_assets.verify.elaboration import renamed_statement
 from prover_assets.verify.worker import LeanJob, LeanResult
 
 __all__ = [
@@ -120,11 +119,11 @@ class AuditFinding:
 
 
 def audit_variants(problem: Problem) -> dict[str, str]:
-    """Each check's whole statement (header, preamble, the theorem renamed `_audit`), by check."""
-    text = renamed_statement(problem, AUDIT_NAME)
+    """Each check's whole statement (header, preamble, the theorem renamed `_audit`: no clash
+    with a library name), by check."""
+    text = problem.formal_statement
     signature = theorem_signature(text)
-    if signature is None:  # a Problem always has one; kept for the type checker
-        raise ValueError(f"{problem.problem_id}: no theorem in the statement")
+    assert signature is not None  # a Problem's validator requires one
     head = text[: signature.theorem_start]
     claimed = text[signature.tokens[0].start : signature.tokens[-1].end]
     variants = {

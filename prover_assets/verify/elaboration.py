@@ -32,7 +32,6 @@ __all__ = [
     "elaborate_in_rank_order",
     "elaborate_references",
     "reference_statement",
-    "renamed_statement",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,18 +66,13 @@ class Elaboration(BaseModel):
 
 def reference_statement(problem: Problem) -> str:
     """The problem's statement with its theorem renamed `_ref` (no clash with any library name)."""
-    return renamed_statement(problem, REFERENCE_NAME)
-
-
-def renamed_statement(problem: Problem, name: str) -> str:
-    """The problem's statement with its theorem, and nothing else, renamed `name`."""
     signature = theorem_signature(problem.formal_statement)
     if signature is None:
         raise ValueError(f"{problem.problem_id}: no theorem in the statement")
     text = problem.formal_statement
     head, tail = text[: signature.theorem_start], text[signature.theorem_start :]
     return head + re.sub(
-        rf"theorem\s+{re.escape(signature.name)}", f"theorem {name}", tail, count=1
+        rf"theorem\s+{re.escape(signature.name)}", f"theorem {REFERENCE_NAME}", tail, count=1
     )
 
 
