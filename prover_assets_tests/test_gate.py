@@ -640,3 +640,11 @@ def test_a_command_on_the_proofs_line_is_refused_by_its_keyword(source, reasons)
 )
 def test_command_keywords_with_the_problems_statement(proof, reasons):
     assert static_check(code(proof), statement=STATEMENT) == reasons
+
+
+@pytest.mark.parametrize("name", ["exampleX", "openX!", "variableXX?"])
+def test_a_hypothesis_named_like_a_command_plus_letters_is_honest(name):
+    """Only a `?` or `!` glued to a command word makes it one (`variable?`); other trailing
+    characters make another identifier."""
+    source = code(f"  have {name} : 0 < x := h₀\n  positivity")
+    assert static_check(source, statement=STATEMENT) == []
