@@ -19,7 +19,6 @@ DIR/report.json.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import importlib.util
 import json
 import platform
@@ -42,6 +41,7 @@ from prover_assets.generation.engines import (
 from prover_assets.generation.revision import MODEL_DIR, write_local_revision
 from prover_assets.generation.tiny_model import build_tiny_model
 from prover_assets.records import SftRow
+from prover_assets.records.manifest import package_versions
 from prover_assets.records.outputs import StageResult, Step, StepInputs
 from prover_assets.sft.export import export_host_peak_bytes
 from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape
@@ -229,16 +229,6 @@ def host_peak(every_s: float = 0.02) -> Iterator[dict[str, int]]:
         peak["bytes"] = max(peak["bytes"], anonymous_bytes() - start)
 
 
-def packages() -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
 def export_report(out: Path, base: Path, shards: Path, spec: TrainingSpec, device: str) -> dict:
     """The export where the product would run it, its parity, and the host's own peak beside
     the export's host model."""
@@ -278,7 +268,7 @@ def check(
     report: dict[str, Any] = {
         "mode": "reduced (CPU, tiny model)" if reduced else f"GPU, {shape_name}",
         "python": platform.python_version(),
-        "packages": packages(),
+        "packages": package_versions(PACKAGES),
         "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
     }
     phase = time.monotonic()

@@ -27,6 +27,7 @@ __all__ = [
     "file_entry",
     "git_revision",
     "library_pins",
+    "package_versions",
     "mark_data_root",
     "now_utc",
     "portable_path",
@@ -103,13 +104,18 @@ def git_revision(source_dir: str | None = None) -> GitRevision:
 @functools.cache
 def library_pins() -> dict[str, str | None]:
     """The installed versions of the libraries an artifact depends on."""
-    pins: dict[str, str | None] = {"python": platform.python_version()}
-    for name in _PINNED_LIBRARIES:
+    return {"python": platform.python_version(), **package_versions(_PINNED_LIBRARIES)}
+
+
+def package_versions(names: Iterable[str]) -> dict[str, str | None]:
+    """The installed version of each distribution named, None where it is not installed."""
+    versions: dict[str, str | None] = {}
+    for name in names:
         try:
-            pins[name] = importlib.metadata.version(name)
+            versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            pins[name] = None
-    return pins
+            versions[name] = None
+    return versions
 
 
 def mark_data_root(root: Path) -> Path:
