@@ -111,6 +111,22 @@ def test_the_merge_runs_on_the_first_training_gpu_when_the_fp32_model_fits(
     assert export.merge_device(gpus, card_gib, parameters) == device
 
 
+@pytest.mark.parametrize(
+    ("trains_on_gpu", "card_gib", "planned"),
+    [
+        (True, 80.0, (2 << 30, "cuda:0")),  # 38.1 GiB fits: one weight file on the host
+        (True, 32.0, (4 * QWEN3_8B_PARAMETERS, "cpu")),  # does not fit: the fp32 merge
+        (False, 80.0, (4 * QWEN3_8B_PARAMETERS, "cpu")),  # training on the host
+    ],
+)
+def test_a_plan_s_export_is_on_a_gpu_only_where_training_is_and_the_model_fits(
+    trains_on_gpu, card_gib, planned
+):
+    assert (
+        export.planned_export(card_gib, QWEN3_8B_PARAMETERS, trains_on_gpu=trains_on_gpu) == planned
+    )
+
+
 def test_the_host_peak_of_a_merge_on_a_gpu_is_one_weight_file():
     assert export.export_host_peak_bytes(QWEN3_8B_PARAMETERS, "cuda:0") == 2 << 30
     assert export.export_host_peak_bytes(QWEN3_8B_PARAMETERS) == 4 * QWEN3_8B_PARAMETERS

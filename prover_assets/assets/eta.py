@@ -49,7 +49,7 @@ from prover_assets.report.eta import (
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
-from prover_assets.sft.export import export_host_peak_bytes, merge_device
+from prover_assets.sft.export import planned_export
 from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape, training_memory
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
@@ -182,7 +182,10 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
     else:
         config, source = QWEN3_8B, "Qwen3-8B's shape (no snapshot at spec.model.path yet)"
     parameters = ModelShape.of(config).parameters()
-    merge_on = merge_device([0], spec.training.gpu_memory_gib, parameters)
+    # a GPU training plan: the merge planned on a training GPU where the fp32 model fits
+    export_bytes, merge_on = planned_export(
+        spec.training.gpu_memory_gib, parameters, trains_on_gpu=True
+    )
     flash = training_memory(spec.training, config)
     sdpa = training_memory(spec.training, config, attention="sdpa")
     planned = sdpa if spec.training.attention == "sdpa" else flash  # the config's choice
@@ -202,9 +205,7 @@ def _memory_metadata(spec: ExperimentSpec) -> dict[str, Any]:
         # the export's fp32 merge (sft/export.py: on a training GPU when it fits), its host peak
         # beside the training's GPU peak
         "export_merge_on": merge_on,
-        "export_host_peak_gib": dg.MetadataValue.float(
-            round(export_host_peak_bytes(parameters, merge_on) / GIB, 2)
-        ),
+        "export_host_peak_gib": dg.MetadataValue.float(round(export_bytes / GIB, 2)),
     }
 
 

@@ -45,7 +45,7 @@ from prover_assets.lean.repl import ReplProcess, describe_containment
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
-from prover_assets.sft.export import export_host_peak_bytes, merge_device
+from prover_assets.sft.export import planned_export
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
 from prover_assets.verify.sizing import lean_host_mb, sized_workers
@@ -499,11 +499,12 @@ def _export_bytes(config: RunConfig) -> tuple[int, str]:
         shape = ModelShape.of(json.loads(config_file.read_text(encoding="utf-8")))
     else:
         shape = ModelShape.of(QWEN3_8B)
-    gpus = [0] if config.gpu.device == "cuda" else []
-    parameters = shape.parameters()
-    device = merge_device(gpus, config.experiment.training.gpu_memory_gib, parameters)
-    where = "the host" if device == "cpu" else "a GPU"
-    return export_host_peak_bytes(parameters, device), where
+    peak, device = planned_export(
+        config.experiment.training.gpu_memory_gib,
+        shape.parameters(),
+        trains_on_gpu=config.gpu.device == "cuda",
+    )
+    return peak, "the host" if device == "cpu" else "a GPU"
 
 
 def _model_bytes(config: RunConfig) -> int:

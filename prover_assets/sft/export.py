@@ -34,6 +34,7 @@ __all__ = [
     "export_merged",
     "logprobs",
     "merge_device",
+    "planned_export",
 ]
 
 # fp32 rounding through 36 layers of an 8B model (two orders of the same sums: W x + B(A x)
@@ -172,6 +173,16 @@ def merge_device(gpus: Sequence[int], gpu_memory_gib: float, parameters: int) ->
     if gpus and 4 * parameters * GPU_MERGE_HEADROOM <= gpu_memory_gib * (1 << 30):
         return f"cuda:{gpus[0]}"
     return "cpu"
+
+
+def planned_export(
+    gpu_memory_gib: float, parameters: int, *, trains_on_gpu: bool
+) -> tuple[int, str]:
+    """The export's host peak and its merge's device, planned before the box's GPUs are known:
+    on a GPU when training is on one and the fp32 model fits a card (which GPU does not change
+    the host's share)."""
+    device = merge_device([0] if trains_on_gpu else [], gpu_memory_gib, parameters)
+    return export_host_peak_bytes(parameters, device), device
 
 
 def export_host_peak_bytes(parameters: int, device: str = "cpu") -> int:
