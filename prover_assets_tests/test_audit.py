@@ -92,7 +92,7 @@ PLANTED = {
 }
 
 
-def audited(tmp_path, budget_s: float = 5.0) -> list[AuditRun]:
+def audited(tmp_path, budget_s: float = 1.0) -> list[AuditRun]:
     problems = [make_problem(pid, text) for pid, text in PLANTED.items()]
     with double_backend(tmp_path / "repl", RULES, workers=2) as backend:
         return audit_statements(
@@ -135,11 +135,11 @@ def test_progress_counts_every_check_of_the_audit_and_a_resume_starts_from_those
     problems = [make_problem(pid, text) for pid, text in PLANTED.items()]
     told: list[tuple[int, int]] = []
     with double_backend(tmp_path / "repl", RULES, workers=2) as backend:
-        audit_statements(problems[:2], backend, budget_s=5.0, results_path=tmp_path / "audit.jsonl")
+        audit_statements(problems[:2], backend, budget_s=1.0, results_path=tmp_path / "audit.jsonl")
         audit_statements(
             problems,
             backend,
-            budget_s=5.0,
+            budget_s=1.0,
             results_path=tmp_path / "audit.jsonl",
             progress=lambda done, total: told.append((done, total)),
         )

@@ -179,7 +179,9 @@ def test_a_repl_that_stopped_reading_fails_the_write_as_a_crash():
     with pytest.raises(ReplFailure) as failure:
         process.send({"cmd": "import Mathlib"}, 10)
     assert failure.value.kind == "crash"
-    assert failure.value.detail.startswith("writing the request failed: [Errno 32] Broken pipe")
+    assert failure.value.detail.startswith(
+        "writing the request failed: [Errno 32] Broken pipe; still running"
+    )
     assert not process.alive
 
 
@@ -271,6 +273,21 @@ def test_a_repl_that_cannot_be_run_fails_its_first_request_as_a_crash_naming_why
     assert "exit code 127" in failure.value.detail
     assert "cannot run" in failure.value.detail
     assert not process.alive
+
+
+def test_a_repl_already_gone_before_its_first_request_still_names_its_exit_code(tmp_path):
+    # Under load the process can be reaped before the request is written: the reason must
+    # not depend on which came first.
+    process = ReplProcess([str(tmp_path / "no-lake"), "exe", "repl"], sandbox=False)
+    process.start()
+    deadline = time.monotonic() + 30
+    while process.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(ReplFailure) as failure:
+        process.send({"cmd": "import Mathlib"}, 10)
+    assert failure.value.kind == "crash"
+    assert "the REPL is not running; exit code 127" in failure.value.detail
+    assert "cannot run" in failure.value.detail
 
 
 def test_resident_memory_counts_the_repl_under_its_launcher_and_is_zero_once_gone(tmp_path):

@@ -387,7 +387,9 @@ class ReplProcess:
         """Send one request and return its answer, or kill the process and raise ReplFailure:
         `forged_output` for an answer whose `env` is not the next id this process allocates."""
         if not self.alive:
-            raise ReplFailure("crash", "the REPL is not running")
+            # A REPL that could not start may be gone before its first request: say why.
+            why = f"; {self._exit_detail()}" if self._process is not None else ""
+            raise ReplFailure("crash", f"the REPL is not running{why}")
         line = json.dumps(request, ensure_ascii=False)
         deadline = time.monotonic() + timeout
         self._write(line.encode() + b"\n\n", deadline, timeout)  # UTF-8
@@ -427,7 +429,7 @@ class ReplProcess:
             except BlockingIOError:  # another writer filled the pipe between select and write
                 continue
             except OSError as exc:  # BrokenPipeError: the REPL is gone
-                self._fail("crash", f"writing the request failed: {exc}")
+                self._fail("crash", f"writing the request failed: {exc}; {self._exit_detail()}")
 
     def _read(self, deadline: float, timeout: float) -> dict[str, Any]:
         assert self._process is not None
@@ -456,9 +458,15 @@ class ReplProcess:
             except OSError:  # EIO: every holder of the terminal's side closed it (Linux)
                 chunk = b""
             if not chunk:
-                code = self._process.wait(timeout=5)
-                self._fail("crash", f"EOF, exit code {code}; stderr: {self.stderr_tail()!r}")
+                self._process.wait(timeout=5)
+                self._fail("crash", f"EOF, {self._exit_detail()}")
             self._buffer.feed(chunk)
+
+    def _exit_detail(self) -> str:
+        assert self._process is not None
+        code = self._process.poll()
+        state = "still running" if code is None else f"exit code {code}"
+        return f"{state}; stderr: {self.stderr_tail()!r}"
 
     def stderr_tail(self, limit: int = 2000) -> str:
         if self._stderr_path is None or not self._stderr_path.exists():
