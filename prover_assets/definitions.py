@@ -13,15 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.assets.demo import demo_assets
-from prover_assets.assets.eta import eta_assets
-from prover_assets.assets.generation import generation_assets
+from prover_assets.assets.graph import graph_assets
 from prover_assets.assets.keys import Schedule, iteration_partitions, schedule_of
-from prover_assets.assets.preflight import preflight_assets
-from prover_assets.assets.problems import problem_assets
-from prover_assets.assets.report import report_assets
-from prover_assets.assets.sft import sft_assets
-from prover_assets.assets.verification import verification_assets
 from prover_assets.checks.graph import all_checks
 from prover_assets.config import RunConfig, is_placeholder, load_run_config
 from prover_assets.jobs import build_jobs
@@ -73,16 +66,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
     resources = build_resources(config)
     _warn_of_placeholders(config)
     return dg.Definitions(
-        assets=[
-            *problem_assets(spec),
-            *generation_assets(spec, schedule),
-            *verification_assets(spec, schedule),
-            *sft_assets(spec, schedule),
-            *report_assets(spec),
-            *demo_assets(spec, schedule),
-            *eta_assets(spec),
-            *preflight_assets(schedule),
-        ],
+        assets=graph_assets(spec, schedule),
         asset_checks=all_checks(spec, schedule),
         jobs=build_jobs(
             lambda job: launch_validation(resources, job),

@@ -9,7 +9,7 @@ at launch; `full_round` is not offered there (the report needs every iteration f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import dagster as dg
 
@@ -25,7 +25,7 @@ from prover_assets.assets.keys import (
     STATEMENT_AUDIT,
 )
 
-__all__ = ["build_jobs"]
+__all__ = ["build_jobs", "jobs_making", "unmaterialized_message"]
 
 
 _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
@@ -91,6 +91,37 @@ _ITERATION_JOB = (
 )
 
 
+def _launchable(iterations: bool) -> list[tuple[str, dg.AssetSelection, str]]:
+    """The jobs a graph offers: `full_round` only in a graph of one iteration."""
+    if not iterations:
+        return list(_JOBS)
+    return [job for job in _JOBS if job[0] != "full_round"] + [_ITERATION_JOB]
+
+
+def jobs_making(
+    key: dg.AssetKey, assets: Sequence[dg.AssetsDefinition], *, iterations: bool
+) -> list[str]:
+    """The jobs of the graph of `assets` that materialize `key`, the narrowest first."""
+    selected = [(name, selection.resolve(assets)) for name, selection, _ in _launchable(iterations)]
+    return [name for name, keys in sorted(selected, key=lambda job: len(job[1])) if key in keys]
+
+
+def unmaterialized_message(
+    key: dg.AssetKey, partition: str | None, folder: str, jobs: Sequence[str]
+) -> str:
+    """What a step says of an upstream asset with no complete output: which, and what to launch."""
+    what = key.to_user_string() + (f" (iteration {partition})" if partition is not None else "")
+    if jobs:
+        launch = " or ".join(f"`{job}`" for job in jobs[:2])
+        todo = (
+            f"launch the {launch} job first (the Launchpad, or `dagster job launch -j {jobs[0]} "
+            "-c <your config>`)"
+        )
+    else:
+        todo = "materialize it first"
+    return f"this step reads {what}, which is not materialized yet (no complete output in {folder}): {todo}."
+
+
 def build_jobs(
     run_config: Callable[[str], dg.ConfigMapping],
     *,
@@ -116,7 +147,7 @@ def build_jobs(
     per_iteration = dg.PartitionedConfig(
         partitions_def=iterations, run_config_for_partition_key_fn=lambda _: {}
     )
-    jobs = [job for job in _JOBS if job[0] != "full_round"] + [_ITERATION_JOB]
+    jobs = _launchable(iterations=True)
     return [
         dg.define_asset_job(
             name,

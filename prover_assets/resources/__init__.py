@@ -40,6 +40,7 @@ from prover_assets.config import (
 from prover_assets.cpu_threads import CpuThreads
 from prover_assets.cpu_threads import cpu_threads as threads_of_config
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
+from prover_assets.jobs import jobs_making, unmaterialized_message
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.gates import refusal_message
@@ -144,17 +145,34 @@ class ExperimentResource(dg.ConfigurableResource):
     def complete_file(self, key: dg.AssetKey, filename: str, partition: str | None = None) -> Path:
         """A file of an upstream asset whose step completed, re-hashed against that step's
         manifest (raises, naming the file, if the step did not complete or the file changed)."""
-        folder = self.asset_dir(key, partition)
+        folder = self._materialized_dir(key, partition)
         verified_outputs(folder, [filename])
         self._require_gates(folder)
         return folder / filename
 
     def complete_folder(self, key: dg.AssetKey, partition: str | None = None) -> Path:
         """An upstream asset's folder, every output file re-hashed against its manifest."""
-        folder = self.asset_dir(key, partition)
+        folder = self._materialized_dir(key, partition)
         verified_outputs(folder)
         self._require_gates(folder)
         return folder
+
+    def _materialized_dir(self, key: dg.AssetKey, partition: str | None) -> Path:
+        """`key`'s folder, or the step fails saying which job makes it: a job launched before
+        its upstream was materialized (the order of jobs is the user's to get right)."""
+        folder = self.asset_dir(key, partition)
+        if (folder / MANIFEST_NAME).is_file():
+            return folder
+        # The graph imports this module (its resources): built only on this path.
+        from prover_assets.assets.graph import graph_assets
+        from prover_assets.assets.keys import schedule_of
+
+        spec = self.model()
+        # The schedule decides pools and executors, never which job holds an asset.
+        assets = graph_assets(spec, schedule_of("exclusive"))
+        jobs = jobs_making(key, assets, iterations=spec.iterations > 1)
+        message = unmaterialized_message(key, partition, str(folder), jobs)
+        raise dg.Failure(description=message, allow_retries=False)
 
     def upstream_dir(self, key: dg.AssetKey, partition: str | None = None) -> Path:
         """An upstream asset's folder for a step that re-hashes its files itself: its gates
