@@ -30,8 +30,11 @@ def check_counts_reconcile(counts: EvalSetResult) -> CheckOutcome:
     return CheckOutcome(
         reconciles,
         f"{counts.rows_in} in = {counts.supported} supported + {counts.unsupported} "
-        f"unsupported; {counts.written} written",
-        counts.model_dump(include={"rows_in", "supported", "unsupported", "written"}),
+        f"unsupported; {counts.written} written = {counts.supported} supported - "
+        f"{counts.limited_out} beyond the configured limit",
+        counts.model_dump(
+            include={"rows_in", "supported", "unsupported", "limited_out", "written"}
+        ),
     )
 
 
