@@ -23,7 +23,7 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +35,7 @@ from dagster._core.errors import raise_execution_interrupts
 # Dagster exports no public names for these: the instance's storage classes are extended here.
 from dagster._core.execution.plan.active import ActiveExecution
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
+from dagster._core.execution.plan.step import ExecutionStep
 from dagster._core.instance import InstanceRef
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
@@ -137,22 +138,32 @@ def _seconds_to_next_claim_check(context: InstanceConcurrencyContext) -> float:
     return max(0.0, min(ready_at - now for ready_at in context._pending_timeouts.values()))
 
 
-def _sleep_till_ready_or_terminated(active: ActiveExecution) -> None:
-    """The in-process executor's wait between steps: asleep, and a termination request (SIGTERM
-    or SIGINT) raises here as it does inside a step. Dagster's loop checks for one only inside a
-    step, so a run waiting for a slot could not be cancelled (it died only to SIGKILL)."""
-    with raise_execution_interrupts():
-        seconds = active.sleep_interval()
-        if seconds > 0:
-            time.sleep(seconds)
+_DAGSTERS_STEPS_TO_EXECUTE = ActiveExecution.get_steps_to_execute
+
+
+def _steps_to_execute_or_sleep(
+    active: ActiveExecution, limit: int | None = None
+) -> Sequence[ExecutionStep]:
+    """The steps ready to run; when there are none and none is running (the run waits for a
+    pool slot or a retry), first a sleep until the next claim check, during which a
+    termination request (SIGTERM or SIGINT) raises as it does inside a step. Both of Dagster's
+    executors loop on this without sleeping while they wait (the in-process one checks for a
+    termination only inside a step, so a waiting run could not be cancelled)."""
+    steps = _DAGSTERS_STEPS_TO_EXECUTE(active, limit)
+    if not steps and not active._in_flight:
+        with raise_execution_interrupts():
+            seconds = active.sleep_interval()
+            if seconds > 0:
+                time.sleep(seconds)
+    return steps
 
 
 def wait_for_slots_asleep() -> None:
-    """Make Dagster's in-process executor wait for a pool slot asleep and cancellable. Without
-    it a run blocked by pool `heavy` spun a core (8 min 54 s of CPU in 21 min of waiting) and
-    ignored "Terminate". Idempotent; applied by every `PoolSafeInstance`."""
+    """Make Dagster's executors wait for a pool slot asleep and cancellable. Without it a run
+    blocked by pool `heavy` spun a core (8 min 54 s of CPU in 21 min of waiting) and ignored
+    "Terminate". Idempotent; applied by every `PoolSafeInstance`."""
     InstanceConcurrencyContext.interval_to_next_pending_claim_check = _seconds_to_next_claim_check
-    ActiveExecution.sleep_til_ready = _sleep_till_ready_or_terminated
+    ActiveExecution.get_steps_to_execute = _steps_to_execute_or_sleep
 
 
 class PoolSafeInstance(DagsterInstance):

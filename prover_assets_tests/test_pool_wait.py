@@ -20,10 +20,10 @@ from prover_assets_tests.conftest import ROOT, dagster_home
 WINDOW_S = 4.0
 
 
-def start(kind: str, folder: Path, home: Path) -> subprocess.Popen:
+def start(kind: str, folder: Path, home: Path, executor: str) -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     return subprocess.Popen(
-        [sys.executable, "-m", "prover_assets_tests.pool_jobs", kind, str(folder)],
+        [sys.executable, "-m", "prover_assets_tests.pool_jobs", kind, str(folder), executor],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -52,13 +52,16 @@ def cpu_s(process: psutil.Process) -> float:
 
 
 @pytest.mark.slow  # two Dagster processes
-def test_a_run_waiting_for_a_slot_sleeps_and_stops_on_sigterm_leaving_the_holder_be(tmp_path):
+@pytest.mark.parametrize("executor", ["in_process", "multiprocess"])
+def test_a_run_waiting_for_a_slot_sleeps_and_stops_on_sigterm_leaving_the_holder_be(
+    tmp_path, executor
+):
     home = dagster_home(tmp_path / "home")
-    holder = start("hold", tmp_path, home)
+    holder = start("hold", tmp_path, home, executor)
     waiter = None
     try:
         until(lambda: (tmp_path / "holding").exists(), "the holder taking the slot")
-        waiter = start("wait", tmp_path, home)
+        waiter = start("wait", tmp_path, home, executor)
         until(lambda: waiting_steps(home) == 1, "the second run waiting for the slot")
         watched = psutil.Process(waiter.pid)
         before = cpu_s(watched)
