@@ -2,7 +2,9 @@
 
 import json
 import re
+import shutil
 
+import dagster as dg
 import pytest
 import yaml
 
@@ -53,6 +55,49 @@ def test_problem_job_materializes_and_every_check_passes(tmp_path):
     ]
     manifest = json.loads((data / "train_pool_candidates/manifest.json").read_text())
     assert manifest["counts"]["rows_in"] == 60
+
+
+def test_a_reused_output_keeps_its_data_version_and_what_was_made_from_it_stays_synced(tmp_path):
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(demo_run_config(tmp_path / "data")))
+    defs = build_definitions(path)
+    instance = dg.DagsterInstance.ephemeral()
+    eval_set, made_from_it = (
+        dg.AssetKey(["eval_problems", "minif2f"]),
+        dg.AssetKey("decontamination_sets"),
+    )
+
+    def version_of(key):
+        return instance.get_latest_materialization_event(key).asset_materialization.tags[
+            "dagster/data_version"
+        ]
+
+    assert defs.resolve_job_def(PROBLEM_JOB).execute_in_process(instance=instance).success
+    first = version_of(eval_set)
+    # the eval set alone, again (as every job that selects it does): reused, the same version
+    again = defs.get_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=[eval_set]
+    )
+    assert again.success
+    assert version_of(eval_set) == first
+
+    def status_of(key):
+        graph = defs.resolve_asset_graph()
+        return CachingStaleStatusResolver(
+            instance, graph, LoadingContextForTest(instance)
+        ).get_status(key)
+
+    assert status_of(made_from_it) == StaleStatus.FRESH
+    # made again from scratch: a new manifest, a new version, and downstream is stale
+    shutil.rmtree(tmp_path / "data" / "eval_problems" / "minif2f")
+    defs.get_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=[eval_set]
+    )
+    assert version_of(eval_set) != first
+    assert status_of(made_from_it) == StaleStatus.STALE
 
 
 def test_rerun_reuses_complete_and_current_outputs(tmp_path):

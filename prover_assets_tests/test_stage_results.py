@@ -1,12 +1,13 @@
 """Stages return typed results: recorded in the manifest, read back as the same model, shown in
 Dagster rounded, with short hashes and paths relative to the data root."""
 
+import hashlib
 import json
 
 import dagster as dg
 import pytest
 
-from prover_assets.assets.metadata import result_metadata, step_metadata
+from prover_assets.assets.metadata import result_metadata, step_materialization
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.outputs import StageResult, Step, StepInputs
 
@@ -73,9 +74,20 @@ def test_the_files_table_shows_paths_under_the_data_root_relative(tmp_path):
     step = Step(tmp_path / "out", "asset", Measured, StepInputs.hash({}), {}).finish(
         measured(tmp_path), [tmp_path / "out" / "rows.jsonl"]
     )
-    (record,) = step_metadata(step, tmp_path)["files"].records
+    (record,) = step_materialization(step, tmp_path).metadata["files"].records
     assert (record.data["role"], record.data["path"]) == ("output", "out/rows.jsonl")
     assert record.data["bytes"] == 3
+
+
+def test_a_steps_data_version_is_the_sha256_of_its_manifest(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "rows.jsonl").write_text("{}\n")
+    step = Step(tmp_path / "out", "asset", Measured, StepInputs.hash({}), {}).finish(
+        measured(tmp_path), [tmp_path / "out" / "rows.jsonl"]
+    )
+    manifest = (tmp_path / "out" / "manifest.json").read_bytes()
+    version = step_materialization(step, tmp_path).data_version
+    assert version == dg.DataVersion(hashlib.sha256(manifest).hexdigest())
 
 
 def test_inputs_are_hashed_once_and_the_manifest_records_their_digests(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from prover_assets.assets.keys import (
     Schedule,
     eval_set_key,
 )
-from prover_assets.assets.metadata import step_metadata
+from prover_assets.assets.metadata import step_materialization
 from prover_assets.assets.progress import ProgressReporter
 from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.generation.revision import MODEL_DIR, model_revision
@@ -80,11 +80,12 @@ def demo_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefi
             f"format tuning: loss {counts.first_loss:.3f} -> {counts.final_loss:.3f} "
             f"in {counts.seconds:.0f} s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "model_rev": model_revision(result.folder / MODEL_DIR),
-            }
+            },
         )
 
     return [demo_base_model]

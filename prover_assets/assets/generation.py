@@ -26,7 +26,7 @@ from prover_assets.assets.keys import (
     training_runs,
     verdicts_key,
 )
-from prover_assets.assets.metadata import partition_of, step_metadata
+from prover_assets.assets.metadata import partition_of, step_materialization
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ConfigError, ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR, model_revision
@@ -238,13 +238,14 @@ def _generation_asset(
             if streamed is not None
             else {}
         )
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "samples": dg.MetadataValue.int(result.result.rows),
                 "model_rev": model_rev,
                 **alongside_metadata,
-            }
+            },
         )
 
     return generations

@@ -11,7 +11,7 @@ import dagster as dg
 from pydantic import BaseModel
 
 from prover_assets.problems.defects import KnownDefect
-from prover_assets.records import MANIFEST_NAME
+from prover_assets.records import MANIFEST_NAME, sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
 from prover_assets.verify.audit import AuditFinding
@@ -25,7 +25,7 @@ __all__ = [
     "output_dir",
     "partition_of",
     "result_metadata",
-    "step_metadata",
+    "step_materialization",
     "step_wall_s",
 ]
 
@@ -145,7 +145,19 @@ def defects_table(defects: Sequence[KnownDefect] | None) -> dg.MetadataValue:
     return dg.MetadataValue.table(records, schema)
 
 
-def step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
+def step_materialization(
+    step: StepResult[Any], data_root: Path, extra: Mapping[str, Any] | None = None
+) -> dg.MaterializeResult:
+    """What a file-producing asset returns: its step's metadata (and `extra`), and as its data
+    version the sha256 of its manifest. An output reused as it was keeps its version, so what
+    was made from it stays synced in the UI; one made again (a new manifest) changes it."""
+    return dg.MaterializeResult(
+        metadata={**_step_metadata(step, data_root), **(extra or {})},
+        data_version=dg.DataVersion(sha256_file(step.folder / MANIFEST_NAME)),
+    )
+
+
+def _step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
     """What every file-producing asset reports: where, which files (sha256), which code, and
     its stage's result model field by field."""
     code = step.manifest["code"]

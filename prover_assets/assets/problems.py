@@ -11,7 +11,12 @@ from prover_assets.assets.keys import (
     eval_set_key,
     node_kinds,
 )
-from prover_assets.assets.metadata import defects_table, display_number, histogram, step_metadata
+from prover_assets.assets.metadata import (
+    defects_table,
+    display_number,
+    histogram,
+    step_materialization,
+)
 from prover_assets.assets.progress import ProgressReporter
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.defects import known_defects_of
@@ -54,13 +59,14 @@ def _eval_set_asset(name: str, built: ExperimentSpec) -> dg.AssetsDefinition:
                 else f"{len(defects)} known defective"
             )
         )
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "problems": dg.MetadataValue.int(counts.written),
                 "unsupported_reasons": histogram(counts.unsupported_reasons or {"(none)": 0}),
                 "known_defects": defects_table(defects),
-            }
+            },
         )
 
     return eval_problems
@@ -84,7 +90,7 @@ def _decontamination_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
         result = materialize_decontamination_sets(
             scored, mobench, experiment.asset_dir(context.asset_key), spec.pool
         )
-        return dg.MaterializeResult(metadata=step_metadata(result, experiment.data_root()))
+        return step_materialization(result, experiment.data_root())
 
     return decontamination_sets
 
@@ -115,9 +121,10 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
         counts = result.result
         drops = counts.drops()
         elapsed = time.monotonic() - started
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "candidates": dg.MetadataValue.int(counts.written),
                 "dropped_by_layer": histogram(drops, key="layer"),
                 "where_rows_went": dg.MetadataValue.md(
@@ -133,7 +140,7 @@ def _pool_candidates_asset(built: ExperimentSpec) -> dg.AssetsDefinition:
                 "rows_per_s": dg.MetadataValue.float(
                     display_number(counts.rows_in / max(elapsed, 1e-9))
                 ),
-            }
+            },
         )
 
     return train_pool_candidates

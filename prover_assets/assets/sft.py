@@ -20,7 +20,12 @@ from prover_assets.assets.keys import (
     previous_iteration,
     training_runs,
 )
-from prover_assets.assets.metadata import display_number, histogram, partition_of, step_metadata
+from prover_assets.assets.metadata import (
+    display_number,
+    histogram,
+    partition_of,
+    step_materialization,
+)
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
@@ -103,16 +108,17 @@ def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefin
             n=spec.generation.n_samples,
         )
         counts = result.result.counts
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "rows": dg.MetadataValue.int(counts.written),
                 "candidates": counts.candidates,
                 "drops": histogram({**counts.drops, "written": counts.written}, key="rule"),
                 "tokens": counts.tokens,
                 "kinds": dg.MetadataValue.json(counts.kinds),
                 "reconciles": counts.reconciles(),
-            }
+            },
         )
 
     return [
@@ -187,16 +193,17 @@ def _training_assets(
             if losses
             else b""
         )
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "loss_curve": dg.MetadataValue.md(
                     png_image(plot, "loss curve") if plot else "no steps logged"
                 ),
                 "final_loss": (
                     dg.MetadataValue.float(display_number(losses[-1][1])) if losses else "none"
                 ),
-            }
+            },
         )
 
     @dg.asset(
@@ -235,13 +242,14 @@ def _training_assets(
             cpu_threads=gpu.cpu_threads(lean).count,
             merge_on=merge_on,
         )
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "merged_on": result.result.merged_on,
                 "model_rev": result.result.revision,
                 "model_dir": dg.MetadataValue.path(str(result.folder / MODEL_DIR)),
-            }
+            },
         )
 
     return [sft_checkpoint, exported_model]

@@ -24,7 +24,7 @@ from prover_assets.assets.metadata import (
     audit_findings_table,
     histogram,
     partition_of,
-    step_metadata,
+    step_materialization,
 )
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
@@ -117,16 +117,17 @@ def _verdict_asset(
         )
         counts = result.result
         verifier = result.manifest.get("verifier", {})
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "verified": dg.MetadataValue.int(counts.total),
                 "stages": histogram(counts.stages or {"(none)": 0}, key="stage"),
                 "reasons": histogram(counts.reasons or {"(none)": 0}),
                 "pins": dg.MetadataValue.json(
                     verifier.get("pins", result.manifest["config"].get("pins"))
                 ),
-            }
+            },
         )
 
     return verdicts
@@ -165,14 +166,15 @@ def _train_pool_asset(built: ExperimentSpec, schedule: Schedule) -> dg.AssetsDef
             ),
         )
         elaboration = result.result.elaboration
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "checked": elaboration.checked,
                 "outcomes": histogram(
                     elaboration.model_dump(exclude={"checked", "unchecked"}), key="status"
                 ),
-            }
+            },
         )
 
     return train_pool
@@ -217,13 +219,14 @@ def _statement_audit_asset(
             + (", ".join(f"{n} {kind}" for kind, n in audit.found.items()) or "nothing")
             + (" (SIMULATED verifier: labelled, never applied)" if audit.simulated else "")
         )
-        return dg.MaterializeResult(
-            metadata={
-                **step_metadata(result, experiment.data_root()),
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {
                 "simulated": audit.simulated,
                 "statuses": histogram(audit.statuses, key="status"),
                 "found": audit_findings_table(findings, simulated=audit.simulated),
-            }
+            },
         )
 
     return statement_audit
