@@ -78,7 +78,7 @@ def test_a_reused_output_keeps_its_data_version_and_what_was_made_from_it_stays_
     assert defs.resolve_job_def(PROBLEM_JOB).execute_in_process(instance=instance).success
     first = version_of(eval_set)
     # the eval set alone, again (as every job that selects it does): reused, the same version
-    again = defs.get_implicit_global_asset_job_def().execute_in_process(
+    again = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=[eval_set]
     )
     assert again.success
@@ -93,7 +93,7 @@ def test_a_reused_output_keeps_its_data_version_and_what_was_made_from_it_stays_
     assert status_of(made_from_it) == StaleStatus.FRESH
     # made again from scratch: a new manifest, a new version, and downstream is stale
     shutil.rmtree(tmp_path / "data" / "eval_problems" / "minif2f")
-    defs.get_implicit_global_asset_job_def().execute_in_process(
+    defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=[eval_set]
     )
     assert version_of(eval_set) != first

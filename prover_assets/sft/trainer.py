@@ -242,7 +242,12 @@ def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:
     if spec.gradient_checkpointing:
         # Non-reentrant: it back-propagates into the LoRA weights although the frozen layer
         # inputs need no gradient; the input gradients are what peft's recipe asks for anyway.
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        non_reentrant = {"use_reentrant": False}
+        # transformers 5.2x renamed it (the old name warns); the GPU image's may predate that.
+        if hasattr(base, "activation_checkpointing_enable"):
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs=non_reentrant)
+        else:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=non_reentrant)
         base.enable_input_require_grads()
     if spec.pad_token_id is not None:
         base.config.pad_token_id = spec.pad_token_id
