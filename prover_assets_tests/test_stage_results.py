@@ -90,6 +90,18 @@ def test_a_steps_data_version_is_the_sha256_of_its_manifest(tmp_path):
     assert version == dg.DataVersion(hashlib.sha256(manifest).hexdigest())
 
 
+def test_the_asset_shows_what_the_step_used_as_its_manifest_records_it(tmp_path):
+    (tmp_path / "out").mkdir()
+    step = Step(tmp_path / "out", "asset", Measured, StepInputs.hash({}), {}).finish(
+        measured(tmp_path), []
+    )
+    used = json.loads((tmp_path / "out" / "manifest.json").read_text())["usage"]
+    shown = step_materialization(step, tmp_path).metadata
+    assert {k: shown[f"used_{k}"].value for k in ("wall_s", "cpu_s", "children_cpu_s")} == {
+        k: pytest.approx(v, rel=0.01, abs=1e-6) for k, v in used.items()
+    }
+
+
 def test_inputs_are_hashed_once_and_the_manifest_records_their_digests(tmp_path, monkeypatch):
     source = tmp_path / "source.jsonl"
     source.write_text("{}\n")

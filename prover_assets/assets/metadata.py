@@ -168,6 +168,11 @@ def _step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
         "code_commit": code["commit"] or f"unknown: {code['reason']}",
         "code_dirty": code["dirty"] if code["dirty"] is not None else "unknown",
         "reused_complete_output": step.reused,
+        # What the attempt that made the output used (records/usage.py), where it ran.
+        **{
+            f"used_{name}": dg.MetadataValue.float(display_number(seconds))
+            for name, seconds in step.manifest.get("usage", {}).items()
+        },
     }
 
 

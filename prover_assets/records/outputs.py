@@ -28,6 +28,7 @@ from prover_assets.records.manifest import (
     write_manifest,
 )
 from prover_assets.records.store import publish_text
+from prover_assets.records.usage import UsageMark, usage_since
 
 __all__ = [
     "STREAM_FILE",
@@ -110,6 +111,8 @@ class Step(Generic[R]):
     inputs: StepInputs
     config: Mapping[str, Any]
     started_at: str = field(default_factory=now_utc)
+    # Measured from here to the manifest: the machine this attempt used (records/usage.py).
+    usage_mark: UsageMark = field(default_factory=UsageMark.now)
 
     def reused(self) -> StepResult[R] | None:
         """The step's complete and current output (see `current_manifest`); None if none."""
@@ -143,7 +146,11 @@ class Step(Generic[R]):
             config=self.config,
             counts=result.model_dump(mode="json"),
             started_at=self.started_at,
-            extra={"input_digests": self.inputs.digests, **(extra or {})},
+            extra={
+                "input_digests": self.inputs.digests,
+                "usage": usage_since(self.usage_mark).model_dump(),
+                **(extra or {}),
+            },
             input_sha256=by_path,
         )
 
