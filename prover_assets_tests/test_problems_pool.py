@@ -270,7 +270,7 @@ def test_a_statement_whose_decimals_elaborate_as_float_is_dropped_and_counted(se
     dropped = build(rows, tmp_path / "drop", sets)
     assert (dropped.counts.float_numerals, dropped.counts.float_numerals_kept) == (1, 0)
     assert sorted(p.problem_id for p in dropped.candidates) == ["reals", "typed"]
-    assert ("after float_numerals (-1)", 2) in dropped.counts.to_result().funnel()
+    assert ("less decimals that elaborate as Float (-1)", 2) in dropped.counts.to_result().funnel()
     kept = build(rows, tmp_path / "keep", sets, float_numerals="keep")
     assert (kept.counts.float_numerals, kept.counts.float_numerals_kept) == (0, 1)
     assert len(kept.candidates) == 3
@@ -451,3 +451,24 @@ def test_a_shard_that_is_not_parquet_is_refused_naming_it(sets, tmp_path, damage
     shard.write_bytes(b"\xef\xbb\xbf" + data if damage == "bom" else data[: len(data) // 2])
     with pytest.raises(PoolInputError, match=rf"^{re.escape(str(shard))}: not a readable parquet"):
         build_pool_candidates([shard], spec(), sets)
+
+
+def test_the_funnel_says_each_layer_in_words_with_the_rows_it_took():
+    from collections import Counter
+
+    from prover_assets.problems.pool import PoolCounts
+
+    counts = PoolCounts(
+        rows_in=100,
+        beyond_k=50,
+        decontam_alpha_sha=3,
+        unsupported_shape=Counter({"namespace": 2}),
+        written=45,
+    )
+    assert counts.to_result().funnel() == [
+        ("rows read", 100),  # then each layer in the order the build applies them
+        ("less an eval statement, renamed (-3)", 97),
+        ("less ranked past the K kept (-50)", 47),
+        ("less unsupported shape namespace (-2)", 45),
+        ("candidates kept", 45),
+    ]

@@ -170,3 +170,16 @@ def test_calls_past_the_total_are_not_logged_again(monkeypatch):
     for done in (1, 2, 2, 2):
         reporter(done, 2, None, "samples")
     assert context.log.lines == ["samples: 1/2", "samples: 2/2"]
+
+
+def test_the_observations_floats_are_rounded_as_every_metadata_value_is():
+    from prover_assets.assets.progress import ProgressReporter
+
+    context = RecordingContext()
+    reporter = ProgressReporter(context, "samples")
+    reporter(3, 10, 1.1829756491327286, "samples", {"tokens_per_s": 6779.4321, "note": "x"})
+    metadata = context.events[0].metadata
+    # three significant figures below 100, one decimal from 100 up (assets/metadata.py)
+    assert metadata["samples_per_s"].value == 1.18
+    assert metadata["tokens_per_s"].value == 6779.4
+    assert metadata["note"].value == "x"

@@ -29,7 +29,7 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import latest_result, step_wall_s
+from prover_assets.assets.metadata import display_number, latest_result, step_wall_s
 from prover_assets.assets.preflight import preflight_figures
 from prover_assets.config import ExperimentSpec, is_placeholder
 from prover_assets.generation.runner import GenerationBatchResult
@@ -293,7 +293,7 @@ def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict
     inputs = dg.MetadataValue.table(
         [
             dg.TableRecord(
-                {"input": name, **{b: float(i[b]) for b in BOUNDS}, "source": i["source"]}
+                {"input": name, **{b: display_number(i[b]) for b in BOUNDS}, "source": i["source"]}
             )
             for name, i in table["inputs"].items()
         ],
@@ -320,9 +320,9 @@ def _eta_metadata(name: str, table: dict[str, Any], measured_count: int) -> dict
     return {
         "total_central": clock_time(total["central"] * 3600),
         "total_range": f"{clock_time(total['low'] * 3600)} to {clock_time(total['high'] * 3600)}",
-        "total_hours_central": dg.MetadataValue.float(total["central"]),
-        "total_hours_low": dg.MetadataValue.float(total["low"]),
-        "total_hours_high": dg.MetadataValue.float(total["high"]),
+        "total_hours_central": dg.MetadataValue.float(display_number(total["central"])),
+        "total_hours_low": dg.MetadataValue.float(display_number(total["low"])),
+        "total_hours_high": dg.MetadataValue.float(display_number(total["high"])),
         "inputs_measured": f"{measured_count} of {len(table['inputs'])}",
         "steps": steps,
         "inputs": inputs,

@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from prover_assets.assets.metadata import display_number
 from prover_assets.config import ConfigError
 from prover_assets.records import OutputExistsError, RecordError
 from prover_assets.records.outputs import (
@@ -80,9 +81,13 @@ class ProgressReporter:
             self._observed = now
             metadata: dict[str, Any] = {"done": done, "total": total, "eta": _eta(eta)}
             if rate:
-                metadata[f"{unit}_per_s"] = float(rate)
+                metadata[f"{unit}_per_s"] = display_number(rate)
             metadata.update(
-                {k: v for k, v in (extra or {}).items() if isinstance(v, int | float | str)}
+                {
+                    k: display_number(v) if isinstance(v, float) else v
+                    for k, v in (extra or {}).items()
+                    if isinstance(v, int | float | str)
+                }
             )
             self.context.log_event(
                 dg.AssetObservation(asset_key=self.context.asset_key, metadata=metadata)

@@ -71,20 +71,22 @@ class PoolInputError(ValueError):
 
 
 # The `PoolCounts` fields that count rows dropped (besides `unsupported_shape`, by shape).
-_DROP_REASONS = (
-    "not_bare_statement",
-    "too_long",
-    "sorry_not_once",
-    "float_numerals",
-    "decontam_statement_sha",
-    "decontam_alpha_sha",
-    "decontam_name",
-    "beyond_k",
-    "decontam_informal_long",
-    "decontam_informal_short",
-    "decontam_mobench_informal",
-    "duplicate_statement",
-)
+# Each layer that drops rows, in the words the pool's funnel plot shows it in.
+_DROP_WORDS = {
+    "not_bare_statement": "not a bare theorem statement",
+    "too_long": "statement too long",
+    "sorry_not_once": "not exactly one sorry",
+    "float_numerals": "decimals that elaborate as Float",
+    "decontam_statement_sha": "an eval statement, exactly",
+    "decontam_alpha_sha": "an eval statement, renamed",
+    "decontam_name": "an eval theorem's name",
+    "beyond_k": "ranked past the K kept",
+    "decontam_informal_long": "an eval problem's text (long n-gram)",
+    "decontam_informal_short": "an eval problem's text (short n-grams)",
+    "decontam_mobench_informal": "a MOBench problem's text",
+    "duplicate_statement": "a duplicate statement",
+}
+_DROP_REASONS = tuple(_DROP_WORDS)
 
 
 @dataclass
@@ -184,9 +186,16 @@ class PoolCandidatesResult(StageResult):
         for layer, dropped in self.drops().items():
             if dropped:
                 left -= dropped
-                stages.append((f"after {layer} (-{dropped:,})", left))
+                stages.append((f"less {_drop_words(layer)} (-{dropped:,})", left))
         stages.append(("candidates kept", self.written))
         return stages
+
+
+def _drop_words(layer: str) -> str:
+    """A drop reason as the funnel says it (an unsupported shape by its own name)."""
+    if layer.startswith("unsupported_shape:"):
+        return f"unsupported shape {layer.partition(':')[2]}"
+    return _DROP_WORDS[layer]
 
 
 def _float_dropped(statement: str, spec: PoolSpec, counts: PoolCounts) -> bool:
