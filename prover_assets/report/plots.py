@@ -354,7 +354,7 @@ def funnel_plot(stages: Sequence[tuple[str, int]], *, title: str, unit: str) -> 
     return _png(plt, figure)
 
 
-def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
+def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: str) -> bytes:
     """The expert-iteration curve, three panels by iteration (0: the baseline): pool problems
     solved so far; evaluation solved@k with 95 % Wilson bars; pool samples and completion
     tokens spent."""
@@ -377,7 +377,9 @@ def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> by
     evaluation.errorbar(
         iterations, solved, yerr=[low, high], color=colour, marker=marker, linestyle=line, capsize=3
     )
-    evaluation.set(title="evaluation solved@k (95 % Wilson)", xlabel="iteration", ylabel="share")
+    evaluation.set(
+        title=f"evaluation solved@{k} (95 % Wilson)", xlabel="iteration", ylabel="share solved"
+    )
     evaluation.set_ylim(0, 1)
     spent_rows = [r for r in rows if r["iteration"] > 0]
     x = [r["iteration"] for r in spent_rows]
@@ -389,6 +391,7 @@ def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> by
     )
     tokens.set_ylabel("completion tokens")
     tokens.set_ylim(bottom=0)
+    tokens.grid(False)  # the samples' grid is the panel's; a second one doubled every line
     for axes in (pool, evaluation, spent):
         axes.set_xticks(iterations if axes is not spent else x)
     _integer_axis(pool.yaxis)
@@ -396,14 +399,26 @@ def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> by
     return _png(plt, figure)
 
 
-def seed_spread_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
+def seed_spread_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: str) -> bytes:
     """Solved@k of each training seed, per iteration: one point per seed, the registered seed's
-    filled, the range as a bar, the baseline as a dotted line; y from 0 to the problems."""
+    filled, the range over seeds as a grey bar where they differ (where they agree a bar of no
+    length drew a bare grey square), the baseline as a dotted line; y from 0 to the problems."""
     plt, figure, axes = _figure(5.6, 3.4)
+    ranged = False
     for row in rows:
         x = row["iteration"]
         values = [s["solved_at_k"] for s in row["seeds"]]
-        axes.vlines(x, min(values), max(values), color="#999999", linewidth=6, alpha=0.4)
+        if max(values) > min(values):
+            axes.vlines(
+                x,
+                min(values),
+                max(values),
+                color="#999999",
+                linewidth=6,
+                alpha=0.4,
+                label=None if ranged else "range over seeds",
+            )
+            ranged = True
         for index, seed in enumerate(row["seeds"]):
             colour, marker, _ = _style(index)
             axes.plot(
@@ -421,7 +436,7 @@ def seed_spread_plot(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
     axes.set_ylim(0, rows[0]["problems"] * 1.06)
     _integer_axis(axes.yaxis)
     axes.set(
-        title=title, xlabel="iteration", ylabel=f"problems solved@k (of {rows[0]['problems']})"
+        title=title, xlabel="iteration", ylabel=f"problems solved@{k} (of {rows[0]['problems']})"
     )
     axes.legend(fontsize=8, loc="lower right")
     return _png(plt, figure)

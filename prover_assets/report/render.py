@@ -735,10 +735,11 @@ def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
     if summary["correction_lift"]:
         plots[LIFT_PLOT] = lift_plot(summary["correction_lift"], title="correction-round lift")
     if "iteration_curve" in summary:
+        k = summary["k"]
         plots[CURVE_PLOT] = iteration_curve_plot(
-            summary["iteration_curve"], title="expert iteration (registered seed)"
+            summary["iteration_curve"], k=k, title="expert iteration (registered seed)"
         )
         plots[SPREAD_PLOT] = seed_spread_plot(
-            summary["seed_spread"], title="solved@k per training seed"
+            summary["seed_spread"], k=k, title=f"solved@{k} per training seed"
         )
     return plots
