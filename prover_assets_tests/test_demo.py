@@ -265,6 +265,21 @@ def test_the_planted_effect_is_detected_by_the_registered_test(finished_round):
     assert "**Decision (applied by code): success.**" in text
 
 
+def test_the_report_says_what_each_run_cost_as_its_steps_measured_it(finished_round):
+    folder = seams.report_folder(finished_round["root"])
+    costs = json.loads((folder / "summary.json").read_text())["costs"]
+    assert [(c["system"], c["eval_set"], c["cap"]) for c in costs] == [
+        ("baseline", "minif2f", 256),
+        ("candidate", "minif2f", 256),
+    ]
+    for cost in costs:
+        # measured on this machine: the tiny model's generation took CPU; the simulated
+        # verifier starts no REPL, so no Lean CPU
+        assert cost["generation"]["cpu_s"] > 0 and cost["generation"]["wall_s"] > 0
+        assert cost["verification"]["children_cpu_s"] == pytest.approx(0, abs=0.5)
+    assert "## Cost of each run (secondary)" in (folder / "report.md").read_text()
+
+
 def demo_run_files(root: Path, system: str) -> RunFiles:
     return RunFiles(
         system,

@@ -111,6 +111,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             iterations=_iteration_inputs(spec, experiment, pairs),
             training=_training_files(spec, experiment, first),
             defects=_defect_lists(spec, experiment),
+            with_costs=True,
         )
         folder = result.folder
         summary = json.loads((folder / SUMMARY_FILE).read_text())

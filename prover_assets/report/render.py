@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.report.analysis import INVALID
-from prover_assets.report.markdown import markdown_table
+from prover_assets.report.markdown import clock_time, markdown_table
 from prover_assets.report.plots import (
     discordance_plot,
     iteration_curve_plot,
@@ -27,6 +27,7 @@ from prover_assets.report.plots import (
 __all__ = [
     "GLOSSARY",
     "ImageLink",
+    "cost_section",
     "embedded_image",
     "file_image",
     "limitations",
@@ -417,6 +418,58 @@ def _systems_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
     return parts
 
 
+def _seconds(value: float | None) -> str:
+    return "not recorded" if value is None else clock_time(value)
+
+
+def cost_section(costs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each run's cost (secondary): what its generation and verdict steps used, as their
+    manifests record it, and per problem it solved."""
+    if not costs:
+        return []
+    headers = [
+        "run",
+        "generation wall",
+        "generation CPU",
+        "tokens generated",
+        "cut at cap",
+        "verdict wall",
+        "Lean CPU",
+        "from cache",
+        "timeouts re-run",
+        "solved",
+        "generation wall / solved",
+        "Lean CPU / solved",
+    ]
+
+    def row(c: Mapping[str, Any]) -> list[Any]:
+        generation, verification = c["generation"] or {}, c["verification"] or {}
+        return [
+            f"{c['system']} {c['eval_set']} c{c['cap']}",
+            _seconds(generation.get("wall_s")),
+            _seconds(generation.get("cpu_s")),
+            c["tokens_generated"],
+            c["hit_cap"],
+            _seconds(verification.get("wall_s")),
+            _seconds(verification.get("children_cpu_s")),
+            c["cached"],
+            c["timeouts_rechecked"],
+            c["solved"],
+            _seconds(c["generation_wall_s_per_solved"]),
+            _seconds(c["lean_cpu_s_per_solved"]),
+        ]
+
+    return [
+        "## Cost of each run (secondary)\n",
+        markdown_table(headers, [row(c) for c in costs]) + "\n",
+        "Measured where each step ran, as its manifest records it (`usage`: the kernel's count): "
+        "wall time; the generation process's CPU; Lean CPU, the CPU time of the verdict step's "
+        "REPLs and what they ran (none under a simulated verifier). A step resumed after a kill "
+        "records the attempt that completed it, not the ones before. Solved: by any of the run's "
+        "samples. GPU-hours are the generation wall times the GPUs its engines held.\n",
+    ]
+
+
 def _power_parts(summary: Mapping[str, Any]) -> list[str]:
     power = summary["power"]
     gains = list(next(iter(power.values())))
@@ -610,6 +663,7 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
     parts += _systems_parts(summary, image)
     parts += _lift_parts(summary["correction_lift"], image)
     parts += _power_parts(summary)
+    parts += cost_section(summary.get("costs", []))
     parts.append("## Limitations\n")
     parts += [f"- {item}" for item in limitations(summary)]
     parts += ["", "## Glossary\n"]

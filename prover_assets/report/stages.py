@@ -29,6 +29,7 @@ from prover_assets.report.bundle import (
     publish_bundle,
     verify_bundle,
 )
+from prover_assets.report.cost import RunCost, cost_rows, run_cost
 from prover_assets.report.defects import EvalSetDefects, defect_free_summary
 from prover_assets.report.iterations import (
     IterationInputs,
@@ -205,13 +206,14 @@ def build_report(
     iterations: IterationInputs | None = None,
     training: TrainingFiles | None = None,
     defects: Mapping[str, EvalSetDefects] | None = None,
+    costs: Sequence[RunCost] = (),
 ) -> tuple[dict[str, Any], str, dict[str, bytes]]:
     """Compute, then render: the summary (JSON), the markdown, the plots. `iterations` (a
     graph of several iterations or training seeds) adds the exploratory comparisons, the seed
     spread and the expert-iteration curve; the registered comparison is the same either way.
     `training`: the SFT outputs the registered candidate came from, judged with the pairs.
     `defects`: each eval set's known and found defects, for the secondary comparison without
-    them."""
+    them. `costs`: what each run's steps used, for the secondary cost table."""
     prereg = read_prereg(prereg_path) if prereg_path is not None else None
     measured = _measure(pairs, prereg, settings, training, defects or {})
     # The power table is the registered design's: its problem count, not this run's.
@@ -243,10 +245,22 @@ def build_report(
         "package_version": __version__,
         "preflight_overrides": list(settings.preflight_overrides),
         "gate_overrides": list(settings.gate_overrides),
+        "costs": cost_rows(costs, _solved_by_run(measured)),
     }
     if iterations is not None:
         summary |= _iteration_summary(measured, iterations, settings)
     return summary, render_markdown(summary), render_plots(summary)
+
+
+def _solved_by_run(measured: _Measured) -> dict[tuple[str, str, int], int]:
+    """Problems each run solved with any of its samples, by (system, eval set, cap)."""
+    return {
+        (system["system"], system["eval_set"], system["cap"]): sum(
+            1 for counts in system["per_problem"].values() if counts["c"] > 0
+        )
+        for group in measured.systems.values()
+        for system in group
+    }
 
 
 def render_document(summary: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
@@ -303,11 +317,19 @@ def materialize_report(
     iterations: IterationInputs | None = None,
     training: TrainingFiles | None = None,
     defects: Mapping[str, EvalSetDefects] | None = None,
+    with_costs: bool = False,
 ) -> StepResult[ReportResult]:
     """The bundle for these inputs under `root`: reused when it exists and verifies, refused
-    (never overwritten) when it exists and does not."""
+    (never overwritten) when it exists and does not. `with_costs`: the cost of each run, read
+    from its steps' manifests (inputs of the bundle too)."""
     defects = defects or {}
+    runs = [run for pair in pairs for run in pair]
+    costs = [run_cost(run) for run in runs] if with_costs else []
     data = _report_inputs(pairs, pool_rounds, iterations, training)
+    if with_costs:
+        data += [
+            path.parent / MANIFEST_NAME for run in runs for path in (run.generations, run.verdicts)
+        ]
     data += [path for listed in defects.values() for path in listed.files]
     data = list(dict.fromkeys([*data, *([prereg_path] if prereg_path else [])]))
     inputs = list(dict.fromkeys([*data, *config_files]))
@@ -319,7 +341,7 @@ def materialize_report(
         return _reused_bundle(folder)
     started = now_utc()
     summary, markdown, plots = build_report(
-        pairs, pool_rounds, prereg_path, settings, iterations, training, defects
+        pairs, pool_rounds, prereg_path, settings, iterations, training, defects, costs
     )
     try:
         manifest = publish_bundle(

@@ -1,0 +1,133 @@
+"""Each run's cost, read from its steps' manifests by hand-built numbers: what the generation
+and verdict steps used, the tokens, the waste, and the seconds per solved problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prover_assets.generation.runner import GenerationBatchResult, SamplePlan
+from prover_assets.records.manifest import build_manifest, write_manifest
+from prover_assets.report.analysis import RunFiles
+from prover_assets.report.cost import cost_rows, run_cost
+from prover_assets.report.render import cost_section
+from prover_assets.verify.runner import VerificationResult
+
+GENERATED = GenerationBatchResult(
+    total=12,
+    already_present=0,
+    generated_now=12,
+    no_room=0,
+    context_clipped=0,
+    hit_cap=5,
+    hit_cap_share=5 / 12,
+    no_code=1,
+    reinsertion_errors=0,
+    torn_dropped=0,
+    completion_tokens={"p50": 200, "p90": 256, "p99": 256, "max": 256},
+    mean_completion_tokens=210.5,
+    tokens_per_s=40.0,
+    rows=12,
+    plan=SamplePlan(problems=3, samples_per_problem=4, samples=12),
+)
+VERIFIED = VerificationResult(
+    total=12,
+    already_verified=0,
+    verified_now=12,
+    accepted_now=4,
+    code_bearing_now=11,
+    wall_s=50.0,
+    stale_reverified=0,
+    infrastructure_reverified=1,
+    torn_dropped=0,
+    cached_now=2,
+    timeouts_rechecked=3,
+    stages={"accepted": 4, "lean_error": 8},
+    reasons={},
+    verify_s={"median": 1.0, "p90": 2.0, "max": 3.0},
+)
+
+
+def step(folder: Path, name: str, counts: dict, usage: dict | None) -> Path:
+    folder.mkdir(parents=True)
+    (folder / name).write_text("")
+    manifest = build_manifest(
+        folder=folder,
+        asset=str(folder),
+        inputs=[],
+        outputs=[folder / name],
+        config={},
+        counts=counts,
+        started_at="t",
+        extra={} if usage is None else {"usage": usage},
+    )
+    write_manifest(folder, manifest)
+    return folder / name
+
+
+def run(root: Path, *, generation_usage=None, verdict_usage=None, verdict_counts=None) -> RunFiles:
+    return RunFiles(
+        "baseline",
+        "minif2f",
+        256,
+        root / "problems.jsonl",
+        step(root / "g", "generations.jsonl", GENERATED.model_dump(mode="json"), generation_usage),
+        step(
+            root / "v",
+            "verdicts.jsonl",
+            verdict_counts or VERIFIED.model_dump(mode="json"),
+            verdict_usage,
+        ),
+    )
+
+
+def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
+    cost = run_cost(
+        run(
+            tmp_path,
+            generation_usage={"wall_s": 90.0, "cpu_s": 170.0, "children_cpu_s": 0.0},
+            verdict_usage={"wall_s": 50.0, "cpu_s": 4.0, "children_cpu_s": 45.0},
+        )
+    )
+    assert (cost.generated, cost.tokens_generated, cost.hit_cap) == (12, 2526, 5)  # 12 x 210.5
+    assert (cost.verified, cost.cached, cost.timeouts_rechecked) == (12, 2, 3)
+    assert cost.infrastructure_reverified == 1
+    assert cost.generation.wall_s == 90.0 and cost.verification.children_cpu_s == 45.0
+    (row,) = cost_rows([cost], {("baseline", "minif2f", 256): 3})
+    assert (row["generation_wall_s_per_solved"], row["lean_cpu_s_per_solved"]) == (30.0, 15.0)
+    (none_solved,) = cost_rows([cost], {("baseline", "minif2f", 256): 0})
+    assert none_solved["lean_cpu_s_per_solved"] is None
+
+
+def test_a_manifest_from_before_usage_was_recorded_says_not_recorded(tmp_path):
+    cost = run_cost(run(tmp_path))
+    assert cost.generation is None and cost.verification is None
+    table = "\n".join(cost_section(cost_rows([cost], {("baseline", "minif2f", 256): 3})))
+    assert (
+        "| baseline minif2f c256 | not recorded | not recorded | 2526 | 5 | not recorded | "
+        "not recorded | 2 | 3 | 3 | not recorded | not recorded |"
+    ) in table
+
+
+def test_the_table_shows_durations_as_clock_times(tmp_path):
+    cost = run_cost(
+        run(
+            tmp_path,
+            generation_usage={"wall_s": 3725.0, "cpu_s": 7200.4, "children_cpu_s": 0.0},
+            verdict_usage={"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
+        )
+    )
+    table = "\n".join(cost_section(cost_rows([cost], {("baseline", "minif2f", 256): 2})))
+    assert (
+        "| baseline minif2f c256 | 1:02:05 | 2:00:00 | 2526 | 5 | 0:01:01 | 0:02:00 | 2 | 3 | 2 "
+        "| 0:31:02 | 0:01:00 |"
+    ) in table
+
+
+def test_a_verdict_manifest_that_is_not_a_verdict_steps_is_refused_by_name(tmp_path):
+    files = run(tmp_path, verdict_counts={"rows": 3})
+    with pytest.raises(
+        ValueError, match=r"v/manifest.json: its counts are not a VerificationResult"
+    ):
+        run_cost(files)
