@@ -277,7 +277,18 @@ def test_the_report_says_what_each_run_cost_as_its_steps_measured_it(finished_ro
         # verifier starts no REPL, so no Lean CPU
         assert cost["generation"]["cpu_s"] > 0 and cost["generation"]["wall_s"] > 0
         assert cost["verification"]["children_cpu_s"] == pytest.approx(0, abs=0.5)
-    assert "## Cost of each run (secondary)" in (folder / "report.md").read_text()
+    text = (folder / "report.md").read_text()
+    assert "## Cost of each run (secondary)" in text and "round_time.png" in text
+    steps = json.loads((folder / "summary.json").read_text())["round_costs"]
+    assert [s["step"] for s in steps][2:] == [
+        *[f"pool round {r}: {what}" for r in (0, 1) for what in ("generate", "verify")],
+        "SFT shards",
+        "training",
+        "export",
+        "candidate minif2f c256: generate",
+        "candidate minif2f c256: verify",
+    ]
+    assert all(s["usage"]["wall_s"] > 0 for s in steps)  # every step of the round measured
 
 
 def demo_run_files(root: Path, system: str) -> RunFiles:

@@ -131,3 +131,66 @@ def test_a_verdict_manifest_that_is_not_a_verdict_steps_is_refused_by_name(tmp_p
         ValueError, match=r"v/manifest.json: its counts are not a VerificationResult"
     ):
         run_cost(files)
+
+
+def usage(wall_s: float) -> dict:
+    return {"wall_s": wall_s, "cpu_s": wall_s / 2, "children_cpu_s": 0.0}
+
+
+def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usage(tmp_path):
+    from prover_assets.report.cost import round_costs
+    from prover_assets.report.validity import TrainingFiles
+
+    def pair_run(system: str, wall: float) -> RunFiles:
+        files = run(tmp_path / system, generation_usage=usage(wall), verdict_usage=usage(wall + 1))
+        return RunFiles(system, "minif2f", 256, files.problems, files.generations, files.verdicts)
+
+    pool = (
+        step(tmp_path / "pg", "generations.jsonl", {}, usage(30.0)),
+        step(tmp_path / "pv", "verdicts.jsonl", {}, None),  # from before usage was recorded
+    )
+    training = TrainingFiles(
+        shards=step(tmp_path / "s", "shards.jsonl", {}, usage(5.0)).parent,
+        pool_generations=(),
+        pool=tmp_path / "pool.jsonl",
+        decontamination_sets=tmp_path / "sets.json",
+        checkpoint=step(tmp_path / "c", "adapter.bin", {}, usage(600.0)).parent,
+        export=step(tmp_path / "e", "model.bin", {}, usage(60.0)).parent,
+    )
+    steps = round_costs(
+        [(pair_run("baseline", 10.0), pair_run("candidate", 20.0))], [pool], training
+    )
+    assert [(s.step, s.side, s.usage.wall_s if s.usage else None) for s in steps] == [
+        ("baseline minif2f c256: generate", "GPU", 10.0),
+        ("baseline minif2f c256: verify", "Lean", 11.0),
+        ("pool round 0: generate", "GPU", 30.0),
+        ("pool round 0: verify", "Lean", None),
+        ("SFT shards", "host", 5.0),
+        ("training", "GPU", 600.0),
+        ("export", "GPU", 60.0),
+        ("candidate minif2f c256: generate", "GPU", 20.0),
+        ("candidate minif2f c256: verify", "Lean", 21.0),
+    ]
+    dumped = [s.model_dump(mode="json") for s in steps]
+    assert cost_section([], dumped) == []  # no run costed (a bundle from before): no section
+    costed = cost_rows([run_cost(pair_run("x", 1.0))], {("x", "minif2f", 256): 1})
+    section = "\n".join(cost_section(costed, dumped))
+    assert "| pool round 0: verify | Lean | not recorded | not recorded | not recorded |" in section
+    assert "| training | GPU | 0:10:00 | 0:05:00 | 0:00:00 |" in section
+    assert "round_time.png" in section
+
+
+def test_the_time_plot_draws_a_bar_per_step_coloured_by_what_it_waits_on(monkeypatch):
+    from prover_assets.report import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_png", lambda plt, figure: drawn.append(figure) or b"")
+    plots.time_plot(
+        [("generate", "GPU", 120.0), ("verify", "Lean", 60.0), ("train", "GPU", 30.0)], title="t"
+    )
+    (axes,) = drawn[0].axes
+    widths = [bar.get_width() for bar in axes.patches]
+    assert widths == [2.0, 1.0, 0.5]  # minutes
+    colours = [bar.get_facecolor() for bar in axes.patches]
+    assert colours[0] == colours[2] != colours[1]
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["GPU", "Lean"]

@@ -10,7 +10,8 @@ resumed after a kill records the attempt that completed it; earlier attempts are
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,9 +20,10 @@ from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.usage import StepUsage
 from prover_assets.report.analysis import RunFiles
+from prover_assets.report.validity import TrainingFiles
 from prover_assets.verify.runner import VerificationResult
 
-__all__ = ["RunCost", "cost_rows", "run_cost"]
+__all__ = ["RunCost", "StepCost", "cost_rows", "round_costs", "run_cost"]
 
 
 class RunCost(BaseModel):
@@ -93,3 +95,48 @@ def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], in
             }
         )
     return rows
+
+
+class StepCost(BaseModel):
+    """One step of the round and what its completing attempt used; `side`: what its work waits
+    on in the registered box (the GPUs, the Lean workers, or the host alone)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: str
+    side: Literal["GPU", "Lean", "host"]
+    usage: StepUsage | None  # None: its manifest predates `usage`
+
+
+def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> StepCost:
+    return StepCost(step=step, side=side, usage=_usage(read_manifest(folder)))
+
+
+def _run_steps(run: RunFiles) -> list[StepCost]:
+    label = f"{run.system} {run.eval_set} c{run.cap}"
+    return [
+        _step(f"{label}: generate", "GPU", run.generations.parent),
+        _step(f"{label}: verify", "Lean", run.verdicts.parent),
+    ]
+
+
+def round_costs(
+    pairs: Sequence[tuple[RunFiles, RunFiles]],
+    pool_rounds: Sequence[tuple[Path, Path]],
+    training: TrainingFiles | None,
+) -> list[StepCost]:
+    """Every step of the round whose output the report reads, in the order a round runs them:
+    the baselines, the pool rounds, the SFT data, training and export, the candidates."""
+    steps = [step for baseline, _ in pairs for step in _run_steps(baseline)]
+    for index, (generations, verdicts) in enumerate(pool_rounds):
+        steps += [
+            _step(f"pool round {index}: generate", "GPU", generations.parent),
+            _step(f"pool round {index}: verify", "Lean", verdicts.parent),
+        ]
+    if training is not None:
+        steps += [
+            _step("SFT shards", "host", training.shards),
+            _step("training", "GPU", training.checkpoint),
+            _step("export", "GPU", training.export),
+        ]
+    return steps + [step for _, candidate in pairs for step in _run_steps(candidate)]

@@ -22,6 +22,7 @@ __all__ = [
     "reasons_plot",
     "seed_spread_plot",
     "solved_plot",
+    "time_plot",
 ]
 
 DPI = 150
@@ -351,6 +352,26 @@ def funnel_plot(stages: Sequence[tuple[str, int]], *, title: str, unit: str) -> 
     axes.set_xlim(left=0)
     _integer_axis(axes.xaxis)
     axes.set(title=title, xlabel=unit)
+    return _png(plt, figure)
+
+
+def time_plot(steps: Sequence[tuple[str, str, float]], *, title: str) -> bytes:
+    """Where a round's time went: each step's wall minutes as a horizontal bar, first step on
+    top, coloured by what it waits on (GPU, Lean, host), one legend entry each."""
+    plt, figure, axes = _figure(6.4, 1.2 + 0.32 * len(steps))
+    sides = list(dict.fromkeys(side for _, side, _ in steps))
+    for position, (_, side, seconds) in enumerate(steps):
+        axes.barh(
+            position,
+            seconds / 60,
+            color=_style(sides.index(side))[0],
+            label=side if position == [s for _, s, _ in steps].index(side) else None,
+        )
+    axes.set_yticks(range(len(steps)), [step for step, _, _ in steps], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(left=0)
+    axes.set(title=title, xlabel="wall minutes")
+    axes.legend(fontsize=8, loc="lower right")
     return _png(plt, figure)
 
 

@@ -22,6 +22,7 @@ from prover_assets.report.plots import (
     reasons_plot,
     seed_spread_plot,
     solved_plot,
+    time_plot,
 )
 
 __all__ = [
@@ -118,6 +119,7 @@ def plot_name(kind: str, eval_set: str, cap: int) -> str:
 
 LIFT_PLOT = "correction_lift.png"
 CURVE_PLOT = "iteration_curve.png"
+TIME_PLOT = "round_time.png"
 SPREAD_PLOT = "seed_spread.png"
 
 
@@ -422,9 +424,39 @@ def _seconds(value: float | None) -> str:
     return "not recorded" if value is None else clock_time(value)
 
 
-def cost_section(costs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> list[str]:
+    """Each step of the round: what its completing attempt used, and the plot of wall times."""
+    if not steps:
+        return []
+
+    def used(step: Mapping[str, Any], field: str) -> str:
+        return _seconds(step["usage"][field] if step["usage"] else None)
+
+    rows = [
+        [s["step"], s["side"], used(s, "wall_s"), used(s, "cpu_s"), used(s, "children_cpu_s")]
+        for s in steps
+    ]
+    parts = [
+        "### Where the round's time went\n",
+        markdown_table(["step", "waits on", "wall", "CPU", "children's CPU"], rows) + "\n",
+    ]
+    if _timed_steps(steps):
+        parts.append(image(TIME_PLOT, "wall time of each step of the round") + "\n")
+    return parts
+
+
+def _timed_steps(steps: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float]]:
+    """(step, side, wall seconds) of the steps whose usage was recorded."""
+    return [(s["step"], s["side"], s["usage"]["wall_s"]) for s in steps if s["usage"]]
+
+
+def cost_section(
+    costs: Sequence[Mapping[str, Any]],
+    steps: Sequence[Mapping[str, Any]] = (),
+    image: ImageLink = file_image,
+) -> list[str]:
     """Each run's cost (secondary): what its generation and verdict steps used, as their
-    manifests record it, and per problem it solved."""
+    manifests record it, and per problem it solved; then every step of the round."""
     if not costs:
         return []
     headers = [
@@ -467,6 +499,7 @@ def cost_section(costs: Sequence[Mapping[str, Any]]) -> list[str]:
         "REPLs and what they ran (none under a simulated verifier). A step resumed after a kill "
         "records the attempt that completed it, not the ones before. Solved: by any of the run's "
         "samples. GPU-hours are the generation wall times the GPUs its engines held.\n",
+        *_round_time_parts(steps, image),
     ]
 
 
@@ -663,7 +696,7 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
     parts += _systems_parts(summary, image)
     parts += _lift_parts(summary["correction_lift"], image)
     parts += _power_parts(summary)
-    parts += cost_section(summary.get("costs", []))
+    parts += cost_section(summary.get("costs", []), summary.get("round_costs", []), image)
     parts.append("## Limitations\n")
     parts += [f"- {item}" for item in limitations(summary)]
     parts += ["", "## Glossary\n"]
@@ -788,6 +821,8 @@ def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
         plots.update(_comparison_plots(comparison))
     if summary["correction_lift"]:
         plots[LIFT_PLOT] = lift_plot(summary["correction_lift"], title="correction-round lift")
+    if timed := _timed_steps(summary.get("round_costs", [])):
+        plots[TIME_PLOT] = time_plot(timed, title="where the round's time went")
     if "iteration_curve" in summary:
         k = summary["k"]
         plots[CURVE_PLOT] = iteration_curve_plot(

@@ -29,7 +29,7 @@ from prover_assets.report.bundle import (
     publish_bundle,
     verify_bundle,
 )
-from prover_assets.report.cost import RunCost, cost_rows, run_cost
+from prover_assets.report.cost import RunCost, StepCost, cost_rows, round_costs, run_cost
 from prover_assets.report.defects import EvalSetDefects, defect_free_summary
 from prover_assets.report.iterations import (
     IterationInputs,
@@ -207,13 +207,15 @@ def build_report(
     training: TrainingFiles | None = None,
     defects: Mapping[str, EvalSetDefects] | None = None,
     costs: Sequence[RunCost] = (),
+    round_costs: Sequence[StepCost] = (),
 ) -> tuple[dict[str, Any], str, dict[str, bytes]]:
     """Compute, then render: the summary (JSON), the markdown, the plots. `iterations` (a
     graph of several iterations or training seeds) adds the exploratory comparisons, the seed
     spread and the expert-iteration curve; the registered comparison is the same either way.
     `training`: the SFT outputs the registered candidate came from, judged with the pairs.
     `defects`: each eval set's known and found defects, for the secondary comparison without
-    them. `costs`: what each run's steps used, for the secondary cost table."""
+    them. `costs`, `round_costs`: what each run's steps, and each step of the round, used, for
+    the secondary cost section."""
     prereg = read_prereg(prereg_path) if prereg_path is not None else None
     measured = _measure(pairs, prereg, settings, training, defects or {})
     # The power table is the registered design's: its problem count, not this run's.
@@ -246,6 +248,7 @@ def build_report(
         "preflight_overrides": list(settings.preflight_overrides),
         "gate_overrides": list(settings.gate_overrides),
         "costs": cost_rows(costs, _solved_by_run(measured)),
+        "round_costs": [step.model_dump(mode="json") for step in round_costs],
     }
     if iterations is not None:
         summary |= _iteration_summary(measured, iterations, settings)
@@ -325,11 +328,12 @@ def materialize_report(
     defects = defects or {}
     runs = [run for pair in pairs for run in pair]
     costs = [run_cost(run) for run in runs] if with_costs else []
+    steps = round_costs(pairs, pool_rounds, training) if with_costs else []
     data = _report_inputs(pairs, pool_rounds, iterations, training)
-    if with_costs:
-        data += [
-            path.parent / MANIFEST_NAME for run in runs for path in (run.generations, run.verdicts)
-        ]
+    if with_costs:  # the costs are read from the steps' manifests
+        steps_read = [path for run in runs for path in (run.generations, run.verdicts)]
+        steps_read += [path for round_files in pool_rounds for path in round_files]
+        data += [path.parent / MANIFEST_NAME for path in steps_read]
     data += [path for listed in defects.values() for path in listed.files]
     data = list(dict.fromkeys([*data, *([prereg_path] if prereg_path else [])]))
     inputs = list(dict.fromkeys([*data, *config_files]))
@@ -341,7 +345,7 @@ def materialize_report(
         return _reused_bundle(folder)
     started = now_utc()
     summary, markdown, plots = build_report(
-        pairs, pool_rounds, prereg_path, settings, iterations, training, defects, costs
+        pairs, pool_rounds, prereg_path, settings, iterations, training, defects, costs, steps
     )
     try:
         manifest = publish_bundle(
