@@ -22,6 +22,7 @@ from prover_assets.records import (
     VerifierInfo,
     code_sha256,
 )
+from prover_assets.records.manifest import build_manifest, write_manifest
 from prover_assets_tests.conftest import full_demo_run_config
 
 # What a strict verifier records of its policy and backend (StrictVerifier.info.config).
@@ -222,3 +223,22 @@ def registered_like(tmp_path: Path, *, attention: str | None = None, **training:
         training["attention"] = attention
     raw["resources"]["experiment"]["config"]["spec"]["training"].update(training)
     return parse_run_config(raw, "test config")
+
+
+def finish_step_folder(
+    folder: Path, name: str, *, counts: dict | None = None, extra: dict | None = None
+) -> Path:
+    """A step's folder whose one output `name` is already written: its manifest, as the step
+    would write it last, with `counts` (its result) and `extra` (e.g. `usage`)."""
+    manifest = build_manifest(
+        folder=folder,
+        asset=str(folder),
+        inputs=[],
+        outputs=[folder / name],
+        config={},
+        counts=counts or {},
+        started_at="t",
+        extra=extra,
+    )
+    write_manifest(folder, manifest)
+    return folder / name

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from prover_assets.generation.runner import GenerationBatchResult, SamplePlan
-from prover_assets.records.manifest import build_manifest, write_manifest
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.cost import cost_rows, run_cost
 from prover_assets.report.render import cost_section
 from prover_assets.verify.runner import VerificationResult
+from prover_assets_tests.factories import finish_step_folder
 
 GENERATED = GenerationBatchResult(
     total=12,
@@ -52,18 +52,7 @@ VERIFIED = VerificationResult(
 def step(folder: Path, name: str, counts: dict, usage: dict | None) -> Path:
     folder.mkdir(parents=True)
     (folder / name).write_text("")
-    manifest = build_manifest(
-        folder=folder,
-        asset=str(folder),
-        inputs=[],
-        outputs=[folder / name],
-        config={},
-        counts=counts,
-        started_at="t",
-        extra={} if usage is None else {"usage": usage},
-    )
-    write_manifest(folder, manifest)
-    return folder / name
+    return finish_step_folder(folder, name, counts=counts, extra=usage and {"usage": usage})
 
 
 def run(root: Path, *, generation_usage=None, verdict_usage=None, verdict_counts=None) -> RunFiles:
@@ -100,29 +89,30 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
     assert none_solved["lean_cpu_s_per_solved"] is None
 
 
-def test_a_manifest_from_before_usage_was_recorded_says_not_recorded(tmp_path):
-    cost = run_cost(run(tmp_path))
-    assert cost.generation is None and cost.verification is None
-    table = "\n".join(cost_section(cost_rows([cost], {("baseline", "minif2f", 256): 3})))
-    assert (
-        "| baseline minif2f c256 | not recorded | not recorded | 2526 | 5 | not recorded | "
-        "not recorded | 2 | 3 | 3 | not recorded | not recorded |"
-    ) in table
-
-
-def test_the_table_shows_durations_as_clock_times(tmp_path):
-    cost = run_cost(
-        run(
-            tmp_path,
-            generation_usage={"wall_s": 3725.0, "cpu_s": 7200.4, "children_cpu_s": 0.0},
-            verdict_usage={"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
-        )
-    )
-    table = "\n".join(cost_section(cost_rows([cost], {("baseline", "minif2f", 256): 2})))
-    assert (
-        "| baseline minif2f c256 | 1:02:05 | 2:00:00 | 2526 | 5 | 0:01:01 | 0:02:00 | 2 | 3 | 2 "
-        "| 0:31:02 | 0:01:00 |"
-    ) in table
+@pytest.mark.parametrize(
+    ("generation_usage", "verdict_usage", "solved", "row"),
+    [
+        # from before usage was recorded
+        (
+            None,
+            None,
+            3,
+            "not recorded | not recorded | 2526 | 5 | not recorded | not recorded | "
+            "2 | 3 | 3 | not recorded | not recorded",
+        ),
+        # durations as clock times; 3725 s over 2 solved is 0:31:02
+        (
+            {"wall_s": 3725.0, "cpu_s": 7200.4, "children_cpu_s": 0.0},
+            {"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
+            2,
+            "1:02:05 | 2:00:00 | 2526 | 5 | 0:01:01 | 0:02:00 | 2 | 3 | 2 | 0:31:02 | 0:01:00",
+        ),
+    ],
+)
+def test_the_cost_table_row_of_a_run(tmp_path, generation_usage, verdict_usage, solved, row):
+    files = run(tmp_path, generation_usage=generation_usage, verdict_usage=verdict_usage)
+    rows = cost_rows([run_cost(files)], {("baseline", "minif2f", 256): solved})
+    assert f"| baseline minif2f c256 | {row} |" in "\n".join(cost_section(rows))
 
 
 def test_a_verdict_manifest_that_is_not_a_verdict_steps_is_refused_by_name(tmp_path):

@@ -19,6 +19,7 @@ from prover_assets.report.validity import ValiditySettings, judge_comparison
 from prover_assets.verify.runner import CHUNKS_FILE, CommitChunk
 from prover_assets_tests.factories import (
     GOEDEL_HEADER,
+    finish_step_folder,
     make_generation,
     make_pins,
     make_problem,
@@ -86,16 +87,7 @@ def write_run(root: Path, system: str, problems: Path, **sampling) -> RunFiles:
     ):
         folder.mkdir(parents=True)
         publish_records(folder / name, records)
-        manifest = build_manifest(
-            folder=folder,
-            asset=str(folder),
-            inputs=[],
-            outputs=[folder / name],
-            config={},
-            counts={},
-            started_at="t",
-        )
-        write_manifest(folder, manifest)
+        finish_step_folder(folder, name)
     return RunFiles(
         system, "minif2f", 64, problems, gen_dir / "generations.jsonl", ver_dir / "verdicts.jsonl"
     )
