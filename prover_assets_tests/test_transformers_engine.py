@@ -30,6 +30,10 @@ SETTINGS = {
     "all": SamplingSettings(
         temperature=0.8, top_p=0.9, top_k=20, min_p=0.05, repetition_penalty=1.1
     ),
+    # cuts that keep a single token, where `generate`'s min_tokens_to_keep=1 binds
+    "top-p-narrow": SamplingSettings(temperature=1.0, top_p=0.01, top_k=0),
+    "top-1": SamplingSettings(temperature=1.0, top_p=1.0, top_k=1),
+    "min-p-high": SamplingSettings(temperature=1.0, top_p=1.0, top_k=0, min_p=0.99),
 }
 # (setting, seed): greedy ignores the seed; seed 3 ends by EOS on the session's tiny model
 # (min-p, repetition), the others by length; 2**64 - 5 checks the seed's reduction mod 2**63
@@ -45,6 +49,9 @@ CASES = (
     ("repetition", 3),
     ("repetition", 0),
     ("all", 2),
+    ("top-p-narrow", 4),
+    ("top-1", 4),
+    ("min-p-high", 4),
 )
 MAX_TOKENS = 24
 PROMPT = "theorem foo (a b : Nat) : a + b = b + a := by"
@@ -86,12 +93,13 @@ def generate_reference(engine: TransformersEngine, request: GenerationRequest) -
     return GenerationResult(request.key, tuple(completion), text, finish, settings.carried())
 
 
-def test_loop_matches_generate_token_for_token(tiny_model_dir):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_loop_matches_generate_token_for_token(tiny_model_dir, dtype):
     finishes = set()
     engines: dict[str, TransformersEngine] = {}
     for name, seed in CASES:
         if name not in engines:
-            engines[name] = TransformersEngine(tiny_model_dir, SETTINGS[name])
+            engines[name] = TransformersEngine(tiny_model_dir, SETTINGS[name], dtype=dtype)
         engine = engines[name]
         assert engine.uses_loop, "the tiny model must sample through the loop, not generate"
         prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
@@ -204,3 +212,107 @@ def test_the_loop_stops_once_every_row_has_ended(tiny_model_dir):
     assert got.finish_reason == "stop" and len(got.completion_ids) < MAX_TOKENS
     # the prompt's step gives the first token, each later token one step more
     assert len(calls) == len(got.completion_ids)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("presence_penalty", 0.2), ("frequency_penalty", 0.3)]
+)
+def test_a_penalty_transformers_does_not_have_is_refused_saying_what_to_do(
+    tiny_model_dir, field, value
+):
+    settings = SamplingSettings(temperature=1.0, top_p=1.0, top_k=0, **{field: value})
+    with pytest.raises(ValueError) as refused:
+        TransformersEngine(tiny_model_dir, settings)
+    assert str(refused.value) == (
+        "transformers has no presence or frequency penalty: sample with the vllm engine, "
+        "or set them to 0"
+    )
+
+
+@pytest.mark.parametrize("overridden", ["generate", "_sample"])
+def test_a_model_class_with_its_own_sampling_samples_through_generate(tiny_model_dir, overridden):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    own = type("OwnSampling", (type(engine.model),), {overridden: lambda self, *a, **k: None})
+    engine.model.__class__ = own
+    assert not engine._loop_reproduces_generate()
+
+
+def test_an_encoder_decoder_samples_through_generate(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    engine.model.config.is_encoder_decoder = True
+    assert not engine._loop_reproduces_generate()
+
+
+def test_every_eos_of_the_generation_config_and_tokenizer_stops_and_pads_without_a_pad_token(
+    tiny_model_dir, tmp_path
+):
+    import json
+    import shutil
+
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    generation = json.loads((model / "generation_config.json").read_text())
+    generation["eos_token_id"] = [7, 2]  # a list, as Qwen3's own config gives
+    (model / "generation_config.json").write_text(json.dumps(generation))
+    tokenizer = json.loads((model / "tokenizer_config.json").read_text())
+    tokenizer["pad_token"] = None
+    (model / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    engine = TransformersEngine(model, SETTINGS["greedy"])
+    assert engine.tokenizer.eos_token_id == 2 and engine.tokenizer.pad_token_id is None
+    assert engine.eos_ids == {2, 7}
+    assert engine.pad_id == 2  # the smallest EOS id stands in for the missing pad
+
+
+def test_the_fallback_asks_generate_for_every_setting_of_the_engine(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["all"])
+    engine.uses_loop = False
+    asked: dict = {}
+    own_generate = engine.model.generate
+
+    def spy(*args, **kwargs):
+        asked.update(kwargs)
+        return own_generate(*args, **kwargs)
+
+    engine.model.generate = spy
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    list(engine.generate([GenerationRequest(("x",), prompt, 4, 1)]))
+    assert asked["attention_mask"].tolist() == [[1] * len(prompt)]
+    assert {k: v for k, v in asked.items() if k != "attention_mask"} == {
+        "do_sample": True,
+        "temperature": 0.8,
+        "top_p": 0.9,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+        "max_new_tokens": 4,
+        "eos_token_id": [2],
+        "pad_token_id": 0,
+    }
+
+
+def test_greedy_through_generate_asks_for_no_sampling_setting(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["greedy"])
+    engine.uses_loop = False
+    asked: dict = {}
+    own_generate = engine.model.generate
+    engine.model.generate = lambda *a, **k: asked.update(k) or own_generate(*a, **k)
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    list(engine.generate([GenerationRequest(("x",), prompt, 2, 1)]))
+    assert not {"temperature", "top_p", "top_k", "min_p"} & set(asked)
+    assert asked["do_sample"] is False
+
+
+def test_requests_after_one_sampled_through_generate_are_sampled_too(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    engine.uses_loop = False
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    requests = [
+        GenerationRequest(("a",), prompt, 3, 1),
+        GenerationRequest(("b",), prompt[:-1], 3, 2),
+    ]
+    assert [r.key for r in engine.generate(requests)] == [("a",), ("b",)]
+
+
+def test_a_request_with_an_empty_prompt_is_refused_by_its_key(tiny_model_dir):
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    with pytest.raises(ValueError, match=r"request \('p', 3\) has an empty prompt"):
+        list(engine.generate([GenerationRequest(("p", 3), (), 4, 0)]))

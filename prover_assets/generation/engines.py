@@ -175,7 +175,7 @@ class TransformersEngine(GenerationEngine):
     A model whose generation config asks
     `generate` for more (`_LOOP_NEUTRAL_GENERATION_FIELDS`), or whose class replaces `generate`
     or `_sample`, samples through `generate` itself, one sample a call, as does an empty
-    prompt."""
+    budget. An empty prompt is refused: `generate` cannot start from nothing."""
 
     name = "transformers"
 
@@ -304,7 +304,7 @@ class TransformersEngine(GenerationEngine):
 
     def _one(self, request: GenerationRequest) -> GenerationResult:
         """One sample through `generate` itself (a model the loop does not reproduce, or an
-        empty prompt or budget)."""
+        empty budget)."""
         torch = self._torch
         torch.manual_seed(request.seed % (2**63))
         with torch.no_grad():
@@ -372,7 +372,7 @@ class TransformersEngine(GenerationEngine):
     def _generate_one(self, request: GenerationRequest) -> list[int]:
         """HF `generate` itself, for a model whose generation config asks it for more."""
         torch = self._torch
-        prompt = torch.tensor([list(request.prompt_ids)], device=self.device)
+        prompt = torch.tensor([list(request.prompt_ids)], dtype=torch.long, device=self.device)
         settings = self.sampling
         sampling: dict[str, Any] = {
             "do_sample": settings.temperature > 0,
@@ -400,7 +400,11 @@ class TransformersEngine(GenerationEngine):
         samples) sampled together, up to `ROWS_PER_BATCH` at a time."""
         torch = self._torch
         for group in _same_prompt_runs(requests, ROWS_PER_BATCH):
-            if not (self.uses_loop and group[0].max_tokens > 0 and group[0].prompt_ids):
+            if not group[0].prompt_ids:
+                raise ValueError(
+                    f"request {group[0].key} has an empty prompt: nothing to sample from"
+                )
+            if not (self.uses_loop and group[0].max_tokens > 0):
                 yield from (self._one(request) for request in group)
                 continue
             with torch.inference_mode():  # as `no_grad`, without autograd's bookkeeping
