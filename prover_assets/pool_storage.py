@@ -12,8 +12,8 @@ its holder, so a kill -9 never leaves it held.
 `dagster.yaml` selects `PoolSafeInstance`, whose default storage is this one: Dagster's default
 SQLite files in Dagster's default layout, so an existing instance keeps its history.
 
-The instance also makes a run that waits for a slot sleep and stay cancellable (the run's
-in-process executor, `wait_for_slots_asleep`).
+The instance also makes a run that waits for a slot sleep and stay cancellable, under either of
+Dagster's executors (`wait_for_slots_asleep`).
 """
 
 from __future__ import annotations

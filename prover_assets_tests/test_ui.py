@@ -140,3 +140,22 @@ def test_the_full_round_launched_unedited_from_the_launchpad_succeeds(page, dags
     assert launch["__typename"] == "LaunchRunSuccess", launch
     wait_for_success(page, f"{url}/runs/{launch['run']['id']}", timeout_s=1400)
     page.screenshot(path=shots / "08-launchpad-run-succeeded.png")
+
+
+# After the full round (same server): every asset is materialized once.
+def test_a_job_that_reuses_its_outputs_leaves_what_was_made_from_them_synced(page, dagster_dev):
+    url, shots = dagster_dev["url"], artifacts()
+    downstream = "generations/minif2f/baseline/c256"  # made from the eval set, not by `problems`
+    page.goto(f"{url}/locations/{LOCATION}/jobs/problems", wait_until="networkidle")
+    with page.expect_response(is_launch_mutation) as launched:
+        page.get_by_role("button", name="Materialize all").click()
+    launch = launched.value.json()["data"]["launchPipelineExecution"]
+    assert launch["__typename"] == "LaunchRunSuccess", launch
+    wait_for_success(page, f"{url}/runs/{launch['run']['id']}", timeout_s=300)
+    page.goto(f"{url}/assets/{downstream}", wait_until="networkidle")
+    page.get_by_text("Latest materialization", exact=False).first.wait_for()
+    # Every output of `problems` was reused: the same data versions, so nothing upstream of
+    # the baseline's generations changed (before: "Unsynced", "Upstream data changed").
+    assert page.get_by_text("Unsynced", exact=False).count() == 0
+    assert page.get_by_text("Upstream data changed", exact=False).count() == 0
+    page.screenshot(path=shots / "09-reused-upstream-stays-synced.png")
