@@ -51,6 +51,18 @@ def test_sampling_settings_carry_every_recorded_field_by_its_record_name():
     assert tuple(settings.carried()) == SAMPLING_FIELDS
 
 
+def test_settings_that_name_a_field_the_record_does_not_are_refused():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class WithSeed(SamplingSettings):
+        seed: int = 0  # a sampling field the records do not carry
+
+    with pytest.raises(TypeError) as refused:
+        WithSeed(temperature=1.0, top_p=1.0, top_k=0)
+    assert str(refused.value) == "SamplingSettings must name exactly the recorded sampling fields"
+
+
 def test_sampling_settings_default_to_the_neutral_values():
     settings = SamplingSettings(temperature=1.0, top_p=1.0, top_k=0)
     assert (settings.min_p, settings.repetition_penalty) == (0.0, 1.0)

@@ -21,7 +21,7 @@ from prover_assets.generation.engines import (
 SETTINGS = {
     "greedy": SamplingSettings(temperature=0.0, top_p=1.0, top_k=0),
     "greedy-repetition": SamplingSettings(
-        temperature=0.0, top_p=1.0, top_k=0, repetition_penalty=1.3
+        temperature=0.0, top_p=1.0, top_k=0, repetition_penalty=2.0
     ),
     "top-p": SamplingSettings(temperature=0.6, top_p=0.95, top_k=0),
     "top-k": SamplingSettings(temperature=1.0, top_p=1.0, top_k=5),
@@ -31,9 +31,10 @@ SETTINGS = {
         temperature=0.8, top_p=0.9, top_k=20, min_p=0.05, repetition_penalty=1.1
     ),
     # cuts that keep a single token, where `generate`'s min_tokens_to_keep=1 binds
-    "top-p-narrow": SamplingSettings(temperature=1.0, top_p=0.01, top_k=0),
+    "top-p-narrow": SamplingSettings(temperature=1.0, top_p=1e-6, top_k=0),
     "top-1": SamplingSettings(temperature=1.0, top_p=1.0, top_k=1),
     "min-p-high": SamplingSettings(temperature=1.0, top_p=1.0, top_k=0, min_p=0.99),
+    "hot": SamplingSettings(temperature=2.0, top_p=1.0, top_k=0, repetition_penalty=2.0),
 }
 # (setting, seed): greedy ignores the seed; seed 3 ends by EOS on the session's tiny model
 # (min-p, repetition), the others by length; 2**64 - 5 checks the seed's reduction mod 2**63
@@ -52,6 +53,7 @@ CASES = (
     ("top-p-narrow", 4),
     ("top-1", 4),
     ("min-p-high", 4),
+    ("hot", 5),
 )
 MAX_TOKENS = 24
 PROMPT = "theorem foo (a b : Nat) : a + b = b + a := by"
