@@ -14,6 +14,7 @@ from prover_assets.problems.defects import KnownDefect
 from prover_assets.records import MANIFEST_NAME, sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
+from prover_assets.records.usage import recorded_usage
 from prover_assets.verify.audit import AuditFinding
 
 __all__ = [
@@ -161,6 +162,7 @@ def _step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
     """What every file-producing asset reports: where, which files (sha256), which code, and
     its stage's result model field by field."""
     code = step.manifest["code"]
+    used = recorded_usage(step.manifest)
     return {
         **result_metadata(step.result, data_root),
         OUTPUT_DIR: dg.MetadataValue.path(str(step.folder)),
@@ -171,7 +173,7 @@ def _step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
         # What the attempt that made the output used (records/usage.py), where it ran.
         **{
             f"used_{name}": dg.MetadataValue.float(display_number(seconds))
-            for name, seconds in step.manifest.get("usage", {}).items()
+            for name, seconds in (used.model_dump() if used else {}).items()
         },
     }
 

@@ -28,7 +28,7 @@ from prover_assets.records.manifest import (
     write_manifest,
 )
 from prover_assets.records.store import publish_text
-from prover_assets.records.usage import UsageMark, usage_since
+from prover_assets.records.usage import USAGE_KEY, UsageMark, usage_since
 
 __all__ = [
     "STREAM_FILE",
@@ -148,7 +148,7 @@ class Step(Generic[R]):
             started_at=self.started_at,
             extra={
                 "input_digests": self.inputs.digests,
-                "usage": usage_since(self.usage_mark).model_dump(),
+                USAGE_KEY: usage_since(self.usage_mark).model_dump(),
                 **(extra or {}),
             },
             input_sha256=by_path,

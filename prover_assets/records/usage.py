@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["StepUsage", "UsageMark", "usage_since"]
+__all__ = ["USAGE_KEY", "StepUsage", "UsageMark", "recorded_usage", "usage_since"]
+
+# Where a step's manifest records its usage.
+USAGE_KEY = "usage"
 
 
 def _cpu_s(who: int) -> float:
@@ -53,3 +58,9 @@ def usage_since(mark: UsageMark) -> StepUsage:
         cpu_s=round(now.cpu_s - mark.cpu_s, 3),
         children_cpu_s=round(now.children_cpu_s - mark.children_cpu_s, 3),
     )
+
+
+def recorded_usage(manifest: Mapping[str, Any]) -> StepUsage | None:
+    """The usage a step's manifest records; None for a manifest written before usage was."""
+    recorded = manifest.get(USAGE_KEY)
+    return None if recorded is None else StepUsage.model_validate(recorded)

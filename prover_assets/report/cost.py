@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.manifest import read_manifest
-from prover_assets.records.usage import StepUsage
+from prover_assets.records.usage import StepUsage, recorded_usage
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.verify.runner import VerificationResult
@@ -45,11 +45,6 @@ class RunCost(BaseModel):
     infrastructure_reverified: int
 
 
-def _usage(manifest: Mapping[str, Any]) -> StepUsage | None:
-    recorded = manifest.get("usage")
-    return None if recorded is None else StepUsage.model_validate(recorded)
-
-
 def run_cost(files: RunFiles) -> RunCost:
     """The cost of the run whose files are `files`, from its steps' manifests (raises naming
     the manifest when either is not its step's)."""
@@ -62,8 +57,8 @@ def run_cost(files: RunFiles) -> RunCost:
         system=files.system,
         eval_set=files.eval_set,
         cap=files.cap,
-        generation=_usage(generation_manifest),
-        verification=_usage(verdict_manifest),
+        generation=recorded_usage(generation_manifest),
+        verification=recorded_usage(verdict_manifest),
         generated=generated.generated_now,
         tokens_generated=round(generated.generated_now * (generated.mean_completion_tokens or 0)),
         hit_cap=generated.hit_cap,
@@ -109,7 +104,7 @@ class StepCost(BaseModel):
 
 
 def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> StepCost:
-    return StepCost(step=step, side=side, usage=_usage(read_manifest(folder)))
+    return StepCost(step=step, side=side, usage=recorded_usage(read_manifest(folder)))
 
 
 def _run_steps(run: RunFiles) -> list[StepCost]:
