@@ -114,6 +114,24 @@ def test_open_engine_builds_the_transformers_engine_on_the_named_device_and_dtyp
     assert torch.get_num_threads() == before
 
 
+def test_open_engine_sends_the_transformers_model_to_the_named_gpu(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    from transformers import AutoModelForCausalLM
+
+    load = AutoModelForCausalLM.from_pretrained
+    sent: list = []
+
+    def from_pretrained(*args, **kwargs):  # records the move a GPU machine would make
+        model = load(*args, **kwargs)
+        model.to = lambda device: sent.append(device) or model
+        return model
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    with opened({"engine": "transformers", "device": "cuda"}, tiny_model_dir, tmp_path) as engine:
+        assert (engine.device, sent) == ("cuda", ["cuda"])
+
+
 def test_open_engine_builds_the_openai_engine_on_the_named_replicas(tmp_path):
     settings = {
         "engine": "openai",

@@ -318,3 +318,205 @@ def test_a_request_with_an_empty_prompt_is_refused_by_its_key(tiny_model_dir):
     engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
     with pytest.raises(ValueError, match=r"request \('p', 3\) has an empty prompt"):
         list(engine.generate([GenerationRequest(("p", 3), (), 4, 0)]))
+
+
+class StandInDevice:
+    """torch as the engine calls it, on a device this machine lacks: each tensor or generator
+    the engine makes records the device and dtype it asked for, and is made on the CPU."""
+
+    MAKERS = ("empty", "ones", "tensor", "Generator")
+
+    def __init__(self, torch, device: str):
+        self._torch, self.device, self.asked = torch, device, []
+
+    def __getattr__(self, name: str):
+        made = getattr(self._torch, name)
+        if name not in self.MAKERS:
+            return made
+
+        def make(*args, **kwargs):
+            self.asked.append((name, kwargs.get("device"), kwargs.get("dtype")))
+            if kwargs.get("device") == self.device:
+                kwargs["device"] = "cpu"
+            return made(*args, **kwargs)
+
+        return make
+
+
+def loaded_with(monkeypatch, change) -> None:
+    """Models the engine loads are changed by `change` first (a stand-in for what only another
+    machine or another transformers would load)."""
+    from transformers import AutoModelForCausalLM
+
+    load = AutoModelForCausalLM.from_pretrained
+
+    def from_pretrained(*args, **kwargs):
+        model = load(*args, **kwargs)
+        change(model)
+        return model
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", from_pretrained)
+
+
+def test_the_loop_makes_its_tensors_and_generators_on_the_engines_device(tiny_model_dir):
+    import torch
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    engine.device = "cuda"
+    engine._torch = stand_in = StandInDevice(torch, "cuda")
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    list(engine.generate([GenerationRequest(("a", s), prompt, 3, s) for s in (1, 2)]))
+    made = {name: (device, dtype) for name, device, dtype in stand_in.asked}
+    # the ids and the mask on the device as int64; the prompt's ids copied in from the host
+    assert made == {
+        "empty": ("cuda", torch.long),
+        "tensor": (None, torch.long),
+        "ones": ("cuda", torch.long),
+        "Generator": ("cuda", None),
+    }
+    assert [name for name, *_ in stand_in.asked].count("Generator") == 2  # one a row
+
+
+def test_a_sample_through_generate_sends_its_prompt_to_the_engines_device(tiny_model_dir):
+    import torch
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    engine.uses_loop = False
+    engine.device = "cuda"
+    engine._torch = stand_in = StandInDevice(torch, "cuda")
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    list(engine.generate([GenerationRequest(("a",), prompt, 2, 1)]))
+    assert stand_in.asked == [("tensor", "cuda", torch.long)]
+
+
+def test_the_model_is_sent_to_the_engines_device(tiny_model_dir, monkeypatch):
+    sent: list = []
+
+    def record_moves(model):
+        model.to = lambda device: sent.append(device) or model
+
+    loaded_with(monkeypatch, record_moves)
+    TransformersEngine(tiny_model_dir, SETTINGS["top-p"], device="cuda")
+    assert sent == ["cuda"]
+
+
+def test_the_processors_read_float32_scores_from_a_bfloat16_model(tiny_model_dir):
+    import torch
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"], dtype="bfloat16")
+    scored = []
+    processors = engine._processors
+    engine._processors = lambda ids, scores: scored.append(scores.dtype) or processors(ids, scores)
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    list(engine.generate([GenerationRequest(("a",), prompt, 3, 1)]))
+    assert scored == [torch.float32] * 3
+
+
+# `generate` switches a MoE model's `grouped_mm` experts to `batched_mm` for decoding except on
+# the CPU (transformers' `GenerationMixin._optimize_model_for_decode`), a kernel the loop would
+# not switch: (device, experts kernel, whether the loop reproduces `generate`)
+MOE_CASES = [("cuda", "grouped_mm", False), ("cuda", "eager", True), ("cpu", "grouped_mm", True)]
+
+
+@pytest.mark.parametrize(("device", "experts", "loop"), MOE_CASES)
+def test_a_moe_model_whose_generate_switches_kernels_samples_through_generate(
+    tiny_model_dir, monkeypatch, device, experts, loop
+):
+    import torch
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    engine.model.config._experts_implementation = experts
+    monkeypatch.setattr(type(engine.model), "device", property(lambda _: torch.device(device)))
+    assert engine._loop_reproduces_generate() is loop
+
+
+def test_a_model_of_a_transformers_without_experts_kernels_samples_through_the_loop_on_a_gpu(
+    tiny_model_dir, monkeypatch
+):
+    import torch
+    from transformers import PreTrainedModel
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    monkeypatch.delattr(PreTrainedModel, "get_experts_implementation")
+    monkeypatch.setattr(type(engine.model), "device", property(lambda _: torch.device("cuda")))
+    assert engine._loop_reproduces_generate() is True
+
+
+def test_sampling_passes_the_cache_by_the_forwards_own_name_with_no_deprecation_warning(
+    tiny_model_dir,
+):
+    import warnings
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    with warnings.catch_warnings():
+        # transformers warns on every call that names the cache by its deprecated name
+        warnings.simplefilter("error", FutureWarning)
+        (got,) = engine.generate([GenerationRequest(("a",), prompt, 4, 1)])
+    assert len(got.completion_ids) == 4
+
+
+def test_a_forward_that_names_the_cache_past_key_values_gets_it_by_that_name(
+    tiny_model_dir, monkeypatch
+):
+    """transformers before the rename to `cache`: the same samples, the cache by the old name."""
+
+    def with_older_forward(model):
+        current = type(model)
+
+        def forward(self, input_ids=None, attention_mask=None, past_key_values=None, **flags):
+            return current.forward(
+                self, input_ids=input_ids, attention_mask=attention_mask, cache=past_key_values,
+                **flags,
+            )  # fmt: skip
+
+        model.__class__ = type("OlderForward", (current,), {"forward": forward})
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    requests = [GenerationRequest(("a", s), prompt, 6, s) for s in (1, 2)]
+    expected = list(engine.generate(requests))
+    loaded_with(monkeypatch, with_older_forward)
+    older = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    assert type(older.model).__name__ == "OlderForward" and older.uses_loop
+    assert list(older.generate(requests)) == expected
+
+
+def test_a_model_sampled_through_generate_is_logged_once_by_its_path(
+    tiny_model_dir, tmp_path, caplog
+):
+    import json
+    import logging
+    import shutil
+
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    generation = json.loads((model / "generation_config.json").read_text())
+    generation["no_repeat_ngram_size"] = 3
+    (model / "generation_config.json").write_text(json.dumps(generation))
+    with caplog.at_level(logging.INFO, logger="prover_assets.generation.engines"):
+        engine = TransformersEngine(model, SETTINGS["top-p"])
+    assert not engine.uses_loop
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{model}: sampling through HF generate (its generation config asks more)"
+    ]
+
+
+def test_a_model_sampled_through_the_loop_logs_nothing(tiny_model_dir, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="prover_assets.generation.engines"):
+        engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    assert engine.uses_loop and caplog.records == []
+
+
+def test_no_more_than_rows_per_batch_samples_are_sampled_at_once(tiny_model_dir):
+    from prover_assets.generation.engines import ROWS_PER_BATCH
+
+    engine = TransformersEngine(tiny_model_dir, SETTINGS["top-p"])
+    sizes: list[int] = []
+    rows = engine._sample_rows
+    engine._sample_rows = lambda group: sizes.append(len(group)) or rows(group)
+    prompt = tuple(engine.tokenizer(PROMPT)["input_ids"])
+    requests = [GenerationRequest(("r", i), prompt, 2, i) for i in range(ROWS_PER_BATCH + 1)]
+    assert [r.key for r in engine.generate(requests)] == [r.key for r in requests]
+    assert sizes == [ROWS_PER_BATCH, 1]
