@@ -30,13 +30,14 @@ SHARED_PROCESS_GROUPS = {
     "test_launchpad.py": "dagster_dev",
     "test_ui.py": "dagster_dev",
 }
-# Then the modules that take longest without a loop (measured with `--durations`, 2026-12-05),
-# so that the fast suite's two processes do not end with one of them alone on a long module.
+# Then the modules that take longest without a loop (measured with `--durations`, 2026-12-06:
+# the kill trials' modules in `make test`, then the fast suite's longest), so that neither
+# process ends alone on a long module.
 LONGEST_GROUPS_FIRST = (
     *("dagster_dev", "test_demo.py", "test_demo_iterations.py", "test_demo_null.py"),
-    *("test_problems_pool.py", "test_preflight_run.py", "test_worker.py", "test_checks_gates.py"),
-    *("test_verifier.py", "test_sft_trainer.py", "test_sft_export.py", "test_assets_problems.py"),
-    "test_repl.py",
+    *("test_sft_trainer.py", "test_sensors.py", "test_preflight_run.py", "test_problems_pool.py"),
+    *("test_worker.py", "test_openai_engine.py", "test_report.py", "test_repl.py"),
+    *("test_verifier.py", "test_sft_export.py", "test_verify_runner.py"),
 )
 
 
@@ -200,10 +201,22 @@ def mechanics_size(raw: dict, *, planted_rule: bool = False, **spec_overrides) -
 
 
 def dagster_home(folder: Path) -> Path:
-    """A DAGSTER_HOME at `folder` with the project's dagster.yaml, as `make ui` sets one up."""
+    """A DAGSTER_HOME at `folder` with the project's dagster.yaml, as `make ui` sets one up, and
+    a daemon that takes a queued run within a second (`DEQUEUE_EVERY`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    (folder / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text() + DEQUEUE_EVERY)
     return folder
+
+
+# Dagster's daemon looks for queued runs every 5 s by default: the suite launches about twenty
+# runs through one, each waiting 2.5 s on average for nothing but that interval.
+DEQUEUE_EVERY = """
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
+"""
 
 
 @pytest.fixture(scope="session", autouse=True)

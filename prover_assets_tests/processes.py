@@ -144,5 +144,5 @@ def launch_and_wait(dev: DagsterDev, job: str, timeout: float = 1800):
         deadline = time.monotonic() + timeout
         while (run := instance.get_run_by_id(run_id)).status not in finished:
             assert time.monotonic() < deadline, f"run {run_id} of {job} still {run.status}"
-            time.sleep(1)
+            time.sleep(0.5)
         return run

@@ -57,6 +57,7 @@ def test_problem_job_materializes_and_every_check_passes(tmp_path):
     assert manifest["counts"]["rows_in"] == 60
 
 
+@pytest.mark.slow
 def test_a_reused_output_keeps_its_data_version_and_what_was_made_from_it_stays_synced(tmp_path):
     from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
     from dagster._core.loader import LoadingContextForTest
@@ -100,6 +101,7 @@ def test_a_reused_output_keeps_its_data_version_and_what_was_made_from_it_stays_
     assert status_of(made_from_it) == StaleStatus.STALE
 
 
+@pytest.mark.slow
 def test_rerun_reuses_complete_and_current_outputs(tmp_path):
     materialize(tmp_path)
     first = (tmp_path / "data/train_pool_candidates/manifest.json").read_bytes()
@@ -110,6 +112,7 @@ def test_rerun_reuses_complete_and_current_outputs(tmp_path):
     assert (tmp_path / "data/train_pool_candidates/manifest.json").read_bytes() == first
 
 
+@pytest.mark.slow
 def test_changed_config_refuses_to_overwrite_a_stale_output(tmp_path):
     materialize(tmp_path)
     raw = demo_run_config(tmp_path / "data")

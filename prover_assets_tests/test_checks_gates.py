@@ -171,6 +171,7 @@ def test_an_output_no_blocking_check_judged_is_refused(graph):
     assert "sft_checkpoint: check `data_order` never ran on this materialization" in failure(read)
 
 
+@pytest.mark.slow
 def test_a_new_materialization_that_passes_clears_the_failure(graph):
     graph.make_checkpoint(repeated=True)
     assert not graph.read().success
@@ -179,6 +180,7 @@ def test_a_new_materialization_that_passes_clears_the_failure(graph):
     assert graph.read().success
 
 
+@pytest.mark.slow
 def test_a_passing_check_on_an_older_manifest_does_not_hold_for_a_new_one(graph):
     graph.make_checkpoint(repeated=False)
     assert graph.read().success
@@ -209,6 +211,7 @@ def test_the_gates_are_the_graphs_blocking_checks():
     )
 
 
+@pytest.mark.slow
 def test_the_evaluation_of_a_manifest_is_found_past_many_later_ones_of_others(shared_instance):
     key = dg.AssetKey(["many_evaluations"])
 
@@ -264,6 +267,7 @@ def shared_instance():
         yield instance
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("asset", "check"), DEMO_GATES)
 def test_each_gate_of_the_graph_failed_upstream_stops_a_reader_downstream(
     tmp_path, shared_instance, asset, check

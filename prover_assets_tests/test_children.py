@@ -189,6 +189,7 @@ for _ in range(120):
 """
 
 
+@pytest.mark.slow
 def test_a_reader_listing_the_registry_while_another_process_starts_children_never_sees_half_a_record(
     registry,
 ):

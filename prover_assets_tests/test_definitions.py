@@ -36,6 +36,7 @@ def test_every_node_shows_its_whole_key_on_the_graph(config):
     assert all(set(spec.key.path[:-1]) <= spec.kinds for spec in specs)
 
 
+@pytest.mark.slow
 def test_workspace_validates_with_the_dagster_cli():
     env = {**os.environ, "PROVER_ASSETS_CONFIG": str(CONFIGS / "demo.yaml")}
     result = subprocess.run(
@@ -55,6 +56,7 @@ def test_workspace_validates_with_the_dagster_cli():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_loading_definitions_imports_no_torch_or_vllm():
     code = (
         "import sys; import prover_assets.definitions; "

@@ -208,6 +208,7 @@ def demo_defs(demo_config_file):
     return build_definitions(demo_config_file)
 
 
+@pytest.mark.slow
 def test_eta_asset_reads_the_result_in_a_materialization_s_manifest(demo_defs, tmp_path):
     folder = tmp_path / "generations"
     folder.mkdir()

@@ -92,7 +92,7 @@ def wait_for(url: str, run_id: str, timeout: float = 1400) -> str:
         if status == "SUCCESS":
             return status
         assert time.monotonic() < deadline, f"run {run_id} still {status}"
-        time.sleep(2)
+        time.sleep(0.5)
 
 
 def nulls(value) -> int:

@@ -99,6 +99,7 @@ def test_the_slot_lock_excludes_other_holders_and_nests_within_one(tmp_path):
     assert free_to_other_holders(lock.path)
 
 
+@pytest.mark.slow
 def test_a_slot_lock_held_by_a_process_killed_with_kill_9_is_free_at_once(tmp_path):
     path = tmp_path / LOCK_FILE
     holder = subprocess.Popen(

@@ -48,6 +48,7 @@ def passed(tmp_path_factory):
     return {"config": config, "report": report, "path": path, "seen": seen, "data": data}
 
 
+@pytest.mark.slow
 def test_the_demo_config_passes_every_check_in_the_registered_order(passed):
     report = passed["report"]
     assert [c.name for c in report.checks] == ORDER
@@ -60,6 +61,7 @@ def test_the_demo_config_passes_every_check_in_the_registered_order(passed):
     assert report.simulated
 
 
+@pytest.mark.slow
 def test_the_report_is_kept_where_the_launch_looks_and_the_work_folder_is_removed(passed):
     config, report = passed["config"], passed["report"]
     assert passed["path"] == report_path(config, report.identity)
@@ -69,6 +71,7 @@ def test_the_report_is_kept_where_the_launch_looks_and_the_work_folder_is_remove
     assert kept == [passed["path"].parent.name]
 
 
+@pytest.mark.slow
 def test_the_smoke_round_measures_the_rates_the_eta_reads(passed):
     figures = passed["report"].figures()
     assert figures["tokens_per_s"] > 0
@@ -80,6 +83,7 @@ def test_the_smoke_round_measures_the_rates_the_eta_reads(passed):
     assert figures["verify_s_per_code_sample"] == pytest.approx(per_proof / 2, abs=0.01)
 
 
+@pytest.mark.slow
 def test_the_markdown_has_a_row_per_check_with_measured_value_and_threshold(passed):
     markdown = passed["report"].markdown()
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
@@ -139,6 +143,7 @@ def test_after_a_repl_that_never_answers_the_import_and_self_test_are_blocked_an
     assert repl_never_answers["path"].exists()
 
 
+@pytest.mark.slow
 def test_a_failed_preflights_folder_is_kept_until_the_next_of_its_identity_which_sweeps_it(
     repl_never_answers, monkeypatch
 ):

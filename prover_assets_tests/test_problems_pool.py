@@ -153,6 +153,7 @@ def reference(real_rows, sets, tmp_path_factory):
     return build(rows, tmp_path_factory.mktemp("reference"), sets, candidates=REFERENCE_K)
 
 
+@pytest.mark.slow
 def test_each_planted_contaminant_is_caught_by_its_own_layer(
     real_rows, eval_problems, sets, tmp_path
 ):
@@ -172,6 +173,7 @@ def test_each_planted_contaminant_is_caught_by_its_own_layer(
     assert not kept & {row["problem_id"] for row in planted}
 
 
+@pytest.mark.slow
 def test_counts_reconcile_on_real_rows(real_rows, sets, tmp_path):
     counts = build(real_rows, tmp_path, sets, candidates=500).counts
     assert counts.rows_in == len(real_rows)
@@ -290,6 +292,7 @@ def test_candidates_are_in_rank_order(real_rows, sets, tmp_path):
     assert keys == sorted(keys)
 
 
+@pytest.mark.slow
 def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, reference, tmp_path):
     shuffled = list(real_rows[:REFERENCE_ROWS])
     random.Random(5).shuffle(shuffled)
@@ -304,6 +307,7 @@ def test_sampler_is_independent_of_row_order_and_sharding(real_rows, sets, refer
     assert other.counts.to_result() == reference.counts.to_result()
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_same_candidates(real_rows, sets, reference, tmp_path):
     two = build(
         real_rows[:REFERENCE_ROWS],
@@ -370,6 +374,7 @@ publish_records({out!r}, build.candidates)
 """
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_build_then_rerun_gives_the_same_bytes(
     real_rows, sets, reference, tmp_path
 ):

@@ -494,6 +494,7 @@ def _pipe_answer_within(argv, seconds):
         child.wait()
 
 
+@pytest.mark.slow
 def test_a_pipe_reader_waits_on_the_pinned_repls_unflushed_answer_the_terminal_reader_does_not():
     # The double writes as the pinned REPL does: IO.println, never flushed, 4 KiB blocks on a
     # pipe. Read from a pipe, its answer of a few dozen bytes never comes.

@@ -501,6 +501,7 @@ def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
         publish()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("absolute", [False, True])
 def test_a_bundle_whose_manifest_names_an_artifact_outside_it_is_refused(tmp_path, absolute):
     folder = report_folder(tmp_path)

@@ -229,6 +229,7 @@ def test_the_curve_counts_pool_problems_solved_so_far_and_the_work_of_each_itera
     ]
 
 
+@pytest.mark.slow
 def test_the_report_adds_iterations_without_changing_the_registered_comparison(
     tmp_path, iterations
 ):

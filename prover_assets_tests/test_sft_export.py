@@ -313,6 +313,7 @@ def test_vllm_loads_the_export_and_matches_its_first_token_logprobs(exported):
             assert entry.logprob == pytest.approx(float(expected[token]), abs=1e-3)
 
 
+@pytest.mark.slow
 def test_each_model_of_the_export_is_freed_before_the_next_is_loaded(
     trained, tiny_model_dir, monkeypatch
 ):
@@ -373,6 +374,7 @@ print(json.dumps({{"parameters": parameters, "peak": peak[0] - baseline}}))
 """
 
 
+@pytest.mark.slow
 def test_the_exports_host_peak_is_the_fp32_merge_as_its_model_says(tmp_path):
     import os
     import subprocess

@@ -313,11 +313,13 @@ def test_kill_9_then_resume_from_the_last_complete_checkpoint_matches(
     assert final_train_loss(uninterrupted) == pytest.approx(sum(per_step) / len(per_step))
 
 
+@pytest.mark.slow
 def test_the_trainer_runs_on_the_threads_it_is_asked_for(uninterrupted):
     """Asked for 1 (`run_file`): torch's default would take every core of the host."""
     assert json.loads((uninterrupted / "summary.json").read_text())["cpu_threads"] == 1
 
 
+@pytest.mark.slow
 def test_last_two_checkpoints_are_kept(uninterrupted):
     kept = sorted(p.name for p in (uninterrupted / CHECKPOINTS).iterdir())
     assert len(kept) == 2
@@ -381,6 +383,7 @@ def test_kill_9_of_the_runs_process_group_leaves_no_trainer_and_resume_repeats_n
     assert_same_losses(out, uninterrupted)
 
 
+@pytest.mark.slow
 def test_a_second_trainer_on_the_same_folder_refuses_naming_the_holder(
     tmp_path, tiny_model_dir, shards
 ):

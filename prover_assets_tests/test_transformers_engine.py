@@ -95,7 +95,7 @@ def generate_reference(engine: TransformersEngine, request: GenerationRequest) -
     return GenerationResult(request.key, tuple(completion), text, finish, settings.carried())
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)])
 def test_loop_matches_generate_token_for_token(tiny_model_dir, dtype):
     finishes = set()
     engines: dict[str, TransformersEngine] = {}

@@ -238,6 +238,7 @@ def test_a_timeout_is_run_once_more_after_the_batch_and_the_verdict_records_both
     assert verifier.timeouts_rechecked == 1
 
 
+@pytest.mark.slow
 def test_a_timeout_again_on_its_recheck_stays_a_timeout_with_both_attempts(tmp_path):
     rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
     problem = make_problem()
@@ -817,6 +818,7 @@ def test_an_error_of_the_lean_backend_surfaces_from_the_verifier(tmp_path):
             verifier.verify_many([(make_problem(), generation)])
 
 
+@pytest.mark.slow
 def test_each_duplicate_and_each_rechecked_timeout_is_counted(tmp_path):
     rules = [{"match": {"substring": "aesop"}, "action": "hang"}]
     problem = make_problem()
@@ -831,6 +833,7 @@ def test_each_duplicate_and_each_rechecked_timeout_is_counted(tmp_path):
     assert (verifier.batch_duplicates, verifier.timeouts_rechecked) == (2, 2)
 
 
+@pytest.mark.slow
 def test_a_recheck_waits_until_at_most_the_recheck_share_of_workers_is_busy(tmp_path):
     # Two workers, share 0.5. Worker A: the proof that hangs (0-2 s, a timeout). Worker B: a
     # 1.5 s proof, then another (1.5-3 s). The re-check may start only once B is idle (3 s), not

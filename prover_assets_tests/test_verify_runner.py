@@ -114,6 +114,7 @@ def sent_indices(tmp_path) -> set[int]:
     }
 
 
+@pytest.mark.slow
 def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_no_committed_verdict(tmp_path):
     gen, ver = tmp_path / "gen.jsonl", tmp_path / "ver.jsonl"
     write_generations(gen, [f"have h{i} : {i} = {i} := rfl\n  omega" for i in range(16)])

@@ -151,6 +151,7 @@ def test_a_second_holder_of_the_lean_workers_waits_or_gives_up(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_verdicts_stream_while_samples_land_and_the_verdict_step_finishes_the_rest(tmp_path):
     streamed = generate_beside_verification(tmp_path / "overlapped", delay_s=0.05)
     assert streamed.error is None and streamed.skipped is None
@@ -172,6 +173,7 @@ def test_busy_lean_workers_leave_the_verdicts_to_their_step_and_say_why(tmp_path
     assert not (root / "verdicts" / "verdicts.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_waiting_verdict_step_gets_the_lean_workers_before_the_generation_ends(tmp_path):
     root = tmp_path / "handover"
     root.mkdir()

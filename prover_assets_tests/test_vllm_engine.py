@@ -97,6 +97,7 @@ def test_one_engine_gives_each_sample_the_tokens_of_its_prompt_seed_and_sampling
         assert result.sampling == REGISTERED_SAMPLING_SENT
 
 
+@pytest.mark.slow
 def test_four_engines_and_two_of_two_gpus_give_what_one_engine_gives_key_by_key(
     simulated_vllm, model_dir, tmp_path
 ):
@@ -109,6 +110,7 @@ def test_four_engines_and_two_of_two_gpus_give_what_one_engine_gives_key_by_key(
     assert "CUDA_VISIBLE_DEVICES=4,5 " in logs[0] and "CUDA_VISIBLE_DEVICES=6,7 " in logs[1]
 
 
+@pytest.mark.slow
 def test_an_engine_killed_mid_batch_has_its_samples_redone_elsewhere_none_lost_or_doubled(
     simulated_vllm, model_dir, tmp_path
 ):
@@ -123,6 +125,7 @@ def test_an_engine_killed_mid_batch_has_its_samples_redone_elsewhere_none_lost_o
     assert engine.served_per_slice[1] == kept < 6  # what it made durable before it died
 
 
+@pytest.mark.slow
 def test_an_engine_that_cannot_load_its_model_leaves_its_share_to_the_others(
     simulated_vllm, model_dir, tmp_path
 ):

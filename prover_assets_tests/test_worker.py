@@ -42,7 +42,11 @@ def verify(tmp_path, rules, *, retries=1, budget_s=5.0, check_timeout_s=0.5, pro
 @pytest.mark.parametrize(
     ("rule", "reason"),
     [
-        ({"match": HEADER, "action": "hang"}, "infrastructure:header:timeout"),
+        pytest.param(
+            {"match": HEADER, "action": "hang"},
+            "infrastructure:header:timeout",
+            marks=pytest.mark.slow,
+        ),
         ({"match": HEADER, "action": "crash"}, "infrastructure:header:crash"),
         (
             {"match": HEADER, "reply": error_reply("unknown package 'Mathlib'")},
@@ -61,7 +65,11 @@ def verify(tmp_path, rules, *, retries=1, budget_s=5.0, check_timeout_s=0.5, pro
             },
             "infrastructure:proof:unknown_environment",
         ),
-        ({"stage": "axioms", "match": AXIOMS, "action": "hang"}, "infrastructure:axioms:timeout"),
+        pytest.param(
+            {"stage": "axioms", "match": AXIOMS, "action": "hang"},
+            "infrastructure:axioms:timeout",
+            marks=pytest.mark.slow,
+        ),
         ({"stage": "axioms", "match": AXIOMS, "action": "crash"}, "infrastructure:axioms:crash"),
         (
             {
@@ -76,7 +84,11 @@ def verify(tmp_path, rules, *, retries=1, budget_s=5.0, check_timeout_s=0.5, pro
             {"stage": "axioms", "match": AXIOMS, "reply": {}},
             "infrastructure:axioms:axioms_unreadable",
         ),
-        ({"match": STATEMENT, "action": "hang"}, "infrastructure:statement:timeout"),
+        pytest.param(
+            {"match": STATEMENT, "action": "hang"},
+            "infrastructure:statement:timeout",
+            marks=pytest.mark.slow,
+        ),
         ({"match": STATEMENT, "raw": True, "reply": {}}, "infrastructure:statement:no_env"),
     ],
 )
@@ -96,6 +108,7 @@ def test_only_the_proofs_own_command_over_budget_is_a_timeout(tmp_path):
     assert verdict.diagnostics["attempts"] == 1  # a verdict: not retried
 
 
+@pytest.mark.slow
 def test_axioms_that_hang_past_the_budgets_rest_and_the_check_timeout_are_not_a_timeout(tmp_path):
     # An answer after the proof's is waited for as long as the proof could still run (text it
     # printed may have stood in for its answer), then the check timeout: here about 1.5 s.
@@ -733,6 +746,7 @@ def _forgeries():
     return st.fixed_dictionaries({stage: st.one_of(st.just(""), text) for stage in PRINT_STAGES})
 
 
+@pytest.mark.slow
 def test_a_forged_answer_anywhere_in_the_stream_never_yields_accepted():
     """Whatever a proof prints, at whichever command: never `accepted` unless Lean accepts,
     `forged_output` whenever what the proof's own command printed is more than blank."""
