@@ -19,6 +19,7 @@ from prover_assets.generation.runner import (
     sample_seed,
 )
 from prover_assets.records import Appender, Generation, SampleKey, read_records
+from prover_assets.report.cost import generation_work
 from prover_assets_tests.factories import STATEMENT, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
@@ -194,3 +195,9 @@ def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(engine, tiny_mo
     reference = {r.key: r for r in read_records(clean, Generation)}
     assert len(resumed) == 12
     assert resumed == reference  # per-sample seeds: the resumed run equals an uninterrupted one
+    # the work the report's cost section counts: the killed attempt's and the resume's, once
+    assert generation_work(killed) == generation_work(clean)
+    assert generation_work(killed)[:2] == (
+        12,
+        sum(len(r.completion_ids) for r in reference.values()),
+    )

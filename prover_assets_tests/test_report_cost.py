@@ -1,5 +1,5 @@
-"""Each run's cost, read from its steps' manifests by hand-built numbers: what the generation
-and verdict steps used, the tokens, the waste, and the seconds per solved problem."""
+"""Each run's cost by hand-built numbers: what the generation and verdict steps used (their
+manifests), the samples, tokens and waste (their streams), and the seconds per solved problem."""
 
 from __future__ import annotations
 
@@ -8,16 +8,18 @@ from pathlib import Path
 import pytest
 
 from prover_assets.generation.runner import GenerationBatchResult, SamplePlan
+from prover_assets.records import CachedFrom
+from prover_assets.records.store import publish_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.cost import cost_rows, run_cost
 from prover_assets.report.render import cost_section
 from prover_assets.verify.runner import VerificationResult
-from prover_assets_tests.factories import finish_step_folder
+from prover_assets_tests.factories import finish_step_folder, make_generation, make_verification
 
 GENERATED = GenerationBatchResult(
     total=12,
-    already_present=0,
-    generated_now=12,
+    already_present=5,  # a resumed step: the completing attempt generated 7 of the 12
+    generated_now=7,
     no_room=0,
     context_clipped=0,
     hit_cap=5,
@@ -26,32 +28,63 @@ GENERATED = GenerationBatchResult(
     reinsertion_errors=0,
     torn_dropped=0,
     completion_tokens={"p50": 200, "p90": 256, "p99": 256, "max": 256},
-    mean_completion_tokens=210.5,
+    mean_completion_tokens=99.0,
     tokens_per_s=40.0,
     rows=12,
     plan=SamplePlan(problems=3, samples_per_problem=4, samples=12),
 )
 VERIFIED = VerificationResult(
     total=12,
-    already_verified=0,
-    verified_now=12,
+    already_verified=7,  # resumed: the completing attempt judged 5 of the 12
+    verified_now=5,
     accepted_now=4,
     code_bearing_now=11,
     wall_s=50.0,
     stale_reverified=0,
     infrastructure_reverified=1,
     torn_dropped=0,
-    cached_now=2,
-    timeouts_rechecked=3,
+    cached_now=0,
+    timeouts_rechecked=1,
     stages={"accepted": 4, "lean_error": 8},
     reasons={},
     verify_s={"median": 1.0, "p90": 2.0, "max": 3.0},
 )
 
 
-def step(folder: Path, name: str, counts: dict, usage: dict | None) -> Path:
+# The streams of the run, every attempt's samples each once: 12 samples at a cap of 128
+# tokens, the first 5 cut at it (5 x 128 = 640 tokens), the others ending after 60, 70, ...
+# 120 (630): 1,270 tokens in all; of their verdicts, 0 and 1 copied from the cache, 2 to 4
+# timeouts run again, 5 both (a copy of a rechecked verdict: not run again here).
+GENERATIONS = [
+    make_generation(
+        f"p{i // 4}",
+        i % 4,
+        cap_tokens=128,
+        completion_ids=list(range(128 if i < 5 else 10 * (i + 1))),
+        finish_reason="length" if i < 5 else "stop",
+    )
+    for i in range(12)
+]
+
+
+def verdict(i: int):
+    generation = GENERATIONS[i]
+    copied = CachedFrom(
+        key="a" * 64, problem_id="p9", sample_idx=i, round=0, cap_tokens=generation.cap_tokens
+    )
+    return make_verification(
+        generation,
+        cached_from=copied if i in (0, 1, 5) else None,
+        diagnostics={"timeout_recheck": [180.0, 180.0]} if i in (2, 3, 4, 5) else {},
+    )
+
+
+VERDICTS = [verdict(i) for i in range(12)]
+
+
+def step(folder: Path, name: str, counts: dict, usage: dict | None, records=()) -> Path:
     folder.mkdir(parents=True)
-    (folder / name).write_text("")
+    publish_records(folder / name, records)
     return finish_step_folder(folder, name, counts=counts, extra=usage and {"usage": usage})
 
 
@@ -61,12 +94,19 @@ def run(root: Path, *, generation_usage=None, verdict_usage=None, verdict_counts
         "minif2f",
         256,
         root / "problems.jsonl",
-        step(root / "g", "generations.jsonl", GENERATED.model_dump(mode="json"), generation_usage),
+        step(
+            root / "g",
+            "generations.jsonl",
+            GENERATED.model_dump(mode="json"),
+            generation_usage,
+            GENERATIONS,
+        ),
         step(
             root / "v",
             "verdicts.jsonl",
             verdict_counts or VERIFIED.model_dump(mode="json"),
             verdict_usage,
+            VERDICTS,
         ),
     )
 
@@ -79,8 +119,9 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
             verdict_usage={"wall_s": 50.0, "cpu_s": 4.0, "children_cpu_s": 45.0},
         )
     )
-    assert (cost.generated, cost.tokens_generated, cost.hit_cap) == (12, 2526, 5)  # 12 x 210.5
-    assert (cost.verified, cost.cached, cost.timeouts_rechecked) == (12, 2, 3)
+    # the streams' work, every attempt's, not the completing attempt's 7 samples and 5 verdicts
+    assert (cost.generated, cost.tokens_generated, cost.hit_cap) == (12, 1270, 5)
+    assert (cost.verified, cost.cached, cost.timeouts_rechecked) == (12, 3, 3)
     assert cost.infrastructure_reverified == 1
     assert cost.generation.wall_s == 90.0 and cost.verification.children_cpu_s == 45.0
     (row,) = cost_rows([cost], {("baseline", "minif2f", 256): 3})
@@ -97,15 +138,15 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
             None,
             None,
             3,
-            "not recorded | not recorded | 2526 | 5 | not recorded | not recorded | "
-            "2 | 3 | 3 | not recorded | not recorded",
+            "not recorded | not recorded | 1270 | 5 | not recorded | not recorded | "
+            "3 | 3 | 3 | not recorded | not recorded",
         ),
         # durations as clock times; 3725 s over 2 solved is 0:31:02
         (
             {"wall_s": 3725.0, "cpu_s": 7200.4, "children_cpu_s": 0.0},
             {"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
             2,
-            "1:02:05 | 2:00:00 | 2526 | 5 | 0:01:01 | 0:02:00 | 2 | 3 | 2 | 0:31:02 | 0:01:00",
+            "1:02:05 | 2:00:00 | 1270 | 5 | 0:01:01 | 0:02:00 | 3 | 3 | 2 | 0:31:02 | 0:01:00",
         ),
     ],
 )

@@ -496,9 +496,11 @@ def cost_section(
         markdown_table(headers, [row(c) for c in costs]) + "\n",
         "Measured where each step ran, as its manifest records it (`usage`: the kernel's count): "
         "wall time; the generation process's CPU; Lean CPU, the CPU time of the verdict step's "
-        "REPLs and what they ran (none under a simulated verifier). A step resumed after a kill "
-        "records the attempt that completed it, not the ones before. Solved: by any of the run's "
-        "samples. GPU-hours are the generation wall times the GPUs its engines held.\n",
+        "REPLs and what they ran (none under a simulated verifier). Samples, tokens and verdicts "
+        "are counted in the streams, each once, whichever attempt committed it; the times of a "
+        "step resumed after a kill are its completing attempt's, not the killed ones'. Solved: "
+        "by any of the run's samples. GPU-hours are the generation wall times the GPUs its "
+        "engines held.\n",
         *_round_time_parts(steps, image),
     ]
 
