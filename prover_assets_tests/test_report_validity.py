@@ -9,14 +9,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
+from prover_assets.config import SftSpec
 from prover_assets.generation.prompts import round0_messages
+from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records import Message, Stage, build_manifest, publish_records, write_manifest
 from prover_assets.report.analysis import DECISIONS, INVALID, RunFiles
 from prover_assets.report.stages import ReportSettings, build_report
-from prover_assets.report.validity import ValiditySettings, judge_comparison
+from prover_assets.report.validity import (
+    JudgedFile,
+    TrainingFiles,
+    ValiditySettings,
+    judge_comparison,
+)
+from prover_assets.sft.export import ExportResult
+from prover_assets.sft.shards import ROWS_FILE
+from prover_assets.sft.stages import TrainingResult, eos_token_ids, materialize_shards
+from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.verify.runner import CHUNKS_FILE, CommitChunk
+from prover_assets_tests.conftest import CONFIGS
 from prover_assets_tests.factories import (
     GOEDEL_HEADER,
     finish_step_folder,
@@ -218,6 +231,9 @@ def test_each_condition_names_the_files_it_judged_with_their_sha256(tmp_path):
         (str(p), hashlib.sha256(p.read_bytes()).hexdigest())
         for p in (cand.generations, cand.verdicts)
     ]
+    # the eval set's counts are judged from its step's manifest
+    counted = conditions[("counts_reconcile", "eval set minif2f")].files
+    assert [f.path for f in counted] == [str(base.problems.parent / "manifest.json")]
 
 
 # What else a fault breaks, by hand: a duplicate id makes the problems unreadable to every
@@ -236,6 +252,216 @@ def test_a_broken_condition_fails_by_name(tmp_path, name):
     FAULTS[name](base, cand)
     failed = {c.name for c in judge_comparison(base, cand, None, SETTINGS) if not c.held}
     assert failed == {name} | ALSO_FAILED.get(name, set())
+
+
+# --- the SFT outputs the candidate came from ------------------------------------------------
+
+POOL = ["q0", "q1"]
+TRAINING_COUNTS = TrainingResult(
+    status="completed",
+    global_step=4,
+    max_steps=4,
+    resumed_from_step=0,
+    removed_partial_checkpoints=[],
+    trained_micro_steps_this_run=4,
+    tokens_per_s_this_run=None,
+    micro_steps=4,
+    packing_efficiency=1.0,
+    rows=2,
+    epochs=2,
+    bf16=False,
+    wall_s_this_run=1.0,
+)
+EXPORT_COUNTS = ExportResult(
+    revision="export-rev",
+    dtype="float32",
+    merge_max_abs_diff=1e-7,
+    merge_max_abs_diff_full_vocabulary=1e-7,
+    merge_tolerance=1e-4,
+    cast_drift=0.0,
+    base_cast_drift=0.0,
+    cast_drift_allowance=1e-3,
+    parity_inputs=4,
+    parity_tokens=96,
+)
+
+
+def no_eval_statements() -> DecontaminationSets:
+    empty: frozenset = frozenset()
+    return DecontaminationSets(empty, empty, empty, 13, 8, empty, empty, empty, empty)
+
+
+def write_pool_round(root: Path, eos: int) -> tuple[Path, Path, Path]:
+    """The train pool and its round: each problem's first of two samples accepted and ending
+    at an EOS, its second rejected; the pool, generations and verdicts files."""
+    pool = root / "train_pool" / "pool.jsonl"
+    pool.parent.mkdir(parents=True)
+    publish_records(pool, [make_problem(p) for p in POOL])
+    generations = [
+        make_generation(p, idx, completion_ids=[5, 6, eos]) for p in POOL for idx in range(2)
+    ]
+    verdicts = [
+        make_verification(
+            g, accepted=g.sample_idx == 0, diagnostics={"displayed_statement_faithful": True}
+        )
+        for g in generations
+    ]
+    folder = root / "generations" / "pool"
+    folder.mkdir(parents=True)
+    publish_records(folder / "generations.jsonl", generations)
+    publish_records(folder / "verdicts.jsonl", verdicts)
+    return pool, folder / "generations.jsonl", folder / "verdicts.jsonl"
+
+
+def write_checkpoint(root: Path) -> Path:
+    """A finished training run's folder: 2 rows x 2 epochs, each micro-step once in its log."""
+    folder = root / "sft_checkpoint"
+    folder.mkdir()
+    order = [{"micro_step": step, "rows": [step % 2]} for step in range(4)]
+    (folder / DATA_ORDER_FILE).write_text("".join(json.dumps(e) + "\n" for e in order))
+    training = yaml.safe_load((CONFIGS / "demo.yaml").read_text())["resources"]["experiment"][
+        "config"
+    ]["spec"]["training"] | {"epochs": 2, "gradient_accumulation": 1}
+    manifest = build_manifest(
+        folder=folder,
+        asset="sft_checkpoint",
+        inputs=[],
+        outputs=[folder / DATA_ORDER_FILE],
+        config={"training": training},
+        counts=TRAINING_COUNTS.model_dump(mode="json"),
+        started_at="t",
+    )
+    write_manifest(folder, manifest)
+    return folder
+
+
+def write_training(root: Path, model_dir: Path) -> TrainingFiles:
+    """The SFT outputs of a sound round as their steps leave them: the shards built from the
+    pool round by the SFT step itself, a checkpoint, an export whose parity held."""
+    eos = min(eos_token_ids(model_dir))
+    pool, generations, verdicts = write_pool_round(root, eos)
+    sets = root / "decontamination_sets.json"
+    sets.write_text(json.dumps(no_eval_statements().to_json()))
+    shards = root / "sft_shards"
+    materialize_shards(
+        shards,
+        generation_files=[generations],
+        verdict_files=[verdicts],
+        pool_file=pool,
+        sets_file=sets,
+        base_model_dir=model_dir,
+        spec=SftSpec(
+            cap=64, max_per_problem=2, exclude_solved_all=True, fill_duplicates=False,
+            max_seq_len=40,
+        ),
+        n=2,
+    )  # fmt: skip
+    export = root / "exported_model"
+    export.mkdir()
+    (export / "model.safetensors").write_bytes(b"")
+    finish_step_folder(export, "model.safetensors", counts=EXPORT_COUNTS.model_dump(mode="json"))
+    return TrainingFiles(shards, (generations,), pool, sets, write_checkpoint(root), export)
+
+
+def edit_manifest(folder: Path, edit: Callable[[dict], None]) -> None:
+    """A manifest changed and written again whole, as a faulty step would have written it."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest["counts"])
+    write_manifest(folder, manifest)
+
+
+def changed_completion(training: TrainingFiles) -> None:
+    def edit(rows):
+        rows[0]["completion_ids"][0] = 7  # q0 sample 0: a row of the shards
+        return rows
+
+    edit_lines(training.pool_generations[0], edit)
+
+
+def eval_statement_in_the_pool(training: TrainingFiles) -> None:
+    leaked = make_problem("q0").statement_sha
+    sets = no_eval_statements().to_json() | {"statement_shas": [leaked]}
+    training.decontamination_sets.write_text(json.dumps(sets))
+
+
+def a_row_counted_twice(training: TrainingFiles) -> None:
+    edit_manifest(training.shards, lambda counts: counts["counts"].update(written=3))
+
+
+def no_rows(training: TrainingFiles) -> None:
+    (training.shards / ROWS_FILE).write_text("")
+
+
+def repeated_micro_step(training: TrainingFiles) -> None:
+    edit_lines(training.checkpoint / DATA_ORDER_FILE, lambda rows: rows + rows[-1:])
+
+
+def merge_off_parity(training: TrainingFiles) -> None:
+    edit_manifest(training.export, lambda counts: counts.update(merge_max_abs_diff=0.5))
+
+
+SFT_FAULTS = {
+    ("read_back_exact", "SFT shards"): changed_completion,
+    ("no_eval_leak", "SFT shards"): eval_statement_in_the_pool,
+    ("counts_reconcile", "SFT shards"): a_row_counted_twice,
+    ("at_least_one_row", "SFT shards"): no_rows,
+    ("data_order", "SFT checkpoint"): repeated_micro_step,
+    ("logprob_parity", "exported model"): merge_off_parity,
+}
+# By hand: shards with no rows also hold fewer rows than their counts say written.
+SFT_ALSO_FAILED = {("at_least_one_row", "SFT shards"): {("counts_reconcile", "SFT shards")}}
+
+
+def sft_conditions(root: Path, training: TrainingFiles) -> list:
+    return [
+        c for c in judge_comparison(*sound_pair(root), training, SETTINGS) if "SFT" in c.subject
+        or c.subject == "exported model"
+    ]  # fmt: skip
+
+
+def test_every_sft_condition_holds_on_a_sound_round(tmp_path, tiny_model_dir):
+    conditions = sft_conditions(tmp_path, write_training(tmp_path, tiny_model_dir))
+    assert [(c.name, c.subject) for c in conditions] == list(SFT_FAULTS)
+    assert [c for c in conditions if not c.held] == []
+
+
+@pytest.mark.parametrize("fault", list(SFT_FAULTS), ids=lambda f: f"{f[0]}-{f[1]}")
+def test_a_broken_sft_condition_fails_by_name(tmp_path, tiny_model_dir, fault):
+    training = write_training(tmp_path, tiny_model_dir)
+    SFT_FAULTS[fault](training)
+    failed = {(c.name, c.subject) for c in sft_conditions(tmp_path, training) if not c.held}
+    assert failed == {fault} | SFT_ALSO_FAILED.get(fault, set())
+
+
+def test_an_sft_condition_whose_file_is_gone_fails_saying_so_and_names_it_missing(
+    tmp_path, tiny_model_dir
+):
+    training = write_training(tmp_path, tiny_model_dir)
+    (training.checkpoint / DATA_ORDER_FILE).unlink()
+    (order,) = [c for c in sft_conditions(tmp_path, training) if c.name == "data_order"]
+    assert order.held is False
+    assert order.found.startswith("could not be judged: FileNotFoundError: ")
+    assert order.files[0] == JudgedFile(str(training.checkpoint / DATA_ORDER_FILE), "missing")
+
+
+def test_each_sft_condition_names_the_files_it_judged(tmp_path, tiny_model_dir):
+    training = write_training(tmp_path, tiny_model_dir)
+    judged = {
+        (c.name, c.subject): [f.path for f in c.files] for c in sft_conditions(tmp_path, training)
+    }
+    shards_manifest = str(training.shards / "manifest.json")
+    assert judged == {
+        ("read_back_exact", "SFT shards"): [shards_manifest, str(training.pool_generations[0])],
+        ("no_eval_leak", "SFT shards"): [
+            shards_manifest, str(training.pool), str(training.decontamination_sets)
+        ],
+        ("counts_reconcile", "SFT shards"): [shards_manifest],
+        ("at_least_one_row", "SFT shards"): [shards_manifest],
+        ("data_order", "SFT checkpoint"): [
+            str(training.checkpoint / DATA_ORDER_FILE), str(training.checkpoint / "manifest.json")
+        ],
+        ("logprob_parity", "exported model"): [str(training.export / "manifest.json")],
+    }  # fmt: skip
 
 
 def report_settings() -> ReportSettings:
