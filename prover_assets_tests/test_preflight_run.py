@@ -128,6 +128,7 @@ def repl_never_answers(tmp_path_factory):
     return {"config": config, "settings": settings, "report": report, "path": path, "kept": kept}
 
 
+@pytest.mark.slow
 def test_after_a_repl_that_never_answers_the_import_and_self_test_are_blocked_and_launch_refused(
     repl_never_answers,
 ):

@@ -406,6 +406,7 @@ def test_a_second_trainer_on_the_same_folder_refuses_naming_the_holder(
     assert f"pid {first.pid}" in second.stdout
 
 
+@pytest.mark.slow
 def test_the_step_is_told_the_trainers_progress_as_it_trains(trained):
     assert trained["code"] == 0
     received = trained["received"]
