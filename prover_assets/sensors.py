@@ -7,6 +7,11 @@ worker and any step workers, from the run's own engine events) no longer exist o
 marks them failed, and frees their slots. It runs as a sensor under the daemon (`dagster dev`),
 at the start of `make demo`, and on demand: `python -m prover_assets.sensors [DATA_ROOT]`. Each
 sweep also ends the children those runs left behind and removes their publishes' debris.
+
+A pid means something only on the host that started it: the reaper judges runs only when the
+instance starts them as processes of this host (Dagster's default run launcher, or in this
+process); under another launcher (Kubernetes, Celery, Docker) their processes live elsewhere and
+it judges none (that launcher's run monitoring does). Children and debris are this host's only.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from prover_assets.preflight.run import sweep_work_folders
 from prover_assets.records.owned import Removed
 from prover_assets.records.store import remove_debris
 
-__all__ = ["Sweep", "reap_dead_runs", "reaper_sensor", "sweep"]
+__all__ = ["Sweep", "reap_dead_runs", "reaper_sensor", "runs_elsewhere", "sweep"]
 
 _IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 _PROCESS_EVENTS = (DagsterEventType.ENGINE_EVENT, DagsterEventType.STEP_WORKER_STARTED)
@@ -60,9 +65,35 @@ def _run_processes(instance: dg.DagsterInstance, run_id: str) -> list[tuple[int,
     return processes
 
 
+def runs_elsewhere(instance: dg.DagsterInstance) -> str | None:
+    """Why the instance's runs are not processes of this host (its run launcher), or None
+    when they are: Dagster's default launcher, or runs in this process."""
+    from dagster._core.launcher.sync_in_memory_run_launcher import SyncInMemoryRunLauncher
+
+    launcher = instance.run_launcher
+    if isinstance(launcher, dg.DefaultRunLauncher | SyncInMemoryRunLauncher):
+        return None
+    return (
+        f"runs start through {type(launcher).__name__}, as processes of other hosts: their "
+        "launcher's run monitoring judges them, not a pid here"
+    )
+
+
 def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark failed every in-progress run whose processes are all gone; free the slots of every
-    finished run that still holds some. Returns the ids of the runs marked failed."""
+    """Mark failed every in-progress run whose processes are all gone (runs of this host only:
+    `runs_elsewhere`); free the slots of every finished run that still holds some. Returns the
+    ids of the runs marked failed."""
+    reaped = _reap_local_runs(instance) if runs_elsewhere(instance) is None else []
+    storage = instance.event_log_storage
+    if storage.supports_global_concurrency_limits:
+        for run_id in storage.get_concurrency_run_ids():
+            holder = instance.get_run_by_id(run_id)
+            if holder is None or holder.is_finished:
+                storage.free_concurrency_slots_for_run(run_id)
+    return reaped
+
+
+def _reap_local_runs(instance: dg.DagsterInstance) -> list[str]:
     reaped = []
     for record in instance.get_run_records(filters=RunsFilter(statuses=_IN_PROGRESS)):
         run = record.dagster_run
@@ -75,12 +106,6 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
             "prover-assets so that its `heavy` pool slot is freed. Relaunch to resume.",
         )
         reaped.append(run.run_id)
-    storage = instance.event_log_storage
-    if storage.supports_global_concurrency_limits:
-        for run_id in storage.get_concurrency_run_ids():
-            holder = instance.get_run_by_id(run_id)
-            if holder is None or holder.is_finished:
-                storage.free_concurrency_slots_for_run(run_id)
     return reaped
 
 
@@ -93,10 +118,12 @@ class Sweep:
     # removed: temporaries of interrupted publishes, work folders of killed preflights, and
     # the temporary folders of REPLs whose verifier is gone, each with its size
     debris: list[Removed]
+    reaper_off: str | None = None  # why no run was judged (`runs_elsewhere`)
 
     def describe(self) -> str:
+        judged = f" (the reaper is off: {self.reaper_off})" if self.reaper_off else ""
         parts = [
-            f"marked failed: {', '.join(self.reaped) or 'none'}",
+            f"marked failed: {', '.join(self.reaped) or 'none'}{judged}",
             "ended orphaned children: "
             + (", ".join(f"pid {o.child_pid} ({o.argv[-1]})" for o in self.orphans) or "none"),
             f"removed debris: {', '.join(d.describe() for d in self.debris) or 'none'}",
@@ -113,7 +140,7 @@ def sweep(instance: dg.DagsterInstance, data_root: Path | None) -> Sweep:
     if data_root is not None:
         debris += remove_debris(data_root, recursive=True)
         debris += sweep_work_folders(data_root / PREFLIGHT_DIR)
-    return Sweep(reaped, orphans, debris)
+    return Sweep(reaped, orphans, debris, runs_elsewhere(instance))
 
 
 def reaper_sensor(data_root: Path | None) -> dg.SensorDefinition:

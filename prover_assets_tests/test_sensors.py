@@ -14,7 +14,7 @@ import pytest
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._grpc.types import ExecuteRunArgs
 
-from prover_assets.sensors import process_alive_since, reap_dead_runs
+from prover_assets.sensors import process_alive_since, reap_dead_runs, sweep
 from prover_assets_tests.conftest import ROOT, dagster_home
 
 MODULE = "prover_assets_tests.heavy_defs"
@@ -139,3 +139,41 @@ def test_live_runs_are_left_alone(home, tmp_path):
 def test_a_reused_pid_does_not_pass_for_the_dead_process():
     assert process_alive_since(os.getpid(), time.time())
     assert not process_alive_since(os.getpid(), 0.0)  # this process started long after "0"
+
+
+def started_run_whose_process_is_gone(instance: dg.DagsterInstance) -> str:
+    """A run left STARTED by a run worker that no longer exists, as kill -9 leaves one."""
+    import uuid
+
+    from dagster._core.events import EngineEventData
+    from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
+
+    worker = subprocess.Popen([sys.executable, "-c", "pass"])
+    worker.wait()
+    run = instance.add_run(
+        DagsterRun(job_name="j", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED)
+    )
+    instance.report_engine_event(
+        "Started process for run", run, EngineEventData({"pid": dg.MetadataValue.int(worker.pid)})
+    )
+    return run.run_id
+
+
+def test_a_run_of_this_hosts_launcher_whose_process_is_gone_is_reaped():
+    with dg.instance_for_test() as instance:
+        run_id = started_run_whose_process_is_gone(instance)
+        assert reap_dead_runs(instance) == [run_id]
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_under_a_launcher_of_other_hosts_no_run_is_judged_by_a_pid_here():
+    other_hosts = {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"}
+    with dg.instance_for_test(overrides={"run_launcher": other_hosts}) as instance:
+        run_id = started_run_whose_process_is_gone(instance)
+        done = sweep(instance, None)
+        assert done.reaped == []
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED
+    assert done.describe().startswith(
+        "marked failed: none (the reaper is off: runs start through MockedRunLauncher, as "
+        "processes of other hosts: their launcher's run monitoring judges them, not a pid here)"
+    )
