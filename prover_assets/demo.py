@@ -2,7 +2,8 @@
 
 It first marks failed any run left dead by an earlier kill (so that no dead run holds the
 `heavy` pool), ends the children such runs left and removes their publishes' debris, then runs
-the preflight (heavy jobs refuse to launch without one), `full_round` and `eta` in this process,
+the preflight (heavy jobs refuse to launch without one; one that passed for this config, pins and
+code, which they accept, is not run again), `full_round` and `eta` in this process,
 so the runs, materializations and checks show in `make ui` afterwards, and ends by saying where
 the report is and how to open the UI. A config of several iterations (`make demo-iterations`) runs the
 baseline, then each iteration's partition of the `iteration` job in order (iteration i samples
@@ -17,8 +18,10 @@ import time
 import dagster as dg
 
 from prover_assets.assets.keys import REPORT_KEY
+from prover_assets.config import load_run_config
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
 from prover_assets.preflight import PREFLIGHT_JOB
+from prover_assets.preflight.gate import passing_report
 from prover_assets.report.markdown import clock_time
 from prover_assets.sensors import sweep
 
@@ -52,6 +55,9 @@ def main() -> int:
         experiment = definitions.resources["experiment"]
         print(f"before the run: {sweep(instance, experiment.data_root()).describe()}")
         for job, partition in launches(experiment.model().iterations):
+            if job == PREFLIGHT_JOB and (passed := passing_report(load_run_config(config_path()))):
+                print(f"{job}: passed at {passed.finished_at} for this config, pins and code")
+                continue
             print(f"{job}" + (f" (iteration {partition})" if partition else ""), flush=True)
             result = definitions.resolve_job_def(job).execute_in_process(
                 instance=instance, raise_on_error=False, partition_key=partition

@@ -21,7 +21,7 @@ from prover_assets.preflight import (
     preflight_identity,
     require_passing_preflight,
 )
-from prover_assets.preflight.gate import HEAVY_JOBS, report_path, write_report
+from prover_assets.preflight.gate import HEAVY_JOBS, passing_report, report_path, write_report
 from prover_assets.preflight.model import CheckStatus, PreflightCheck, PreflightReport
 from prover_assets.records import GitRevision
 from prover_assets.report.render import preflight_provenance
@@ -75,6 +75,18 @@ def test_a_passing_preflight_of_this_identity_lets_the_job_launch(raw):
     report = report_of(config)
     write_report(config, report)
     assert require_passing_preflight(config, "sft") == report
+
+
+def test_the_passing_report_is_this_identitys_and_none_when_it_failed_or_never_ran(raw):
+    config = parse_run_config(raw, "test")
+    assert passing_report(config) is None
+    write_report(config, report_of(config, status=CheckStatus.FAILED))
+    assert passing_report(config) is None
+    write_report(config, report_of(config, code_commit="0" * 40))  # another code's passing one
+    assert passing_report(config) is None
+    passed = report_of(config)
+    write_report(config, passed)
+    assert passing_report(config) == passed
 
 
 @pytest.mark.parametrize(

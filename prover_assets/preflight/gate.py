@@ -23,6 +23,7 @@ __all__ = [
     "PREFLIGHT_JOB",
     "PreflightMissing",
     "latest_report",
+    "passing_report",
     "preflight_identity",
     "report_path",
     "require_passing_preflight",
@@ -110,6 +111,15 @@ def latest_report(config: RunConfig) -> PreflightReport | None:
     """The newest report under this config's data root, of any identity."""
     reports = _reports(config)
     return reports[-1][1] if reports else None
+
+
+def passing_report(config: RunConfig) -> PreflightReport | None:
+    """The passing report of this run's identity (the one heavy jobs accept), or None: none
+    ran, it failed, or the pins cannot vouch for the verifier."""
+    try:
+        return require_passing_preflight(config, PREFLIGHT_JOB)
+    except PreflightMissing:
+        return None
 
 
 def require_passing_preflight(config: RunConfig, job: str) -> PreflightReport:
