@@ -23,6 +23,7 @@ from prover_assets.records import (
     code_sha256,
 )
 from prover_assets.records.manifest import build_manifest, write_manifest
+from prover_assets.sft.stages import TrainingResult
 from prover_assets_tests.conftest import full_demo_run_config
 
 # What a strict verifier records of its policy and backend (StrictVerifier.info.config).
@@ -242,3 +243,24 @@ def finish_step_folder(
     )
     write_manifest(folder, manifest)
     return folder / name
+
+
+def make_training_result(**overrides: Any) -> TrainingResult:
+    """A finished training run's counts: 2 rows, one epoch, 2 micro-steps each once, on CPU."""
+    fields: dict[str, Any] = {
+        "status": "completed",
+        "global_step": 2,
+        "max_steps": 2,
+        "resumed_from_step": 0,
+        "removed_partial_checkpoints": [],
+        "trained_micro_steps_this_run": 2,
+        "tokens_per_s_this_run": None,
+        "micro_steps": 2,
+        "packing_efficiency": 1.0,
+        "rows": 2,
+        "epochs": 1,
+        "bf16": False,
+        "wall_s_this_run": 1.0,
+    }
+    fields.update(overrides)
+    return TrainingResult(**fields)

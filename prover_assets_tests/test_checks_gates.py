@@ -27,6 +27,7 @@ from prover_assets.resources import ExperimentConfig, ExperimentResource
 from prover_assets.sft.stages import TrainingResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets_tests.conftest import CONFIGS
+from prover_assets_tests.factories import make_training_result
 
 READER = dg.AssetKey("reader")
 
@@ -50,21 +51,7 @@ def checkpoint_asset(spec: ExperimentSpec, *, repeated: bool) -> dg.AssetsDefini
         (folder / DATA_ORDER_FILE).write_text("".join(json.dumps(e) + "\n" for e in order))
         config = {"training": spec.training.model_dump(mode="json")}
         step = Step(folder, str(folder), TrainingResult, StepInputs.hash({}), config)
-        result = TrainingResult(
-            status="done",
-            global_step=2,
-            max_steps=2,
-            resumed_from_step=0,
-            removed_partial_checkpoints=[],
-            trained_micro_steps_this_run=2,
-            tokens_per_s_this_run=None,
-            micro_steps=2,
-            packing_efficiency=1.0,
-            rows=2,
-            epochs=1,
-            bf16=False,
-            wall_s_this_run=1.0,
-        )
+        result = make_training_result(status="done")
         step.finish(result, [folder / DATA_ORDER_FILE])
         return dg.MaterializeResult(metadata={OUTPUT_DIR: str(folder)})
 

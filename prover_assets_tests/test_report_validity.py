@@ -26,7 +26,7 @@ from prover_assets.report.validity import (
 )
 from prover_assets.sft.export import ExportResult
 from prover_assets.sft.shards import ROWS_FILE
-from prover_assets.sft.stages import TrainingResult, eos_token_ids, materialize_shards
+from prover_assets.sft.stages import eos_token_ids, materialize_shards
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.verify.runner import CHUNKS_FILE, CommitChunk
 from prover_assets_tests.conftest import CONFIGS
@@ -37,6 +37,7 @@ from prover_assets_tests.factories import (
     make_pins,
     make_problem,
     make_sampling,
+    make_training_result,
     make_verification,
 )
 
@@ -257,20 +258,9 @@ def test_a_broken_condition_fails_by_name(tmp_path, name):
 # --- the SFT outputs the candidate came from ------------------------------------------------
 
 POOL = ["q0", "q1"]
-TRAINING_COUNTS = TrainingResult(
-    status="completed",
-    global_step=4,
-    max_steps=4,
-    resumed_from_step=0,
-    removed_partial_checkpoints=[],
-    trained_micro_steps_this_run=4,
-    tokens_per_s_this_run=None,
-    micro_steps=4,
-    packing_efficiency=1.0,
-    rows=2,
-    epochs=2,
-    bf16=False,
-    wall_s_this_run=1.0,
+# 2 rows x 2 epochs, one micro-step each, no accumulation
+TRAINING_COUNTS = make_training_result(
+    global_step=4, max_steps=4, trained_micro_steps_this_run=4, micro_steps=4, epochs=2
 )
 EXPORT_COUNTS = ExportResult(
     revision="export-rev",
