@@ -61,6 +61,7 @@ def run_cost(files: RunFiles) -> RunCost:
     generation_folder, verdict_folder = files.generations.parent, files.verdicts.parent
     generation_manifest = read_manifest(generation_folder)
     verdict_manifest = read_manifest(verdict_folder)
+    # refuses, naming it, a manifest that is not a generation step's
     GenerationBatchResult.of(generation_manifest, generation_folder / MANIFEST_NAME)
     verified = VerificationResult.of(verdict_manifest, verdict_folder / MANIFEST_NAME)
     generated, tokens, hit_cap = generation_work(files.generations)
