@@ -114,7 +114,7 @@ class GenerationStats:
         self.generated_now += 1
         self.completion_tokens.append(len(record.completion_ids))
         self.context_clipped += record.context_clipped
-        self.hit_cap += record.finish_reason == "length"
+        self.hit_cap += record.hit_cap
         self.no_code += record.lean_code is None
         self.reinsertion_errors += record.lean_code_error is not None
 

@@ -186,6 +186,11 @@ class Generation(_Record):
         return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
 
     @property
+    def hit_cap(self) -> bool:
+        """Cut at its token budget: the model did not stop by itself."""
+        return self.finish_reason == "length"
+
+    @property
     def design_identity(self) -> tuple:
         """What must be equal between two systems' samples of one key for them to be compared
         as a pair: the prompt (messages, text and token ids), every sampling field the request
@@ -206,7 +211,7 @@ class Generation(_Record):
             raise ValueError(f"sampling.max_tokens {max_tokens} > cap_tokens {self.cap_tokens}")
         if n_completion > max_tokens:
             raise ValueError(f"{n_completion} completion tokens > sampling.max_tokens {max_tokens}")
-        if self.finish_reason == "length" and n_completion != max_tokens:
+        if self.hit_cap and n_completion != max_tokens:
             raise ValueError(
                 f"finish_reason 'length' with {n_completion} tokens, not max_tokens {max_tokens}"
             )
@@ -305,6 +310,16 @@ class Verification(_Record):
     @property
     def key(self) -> SampleKey:
         return SampleKey(self.problem_id, self.sample_idx, self.round, self.cap_tokens)
+
+    @property
+    def copied(self) -> bool:
+        """Copied from the cache or a duplicate in the batch, not judged by Lean here."""
+        return self.cached_from is not None
+
+    @property
+    def timeout_rechecked(self) -> bool:
+        """Lean ran it a second time here after a timeout (a copy of such a verdict ran none)."""
+        return "timeout_recheck" in self.diagnostics and not self.copied
 
     @model_validator(mode="after")
     def _contract(self) -> Verification:

@@ -271,7 +271,7 @@ def _verdict_counts(run: RunData, stages: Counter[str]) -> dict[str, int]:
     return {
         "timeouts": stages.get(Stage.TIMEOUT.value, 0),
         "timeouts_before_recheck": first_timed_out,
-        "verdicts_copied": sum(v.cached_from is not None for v in run.verdicts.values()),
+        "verdicts_copied": sum(v.copied for v in run.verdicts.values()),
         "infrastructure": stages.get(Stage.INFRASTRUCTURE.value, 0),
     }
 

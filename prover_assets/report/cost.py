@@ -88,18 +88,17 @@ def generation_work(path: Path) -> tuple[int, int, int]:
     for generation in iter_records(path, Generation):
         samples += 1
         tokens += len(generation.completion_ids)
-        hit_cap += generation.finish_reason == "length"
+        hit_cap += generation.hit_cap
     return samples, tokens, hit_cap
 
 
 def verdict_work(path: Path) -> tuple[int, int, int]:
-    """The verdicts of a verdict stream, those copied (the cache, a duplicate in the batch),
-    and the timeouts run a second time (as the verdict step counts them)."""
+    """The verdicts of a verdict stream, those copied, and the timeouts Lean ran again."""
     verdicts = cached = rechecked = 0
     for verdict in iter_records(path, Verification):
         verdicts += 1
-        cached += verdict.cached_from is not None
-        rechecked += "timeout_recheck" in verdict.diagnostics and verdict.cached_from is None
+        cached += verdict.copied
+        rechecked += verdict.timeout_rechecked
     return verdicts, cached, rechecked
 
 

@@ -113,7 +113,7 @@ class VerdictCache:
 
     def put(self, key: str, verdict: Verification, statement: str) -> None:
         """Store a final verdict under `key` (timeouts and infrastructure are never stored)."""
-        if verdict.stage not in CACHEABLE_STAGES or verdict.cached_from is not None:
+        if verdict.stage not in CACHEABLE_STAGES or verdict.copied:
             return
         inputs = _inputs(verdict.verifier, statement, verdict.code_sha256)
         if _digest(inputs) != key:

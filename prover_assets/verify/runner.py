@@ -145,12 +145,12 @@ class VerifyStats:
         self.stages[verdict.stage.value] += 1
         self.reasons.update(verdict.reasons)
         self.code_bearing_now += verdict.stage is not Stage.NO_CODE
-        self.cached_now += verdict.cached_from is not None
-        if "timeout_recheck" in verdict.diagnostics and verdict.cached_from is None:
+        self.cached_now += verdict.copied
+        if verdict.timeout_rechecked:
             self.timeouts_rechecked += 1
             self.timeouts_after_recheck += verdict.stage is Stage.TIMEOUT
         measured = verdict.stage not in (Stage.NO_CODE, Stage.GATE, Stage.REINSERTION)
-        if measured and verdict.cached_from is None:
+        if measured and not verdict.copied:
             self.verify_seconds.append(verdict.verify_s)
 
     def to_result(self) -> VerificationResult:

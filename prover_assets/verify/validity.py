@@ -81,7 +81,7 @@ def check_verdicts_cover_generations(generations: Path, verdicts: Path) -> Check
 
 def check_no_length_capped_accepted(generations: Path, verdicts: Path) -> CheckOutcome:
     """No sample cut off by its token cap is accepted."""
-    capped = {g.key for g in iter_records(generations, Generation) if g.finish_reason == "length"}
+    capped = {g.key for g in iter_records(generations, Generation) if g.hit_cap}
     accepted = [
         v.key for v in iter_records(verdicts, Verification) if v.accepted and v.key in capped
     ]
