@@ -281,3 +281,76 @@ def test_each_gate_of_the_graph_failed_upstream_stops_a_reader_downstream(
     assert [(f.output.asset, f.check, f.evaluation.passed) for f in findings] == [
         (tuple(key.path), check, False)
     ]
+
+
+def planned(instance: dg.DagsterInstance, key: dg.AssetKey, check: str) -> None:
+    """A run starting `check` on `key` now: its execution is planned, not yet evaluated."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationPlanned,
+    )
+    from dagster._core.events import DagsterEvent, DagsterEventType
+    from dagster._core.events.log import EventLogEntry
+
+    event = DagsterEvent(
+        event_type_value=DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED.value,
+        job_name="reader_job",
+        event_specific_data=AssetCheckEvaluationPlanned(asset_key=key, check_name=check),
+    )
+    instance.store_event(
+        EventLogEntry(
+            error_info=None,
+            level=10,
+            user_message="",
+            run_id=str(uuid.uuid4()),
+            timestamp=0.0,
+            dagster_event=event,
+        )
+    )
+
+
+# A check's executions on the output read ("this") and on a later one ("other"), oldest first:
+# True passed, False failed, None still running; and what the reader finds, by hand.
+HISTORIES = [
+    ([("this", True)], None),
+    ([("this", False)], "failed"),
+    ([("this", False), ("this", True)], None),
+    ([("this", True), ("this", False)], "failed"),
+    ([("this", True), ("other", False)], None),  # the latest judged another output
+    ([("this", False), ("other", True)], "failed"),
+    ([("other", True)], "never judged"),
+    ([("this", True), ("this", None)], None),  # the latest is running: the last completed holds
+    ([("this", False), ("this", None)], "failed"),
+    ([("this", None)], "never judged"),
+]
+
+
+@pytest.mark.parametrize(("history", "expected"), HISTORIES)
+def test_a_reader_finds_what_the_latest_completed_evaluation_of_its_input_said(
+    tmp_path, shared_instance, history, expected
+):
+    root = tmp_path / "data"
+    key = dg.AssetKey(["sft_shards"])
+    upstream = output_at(root / "sft_shards", {})
+    reader_folder = output_at(root / "reader", {"input": upstream / "rows.jsonl"})
+    this = hashlib.sha256((upstream / "manifest.json").read_bytes()).hexdigest()
+    other = hashlib.sha256(str(tmp_path).encode()).hexdigest()  # unique to the test
+    check = dg.AssetCheckKey(key, f"c-{uuid.uuid4().hex}")
+    for judged, passed in history:
+        if passed is None:
+            planned(shared_instance, key, check.name)
+            continue
+        shared_instance.report_runless_asset_event(
+            dg.AssetCheckEvaluation(
+                asset_key=key,
+                check_name=check.name,
+                passed=passed,
+                metadata={JUDGED_MANIFEST: this if judged == "this" else other},
+            )
+        )
+    findings = upstream_findings(shared_instance, {key: [check.name]}, root, reader_folder)
+    found = [
+        "never judged" if f.evaluation is None else "failed"
+        for f in findings
+        if f.check == check.name
+    ]
+    assert found == ([] if expected is None else [expected])

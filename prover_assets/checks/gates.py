@@ -16,7 +16,6 @@ from dagster._core.storage.asset_check_execution_record import (
 from prover_assets.records.gates import (
     CheckEvaluation,
     GateFinding,
-    Materialization,
     gate_findings,
     lineage,
 )
@@ -38,6 +37,20 @@ def _judged(
     return (None if judged is None else str(judged.value)), evaluation
 
 
+def _evaluation_of(
+    check: dg.AssetCheckKey, record: AssetCheckExecutionRecord, manifest_sha256: str
+) -> CheckEvaluation | None:
+    """`record`'s evaluation if it is a completed one of the output with this manifest."""
+    if record.status not in COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES:
+        return None
+    judged, evaluation = _judged(record)
+    if judged != manifest_sha256 or evaluation is None:
+        return None
+    return CheckEvaluation(
+        check.name, evaluation.passed, record.run_id, evaluation.description or ""
+    )
+
+
 def latest_evaluation(
     instance: dg.DagsterInstance, check: dg.AssetCheckKey, manifest_sha256: str
 ) -> CheckEvaluation | None:
@@ -52,28 +65,11 @@ def latest_evaluation(
             status=COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES,
         )
         for record in records:
-            judged, evaluation = _judged(record)
-            if judged == manifest_sha256 and evaluation is not None:
-                return CheckEvaluation(
-                    check.name, evaluation.passed, record.run_id, evaluation.description or ""
-                )
+            if (found := _evaluation_of(check, record, manifest_sha256)) is not None:
+                return found
         if len(records) < _PAGE:
             return None
         cursor = records[-1].id
-
-
-def _findings(
-    instance: dg.DagsterInstance,
-    blocking: Mapping[dg.AssetKey, Sequence[str]],
-    output: Materialization,
-) -> list[GateFinding]:
-    key = dg.AssetKey(list(output.asset))
-    checks = blocking.get(key, ())
-    evaluations = {
-        name: latest_evaluation(instance, dg.AssetCheckKey(key, name), output.manifest_sha256)
-        for name in checks
-    }
-    return gate_findings(output, checks, evaluations)
 
 
 def upstream_findings(
@@ -83,9 +79,26 @@ def upstream_findings(
     folder: Path,
 ) -> list[GateFinding]:
     """Every blocking check (`blocking`: asset -> its blocking checks' names) that does not
-    hold for the output in `folder` or for an output it was made from."""
-    return [
-        finding
-        for output in lineage(folder, data_root)
-        for finding in _findings(instance, blocking, output)
-    ]
+    hold for the output in `folder` or for an output it was made from.
+
+    Every step asks this of each output it reads, so the latest execution of every check
+    involved comes in one query; only a check whose latest execution is not a completed one of
+    that output (judged since, or running now) is searched further back (`latest_evaluation`).
+    """
+    outputs = [(output, dg.AssetKey(list(output.asset))) for output in lineage(folder, data_root)]
+    checks = [dg.AssetCheckKey(key, name) for _, key in outputs for name in blocking.get(key, ())]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(checks)
+    findings: list[GateFinding] = []
+    for output, key in outputs:
+        names = blocking.get(key, ())
+        evaluations = {}
+        for name in names:
+            check = dg.AssetCheckKey(key, name)
+            found = (
+                _evaluation_of(check, latest[check], output.manifest_sha256)
+                if check in latest
+                else None
+            )
+            evaluations[name] = found or latest_evaluation(instance, check, output.manifest_sha256)
+        findings.extend(gate_findings(output, names, evaluations))
+    return findings
