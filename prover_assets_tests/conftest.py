@@ -289,8 +289,20 @@ def demo_dagster_dev(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def demo_preflight_run(demo_dagster_dev):
-    """The preflight job launched from the CLI on `demo_dagster_dev` (heavy jobs launch only
-    after a passing one); its run."""
-    from prover_assets_tests.processes import launch_and_wait
+    """The preflight job launched unedited from the Launchpad of `demo_dagster_dev` (heavy jobs
+    launch only after a passing one), as the README's first step: the Launchpad's scaffold,
+    launched, and its run once it ended."""
+    import dagster as dg
 
-    return launch_and_wait(demo_dagster_dev, "preflight")
+    from prover_assets_tests.processes import (
+        launch_from_launchpad,
+        launchpad_scaffold,
+        wait_for_run,
+    )
+
+    url = demo_dagster_dev.url
+    launched = launch_from_launchpad(url, "preflight", launchpad_scaffold(url, "preflight"))
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    wait_for_run(url, launched["run"]["runId"])
+    with dg.DagsterInstance.from_config(str(demo_dagster_dev.home)) as instance:
+        return instance.get_run_by_id(launched["run"]["runId"])

@@ -4,12 +4,14 @@ session so that it and everything it starts are stopped by their exact process g
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -146,3 +148,84 @@ def launch_and_wait(dev: DagsterDev, job: str, timeout: float = 1800):
             assert time.monotonic() < deadline, f"run {run_id} of {job} still {run.status}"
             time.sleep(0.5)
         return run
+
+
+# The webserver's GraphQL API as the UI drives it.
+LOCATION = "prover_assets.definitions"
+SELECTOR = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__"}
+DEFAULT_YAML = """
+query Scaffold($selector: PipelineSelector!) {
+  runConfigSchemaOrError(selector: $selector) {
+    __typename
+    ... on RunConfigSchema { rootDefaultYaml }
+  }
+}"""
+LAUNCH = """
+mutation Launch($executionParams: ExecutionParams!) {
+  launchPipelineExecution(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on PythonError { message cause { message } }
+  }
+}"""
+STATUS = """
+query Status($runId: ID!) {
+  runOrError(runId: $runId) { __typename ... on Run { status } }
+}"""
+FAILURES = """
+query Failures($runId: ID!) {
+  logsForRun(runId: $runId) {
+    ... on EventConnection {
+      events {
+        ... on ExecutionStepFailureEvent { stepKey error { message } }
+        ... on RunFailureEvent { message }
+      }
+    }
+  }
+}"""
+
+
+def graphql(url: str, query: str, variables: dict) -> dict:
+    """The `data` of the webserver's answer to a GraphQL query, as the UI sends it."""
+    request = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:  # a PythonError answer comes with status 500
+        answer = json.loads(exc.read())
+    assert "errors" not in answer, answer
+    return answer["data"]
+
+
+def launchpad_scaffold(url: str, job: str) -> dict:
+    """The run config the Launchpad scaffolds for `job` (`rootDefaultYaml`: the schema's
+    defaults, null values dropped)."""
+    answer = graphql(url, DEFAULT_YAML, {"selector": {**SELECTOR, "pipelineName": job}})
+    schema = answer["runConfigSchemaOrError"]
+    assert schema["__typename"] == "RunConfigSchema", schema
+    return yaml.safe_load(schema["rootDefaultYaml"])
+
+
+def launch_from_launchpad(url: str, job: str, run_config: dict) -> dict:
+    """The answer of the launch mutation the Launchpad sends for `job` with `run_config`."""
+    params = {"selector": {**SELECTOR, "pipelineName": job}, "runConfigData": run_config}
+    return graphql(url, LAUNCH, {"executionParams": params})["launchPipelineExecution"]
+
+
+def wait_for_run(url: str, run_id: str, timeout: float = 1400) -> str:
+    """The run's final status, with its failure events' messages when it did not succeed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = graphql(url, STATUS, {"runId": run_id})["runOrError"]["status"]
+        if status in ("FAILURE", "CANCELED"):
+            events = graphql(url, FAILURES, {"runId": run_id})["logsForRun"]["events"]
+            return f"{status}: {[event for event in events if event]}"
+        if status == "SUCCESS":
+            return status
+        assert time.monotonic() < deadline, f"run {run_id} still {status}"
+        time.sleep(0.5)

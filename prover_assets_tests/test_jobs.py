@@ -1,6 +1,8 @@
 """`dagster job launch -w workspace.yaml -j baseline -c <config>` as a user runs it: with the
 project's dagster.yaml (runs queue until a daemon takes them), the daemon of the session's
-`dagster dev`, and the same command launched twice: the second run reuses every finished asset."""
+`dagster dev`, and the same command launched twice: the second run reuses every finished asset.
+The session's preflight, which the heavy jobs need, is launched from the Launchpad
+(conftest.demo_preflight_run)."""
 
 from __future__ import annotations
 
@@ -54,10 +56,8 @@ def test_a_heavy_job_whose_config_has_no_preflight_is_refused_saying_what_to_run
     assert after == before  # no run made for it
 
 
-def test_the_preflight_job_launched_from_the_cli_passes_with_its_report(
-    user_setup, demo_preflight_run
-):
-    run = demo_preflight_run
+def test_the_preflight_job_passes_with_its_report(user_setup, demo_preflight_run):
+    run = demo_preflight_run  # launched from the Launchpad; the CLI launches are the baseline's
     assert run.status == dg.DagsterRunStatus.SUCCESS
     (metadata,) = materializations(user_setup, run.run_id).values()
     assert metadata["passed"] is True

@@ -5,94 +5,17 @@ naming every one."""
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
-
 import pytest
 import yaml
 
 from prover_assets.config import placeholders
 from prover_assets.definitions import build_definitions
 from prover_assets_tests.conftest import CONFIGS
+from prover_assets_tests.processes import launch_from_launchpad as launch
+from prover_assets_tests.processes import launchpad_scaffold as scaffold
+from prover_assets_tests.processes import wait_for_run as wait_for
 
 pytestmark = pytest.mark.slow
-
-LOCATION = "prover_assets.definitions"
-SELECTOR = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__"}
-DEFAULT_YAML = """
-query Scaffold($selector: PipelineSelector!) {
-  runConfigSchemaOrError(selector: $selector) {
-    __typename
-    ... on RunConfigSchema { rootDefaultYaml }
-  }
-}"""
-LAUNCH = """
-mutation Launch($executionParams: ExecutionParams!) {
-  launchPipelineExecution(executionParams: $executionParams) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on RunConfigValidationInvalid { errors { message } }
-    ... on PythonError { message cause { message } }
-  }
-}"""
-STATUS = """
-query Status($runId: ID!) {
-  runOrError(runId: $runId) { __typename ... on Run { status } }
-}"""
-FAILURES = """
-query Failures($runId: ID!) {
-  logsForRun(runId: $runId) {
-    ... on EventConnection {
-      events {
-        ... on ExecutionStepFailureEvent { stepKey error { message } }
-        ... on RunFailureEvent { message }
-      }
-    }
-  }
-}"""
-
-
-def graphql(url: str, query: str, variables: dict) -> dict:
-    request = urllib.request.Request(
-        f"{url}/graphql",
-        data=json.dumps({"query": query, "variables": variables}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as exc:  # a PythonError answer comes with status 500
-        answer = json.loads(exc.read())
-    assert "errors" not in answer, answer
-    return answer["data"]
-
-
-def scaffold(url: str, job: str) -> dict:
-    answer = graphql(url, DEFAULT_YAML, {"selector": {**SELECTOR, "pipelineName": job}})
-    schema = answer["runConfigSchemaOrError"]
-    assert schema["__typename"] == "RunConfigSchema", schema
-    return yaml.safe_load(schema["rootDefaultYaml"])
-
-
-def launch(url: str, job: str, run_config: dict) -> dict:
-    params = {"selector": {**SELECTOR, "pipelineName": job}, "runConfigData": run_config}
-    return graphql(url, LAUNCH, {"executionParams": params})["launchPipelineExecution"]
-
-
-def wait_for(url: str, run_id: str, timeout: float = 1400) -> str:
-    """The run's final status, with its failure events' messages when it did not succeed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = graphql(url, STATUS, {"runId": run_id})["runOrError"]["status"]
-        if status in ("FAILURE", "CANCELED"):
-            events = graphql(url, FAILURES, {"runId": run_id})["logsForRun"]["events"]
-            return f"{status}: {[event for event in events if event]}"
-        if status == "SUCCESS":
-            return status
-        assert time.monotonic() < deadline, f"run {run_id} still {status}"
-        time.sleep(0.5)
 
 
 def nulls(value) -> int:
@@ -117,10 +40,23 @@ def test_the_demo_config_holds_nulls_that_the_launchpad_drops():
     assert nulls(demo) >= 2  # generation.top_k and training.pad_token_id: what was dropped
 
 
+def test_the_preflight_launched_unedited_from_the_launchpad_succeeded(
+    webserver, demo_preflight_run
+):
+    # The session's preflight is this launch (conftest.demo_preflight_run), made once for all
+    # the heavy jobs below rather than once more here.
+    assert nulls(scaffold(webserver, "preflight")) == 0
+    assert demo_preflight_run.job_name == "preflight"
+    assert demo_preflight_run.run_config == scaffold(webserver, "preflight")
+    assert demo_preflight_run.status.value == "SUCCESS"
+
+
 # full_round first: the jobs after it reuse what it materialized, as a user's relaunch does. The
 # limit bounds a hung run (a whole round, alone on a loaded machine), not its speed.
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("job", sorted(JOBS, key=lambda name: name != "full_round"))
+@pytest.mark.parametrize(
+    "job", sorted((j for j in JOBS if j != "preflight"), key=lambda name: name != "full_round")
+)
 def test_every_job_launched_unedited_from_the_launchpad_succeeds(webserver, job):
     run_config = scaffold(webserver, job)
     assert nulls(run_config) == 0

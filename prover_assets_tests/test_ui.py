@@ -12,9 +12,14 @@ from pathlib import Path
 import pytest
 
 from prover_assets_tests.conftest import ROOT
+from prover_assets_tests.processes import (
+    LOCATION,
+    launch_from_launchpad,
+    launchpad_scaffold,
+    wait_for_run,
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LOCATION = "prover_assets.definitions"
 
 pytestmark = [
     pytest.mark.browser,
@@ -127,11 +132,14 @@ def test_ui_graph_launch_metadata_plot_and_checks(page, dagster_dev):
     page.screenshot(path=shots / "06-check-results.png")
 
 
-# After the Launchpad tests (same server) the round reuses their outputs; alone, it runs whole.
+# The Launchpad page itself: its scaffold shown and launched by its button. Every job's scaffold,
+# the full round's included, is launched unedited by test_launchpad.py through the same GraphQL
+# call this button sends; here the job is `report`, which after those tests (same server) reads
+# what they made rather than making a round again.
 @pytest.mark.timeout(1500)
-def test_the_full_round_launched_unedited_from_the_launchpad_succeeds(page, dagster_dev):
+def test_a_job_launched_unedited_from_the_launchpad_page_succeeds(page, dagster_dev):
     url, shots = dagster_dev["url"], artifacts()
-    page.goto(f"{url}/locations/{LOCATION}/jobs/full_round/playground", wait_until="networkidle")
+    page.goto(f"{url}/locations/{LOCATION}/jobs/report/playground", wait_until="networkidle")
     page.get_by_text("resources:", exact=False).first.wait_for()  # the scaffolded config
     page.screenshot(path=shots / "07-launchpad-scaffold.png")
     with page.expect_response(is_launch_mutation) as launched:
@@ -142,10 +150,14 @@ def test_the_full_round_launched_unedited_from_the_launchpad_succeeds(page, dags
     page.screenshot(path=shots / "08-launchpad-run-succeeded.png")
 
 
-# After the full round (same server): every asset is materialized once.
+# After the Launchpad tests' full round (same server), or its baseline alone: every asset it
+# reads is materialized once.
 def test_a_job_that_reuses_its_outputs_leaves_what_was_made_from_them_synced(page, dagster_dev):
     url, shots = dagster_dev["url"], artifacts()
     downstream = "generations/minif2f/baseline/c256"  # made from the eval set, not by `problems`
+    if not (dagster_dev["data"] / downstream / "manifest.json").exists():  # run alone
+        launched = launch_from_launchpad(url, "baseline", launchpad_scaffold(url, "baseline"))
+        assert wait_for_run(url, launched["run"]["runId"]) == "SUCCESS"
     page.goto(f"{url}/locations/{LOCATION}/jobs/problems", wait_until="networkidle")
     with page.expect_response(is_launch_mutation) as launched:
         page.get_by_role("button", name="Materialize all").click()
