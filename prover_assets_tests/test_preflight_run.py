@@ -39,13 +39,53 @@ ORDER = [
 ]
 
 
+PREFLIGHT_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from prover_assets.preflight import run_preflight
+from prover_assets_tests.factories import preflight_config
+run_preflight(preflight_config(Path({data!r})))
+"""
+
+
+def killed_in_the_smoke_round(data: Path) -> list[Path]:
+    """A preflight in a process of its own, killed with kill -9 (its whole group) once its smoke
+    round has sampled; the work folders it left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = PREFLIGHT_SCRIPT.format(root=str(Path(__file__).parents[1]), data=str(data))
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 600  # a bound on a hung preflight, not an expectation
+    while not list((data / "preflight").glob("work-*/generations.jsonl")):
+        assert process.poll() is None and time.monotonic() < deadline, "no smoke round seen"
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    return list((data / "preflight").glob("work-*"))
+
+
 @pytest.fixture(scope="module")
 def passed(tmp_path_factory):
+    """The demo config's preflight, run after one of the same identity was killed in its smoke
+    round on the same data root (the next preflight is the one that removes what it left)."""
     data = tmp_path_factory.mktemp("preflight") / "data"
+    left = killed_in_the_smoke_round(data)
     config = preflight_config(data)
     seen = []
     report, path = run_preflight(config, progress=lambda check: seen.append(check.name))
-    return {"config": config, "report": report, "path": path, "seen": seen, "data": data}
+    return {
+        "config": config,
+        "report": report,
+        "path": path,
+        "seen": seen,
+        "data": data,
+        "left": left,
+    }
 
 
 @pytest.mark.slow
@@ -173,36 +213,11 @@ def test_a_failed_preflights_folder_is_kept_until_the_next_of_its_identity_which
     assert "Removed the work folders of earlier preflights" in second.markdown()
 
 
-PREFLIGHT_SCRIPT = """
-import sys
-sys.path.insert(0, {root!r})
-from pathlib import Path
-from prover_assets.preflight import run_preflight
-from prover_assets_tests.factories import preflight_config
-run_preflight(preflight_config(Path({data!r})))
-"""
-
-
 @pytest.mark.slow
-def test_kill_9_in_the_smoke_round_leaves_a_work_folder_the_next_preflight_removes(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    data = tmp_path / "data"
-    script = PREFLIGHT_SCRIPT.format(root=str(Path(__file__).parents[1]), data=str(data))
-    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
-    deadline = time.monotonic() + 600  # a bound on a hung preflight, not an expectation
-    while not list((data / "preflight").glob("work-*/generations.jsonl")):
-        assert process.poll() is None and time.monotonic() < deadline, "no smoke round seen"
-        time.sleep(0.1)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    left = list((data / "preflight").glob("work-*"))
+def test_kill_9_in_the_smoke_round_leaves_a_work_folder_the_next_preflight_removes(passed):
+    left = passed["left"]
     assert len(left) == 1  # the smoke round's samples (and model), no report naming them
-    report, _ = run_preflight(preflight_config(data))
+    report = passed["report"]
     assert report.passed, report.markdown()
     assert [line.split(" (")[0] for line in report.swept] == [str(left[0])]
-    assert list((data / "preflight").glob("work-*")) == []  # its own removed as it passed
+    assert list((passed["data"] / "preflight").glob("work-*")) == []  # its own removed too
