@@ -179,20 +179,9 @@ def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(engine, tiny_mo
     assert 3 <= partial < 12
     # The rerun resumes the killed stream; `clean` is the same stream uninterrupted. Both in
     # this process: the killed process's file is all a rerun reads, whatever process reads it.
+    problems = [make_problem(f"p{i}") for i in range(4)]
     for path in (killed, clean):
-        with Appender(path, Generation) as appender:
-            generate_samples(
-                round0_specs([make_problem(f"p{i}") for i in range(4)], 3, 24),
-                engine,
-                engine.tokenizer,
-                appender,
-                model_path="tiny",
-                model_rev="tiny-rev",
-                sampling=SAMPLING,
-                base_seed=1,
-                max_model_len=4096,
-                commit_every=1,
-            )
+        run(engine, path, problems, n=3, cap=24, commit_every=1)
     resumed = {r.key: r for r in read_records(killed, Generation)}
     reference = {r.key: r for r in read_records(clean, Generation)}
     assert len(resumed) == 12
