@@ -4,9 +4,14 @@ key, an engine killed mid-batch has its samples redone elsewhere (none lost, non
 each child sees only its slice's GPUs, and a child serving another model stops the step."""
 
 import json
+import os
+import signal
+import subprocess
+import time
 from dataclasses import asdict
 from pathlib import Path
 
+import psutil
 import pytest
 
 from prover_assets.generation.engines import GenerationRequest, SamplingSettings
@@ -14,7 +19,9 @@ from prover_assets.generation.vllm_engine import (
     EngineIdentityError,
     VllmEngine,
     VllmSpec,
+    _Child,
     gpu_slices,
+    slice_cache_root,
 )
 from prover_assets_tests.doubles.completions_server import completion_ids
 from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT
@@ -146,6 +153,8 @@ def test_when_every_engine_dies_the_step_fails_naming_the_slices_and_the_logs(
         got.extend(engine.generate(requests_of(24)))
     assert len(got) == len({r.key for r in got}) <= 3  # what was durable, once each
     assert sorted(engine.dead_slices) == [0, 1]
+    with pytest.raises(RuntimeError, match=r"no vLLM engine left: GPU slices \[\d, \d\] failed"):
+        next(engine.generate(requests_of(1)))  # a later step on the same engine
 
 
 def test_an_engine_serving_another_model_folder_stops_the_step(simulated_vllm, model_dir, tmp_path):
@@ -251,3 +260,87 @@ def test_each_slice_has_its_own_compile_cache_under_the_users_and_its_startup_me
     described = engine.describe()
     assert all(s is not None and s >= 0 for s in described["startup_s_per_slice"])
     assert described["start_retries"] == [0, 0]
+
+
+def test_without_vllm_cache_root_each_slice_caches_under_the_users_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # what os.path.expanduser("~") reads
+    assert slice_cache_root(3) == f"{tmp_path}/.cache/vllm/prover-assets-slice-3"
+
+
+def test_the_engine_describes_its_spec_slices_and_what_each_slice_did(tmp_path):
+    engine = VllmEngine(vllm_spec(tmp_path, tp=2), workdir=tmp_path, gpus=[4, 5, 6, 7])
+    engine.served_per_slice = [10, 14]
+    engine.dead_slices = [1]
+    engine.start_retries = [0, 1]
+    engine.startup_s_per_slice = [12.34, None]
+    spec = spec_of(tmp_path, tp=2)
+    del spec["chunk"]  # how the engine cuts its work, not what it samples
+    assert engine.describe() == {
+        "engine": "vllm",
+        **spec,
+        "gpu_slices": [[4, 5], [6, 7]],
+        "batch_invariant": False,
+        "served_per_slice": [10, 14],
+        "dead_slices": [1],
+        "start_retries": [0, 1],
+        "startup_s_per_slice": [12.3, None],
+    }
+
+
+def test_by_default_one_engine_serves_gpu_0(tmp_path):
+    described = VllmEngine(vllm_spec(tmp_path), workdir=tmp_path).describe()
+    assert (described["gpu_slices"], described["batch_invariant"]) == ([[0]], False)
+
+
+def a_child(run: Path, process) -> _Child:
+    return _Child(0, [], process, run, run / "vllm.log")
+
+
+def test_a_result_line_written_in_two_parts_is_read_once_whole(tmp_path):
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"key": 1}\n{"ke')
+    child = a_child(tmp_path, process=None)
+    assert child.new_rows() == [{"key": 1}]
+    with results.open("a") as handle:
+        handle.write('y": 2}\n')
+    assert child.new_rows() == [{"key": 2}]
+    assert child.new_rows() == []
+
+
+class PastItsGrace:
+    """A child's process whose wait for its SIGTERM runs out (vLLM's engine process can ignore
+    SIGTERM): the real process, its wait answering TimeoutExpired once."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process, self.pid, self.waited = process, process.pid, False
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self.waited:
+            self.waited = True
+            raise subprocess.TimeoutExpired("vllm", timeout or 0)
+        return self.process.wait(timeout)
+
+
+def test_a_child_that_outlives_its_sigterm_is_killed_with_its_group(tmp_path):
+    ignoring = subprocess.Popen(
+        ["bash", "-c", "trap '' TERM; sleep 60 & echo ready; wait"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+    )
+    assert ignoring.stdout.readline() == b"ready\n"  # SIGTERM ignored from here on
+    group = ignoring.pid
+    a_child(tmp_path, PastItsGrace(ignoring)).stop()
+    assert ignoring.wait(timeout=10) == -signal.SIGKILL
+    # the sleep too: SIGKILL reaches the whole group (a bound on its delivery, not a speed)
+    deadline = time.monotonic() + 10
+    while [p for p in psutil.process_iter() if live_in(p, group)]:
+        assert time.monotonic() < deadline, "the child's group outlived its SIGKILL"
+        time.sleep(0.05)
+
+
+def live_in(process: psutil.Process, group: int) -> bool:
+    try:
+        return os.getpgid(process.pid) == group and process.status() != psutil.STATUS_ZOMBIE
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return False
