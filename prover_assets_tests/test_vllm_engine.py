@@ -4,6 +4,7 @@ key, an engine killed mid-batch has its samples redone elsewhere (none lost, non
 each child sees only its slice's GPUs, and a child serving another model stops the step."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -344,3 +345,35 @@ def live_in(process: psutil.Process, group: int) -> bool:
         return os.getpgid(process.pid) == group and process.status() != psutil.STATUS_ZOMBIE
     except (ProcessLookupError, psutil.NoSuchProcess):
         return False
+
+
+def test_each_engines_start_and_model_are_logged_and_its_errors_kept_in_its_own_log(
+    simulated_vllm, model_dir, tmp_path, caplog
+):
+    simulated_vllm({"0": {"load_fails": True}})
+    with caplog.at_level(logging.INFO, logger="prover_assets.generation.vllm_engine"):
+        started = time.monotonic()
+        engine, _ = generate(model_dir, tmp_path, [0, 1])
+        wall = time.monotonic() - started
+    messages = [record.getMessage() for record in caplog.records]
+    logs = [tmp_path / f"engine-{i}" / "vllm.log" for i in (0, 1)]
+    assert "RuntimeError: SIMULATED: the model did not load" in logs[0].read_text()  # stderr
+    assert f"vLLM engine 0 on GPUs 0: 12 requests ({logs[0]})" in messages
+    assert f"vLLM engine 1 on GPUs 1: 12 requests ({logs[1]})" in messages
+    serving = f"vLLM engine 1 is serving {os.path.realpath(model_dir)} ({REVISION}), "
+    assert [m for m in messages if m.startswith(serving) and m.endswith(" s after it was started")]
+    assert any(
+        m.startswith("vLLM engine 0 exited") and m.endswith(f"see {logs[0]}") for m in messages
+    )
+    assert 0 <= engine.startup_s_per_slice[1] <= wall
+
+
+def test_an_idle_slice_takes_the_samples_of_an_engine_that_died(
+    simulated_vllm, model_dir, tmp_path
+):
+    simulated_vllm({"0": {"die_after": 0}})  # one request for two slices: slice 1 starts idle
+    engine = VllmEngine(vllm_spec(model_dir), workdir=tmp_path, gpus=[0, 1], poll_s=0.05)
+    with engine:
+        [result] = engine.generate(requests_of(1))
+    assert result.key == requests_of(1)[0].key
+    assert (engine.dead_slices, engine.served_per_slice) == ([0], [0, 1])
