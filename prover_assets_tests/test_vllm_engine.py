@@ -377,3 +377,16 @@ def test_an_idle_slice_takes_the_samples_of_an_engine_that_died(
         [result] = engine.generate(requests_of(1))
     assert result.key == requests_of(1)[0].key
     assert (engine.dead_slices, engine.served_per_slice) == ([0], [0, 1])
+
+
+def test_an_engine_still_loading_past_the_load_timeout_is_stopped_and_its_share_served_elsewhere(
+    simulated_vllm, model_dir, tmp_path, caplog
+):
+    _, one = generate(model_dir, tmp_path / "one", [0])
+    simulated_vllm({"0": {"load_s": 60}})
+    with caplog.at_level(logging.WARNING, logger="prover_assets.generation.vllm_engine"):
+        engine, results = generate(model_dir, tmp_path / "two", [0, 1], load_timeout_s=2.0)
+    assert results == one
+    assert (engine.dead_slices, engine.served_per_slice) == ([0], [0, 24])
+    messages = [record.getMessage() for record in caplog.records]
+    assert "vLLM engine 0 did not load its model in 2 s; stopping it" in messages

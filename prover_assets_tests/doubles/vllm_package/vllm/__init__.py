@@ -9,12 +9,15 @@ by `FAKE_VLLM_SCRIPT`: JSON mapping a child's `CUDA_VISIBLE_DEVICES` to
 `{"abort_seeds": [...]}` (the first attempt of those seeds ends `abort`),
 `{"serves": path}` (the engine reports another model folder), `{"load_fails": true}`,
 `{"load_fails_once": true}` (the first load in a `VLLM_CACHE_ROOT` fails, as a start that
-races or runs out of memory once). Each load prints the `VLLM_CACHE_ROOT` it was given."""
+races or runs out of memory once), `{"load_s": s}` (the load takes s seconds, as an 8B model's
+load, compile and CUDA-graph capture take minutes). Each load prints the `VLLM_CACHE_ROOT` it was
+given."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -76,6 +79,7 @@ class LLM:
             flush=True,
         )
         print(f"SIMULATED vllm: VLLM_CACHE_ROOT={os.environ.get('VLLM_CACHE_ROOT')}", flush=True)
+        time.sleep(script.get("load_s", 0))
         if script.get("load_fails"):
             raise RuntimeError("SIMULATED: the model did not load")
         if script.get("load_fails_once"):
