@@ -18,6 +18,7 @@ import time
 import dagster as dg
 
 from prover_assets.assets.keys import REPORT_KEY
+from prover_assets.assets.metadata import latest_materialization
 from prover_assets.config import load_run_config
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
 from prover_assets.preflight import PREFLIGHT_JOB
@@ -68,7 +69,7 @@ def main() -> int:
         eta = definitions.resolve_job_def(ETA_JOB).execute_in_process(
             instance=instance, raise_on_error=False
         )
-        report = instance.get_latest_materialization_event(REPORT_KEY)
+        report = latest_materialization(instance, REPORT_KEY)
     experiment = definitions.resources["experiment"]
     print()
     print(

@@ -213,9 +213,9 @@ def latest_materialization(
 
 
 def _newest(
-    instance: dg.DagsterInstance, records: dg.AssetRecordsFilter
+    instance: dg.DagsterInstance, selection: dg.AssetRecordsFilter
 ) -> dg.EventLogEntry | None:
-    found = instance.fetch_materializations(records, limit=1, ascending=False).records
+    found = instance.fetch_materializations(selection, limit=1, ascending=False).records
     return found[0].event_log_entry if found else None
 
 

@@ -4,7 +4,7 @@ before its hours; heavy jobs refuse to launch without a passing one (`resources`
 import dagster as dg
 
 from prover_assets.assets.keys import PREFLIGHT_GROUP, PREFLIGHT_KEY, Schedule
-from prover_assets.assets.metadata import display_number
+from prover_assets.assets.metadata import display_number, latest_materialization
 from prover_assets.config import assemble_run_config
 from prover_assets.preflight import PreflightCheck, PreflightReport, run_preflight
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
@@ -76,7 +76,7 @@ def preflight_assets(schedule: Schedule) -> list[dg.AssetsDefinition]:
 
 def preflight_figures(instance: dg.DagsterInstance) -> dict[str, float]:
     """The figures of the latest passing preflight (its smoke round's rates), for the ETA."""
-    event = instance.get_latest_materialization_event(PREFLIGHT_KEY)
+    event = latest_materialization(instance, PREFLIGHT_KEY)
     if event is None or event.asset_materialization is None:
         return {}
     figures = event.asset_materialization.metadata.get("figures")
