@@ -26,6 +26,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 # longest first, so that no process is left alone with one at the end. xdist's own `loadgroup`
 # cannot say this: under pytest 9 its `xdist_group` marks never reach the scheduler.
 SHARED_PROCESS_GROUPS = {
+    "test_demo.py": "demo",
+    "test_demo_gates.py": "demo",
     "test_jobs.py": "dagster_dev",
     "test_launchpad.py": "dagster_dev",
     "test_ui.py": "dagster_dev",
@@ -34,7 +36,7 @@ SHARED_PROCESS_GROUPS = {
 # the kill trials' modules in `make test`, then the fast suite's longest), so that neither
 # process ends alone on a long module.
 LONGEST_GROUPS_FIRST = (
-    *("dagster_dev", "test_demo.py", "test_demo_iterations.py", "test_demo_null.py"),
+    *("dagster_dev", "demo", "test_demo_iterations.py", "test_demo_null.py"),
     *("test_sft_trainer.py", "test_sensors.py", "test_preflight_run.py", "test_problems_pool.py"),
     *("test_worker.py", "test_openai_engine.py", "test_report.py", "test_repl.py"),
     *("test_verifier.py", "test_sft_export.py", "test_verify_runner.py"),
@@ -306,3 +308,12 @@ def demo_preflight_run(demo_dagster_dev):
     wait_for_run(url, launched["run"]["runId"])
     with dg.DagsterInstance.from_config(str(demo_dagster_dev.home)) as instance:
         return instance.get_run_by_id(launched["run"]["runId"])
+
+
+@pytest.fixture(scope="session")
+def finished_round(tmp_path_factory) -> dict:
+    """The demo loop run once in this process (`demo_round.run_demo_round`): the modules of the
+    `demo` group read its outputs, and copy them where they change them."""
+    from prover_assets_tests.demo_round import run_demo_round
+
+    return run_demo_round(tmp_path_factory.mktemp("smoke"))

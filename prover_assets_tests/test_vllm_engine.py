@@ -379,6 +379,33 @@ def test_an_idle_slice_takes_the_samples_of_an_engine_that_died(
     assert (engine.dead_slices, engine.served_per_slice) == ([0], [0, 1])
 
 
+def test_a_child_that_answered_everything_then_exited_non_zero_leaves_its_slice_dead(
+    simulated_vllm, model_dir, tmp_path
+):
+    simulated_vllm({"0": {"exit_code": 11}})  # its teardown crashes after the last answer
+    engine, results = generate(model_dir, tmp_path, [0, 1])
+    assert len(results) == 24
+    assert (engine.dead_slices, engine.served_per_slice) == ([0], [12, 12])
+
+
+def test_the_engines_read_the_others_while_one_still_loads(simulated_vllm, model_dir, tmp_path):
+    # slice 0 loads only once every answer of slice 1 has come back: one read of the engines
+    # that waited on slice 0 before reading slice 1 would wait for ever (to the load timeout)
+    loaded = tmp_path / "slice-1-answered"
+    simulated_vllm({"0": {"load_until": str(loaded)}})
+    engine = VllmEngine(
+        vllm_spec(model_dir), workdir=tmp_path, gpus=[0, 1], poll_s=0.05, load_timeout_s=60
+    )
+    served = []
+    with engine:
+        for _ in engine.generate(requests_of(24)):
+            served.append(tuple(engine.served_per_slice))
+            if engine.served_per_slice[1] == 12:
+                loaded.touch()
+    assert served[11:13] == [(0, 12), (1, 12)]
+    assert (engine.dead_slices, served[-1]) == ([], (12, 12))
+
+
 def test_an_engine_still_loading_past_the_load_timeout_is_stopped_and_its_share_served_elsewhere(
     simulated_vllm, model_dir, tmp_path, caplog
 ):

@@ -10,11 +10,14 @@ by `FAKE_VLLM_SCRIPT`: JSON mapping a child's `CUDA_VISIBLE_DEVICES` to
 `{"serves": path}` (the engine reports another model folder), `{"load_fails": true}`,
 `{"load_fails_once": true}` (the first load in a `VLLM_CACHE_ROOT` fails, as a start that
 races or runs out of memory once), `{"load_s": s}` (the load takes s seconds, as an 8B model's
-load, compile and CUDA-graph capture take minutes). Each load prints the `VLLM_CACHE_ROOT` it was
+load, compile and CUDA-graph capture take minutes), `{"load_until": path}` (the load waits until
+that file exists), `{"exit_code": c}` (the process, its work done, exits with c: a teardown that
+crashes, as a CUDA or NCCL error at exit does). Each load prints the `VLLM_CACHE_ROOT` it was
 given."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import time
@@ -80,6 +83,10 @@ class LLM:
         )
         print(f"SIMULATED vllm: VLLM_CACHE_ROOT={os.environ.get('VLLM_CACHE_ROOT')}", flush=True)
         time.sleep(script.get("load_s", 0))
+        while "load_until" in script and not os.path.exists(script["load_until"]):
+            time.sleep(0.02)
+        if "exit_code" in script:
+            atexit.register(os._exit, script["exit_code"])
         if script.get("load_fails"):
             raise RuntimeError("SIMULATED: the model did not load")
         if script.get("load_fails_once"):
