@@ -83,9 +83,12 @@ VERDICTS = [verdict(i) for i in range(12)]
 
 
 def step(folder: Path, name: str, counts: dict, usage: dict | None, records=()) -> Path:
+    """A step's folder; `usage`: its manifest's usage, or (with a "usage" key) its usage and
+    earlier attempts."""
     folder.mkdir(parents=True)
     publish_records(folder / name, records)
-    return finish_step_folder(folder, name, counts=counts, extra=usage and {"usage": usage})
+    extra = usage if usage and "usage" in usage else usage and {"usage": usage}
+    return finish_step_folder(folder, name, counts=counts, extra=extra)
 
 
 def run(root: Path, *, generation_usage=None, verdict_usage=None, verdict_counts=None) -> RunFiles:
@@ -139,14 +142,15 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
             None,
             3,
             "not recorded | not recorded | 1270 | 5 | not recorded | not recorded | "
-            "3 | 3 | 3 | not recorded | not recorded",
+            "3 | 3 | none | 3 | not recorded | not recorded",
         ),
         # durations as clock times; 3725 s over 2 solved is 0:31:02
         (
             {"wall_s": 3725.0, "cpu_s": 7200.4, "children_cpu_s": 0.0},
             {"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
             2,
-            "1:02:05 | 2:00:00 | 1270 | 5 | 0:01:01 | 0:02:00 | 3 | 3 | 2 | 0:31:02 | 0:01:00",
+            "1:02:05 | 2:00:00 | 1270 | 5 | 0:01:01 | 0:02:00 | 3 | 3 | none | 2 | 0:31:02 | "
+            "0:01:00",
         ),
     ],
 )
@@ -206,8 +210,11 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
     assert cost_section([], dumped) == []  # no run costed (a bundle from before): no section
     costed = cost_rows([run_cost(pair_run("x", 1.0))], {("x", "minif2f", 256): 1})
     section = "\n".join(cost_section(costed, dumped))
-    assert "| pool round 0: verify | Lean | not recorded | not recorded | not recorded |" in section
-    assert "| training | GPU | 0:10:00 | 0:05:00 | 0:00:00 |" in section
+    assert (
+        "| pool round 0: verify | Lean | not recorded | not recorded | not recorded | "
+        "not recorded | none |" in section
+    )
+    assert "| training | GPU | 0:10:00 | 0:05:00 | 0:00:00 | not recorded | none |" in section
     assert "round_time.png" in section
 
 
@@ -217,7 +224,12 @@ def test_the_time_plot_draws_a_bar_per_step_coloured_by_what_it_waits_on(monkeyp
     drawn = []
     monkeypatch.setattr(plots, "_png", lambda plt, figure: drawn.append(figure) or b"")
     plots.time_plot(
-        [("generate", "GPU", 120.0), ("verify", "Lean", 60.0), ("train", "GPU", 30.0)], title="t"
+        [
+            ("generate", "GPU", 120.0, 0.0),
+            ("verify", "Lean", 60.0, 0.0),
+            ("train", "GPU", 30.0, 0.0),
+        ],
+        title="t",
     )
     (axes,) = drawn[0].axes
     widths = [bar.get_width() for bar in axes.patches]
@@ -225,3 +237,49 @@ def test_the_time_plot_draws_a_bar_per_step_coloured_by_what_it_waits_on(monkeyp
     colours = [bar.get_facecolor() for bar in axes.patches]
     assert colours[0] == colours[2] != colours[1]
     assert [t.get_text() for t in axes.get_legend().get_texts()] == ["GPU", "Lean"]
+
+
+def test_the_time_plot_stacks_the_earlier_attempts_wall_after_the_completing_ones(monkeypatch):
+    from prover_assets.report import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_png", lambda plt, figure: drawn.append(figure) or b"")
+    plots.time_plot([("generate", "GPU", 120.0, 30.0), ("verify", "Lean", 60.0, 0.0)], title="t")
+    (axes,) = drawn[0].axes
+    spans = [(bar.get_x(), bar.get_width(), bar.get_hatch()) for bar in axes.patches]
+    assert spans == [(0.0, 2.0, None), (2.0, 0.5, "//"), (0.0, 1.0, None)]
+    legend = [t.get_text() for t in axes.get_legend().get_texts()]
+    assert legend == ["GPU", "earlier attempts (killed or failed)", "Lean"]
+
+
+def attempt(ended: str | None, wall_s: float, cpu_s: float, children_cpu_s: float) -> dict:
+    return {
+        "attempt": f"{wall_s}-1",
+        "ended": ended,
+        "recorded_at": 1.0,
+        "usage": {"wall_s": wall_s, "cpu_s": cpu_s, "children_cpu_s": children_cpu_s},
+    }
+
+
+def test_a_resumed_runs_earlier_attempts_are_costed_apart_from_the_completing_one(tmp_path):
+    # the generation killed once (30 s wall, 25 s CPU at its last record) and failed once
+    # (10 s, 4 s), then completed; its verdicts killed once with 20 s of Lean CPU
+    killed, failed = attempt(None, 30.0, 25.0, 0.0), attempt("failed", 10.0, 4.0, 0.0)
+    files = run(
+        tmp_path,
+        generation_usage={
+            "usage": {"wall_s": 90.0, "cpu_s": 170.0, "children_cpu_s": 0.0},
+            "earlier_attempts": [killed, failed],
+        },
+        verdict_usage={
+            "usage": {"wall_s": 50.0, "cpu_s": 4.0, "children_cpu_s": 45.0},
+            "earlier_attempts": [attempt(None, 22.0, 1.0, 20.0)],
+        },
+    )
+    cost = run_cost(files)
+    assert [a.ended for a in cost.generation_earlier] == [None, "failed"]
+    assert cost.generation.wall_s == 90.0  # the completing attempt's alone
+    (row,) = cost_rows([cost], {("baseline", "minif2f", 256): 3})
+    section = "\n".join(cost_section([row]))
+    # 3 earlier attempts: 62 s of wall, 25 + 4 + 1 + 20 = 50 s of CPU
+    assert "| 1 failed, 2 killed: wall 0:01:02, CPU 0:00:50 |" in section

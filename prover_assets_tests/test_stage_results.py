@@ -97,9 +97,17 @@ def test_the_asset_shows_what_the_step_used_as_its_manifest_records_it(tmp_path)
     )
     used = json.loads((tmp_path / "out" / "manifest.json").read_text())["usage"]
     shown = step_materialization(step, tmp_path).metadata
-    assert {k: shown[f"used_{k}"].value for k in ("wall_s", "cpu_s", "children_cpu_s")} == {
+    assert set(used) == {
+        "wall_s",
+        "cpu_s",
+        "children_cpu_s",
+        "peak_rss_mib",
+        "children_peak_rss_mib",
+    }
+    assert {k: shown[f"used_{k}"].value for k in used} == {
         k: pytest.approx(v, rel=0.01, abs=1e-6) for k, v in used.items()
     }
+    assert shown["earlier_attempts"] == 0
 
 
 def test_inputs_are_hashed_once_and_the_manifest_records_their_digests(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from prover_assets.problems.defects import KnownDefect
 from prover_assets.records import MANIFEST_NAME, sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
-from prover_assets.records.usage import recorded_usage
+from prover_assets.records.usage import recorded_earlier_attempts, recorded_usage
 from prover_assets.verify.audit import AuditFinding
 
 __all__ = [
@@ -170,11 +170,13 @@ def _step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
         "code_commit": code["commit"] or f"unknown: {code['reason']}",
         "code_dirty": code["dirty"] if code["dirty"] is not None else "unknown",
         "reused_complete_output": step.reused,
-        # What the attempt that made the output used (records/usage.py), where it ran.
+        # What the attempt that made the output used (records/usage.py), where it ran, and
+        # how many attempts before it were killed or failed.
         **{
-            f"used_{name}": dg.MetadataValue.float(display_number(seconds))
-            for name, seconds in (used.model_dump() if used else {}).items()
+            f"used_{name}": dg.MetadataValue.float(display_number(value))
+            for name, value in (used.model_dump(exclude_none=True) if used else {}).items()
         },
+        "earlier_attempts": len(recorded_earlier_attempts(step.manifest)),
     }
 
 

@@ -215,7 +215,7 @@ def materialize_generations(
         return reused
     step.begin_stream()
     path = folder / GENERATIONS_FILE
-    with Appender(path, Generation) as appender:
+    with step.journaled(), Appender(path, Generation) as appender:
         _refuse_keys_outside(appender, samples)
         stats, engine_description = _generate_missing(
             appender,

@@ -8,10 +8,12 @@ the ones the caller would use now. A complete but stale output is never silently
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
@@ -28,7 +30,14 @@ from prover_assets.records.manifest import (
     write_manifest,
 )
 from prover_assets.records.store import publish_text
-from prover_assets.records.usage import USAGE_KEY, UsageMark, usage_since
+from prover_assets.records.usage import (
+    EARLIER_ATTEMPTS_KEY,
+    USAGE_KEY,
+    AttemptJournal,
+    UsageMark,
+    earlier_attempts,
+    usage_since,
+)
 
 __all__ = [
     "STREAM_FILE",
@@ -100,6 +109,10 @@ class StepInputs:
         )
 
 
+# How often a streamed step's attempt records its usage so far (a kill loses at most this much).
+JOURNAL_EVERY_S = 10.0
+
+
 @dataclass(frozen=True)
 class Step(Generic[R]):
     """The skeleton every whole-output step shares: its inputs (hashed once), the config that
@@ -113,6 +126,7 @@ class Step(Generic[R]):
     started_at: str = field(default_factory=now_utc)
     # Measured from here to the manifest: the machine this attempt used (records/usage.py).
     usage_mark: UsageMark = field(default_factory=UsageMark.now)
+    attempt: str = field(default_factory=lambda: f"{time.time_ns()}-{os.getpid()}")
 
     def reused(self) -> StepResult[R] | None:
         """The step's complete and current output (see `current_manifest`); None if none."""
@@ -126,6 +140,13 @@ class Step(Generic[R]):
     def begin_stream(self) -> None:
         """Pin the step's config as the identity of the resumable stream in its folder."""
         begin_stream(self.folder, self.config)
+
+    @contextlib.contextmanager
+    def journaled(self, every_s: float = JOURNAL_EVERY_S) -> Iterator[None]:
+        """Keep this attempt's record in the step's usage journal while the body runs (every
+        `every_s` seconds, and how it ended): a killed attempt's usage outlives it."""
+        with AttemptJournal(self.folder, self.attempt, self.usage_mark).kept(every_s):
+            yield
 
     def manifest(
         self,
@@ -149,6 +170,9 @@ class Step(Generic[R]):
             extra={
                 "input_digests": self.inputs.digests,
                 USAGE_KEY: usage_since(self.usage_mark).model_dump(),
+                EARLIER_ATTEMPTS_KEY: [
+                    a.model_dump() for a in earlier_attempts(self.folder, self.attempt)
+                ],
                 **(extra or {}),
             },
             input_sha256=by_path,

@@ -1,23 +1,49 @@
-"""What a step used of its machine, read from the kernel where it ran (getrusage), never
-estimated as wall time times workers: wall seconds, the CPU seconds of the step's own process,
-and those of the child processes that ended during it and were waited for: the REPLs (and the
-Lean they ran, under bubblewrap or not), the trainer's ranks, vLLM's engines. Recorded in every
-step's manifest (`usage`), one attempt's worth: the attempt that completed the output."""
+"""What a step used of its machine, read from the kernel where it ran (getrusage, and the
+process tree in /proc), never estimated as wall time times workers: wall seconds, the CPU
+seconds of the step's own process, those of its child processes (the REPLs and the Lean they
+ran, under bubblewrap or not, the trainer's ranks, vLLM's engines: the ended ones from
+getrusage, the live ones from the tree), and the peak resident memory of each.
+
+Recorded in every step's manifest (`usage`: the attempt that completed the output). A streamed
+step also keeps an attempt journal (`usage/` in its folder, `AttemptJournal`): each attempt's
+usage so far, rewritten every few seconds while it runs, and how it ended. An attempt killed
+with kill -9 leaves its last record (no end): the manifest of the attempt that completes the
+output lists every earlier one (`earlier_attempts`), so that a resumed step's cost is every
+attempt's, the killed ones' up to their last record."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["USAGE_KEY", "StepUsage", "UsageMark", "recorded_usage", "usage_since"]
+__all__ = [
+    "EARLIER_ATTEMPTS_KEY",
+    "USAGE_KEY",
+    "AttemptJournal",
+    "AttemptUsage",
+    "StepUsage",
+    "UsageMark",
+    "earlier_attempts",
+    "live_descendants_cpu_s",
+    "recorded_earlier_attempts",
+    "recorded_usage",
+    "usage_since",
+]
 
-# Where a step's manifest records its usage.
+# Where a step's manifest records its usage, and its earlier attempts'.
 USAGE_KEY = "usage"
+EARLIER_ATTEMPTS_KEY = "earlier_attempts"
+JOURNAL_DIR = "usage"
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(who: int) -> float:
@@ -40,23 +66,67 @@ class UsageMark:
 
 class StepUsage(BaseModel):
     """One attempt of a step: wall seconds; CPU seconds of its process (every thread, Dagster's
-    beside the step's in an in-process run); CPU seconds of its ended children (the REPLs,
-    the trainer, vLLM's engines: for a verdict step, Lean's own CPU time)."""
+    beside the step's in an in-process run); CPU seconds of its children, ended or live (the
+    REPLs, the trainer, vLLM's engines: for a verdict step, Lean's own CPU time); the peak
+    resident memory of its process (over the process's life: an in-process run's is the
+    whole run's) and of its largest ended child, in MiB (None: recorded before they were)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     wall_s: float
     cpu_s: float
     children_cpu_s: float
+    peak_rss_mib: float | None = None
+    children_peak_rss_mib: float | None = None
 
 
-def usage_since(mark: UsageMark) -> StepUsage:
-    """What was used since `mark`, to the millisecond."""
+def _stat_cpu_s(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and of its waited-for children) from
+    /proc/<pid>/stat; None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the name, field 2, is in parentheses and may hold spaces: split after its last ")"
+    fields = stat[stat.rindex(")") + 2 :].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return int(fields[1]), (utime + stime + cutime + cstime) / _TICKS
+
+
+def live_descendants_cpu_s(pid: int | None = None) -> float:
+    """The CPU seconds of the live descendants of `pid` (this process by default), each with
+    its own waited-for children's: what getrusage's RUSAGE_CHILDREN does not count yet."""
+    root = os.getpid() if pid is None else pid
+    stats = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (found := _stat_cpu_s(int(entry.name))) is not None:
+            stats[int(entry.name)] = found
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(child)
+    total, stack = 0.0, list(children.get(root, []))
+    while stack:
+        pid_now = stack.pop()
+        total += stats[pid_now][1]
+        stack += children.get(pid_now, [])
+    return total
+
+
+def _peak_mib(who: int) -> float:
+    return round(resource.getrusage(who).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
+def usage_since(mark: UsageMark, *, live_children: bool = False) -> StepUsage:
+    """What was used since `mark`, to the millisecond; with `live_children`, the CPU of the
+    children still running counted too (a journal record of an attempt under way)."""
     now = UsageMark.now()
+    live = live_descendants_cpu_s() if live_children else 0.0
     return StepUsage(
         wall_s=round(now.wall - mark.wall, 3),
         cpu_s=round(now.cpu_s - mark.cpu_s, 3),
-        children_cpu_s=round(now.children_cpu_s - mark.children_cpu_s, 3),
+        children_cpu_s=round(now.children_cpu_s - mark.children_cpu_s + live, 3),
+        peak_rss_mib=_peak_mib(resource.RUSAGE_SELF),
+        children_peak_rss_mib=_peak_mib(resource.RUSAGE_CHILDREN),
     )
 
 
@@ -64,3 +134,85 @@ def recorded_usage(manifest: Mapping[str, Any]) -> StepUsage | None:
     """The usage a step's manifest records; None for a manifest written before usage was."""
     recorded = manifest.get(USAGE_KEY)
     return None if recorded is None else StepUsage.model_validate(recorded)
+
+
+def recorded_earlier_attempts(manifest: Mapping[str, Any]) -> list[AttemptUsage]:
+    """The earlier attempts a step's manifest records (none before the journal was kept)."""
+    return [AttemptUsage.model_validate(a) for a in manifest.get(EARLIER_ATTEMPTS_KEY, [])]
+
+
+class AttemptUsage(BaseModel):
+    """One attempt's record in a step's journal: its usage so far and how it ended (None: no
+    end was recorded, the process was killed; its usage is then what it had used by
+    `recorded_at`, unix seconds)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attempt: str
+    ended: Literal["completed", "failed"] | None
+    recorded_at: float
+    usage: StepUsage
+
+
+@dataclass(frozen=True)
+class AttemptJournal:
+    """The journal of one attempt of the step writing into `folder` (`usage/<attempt>.json`)."""
+
+    folder: Path
+    attempt: str
+    mark: UsageMark
+
+    @property
+    def path(self) -> Path:
+        return self.folder / JOURNAL_DIR / f"{self.attempt}.json"
+
+    def record(self, ended: Literal["completed", "failed"] | None = None) -> None:
+        """Write this attempt's usage so far (atomically: a kill leaves the previous record)."""
+        entry = AttemptUsage(
+            attempt=self.attempt,
+            ended=ended,
+            recorded_at=round(time.time(), 3),
+            usage=usage_since(self.mark, live_children=ended is None),
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        partial.write_text(entry.model_dump_json() + "\n", encoding="utf-8")
+        os.replace(partial, self.path)
+
+    @contextlib.contextmanager
+    def kept(self, every_s: float) -> Iterator[None]:
+        """Record now, every `every_s` seconds while the body runs (from a thread of its own),
+        and once more at its end: "completed" or, when it raised, "failed"."""
+        stop = threading.Event()
+
+        def keep() -> None:
+            while not stop.wait(every_s):
+                self.record()
+
+        self.record()
+        thread = threading.Thread(target=keep, name=f"usage {self.attempt}", daemon=True)
+        thread.start()
+        ended: Literal["completed", "failed"] = "failed"
+        try:
+            yield
+            ended = "completed"
+        finally:
+            stop.set()
+            thread.join()
+            self.record(ended)
+
+
+def earlier_attempts(folder: Path, attempt: str) -> list[AttemptUsage]:
+    """Every attempt the journal in `folder` records but `attempt`, oldest record first."""
+    journal = folder / JOURNAL_DIR
+    if not journal.is_dir():
+        return []
+    found = [_read_attempt(path) for path in journal.glob("*.json") if path.stem != attempt]
+    return sorted(found, key=lambda entry: entry.recorded_at)
+
+
+def _read_attempt(path: Path) -> AttemptUsage:
+    try:
+        return AttemptUsage.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise ValueError(f"{path}:1: not an attempt's usage record: {exc}") from exc

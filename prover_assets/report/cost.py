@@ -7,7 +7,9 @@ timeouts run again; per solved problem.
 Secondary: the report prints it beside the registered result, never instead of it. A step
 resumed after a kill: its work is every attempt's, each committed sample once (read from the
 stream, not from the completing attempt's counts, which hold only what it added); its machine
-usage is the completing attempt's, the killed attempts' not measured (said under the table)."""
+usage is the completing attempt's, and apart, every earlier attempt's as the step's usage
+journal last recorded it (`earlier`: a killed attempt's up to its last record, a failed one's
+whole): the waste of the resumes."""
 
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ from pydantic import BaseModel, ConfigDict
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.records import MANIFEST_NAME, Generation, Verification, iter_records
 from prover_assets.records.manifest import read_manifest
-from prover_assets.records.usage import StepUsage, recorded_usage
+from prover_assets.records.usage import (
+    AttemptUsage,
+    StepUsage,
+    recorded_earlier_attempts,
+    recorded_usage,
+)
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.verify.runner import VerificationResult
@@ -46,6 +53,8 @@ class RunCost(BaseModel):
     cap: int
     generation: StepUsage | None  # None: its manifest predates `usage`
     verification: StepUsage | None
+    generation_earlier: list[AttemptUsage]  # attempts before the completing one
+    verification_earlier: list[AttemptUsage]
     generated: int  # samples in the stream: every attempt's, each once
     tokens_generated: int
     hit_cap: int
@@ -72,6 +81,8 @@ def run_cost(files: RunFiles) -> RunCost:
         cap=files.cap,
         generation=recorded_usage(generation_manifest),
         verification=recorded_usage(verdict_manifest),
+        generation_earlier=recorded_earlier_attempts(generation_manifest),
+        verification_earlier=recorded_earlier_attempts(verdict_manifest),
         generated=generated,
         tokens_generated=tokens,
         hit_cap=hit_cap,
@@ -134,10 +145,17 @@ class StepCost(BaseModel):
     step: str
     side: Literal["GPU", "Lean", "host"]
     usage: StepUsage | None  # None: its manifest predates `usage`
+    earlier: list[AttemptUsage]  # the attempts before the completing one
 
 
 def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> StepCost:
-    return StepCost(step=step, side=side, usage=recorded_usage(read_manifest(folder)))
+    manifest = read_manifest(folder)
+    return StepCost(
+        step=step,
+        side=side,
+        usage=recorded_usage(manifest),
+        earlier=recorded_earlier_attempts(manifest),
+    )
 
 
 def _run_steps(run: RunFiles) -> list[StepCost]:

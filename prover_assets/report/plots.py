@@ -355,19 +355,33 @@ def funnel_plot(stages: Sequence[tuple[str, int]], *, title: str, unit: str) -> 
     return _png(plt, figure)
 
 
-def time_plot(steps: Sequence[tuple[str, str, float]], *, title: str) -> bytes:
+def time_plot(steps: Sequence[tuple[str, str, float, float]], *, title: str) -> bytes:
     """Where a round's time went: each step's wall minutes as a horizontal bar, first step on
-    top, coloured by what it waits on (GPU, Lean, host), one legend entry each."""
+    top, coloured by what it waits on (GPU, Lean, host), one legend entry each; the wall of its
+    earlier attempts (killed or failed, resumed after) stacked after it, hatched grey."""
     plt, figure, axes = _figure(6.4, 1.2 + 0.32 * len(steps))
-    sides = list(dict.fromkeys(side for _, side, _ in steps))
-    for position, (_, side, seconds) in enumerate(steps):
+    sides = list(dict.fromkeys(side for _, side, _, _ in steps))
+    first_of = {side: [s for _, s, _, _ in steps].index(side) for side in sides}
+    wasted_label = "earlier attempts (killed or failed)"
+    for position, (_, side, seconds, wasted) in enumerate(steps):
         axes.barh(
             position,
             seconds / 60,
             color=_style(sides.index(side))[0],
-            label=side if position == [s for _, s, _ in steps].index(side) else None,
+            label=side if position == first_of[side] else None,
         )
-    axes.set_yticks(range(len(steps)), [step for step, _, _ in steps], fontsize=8)
+        if wasted > 0:
+            axes.barh(
+                position,
+                wasted / 60,
+                left=seconds / 60,
+                color="0.85",
+                hatch="//",
+                edgecolor="0.45",
+                label=wasted_label,
+            )
+            wasted_label = None
+    axes.set_yticks(range(len(steps)), [step for step, _, _, _ in steps], fontsize=8)
     axes.invert_yaxis()
     axes.set_xlim(left=0)
     axes.set(title=title, xlabel="wall minutes")

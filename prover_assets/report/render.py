@@ -8,6 +8,7 @@ are one document. `render_plots(summary)` draws every plot the document names.
 from __future__ import annotations
 
 import base64
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -424,30 +425,63 @@ def _seconds(value: float | None) -> str:
     return "not recorded" if value is None else clock_time(value)
 
 
+def _earlier(attempts: Sequence[Mapping[str, Any]]) -> str:
+    """The earlier attempts of a step, each as its journal last recorded it: how many, how
+    they ended, and their wall and CPU time together."""
+    if not attempts:
+        return "none"
+    ended = Counter(a["ended"] or "killed" for a in attempts)
+    wall = sum(a["usage"]["wall_s"] for a in attempts)
+    cpu = sum(a["usage"]["cpu_s"] + a["usage"]["children_cpu_s"] for a in attempts)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ended.items()))
+    return f"{kinds}: wall {clock_time(wall)}, CPU {clock_time(cpu)}"
+
+
 def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> list[str]:
-    """Each step of the round: what its completing attempt used, and the plot of wall times."""
+    """Each step of the round: what its completing attempt used, what its earlier attempts
+    did, and the plot of wall times."""
     if not steps:
         return []
 
     def used(step: Mapping[str, Any], field: str) -> str:
         return _seconds(step["usage"][field] if step["usage"] else None)
 
+    def peak(step: Mapping[str, Any]) -> str:
+        mib = (step["usage"] or {}).get("peak_rss_mib")
+        return "not recorded" if mib is None else f"{mib / 1024:.2f} GiB"
+
     rows = [
-        [s["step"], s["side"], used(s, "wall_s"), used(s, "cpu_s"), used(s, "children_cpu_s")]
+        [
+            s["step"],
+            s["side"],
+            used(s, "wall_s"),
+            used(s, "cpu_s"),
+            used(s, "children_cpu_s"),
+            peak(s),
+            _earlier(s.get("earlier", [])),
+        ]
         for s in steps
     ]
-    parts = [
-        "### Where the round's time went\n",
-        markdown_table(["step", "waits on", "wall", "CPU", "children's CPU"], rows) + "\n",
-    ]
+    headers = ["step", "waits on", "wall", "CPU", "children's CPU", "peak RSS", "earlier attempts"]
+    parts = ["### Where the round's time went\n", markdown_table(headers, rows) + "\n"]
     if _timed_steps(steps):
         parts.append(image(TIME_PLOT, "wall time of each step of the round") + "\n")
     return parts
 
 
-def _timed_steps(steps: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float]]:
-    """(step, side, wall seconds) of the steps whose usage was recorded."""
-    return [(s["step"], s["side"], s["usage"]["wall_s"]) for s in steps if s["usage"]]
+def _timed_steps(steps: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float, float]]:
+    """(step, side, wall seconds, earlier attempts' wall seconds) of the steps whose usage was
+    recorded."""
+    return [
+        (
+            s["step"],
+            s["side"],
+            s["usage"]["wall_s"],
+            sum(a["usage"]["wall_s"] for a in s.get("earlier", [])),
+        )
+        for s in steps
+        if s["usage"]
+    ]
 
 
 def cost_section(
@@ -469,6 +503,7 @@ def cost_section(
         "Lean CPU",
         "from cache",
         "timeouts re-run",
+        "earlier attempts",
         "solved",
         "generation wall / solved",
         "Lean CPU / solved",
@@ -486,6 +521,7 @@ def cost_section(
             _seconds(verification.get("children_cpu_s")),
             c["cached"],
             c["timeouts_rechecked"],
+            _earlier([*c.get("generation_earlier", []), *c.get("verification_earlier", [])]),
             c["solved"],
             _seconds(c["generation_wall_s_per_solved"]),
             _seconds(c["lean_cpu_s_per_solved"]),
@@ -498,7 +534,10 @@ def cost_section(
         "wall time; the generation process's CPU; Lean CPU, the CPU time of the verdict step's "
         "REPLs and what they ran (none under a simulated verifier). Samples, tokens and verdicts "
         "are counted in the streams, each once, whichever attempt committed it; the times of a "
-        "step resumed after a kill are its completing attempt's, not the killed ones'. Solved: "
+        "step resumed after a kill are its completing attempt's, and its earlier attempts' apart "
+        "(a killed one's up to the last record of its usage journal, kept every 10 s: waste, "
+        "never counted as the result's cost). Peak RSS: of the step's process over its life. "
+        "Solved: "
         "by any of the run's samples. GPU-hours are the generation wall times the GPUs its "
         "engines held.\n",
         *_round_time_parts(steps, image),

@@ -301,7 +301,8 @@ def materialize_checkpoint(
         ranks=max(len(gpus), 1),
         cpu_threads=cpu_threads,
     )
-    result = _train(folder, run, ",".join(map(str, gpus)), on_progress)
+    with step.journaled():
+        result = _train(folder, run, ",".join(map(str, gpus)), on_progress)
     adapter = folder / FINAL_ADAPTER
     outputs = [
         *sorted(p for p in adapter.iterdir() if p.is_file()),

@@ -124,13 +124,14 @@ def materialize_statement_audit(
         step.begin_stream()
         problems = read_records(problems_file, Problem)
         self_test(verifier, batch_header(p.header for p in problems))
-        runs = audit_statements(
-            problems,
-            verifier.backend,
-            budget_s=budget_s,
-            results_path=folder / AUDIT_FILE,
-            progress=progress,
-        )
+        with step.journaled():
+            runs = audit_statements(
+                problems,
+                verifier.backend,
+                budget_s=budget_s,
+                results_path=folder / AUDIT_FILE,
+                progress=progress,
+            )
         simulated = verifier.info.pins.simulated
     found = Counter(f.kind.value for f in findings_of(runs))
     result = StatementAuditResult(
@@ -190,16 +191,17 @@ def materialize_verdicts(
                 return reused
             # Complete, but some verdicts are no judgement: resume the stream to verify them.
             (folder / MANIFEST_NAME).unlink()
-        stats = _verify_into(
-            folder,
-            verifier,
-            self_test,
-            generations_file=generations_file,
-            problems_file=problems_file,
-            commit_every=commit_every,
-            reverify_stale=reverify_stale,
-            progress=progress,
-        )
+        with step.journaled():
+            stats = _verify_into(
+                folder,
+                verifier,
+                self_test,
+                generations_file=generations_file,
+                problems_file=problems_file,
+                commit_every=commit_every,
+                reverify_stale=reverify_stale,
+                progress=progress,
+            )
         info = verifier.info
     return step.finish(
         stats.to_result(),
@@ -387,14 +389,15 @@ def materialize_train_pool(
         step.begin_stream()
         candidates = read_records(candidates_file, Problem)
         self_test(verifier, batch_header(c.header for c in candidates))
-        result = elaborate_in_rank_order(
-            candidates,
-            verifier.backend,
-            target=size,
-            budget_s=verifier.policy.budget_s,
-            results_path=folder / ELABORATION_FILE,
-            progress=progress,
-        )
+        with step.journaled():
+            result = elaborate_in_rank_order(
+                candidates,
+                verifier.backend,
+                target=size,
+                budget_s=verifier.policy.budget_s,
+                results_path=folder / ELABORATION_FILE,
+                progress=progress,
+            )
     publish_records(folder / TRAIN_POOL_FILE, result.pool)
     counts = TrainPoolResult(
         elaboration=result.counts, pool=len(result.pool), candidates=len(candidates), target=size
