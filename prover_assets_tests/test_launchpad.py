@@ -1,7 +1,8 @@
 """The Launchpad's path, through the webserver's GraphQL API as the UI drives it: each job's
 run config is the one the Launchpad scaffolds (`rootDefaultYaml`: the schema's defaults, with
 null values dropped), launched unedited; and a config with placeholders is refused at launch,
-naming every one."""
+naming every one; and a job launched after a gate failed in an earlier run stops at its first
+step, the asset's page showing the check that holds it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import yaml
 
 from prover_assets.config import placeholders
 from prover_assets.definitions import build_definitions
+from prover_assets.records import MANIFEST_NAME
 from prover_assets_tests.conftest import CONFIGS
+from prover_assets_tests.output_faults import repeated_micro_step, rewrite, rows
+from prover_assets_tests.processes import LAUNCH, SELECTOR, graphql
 from prover_assets_tests.processes import launch_from_launchpad as launch
 from prover_assets_tests.processes import launchpad_scaffold as scaffold
 from prover_assets_tests.processes import wait_for_run as wait_for
@@ -93,3 +97,63 @@ def test_a_heavy_job_whose_config_has_no_preflight_is_refused_at_launch(webserve
     message = refusal(launch(webserver, "baseline", run_config))
     assert "job 'baseline' refused: no preflight has run for this config" in message
     assert "The last passing preflight" in message  # the webserver's, for another config
+
+
+ASSET_CHECKS = """
+query AssetChecks($assetKey: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $assetKey) {
+    ... on AssetNode {
+      jobNames
+      assetChecksOrError {
+        ... on AssetChecks { checks { name executionForLatestMaterialization { runId status } } }
+      }
+    }
+  }
+}"""
+
+
+def asset_page(url: str, path: list[str]) -> dict:
+    """What the asset's page shows: its jobs, and each check's execution on its latest output."""
+    return graphql(url, ASSET_CHECKS, {"assetKey": {"path": path}})["assetNodeOrError"]
+
+
+def execute_check(url: str, path: list[str], check: str) -> dict:
+    """The launch the asset page's check "Execute" button sends (Dagster's ExecuteChecksButton:
+    the asset's first job, that check alone, an empty run config)."""
+    selector = {
+        **SELECTOR,
+        "pipelineName": asset_page(url, path)["jobNames"][0],
+        "assetSelection": [],
+        "assetCheckSelection": [{"assetKey": {"path": path}, "name": check}],
+    }
+    params = {"selector": selector, "runConfigData": {}, "mode": "default"}
+    return graphql(url, LAUNCH, {"executionParams": params})["launchPipelineExecution"]
+
+
+def test_a_job_launched_after_a_gate_failed_stops_at_its_first_step_and_the_asset_shows_the_check(
+    webserver, demo_dagster_dev
+):
+    # after the jobs above: the checkpoint exists, judged; a faulty resume's order log is put in
+    # its place (manifest rewritten to match), as it would have been left, then put back
+    checkpoint = demo_dagster_dev.data / "sft_checkpoint"
+    kept = {name: (checkpoint / name).read_bytes() for name in ("data_order.jsonl", MANIFEST_NAME)}
+    try:
+        rewrite(checkpoint, "data_order.jsonl", rows(repeated_micro_step))
+        judged = execute_check(webserver, ["sft_checkpoint"], "data_order")
+        assert judged["__typename"] == "LaunchRunSuccess", judged
+        judged_run = judged["run"]["runId"]
+        # a blocking check that fails fails its run too, as Dagster reports it
+        judged_outcome = wait_for(webserver, judged_run)
+        assert judged_outcome.startswith("FAILURE"), judged_outcome
+        assert "blocking asset check failed" in judged_outcome, judged_outcome
+        launched = launch(webserver, "candidate_eval", scaffold(webserver, "candidate_eval"))
+        outcome = wait_for(webserver, launched["run"]["runId"])
+        checks = asset_page(webserver, ["sft_checkpoint"])["assetChecksOrError"]["checks"]
+    finally:
+        for name, data in kept.items():
+            (checkpoint / name).write_bytes(data)
+    assert outcome.startswith("FAILURE"), outcome
+    assert "refusing to read" in outcome, outcome
+    assert f"sft_checkpoint: check `data_order` failed in run {judged_run}" in outcome, outcome
+    (shown,) = [c["executionForLatestMaterialization"] for c in checks if c["name"] == "data_order"]
+    assert shown == {"runId": judged_run, "status": "FAILED"}
