@@ -212,14 +212,22 @@ def test_the_report_says_what_each_run_cost_as_its_steps_measured_it(finished_ro
     assert "## Cost of each run (secondary)" in text and "round_time.png" in text
     steps = json.loads((folder / "summary.json").read_text())["round_costs"]
     assert [s["step"] for s in steps][2:] == [
-        *[f"pool round {r}: {what}" for r in (0, 1) for what in ("generate", "verify")],
+        *[f"pool round 0: {what}" for what in ("generate", "verify")],
+        *[f"pool correction round 1: {what}" for what in ("generate", "verify")],
         "SFT shards",
-        "training",
+        "SFT training",
         "export",
         "candidate minif2f c256: generate",
         "candidate minif2f c256: verify",
     ]
     assert all(s["usage"]["wall_s"] > 0 for s in steps)  # every step of the round measured
+    assert all(s["gpus"] == 0 for s in steps)  # on this machine, every step ran on the host
+    # the training stopped half-way (SIGTERM) is the one step with an earlier attempt: failed,
+    # as its run did, with the CPU its trainer had spent
+    earlier = {s["step"]: s["earlier"] for s in steps if s["earlier"]}
+    assert list(earlier) == ["SFT training"]
+    (stopped,) = earlier["SFT training"]
+    assert stopped["ended"] == "failed" and stopped["usage"]["children_cpu_s"] > 0
 
 
 def demo_run_files(root: Path, system: str) -> RunFiles:

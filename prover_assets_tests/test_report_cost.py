@@ -3,6 +3,7 @@ manifests), the samples, tokens and waste (their streams), and the seconds per s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
             None,
             3,
             "not recorded | not recorded | 1270 | 5 | not recorded | not recorded | "
-            "3 | 3 | none | 3 | not recorded | not recorded",
+            "3 | 3 | none | 3 | not recorded | not recorded | not recorded",
         ),
         # durations as clock times; 3725 s over 2 solved is 0:31:02
         (
@@ -150,7 +151,7 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
             {"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
             2,
             "1:02:05 | 2:00:00 | 1270 | 5 | 0:01:01 | 0:02:00 | 3 | 3 | none | 2 | 0:31:02 | "
-            "0:01:00",
+            "not recorded | 0:01:00",
         ),
     ],
 )
@@ -201,7 +202,7 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         ("pool round 0: generate", "GPU", 30.0),
         ("pool round 0: verify", "Lean", None),
         ("SFT shards", "host", 5.0),
-        ("training", "GPU", 600.0),
+        ("SFT training", "GPU", 600.0),
         ("export", "GPU", 60.0),
         ("candidate minif2f c256: generate", "GPU", 20.0),
         ("candidate minif2f c256: verify", "Lean", 21.0),
@@ -211,10 +212,13 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
     costed = cost_rows([run_cost(pair_run("x", 1.0))], {("x", "minif2f", 256): 1})
     section = "\n".join(cost_section(costed, dumped))
     assert (
-        "| pool round 0: verify | Lean | not recorded | not recorded | not recorded | "
-        "not recorded | none |" in section
+        "| pool round 0: verify | Lean | not recorded | none (host) | not recorded | "
+        "not recorded | not recorded | none |" in section
     )
-    assert "| training | GPU | 0:10:00 | 0:05:00 | 0:00:00 | not recorded | none |" in section
+    assert (
+        "| SFT training | GPU | 0:10:00 | not recorded | 0:05:00 | 0:00:00 | not recorded | none |"
+        in section
+    )
     assert "round_time.png" in section
 
 
@@ -283,3 +287,101 @@ def test_a_resumed_runs_earlier_attempts_are_costed_apart_from_the_completing_on
     section = "\n".join(cost_section([row]))
     # 3 earlier attempts: 62 s of wall, 25 + 4 + 1 + 20 = 50 s of CPU
     assert "| 1 failed, 2 killed: wall 0:01:02, CPU 0:00:50 |" in section
+
+
+@pytest.mark.parametrize(
+    ("manifest", "gpus"),
+    [
+        ({"engine": {"engine": "vllm", "gpu_slices": [[0, 1], [2, 3]]}}, 4),
+        ({"engine": {"engine": "vllm", "gpu_slices": [[0]]}}, 1),
+        ({"engine": {"engine": "transformers", "device": "cuda:3"}}, 1),
+        ({"engine": {"engine": "transformers", "device": "cpu"}}, 0),
+        ({"engine": {"engine": "openai", "base_url": "http://h:8000/v1"}}, None),
+        ({"config": {"device": "cuda", "training": {"gpus": [0, 1, 2]}}}, 3),
+        ({"config": {"device": "cuda", "gpus": [4, 5], "training": {"gpus": "all"}}}, 2),
+        ({"config": {"device": "cuda", "training": {"gpus": "all"}}}, None),
+        ({"config": {"device": "cpu", "training": {"gpus": [0]}}}, 0),
+        ({"counts": {"merged_on": "cuda:0"}}, 1),
+        ({"counts": {"merged_on": "cpu"}}, 0),
+        ({}, None),
+    ],
+)
+def test_the_gpus_a_step_held_are_read_from_what_its_manifest_records(manifest, gpus):
+    from prover_assets.report.cost import gpus_held
+
+    assert gpus_held(manifest) == gpus
+
+
+def test_a_runs_gpu_time_per_solved_problem_is_its_wall_times_the_gpus_held(tmp_path):
+    files = run(tmp_path, generation_usage={"wall_s": 3600.0, "cpu_s": 10.0, "children_cpu_s": 0.0})
+    manifest_path = files.generations.parent / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["engine"] = {"engine": "vllm", "gpu_slices": [[0], [1]]}
+    manifest_path.write_text(json.dumps(manifest))
+    (row,) = cost_rows([run_cost(files)], {("baseline", "minif2f", 256): 4})
+    assert (row["generation_gpus"], row["gpu_s_per_solved"]) == (2, 1800.0)  # 2 GPU-h / 4
+
+
+def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
+    from prover_assets.report.cost import StepCost, eta_beside_measured
+    from prover_assets.report.eta import EtaEstimate
+
+    def measured(name: str, wall: float, *earlier: float) -> StepCost:
+        attempts = [attempt(None, w, 0.0, 0.0) for w in earlier]
+        return StepCost.model_validate(
+            {"step": name, "side": "GPU", "usage": usage(wall), "earlier": attempts}
+        )
+
+    estimate = EtaEstimate(
+        "2026-12-06T05:00:00+00:00",
+        "9 of 16",
+        {"a: generate": (0.5, 1.0, 2.0), "SFT training": (0.1, 0.25, 0.5), "export": (0, 0.1, 0.2)},
+        (1.0, 2.0, 4.0),
+    )
+    steps = [
+        measured("a: generate", 3000.0, 600.0),  # 1 h estimated; 50 + 10 min measured
+        measured("SFT training", 1800.0),  # 15 min estimated, 30 measured
+        measured("not in the eta", 99.0),
+        StepCost(step="export", side="GPU", usage=None, earlier=[]),  # never measured
+    ]
+    compared = eta_beside_measured(estimate, steps)
+    assert [(r["step"], r["eta_s"][1], r["measured_s"], r["ratio"]) for r in compared["rows"]] == [
+        ("a: generate", 3600.0, 3600.0, 1.0),
+        ("SFT training", 900.0, 1800.0, 2.0),
+    ]
+    assert (compared["eta_s"], compared["measured_s"], compared["ratio"]) == (4500.0, 5400.0, 1.2)
+    assert compared["round_total_s"] == [3600.0, 7200.0, 14400.0]
+
+
+def test_the_cost_section_prints_the_eta_beside_what_was_measured(tmp_path):
+    from prover_assets.report.cost import StepCost
+
+    costed = cost_rows([run_cost(run(tmp_path))], {("baseline", "minif2f", 256): 1})
+    steps = [StepCost(step="SFT training", side="GPU", usage=usage(1800.0), earlier=[])]
+    dumped = [{**s.model_dump(mode="json"), "gpu_s": s.gpu_s} for s in steps]
+    compared = {
+        "materialized_at": "2026-12-06T05:00:00+00:00",
+        "inputs_measured": "9 of 16",
+        "round_total_s": [3600.0, 7200.0, 14400.0],
+        "rows": [
+            {
+                "step": "SFT training",
+                "eta_s": [360.0, 900.0, 1800.0],
+                "measured_s": 1800.0,
+                "ratio": 2.0,
+            }
+        ],
+        "eta_s": 900.0,
+        "measured_s": 1800.0,
+        "ratio": 2.0,
+    }
+    section = "\n".join(cost_section(costed, dumped, eta=compared))
+    assert "| SFT training | 0:15:00 (0:06:00 to 0:30:00) | 0:30:00 | 2.00 |" in section
+    assert "| these steps | 0:15:00 | 0:30:00 | 2.00 |" in section
+    assert (
+        "Its whole round, the steps the report does not read included: 2:00:00 (1:00:00 to"
+        in section
+    )
+    without = "\n".join(cost_section(costed, dumped, eta=None))
+    assert "No `eta` was materialized for this data root" in without
+    assert "materialized at 2026-12-06T05:00:00+00:00 (9 of 16 of its inputs measured" in section

@@ -1,16 +1,19 @@
 """The report asset: the paired comparisons, every table, the plots, as an evidence bundle."""
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from prover_assets.assets.eta import ETA_TABLE
 from prover_assets.assets.generation import evaluated_systems, pool_rounds
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
     DECONTAMINATION_KEY,
+    ETA_KEY,
     REPORT_GROUP,
     REPORT_KEY,
     SFT_SHARDS,
@@ -23,7 +26,7 @@ from prover_assets.assets.keys import (
     training_runs,
     verdicts_key,
 )
-from prover_assets.assets.metadata import OUTPUT_DIR
+from prover_assets.assets.metadata import OUTPUT_DIR, latest_materialization
 from prover_assets.assets.sft import sft_rounds
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
@@ -34,6 +37,7 @@ from prover_assets.records import Problem, read_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
 from prover_assets.report.defects import EvalSetDefects
+from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.render import embedded_image, render_markdown
 from prover_assets.report.stages import ReportSettings, materialize_report
@@ -106,6 +110,7 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 preflight_overrides(context.instance),
                 gate_overrides(context.instance),
                 lean.model().max_infrastructure_share,
+                latest_eta(context.instance),
             ),
             config=spec.model_dump(mode="json"),
             iterations=_iteration_inputs(spec, experiment, pairs),
@@ -263,12 +268,30 @@ def _overrides(instance: dg.DagsterInstance, field: str, jobs: list[str] | None)
     )
 
 
+def latest_eta(instance: dg.DagsterInstance) -> EtaEstimate | None:
+    """The `eta` asset's latest estimate, when it was made and how many of its inputs were
+    measured; None if it was never materialized (or before it recorded its table)."""
+    event = latest_materialization(instance, ETA_KEY)
+    if event is None or event.asset_materialization is None:
+        return None
+    metadata = event.asset_materialization.metadata
+    if ETA_TABLE not in metadata:
+        return None
+    made = datetime.datetime.fromtimestamp(event.timestamp, datetime.UTC)
+    return EtaEstimate.of(
+        metadata[ETA_TABLE].value,
+        made.isoformat(timespec="seconds"),
+        str(metadata["inputs_measured"].value),
+    )
+
+
 def _report_settings(
     spec: ExperimentSpec,
     config: ReportConfig,
     overrides: tuple[str, ...],
     gates_overridden: tuple[str, ...],
     max_infrastructure_share: float,
+    eta: EtaEstimate | None = None,
 ) -> ReportSettings:
     report = spec.report
     return ReportSettings(
@@ -285,6 +308,7 @@ def _report_settings(
         preflight_overrides=overrides,
         gate_overrides=gates_overridden,
         max_infrastructure_share=max_infrastructure_share,
+        eta=eta,
         endpoints={
             name: spec_set.endpoint
             for name, spec_set in spec.eval_sets.items()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,6 +29,7 @@ from prover_assets.records.usage import (
     recorded_usage,
 )
 from prover_assets.report.analysis import RunFiles
+from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.verify.runner import VerificationResult
 
@@ -36,7 +37,9 @@ __all__ = [
     "RunCost",
     "StepCost",
     "cost_rows",
+    "eta_beside_measured",
     "generation_work",
+    "gpus_held",
     "round_costs",
     "run_cost",
     "verdict_work",
@@ -55,6 +58,7 @@ class RunCost(BaseModel):
     verification: StepUsage | None
     generation_earlier: list[AttemptUsage]  # attempts before the completing one
     verification_earlier: list[AttemptUsage]
+    generation_gpus: int | None  # the GPUs its engines held (0 on the host; None: not said)
     generated: int  # samples in the stream: every attempt's, each once
     tokens_generated: int
     hit_cap: int
@@ -82,6 +86,7 @@ def run_cost(files: RunFiles) -> RunCost:
         generation=recorded_usage(generation_manifest),
         verification=recorded_usage(verdict_manifest),
         generation_earlier=recorded_earlier_attempts(generation_manifest),
+        generation_gpus=gpus_held(generation_manifest),
         verification_earlier=recorded_earlier_attempts(verdict_manifest),
         generated=generated,
         tokens_generated=tokens,
@@ -119,17 +124,23 @@ def _per(seconds: float | None, solved: int) -> float | None:
 
 def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], int]) -> list[dict]:
     """Each run's cost with its problems solved (by any of its samples) and the seconds per
-    solved problem: generation wall, Lean CPU."""
+    solved problem: generation wall, GPU time (wall times the GPUs held), Lean CPU."""
     rows = []
     for cost in costs:
         done = solved[(cost.system, cost.eval_set, cost.cap)]
         generation_wall = cost.generation.wall_s if cost.generation else None
         lean_cpu = cost.verification.children_cpu_s if cost.verification else None
+        gpu_s = (
+            None
+            if generation_wall is None or cost.generation_gpus is None
+            else generation_wall * cost.generation_gpus
+        )
         rows.append(
             {
                 **cost.model_dump(mode="json"),
                 "solved": done,
                 "generation_wall_s_per_solved": _per(generation_wall, done),
+                "gpu_s_per_solved": _per(gpu_s, done),
                 "lean_cpu_s_per_solved": _per(lean_cpu, done),
             }
         )
@@ -138,7 +149,8 @@ def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], in
 
 class StepCost(BaseModel):
     """One step of the round and what its completing attempt used; `side`: what its work waits
-    on in the registered box (the GPUs, the Lean workers, or the host alone)."""
+    on in the registered box (the GPUs, the Lean workers, or the host alone); `gpus`: the GPUs
+    it held (0 on the host; None where its manifest does not say)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -146,6 +158,32 @@ class StepCost(BaseModel):
     side: Literal["GPU", "Lean", "host"]
     usage: StepUsage | None  # None: its manifest predates `usage`
     earlier: list[AttemptUsage]  # the attempts before the completing one
+    gpus: int | None = None
+
+    @property
+    def gpu_s(self) -> float | None:
+        """GPU-seconds: the completing attempt's wall times the GPUs it held."""
+        if self.usage is None or self.gpus is None:
+            return None
+        return self.usage.wall_s * self.gpus
+
+
+def gpus_held(manifest: Mapping[str, Any]) -> int | None:
+    """The GPUs a step held, as its manifest records them: a generation step's engine (vLLM's
+    GPU slices; the transformers engine's device), training's device and GPUs, the export's
+    merge device; 0 on the host; None where it does not say (a remote server's engine)."""
+    engine, config, counts = (manifest.get(k) or {} for k in ("engine", "config", "counts"))
+    if "gpu_slices" in engine:
+        return len({gpu for gpus in engine["gpu_slices"] for gpu in gpus})
+    device = engine.get("device") or config.get("device") or counts.get("merged_on")
+    if device is None:
+        return None
+    if device == "cpu":
+        return 0
+    if "engine" in engine or "merged_on" in counts:
+        return 1  # one engine, or the merge, on one device
+    gpus = config.get("gpus", (config.get("training") or {}).get("gpus"))
+    return len(gpus) if isinstance(gpus, list) else None
 
 
 def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> StepCost:
@@ -155,6 +193,7 @@ def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> Step
         side=side,
         usage=recorded_usage(manifest),
         earlier=recorded_earlier_attempts(manifest),
+        gpus=gpus_held(manifest) if side == "GPU" else 0,
     )
 
 
@@ -175,14 +214,47 @@ def round_costs(
     the baselines, the pool rounds, the SFT data, training and export, the candidates."""
     steps = [step for baseline, _ in pairs for step in _run_steps(baseline)]
     for index, (generations, verdicts) in enumerate(pool_rounds):
+        label = f"pool correction round {index}" if index else "pool round 0"
         steps += [
-            _step(f"pool round {index}: generate", "GPU", generations.parent),
-            _step(f"pool round {index}: verify", "Lean", verdicts.parent),
+            _step(f"{label}: generate", "GPU", generations.parent),
+            _step(f"{label}: verify", "Lean", verdicts.parent),
         ]
     if training is not None:
         steps += [
             _step("SFT shards", "host", training.shards),
-            _step("training", "GPU", training.checkpoint),
+            _step("SFT training", "GPU", training.checkpoint),
             _step("export", "GPU", training.export),
         ]
     return steps + [step for _, candidate in pairs for step in _run_steps(candidate)]
+
+
+def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> dict[str, Any]:
+    """The `eta` asset's hours for each step the report measured (the ETA names steps as
+    `round_costs` does), beside the wall the step took: its completing attempt's and its
+    earlier attempts', and their ratio; and the totals over those steps."""
+    rows = []
+    for step in steps:
+        hours = estimate.steps.get(step.step)
+        if hours is None or step.usage is None:
+            continue
+        measured = step.usage.wall_s + sum(a.usage.wall_s for a in step.earlier)
+        central_s = hours[1] * 3600
+        rows.append(
+            {
+                "step": step.step,
+                "eta_s": [h * 3600 for h in hours],
+                "measured_s": measured,
+                "ratio": measured / central_s if central_s else None,
+            }
+        )
+    eta_s = sum(r["eta_s"][1] for r in rows)
+    measured_s = sum(r["measured_s"] for r in rows)
+    return {
+        "materialized_at": estimate.materialized_at,
+        "inputs_measured": estimate.inputs_measured,
+        "round_total_s": [h * 3600 for h in estimate.total],
+        "rows": rows,
+        "eta_s": eta_s,
+        "measured_s": measured_s,
+        "ratio": measured_s / eta_s if eta_s else None,
+    }

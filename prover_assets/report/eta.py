@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from prover_assets.config import ExperimentSpec, resolve_path
 from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult
@@ -26,6 +26,7 @@ __all__ = [
     "INPUTS",
     "PRIORS",
     "PRIOR_LEAN_WORKERS",
+    "EtaEstimate",
     "Range",
     "RoundPlan",
     "StepBalance",
@@ -73,6 +74,32 @@ PRIORS.update(FIXED_PRIORS_S)
 PRIOR_LEAN_WORKERS = 8
 INPUTS = tuple(PRIORS)
 STARTUP_INPUTS = ("generation startup s", "verification startup s")
+
+
+@dataclass(frozen=True)
+class EtaEstimate:
+    """An `eta` materialization as the report reads it: when it was made, how many of its inputs
+    were measured (e.g. "9 of 16"), and hours (low, central, high) per step and in total."""
+
+    materialized_at: str
+    inputs_measured: str
+    steps: Mapping[str, tuple[float, float, float]]
+    total: tuple[float, float, float]
+
+    @classmethod
+    def of(cls, table: Mapping[str, Any], materialized_at: str, inputs_measured: str) -> Self:
+        """From `eta_table`'s result."""
+
+        def bounds(hours: Mapping[str, float]) -> tuple[float, float, float]:
+            low, central, high = (hours[b] for b in BOUNDS)
+            return low, central, high
+
+        return cls(
+            materialized_at,
+            inputs_measured,
+            {step["step"]: bounds(step) for step in table["steps"]},
+            bounds(table["total_hours"]),
+        )
 
 
 @dataclass(frozen=True)

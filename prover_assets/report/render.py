@@ -450,11 +450,18 @@ def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> l
         mib = (step["usage"] or {}).get("peak_rss_mib")
         return "not recorded" if mib is None else f"{mib / 1024:.2f} GiB"
 
+    def gpu_time(step: Mapping[str, Any]) -> str:
+        if step.get("gpus") == 0:
+            return "none (host)"
+        gpu_s = step.get("gpu_s")
+        return "not recorded" if gpu_s is None else f"{clock_time(gpu_s)} ({step['gpus']} GPU)"
+
     rows = [
         [
             s["step"],
             s["side"],
             used(s, "wall_s"),
+            gpu_time(s),
             used(s, "cpu_s"),
             used(s, "children_cpu_s"),
             peak(s),
@@ -462,7 +469,16 @@ def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> l
         ]
         for s in steps
     ]
-    headers = ["step", "waits on", "wall", "CPU", "children's CPU", "peak RSS", "earlier attempts"]
+    headers = [
+        "step",
+        "waits on",
+        "wall",
+        "GPU time",
+        "CPU",
+        "children's CPU",
+        "peak RSS",
+        "earlier attempts",
+    ]
     parts = ["### Where the round's time went\n", markdown_table(headers, rows) + "\n"]
     if _timed_steps(steps):
         parts.append(image(TIME_PLOT, "wall time of each step of the round") + "\n")
@@ -484,10 +500,53 @@ def _timed_steps(steps: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, flo
     ]
 
 
+def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
+    """The `eta` asset's estimate of each step the report measured, beside what it took."""
+    if not eta:
+        return [
+            "No `eta` was materialized for this data root: materialize it (any time, before the "
+            "round for a forecast) to see its estimate beside what the round took.\n"
+        ]
+
+    def ratio(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    rows = [
+        [
+            r["step"],
+            f"{clock_time(r['eta_s'][1])} ({clock_time(r['eta_s'][0])} to "
+            f"{clock_time(r['eta_s'][2])})",
+            clock_time(r["measured_s"]),
+            ratio(r["ratio"]),
+        ]
+        for r in eta["rows"]
+    ]
+    rows.append(
+        [
+            "these steps",
+            clock_time(eta["eta_s"]),
+            clock_time(eta["measured_s"]),
+            ratio(eta["ratio"]),
+        ]
+    )
+    low, central, high = eta["round_total_s"]
+    return [
+        "### The ETA beside what was measured\n",
+        f"The `eta` materialized at {eta['materialized_at']} ({eta['inputs_measured']} of its inputs "
+        "measured, the rest priors; an `eta` made after the round was measured by it): its central "
+        "estimate (low to high) of each step the report reads, beside the step's wall, the "
+        "completing attempt's and its earlier attempts' together. Its whole round, the steps the "
+        f"report does not read included: {clock_time(central)} ({clock_time(low)} to "
+        f"{clock_time(high)}).\n",
+        markdown_table(["step", "ETA", "measured", "measured / ETA"], rows) + "\n",
+    ]
+
+
 def cost_section(
     costs: Sequence[Mapping[str, Any]],
     steps: Sequence[Mapping[str, Any]] = (),
     image: ImageLink = file_image,
+    eta: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Each run's cost (secondary): what its generation and verdict steps used, as their
     manifests record it, and per problem it solved; then every step of the round."""
@@ -506,6 +565,7 @@ def cost_section(
         "earlier attempts",
         "solved",
         "generation wall / solved",
+        "GPU time / solved",
         "Lean CPU / solved",
     ]
 
@@ -524,6 +584,7 @@ def cost_section(
             _earlier([*c.get("generation_earlier", []), *c.get("verification_earlier", [])]),
             c["solved"],
             _seconds(c["generation_wall_s_per_solved"]),
+            "none (host)" if c.get("generation_gpus") == 0 else _seconds(c.get("gpu_s_per_solved")),
             _seconds(c["lean_cpu_s_per_solved"]),
         ]
 
@@ -541,6 +602,7 @@ def cost_section(
         "by any of the run's samples. GPU-hours are the generation wall times the GPUs its "
         "engines held.\n",
         *_round_time_parts(steps, image),
+        *(_eta_parts(eta) if steps else []),
     ]
 
 
@@ -737,7 +799,12 @@ def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -
     parts += _systems_parts(summary, image)
     parts += _lift_parts(summary["correction_lift"], image)
     parts += _power_parts(summary)
-    parts += cost_section(summary.get("costs", []), summary.get("round_costs", []), image)
+    parts += cost_section(
+        summary.get("costs", []),
+        summary.get("round_costs", []),
+        image,
+        summary.get("eta_beside_measured"),
+    )
     parts.append("## Limitations\n")
     parts += [f"- {item}" for item in limitations(summary)]
     parts += ["", "## Glossary\n"]

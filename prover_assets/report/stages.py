@@ -29,8 +29,16 @@ from prover_assets.report.bundle import (
     publish_bundle,
     verify_bundle,
 )
-from prover_assets.report.cost import RunCost, StepCost, cost_rows, round_costs, run_cost
+from prover_assets.report.cost import (
+    RunCost,
+    StepCost,
+    cost_rows,
+    eta_beside_measured,
+    round_costs,
+    run_cost,
+)
 from prover_assets.report.defects import EvalSetDefects, defect_free_summary
+from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.iterations import (
     IterationInputs,
     exploratory_comparisons,
@@ -80,6 +88,8 @@ class ReportSettings:
     # Each run that read outputs past a failed or missing gate: "run <id> (job <name>): <reason>".
     gate_overrides: tuple[str, ...] = ()
     max_infrastructure_share: float = 0.01  # the validity bound of `lean.max_infrastructure_share`
+    # The `eta` asset's latest estimate, for the cost section's estimate beside what was measured.
+    eta: EtaEstimate | None = None
 
 
 @dataclass
@@ -248,7 +258,12 @@ def build_report(
         "preflight_overrides": list(settings.preflight_overrides),
         "gate_overrides": list(settings.gate_overrides),
         "costs": cost_rows(costs, _solved_by_run(measured)),
-        "round_costs": [step.model_dump(mode="json") for step in round_costs],
+        "round_costs": [
+            {**step.model_dump(mode="json"), "gpu_s": step.gpu_s} for step in round_costs
+        ],
+        "eta_beside_measured": (
+            eta_beside_measured(settings.eta, round_costs) if settings.eta and round_costs else None
+        ),
     }
     if iterations is not None:
         summary |= _iteration_summary(measured, iterations, settings)
