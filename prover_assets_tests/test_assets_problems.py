@@ -38,6 +38,7 @@ def check_results(result):
     }
 
 
+@pytest.mark.slow  # more than 1.8 s on the 2-core machine
 def test_problem_job_materializes_and_every_check_passes(tmp_path):
     result = materialize(tmp_path)
     assert result.success

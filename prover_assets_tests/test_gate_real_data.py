@@ -137,6 +137,7 @@ def test_every_minif2f_statement_with_a_proof_reaches_lean_with_goedels_bytes(ve
     assert _refused_or_changed(verifier, map(_with_a_proof, problems)) == {}
 
 
+@pytest.mark.slow  # more than 1.8 s on the 2-core machine
 def test_every_mobench_statement_with_a_proof_reaches_lean_with_goedels_bytes(verifier):
     problems, _ = load_mobench(EVAL / "MOBench.jsonl")
     assert len(problems) == 359

@@ -406,6 +406,7 @@ def test_the_engines_read_the_others_while_one_still_loads(simulated_vllm, model
     assert (engine.dead_slices, served[-1]) == ([], (12, 12))
 
 
+@pytest.mark.slow  # more than 1.8 s on the 2-core machine
 def test_an_engine_still_loading_past_the_load_timeout_is_stopped_and_its_share_served_elsewhere(
     simulated_vllm, model_dir, tmp_path, caplog
 ):
