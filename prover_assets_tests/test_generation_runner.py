@@ -1,5 +1,6 @@
 """The tiny model through the whole generation path on CPU: engine, runner, contract, resume."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,7 +19,9 @@ from prover_assets.generation.runner import (
     round0_specs,
     sample_seed,
 )
+from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
 from prover_assets.records import Appender, Generation, SampleKey, read_records
+from prover_assets.records.usage import recorded_earlier_attempts
 from prover_assets.report.cost import generation_work
 from prover_assets_tests.factories import STATEMENT, make_problem
 
@@ -145,50 +148,69 @@ def test_rerun_generates_only_missing_keys(engine, tmp_path):
 
 
 KILL_SCRIPT = """
-import sys, time
+import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from prover_assets.generation.engines import SamplingSettings, TransformersEngine
-from prover_assets.generation.runner import generate_samples, round0_specs
-from prover_assets.records import Appender, Generation
-from prover_assets_tests.factories import STATEMENT, make_problem
-sampling = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
-engine = TransformersEngine(Path({model!r}), sampling)
-problems = [make_problem(f"p{{i}}") for i in range(4)]
-with Appender(Path({out!r}), Generation) as appender:
-    generate_samples(round0_specs(problems, 3, 24), engine, engine.tokenizer, appender,
-                     model_path="tiny", model_rev="tiny-rev", sampling=sampling, base_seed=1,
-                     max_model_len=4096, commit_every=1)
+from prover_assets.records import outputs
+from prover_assets_tests.test_generation_runner import generation_step
+outputs.JOURNAL_EVERY_S = 0.1  # records the killed attempt's usage up to its last tenth
+generation_step(Path({folder!r}), Path({model!r}))
 """
 
 
+def generation_step(folder: Path, model: Path):
+    """The generation step of 4 problems x 3 samples on the tiny model, committing every
+    sample: a whole step, with its manifest, its usage and its attempt journal."""
+    problems = [make_problem(f"p{i}") for i in range(4)]
+    return materialize_generations(
+        folder,
+        Samples(round0_specs(problems, 3, 24), {}, samples_per_problem=3),
+        model_path=model,
+        model_rev="tiny-rev",
+        sampling=SAMPLING,
+        base_seed=1,
+        max_model_len=4096,
+        commit_every=1,
+        open_engine=lambda: contextlib.nullcontext(TransformersEngine(model, SAMPLING)),
+        load_tokenizer=lambda _: None,
+    )
+
+
 @pytest.mark.slow
-def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(engine, tiny_model_dir, tmp_path):
-    killed, clean = tmp_path / "killed.jsonl", tmp_path / "clean.jsonl"
-    root = str(Path(__file__).parents[1])
-    script = KILL_SCRIPT.format(root=root, model=str(tiny_model_dir), out=str(killed))
+def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(tiny_model_dir, tmp_path):
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    stream = killed / GENERATIONS_FILE
+    script = KILL_SCRIPT.format(
+        root=str(Path(__file__).parents[1]), folder=str(killed), model=str(tiny_model_dir)
+    )
     process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (
-        not killed.exists() or killed.read_bytes().count(b"\n") < 3
+        not stream.exists() or stream.read_bytes().count(b"\n") < 3
     ):
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    partial = killed.read_bytes().count(b"\n")
+    partial = stream.read_bytes().count(b"\n")
     assert 3 <= partial < 12
-    # The rerun resumes the killed stream; `clean` is the same stream uninterrupted. Both in
-    # this process: the killed process's file is all a rerun reads, whatever process reads it.
-    problems = [make_problem(f"p{i}") for i in range(4)]
-    for path in (killed, clean):
-        run(engine, path, problems, n=3, cap=24, commit_every=1)
-    resumed = {r.key: r for r in read_records(killed, Generation)}
-    reference = {r.key: r for r in read_records(clean, Generation)}
+    # The rerun resumes the killed step; `clean` is the same step uninterrupted. Both in this
+    # process: the killed process's folder is all a rerun reads, whatever process reads it.
+    resumed_step, clean_step = (generation_step(f, tiny_model_dir) for f in (killed, clean))
+    resumed = {r.key: r for r in read_records(stream, Generation)}
+    reference = {r.key: r for r in read_records(clean / GENERATIONS_FILE, Generation)}
     assert len(resumed) == 12
     assert resumed == reference  # per-sample seeds: the resumed run equals an uninterrupted one
-    # the work the report's cost section counts: the killed attempt's and the resume's, once
-    assert generation_work(killed) == generation_work(clean)
-    assert generation_work(killed)[:2] == (
+    # the sums the report's cost section makes: the work of every attempt, each sample once,
+    # equal to the uninterrupted step's; the killed attempt's usage apart, as waste
+    assert generation_work(stream) == generation_work(clean / GENERATIONS_FILE)
+    assert generation_work(stream)[:2] == (
         12,
         sum(len(r.completion_ids) for r in reference.values()),
     )
+    assert resumed_step.result.already_present == partial
+    (killed_attempt,) = recorded_earlier_attempts(resumed_step.manifest)
+    assert killed_attempt.ended is None  # no end recorded: killed
+    assert killed_attempt.attempt.endswith(f"-{process.pid}")
+    # what it had used by its last record: the model's load and its samples, a lower bound
+    assert killed_attempt.usage.wall_s > 0.2 and killed_attempt.usage.cpu_s > 0.2
+    assert recorded_earlier_attempts(clean_step.manifest) == []

@@ -142,10 +142,12 @@ class Step(Generic[R]):
         begin_stream(self.folder, self.config)
 
     @contextlib.contextmanager
-    def journaled(self, every_s: float = JOURNAL_EVERY_S) -> Iterator[None]:
+    def journaled(self, every_s: float | None = None) -> Iterator[None]:
         """Keep this attempt's record in the step's usage journal while the body runs (every
-        `every_s` seconds, and how it ended): a killed attempt's usage outlives it."""
-        with AttemptJournal(self.folder, self.attempt, self.usage_mark).kept(every_s):
+        `every_s` seconds, `JOURNAL_EVERY_S` by default, and how it ended): a killed attempt's
+        usage outlives it."""
+        journal = AttemptJournal(self.folder, self.attempt, self.usage_mark)
+        with journal.kept(every_s or JOURNAL_EVERY_S):
             yield
 
     def manifest(
