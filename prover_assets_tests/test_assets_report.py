@@ -58,26 +58,26 @@ def test_the_per_problem_table_marks_only_the_discordant_problems():
     assert [r["discordant"] for r in rows] == ["candidate_only", ""]
 
 
-def eta_materialization(total_central: float, measured: str) -> dg.AssetMaterialization:
+def eta_materialization(total_central: float, sources: list[str]) -> dg.AssetMaterialization:
     table = {
         "steps": [{"step": "export", "low": 0.1, "central": 0.2, "high": 0.4}],
         "total_hours": {"low": 1.0, "central": total_central, "high": 3.0},
-        "inputs": {},
+        "inputs": {f"input {i}": {"source": source} for i, source in enumerate(sources)},
     }
-    return dg.AssetMaterialization(
-        ETA_KEY, metadata={"table": dg.MetadataValue.json(table), "inputs_measured": measured}
-    )
+    return dg.AssetMaterialization(ETA_KEY, metadata={"table": dg.MetadataValue.json(table)})
 
 
 def test_the_report_reads_the_latest_eta_with_when_it_was_made():
     with dg.instance_for_test() as instance:
         assert latest_eta(instance) is None  # never materialized: the report says so
-        instance.report_runless_asset_event(eta_materialization(2.0, "0 of 16"))
-        instance.report_runless_asset_event(eta_materialization(2.5, "9 of 16"))
+        instance.report_runless_asset_event(eta_materialization(2.0, ["prior"] * 3))
+        later = ["measured", "prior", "preflight", "measured"]
+        instance.report_runless_asset_event(eta_materialization(2.5, later))
         made = instance.get_latest_materialization_event(ETA_KEY).timestamp
         estimate = latest_eta(instance)
     at = datetime.datetime.fromtimestamp(made, datetime.UTC).isoformat(timespec="seconds")
-    assert estimate == EtaEstimate(at, "9 of 16", {"export": (0.1, 0.2, 0.4)}, (1.0, 2.5, 3.0))
+    sources = {"measured": 2, "preflight": 1, "prior": 1}
+    assert estimate == EtaEstimate(at, sources, {"export": (0.1, 0.2, 0.4)}, (1.0, 2.5, 3.0))
 
 
 def test_an_eta_from_before_its_table_was_recorded_is_not_read():

@@ -334,7 +334,7 @@ def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
 
     estimate = EtaEstimate(
         "2026-12-06T05:00:00+00:00",
-        "9 of 16",
+        {"measured": 9, "prior": 7},
         {"a: generate": (0.5, 1.0, 2.0), "SFT training": (0.1, 0.25, 0.5), "export": (0, 0.1, 0.2)},
         (1.0, 2.0, 4.0),
     )
@@ -361,7 +361,7 @@ def test_the_cost_section_prints_the_eta_beside_what_was_measured(tmp_path):
     dumped = [{**s.model_dump(mode="json"), "gpu_s": s.gpu_s} for s in steps]
     compared = {
         "materialized_at": "2026-12-06T05:00:00+00:00",
-        "inputs_measured": "9 of 16",
+        "sources": {"measured": 9, "preflight": 2, "prior": 5},
         "round_total_s": [3600.0, 7200.0, 14400.0],
         "rows": [
             {
@@ -384,4 +384,7 @@ def test_the_cost_section_prints_the_eta_beside_what_was_measured(tmp_path):
     )
     without = "\n".join(cost_section(costed, dumped, eta=None))
     assert "No `eta` was materialized for this data root" in without
-    assert "materialized at 2026-12-06T05:00:00+00:00 (9 of 16 of its inputs measured" in section
+    assert (
+        "materialized at 2026-12-06T05:00:00+00:00 (its inputs: 9 measured by full steps, 2 from "
+        "the preflight's smoke round, 5 priors;" in section
+    )

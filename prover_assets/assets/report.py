@@ -269,8 +269,8 @@ def _overrides(instance: dg.DagsterInstance, field: str, jobs: list[str] | None)
 
 
 def latest_eta(instance: dg.DagsterInstance) -> EtaEstimate | None:
-    """The `eta` asset's latest estimate, when it was made and how many of its inputs were
-    measured; None if it was never materialized (or before it recorded its table)."""
+    """The `eta` asset's latest estimate and when it was made; None if it was never
+    materialized (or before it recorded its table)."""
     event = latest_materialization(instance, ETA_KEY)
     if event is None or event.asset_materialization is None:
         return None
@@ -278,11 +278,7 @@ def latest_eta(instance: dg.DagsterInstance) -> EtaEstimate | None:
     if ETA_TABLE not in metadata:
         return None
     made = datetime.datetime.fromtimestamp(event.timestamp, datetime.UTC)
-    return EtaEstimate.of(
-        metadata[ETA_TABLE].value,
-        made.isoformat(timespec="seconds"),
-        str(metadata["inputs_measured"].value),
-    )
+    return EtaEstimate.of(metadata[ETA_TABLE].value, made.isoformat(timespec="seconds"))
 
 
 def _report_settings(

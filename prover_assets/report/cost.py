@@ -251,7 +251,7 @@ def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> dic
     measured_s = sum(r["measured_s"] for r in rows)
     return {
         "materialized_at": estimate.materialized_at,
-        "inputs_measured": estimate.inputs_measured,
+        "sources": dict(estimate.sources),
         "round_total_s": [h * 3600 for h in estimate.total],
         "rows": rows,
         "eta_s": eta_s,

@@ -79,24 +79,28 @@ STARTUP_INPUTS = ("generation startup s", "verification startup s")
 @dataclass(frozen=True)
 class EtaEstimate:
     """An `eta` materialization as the report reads it: when it was made, how many of its inputs
-    were measured (e.g. "9 of 16"), and hours (low, central, high) per step and in total."""
+    came from each source ("measured" by full steps, the "preflight"'s smoke round, a "prior"),
+    and hours (low, central, high) per step and in total."""
 
     materialized_at: str
-    inputs_measured: str
+    sources: Mapping[str, int]
     steps: Mapping[str, tuple[float, float, float]]
     total: tuple[float, float, float]
 
     @classmethod
-    def of(cls, table: Mapping[str, Any], materialized_at: str, inputs_measured: str) -> Self:
+    def of(cls, table: Mapping[str, Any], materialized_at: str) -> Self:
         """From `eta_table`'s result."""
 
         def bounds(hours: Mapping[str, float]) -> tuple[float, float, float]:
             low, central, high = (hours[b] for b in BOUNDS)
             return low, central, high
 
+        sources: dict[str, int] = {}
+        for found in table["inputs"].values():
+            sources[found["source"]] = sources.get(found["source"], 0) + 1
         return cls(
             materialized_at,
-            inputs_measured,
+            dict(sorted(sources.items())),
             {step["step"]: bounds(step) for step in table["steps"]},
             bounds(table["total_hours"]),
         )

@@ -500,6 +500,19 @@ def _timed_steps(steps: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, flo
     ]
 
 
+ETA_SOURCES = {
+    "measured": "measured by full steps",
+    "preflight": "from the preflight's smoke round",
+    "prior": "priors",
+}
+
+
+def _sources(eta: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{n} {ETA_SOURCES.get(source, source)}" for source, n in eta["sources"].items()
+    )
+
+
 def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
     """The `eta` asset's estimate of each step the report measured, beside what it took."""
     if not eta:
@@ -532,11 +545,11 @@ def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
     low, central, high = eta["round_total_s"]
     return [
         "### The ETA beside what was measured\n",
-        f"The `eta` materialized at {eta['materialized_at']} ({eta['inputs_measured']} of its inputs "
-        "measured, the rest priors; an `eta` made after the round was measured by it): its central "
-        "estimate (low to high) of each step the report reads, beside the step's wall, the "
-        "completing attempt's and its earlier attempts' together. Its whole round, the steps the "
-        f"report does not read included: {clock_time(central)} ({clock_time(low)} to "
+        f"The `eta` materialized at {eta['materialized_at']} (its inputs: {_sources(eta)}; an "
+        "`eta` made after the round measured it by the round itself): its central estimate (low "
+        "to high) of each step the report reads, beside the step's wall, the completing "
+        "attempt's and its earlier attempts' together. Its whole round, the steps the report "
+        f"does not read included: {clock_time(central)} ({clock_time(low)} to "
         f"{clock_time(high)}).\n",
         markdown_table(["step", "ETA", "measured", "measured / ETA"], rows) + "\n",
     ]
