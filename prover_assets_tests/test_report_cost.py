@@ -14,8 +14,15 @@ from prover_assets.records.store import publish_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.cost import cost_rows, run_cost
 from prover_assets.report.render import cost_section
+from prover_assets.sft.builder import SftCounts
+from prover_assets.sft.stages import SftShardsResult
 from prover_assets.verify.runner import VerificationResult
-from prover_assets_tests.factories import finish_step_folder, make_generation, make_verification
+from prover_assets_tests.factories import (
+    finish_step_folder,
+    make_generation,
+    make_training_result,
+    make_verification,
+)
 
 GENERATED = GenerationBatchResult(
     total=12,
@@ -134,31 +141,44 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
     assert none_solved["lean_cpu_s_per_solved"] is None
 
 
+# The work and waste the streams hold, whatever the manifests record: 12 samples of 3 prompt
+# tokens each (make_generation's), 1,270 completion tokens, 5 cut at the cap; 12 verdicts, all
+# accepted (make_verification's), 3 from the cache, 3 timeouts run again, 1 verdict of an
+# infrastructure failure verified again by the completing attempt (its manifest's count).
+WORK_ROW = "| baseline minif2f c256 | 12 | 36 | 1270 | 5 | 12 | 3 | 3 | 1 |"
+
+
 @pytest.mark.parametrize(
-    ("generation_usage", "verdict_usage", "solved", "row"),
+    ("generation_usage", "verdict_usage", "solved", "machine", "per_result"),
     [
         # from before usage was recorded
         (
             None,
             None,
             3,
-            "not recorded | not recorded | 1270 | 5 | not recorded | not recorded | "
-            "3 | 3 | none | 3 | not recorded | not recorded | not recorded",
+            "not recorded | not recorded | not recorded | not recorded | not recorded | none",
+            "3 | 12 | not recorded | not recorded | not recorded | not recorded | not recorded",
         ),
-        # durations as clock times; 3725 s over 2 solved is 0:31:02
+        # durations as clock times; 3725 s over 2 solved is 0:31:02; 119.6 s of Lean CPU over
+        # 2 solved is 0:01:00, over 12 accepted proofs 0:00:10
         (
             {"wall_s": 3725.0, "cpu_s": 7200.4, "children_cpu_s": 0.0},
             {"wall_s": 61.0, "cpu_s": 4.0, "children_cpu_s": 119.6},
             2,
-            "1:02:05 | 2:00:00 | 1270 | 5 | 0:01:01 | 0:02:00 | 3 | 3 | none | 2 | 0:31:02 | "
-            "not recorded | 0:01:00",
+            "1:02:05 | not recorded | 2:00:00 | 0:01:01 | 0:02:00 | none",
+            "2 | 12 | 0:31:02 | not recorded | 0:01:00 | not recorded | 0:00:10",
         ),
     ],
 )
-def test_the_cost_table_row_of_a_run(tmp_path, generation_usage, verdict_usage, solved, row):
+def test_the_cost_tables_rows_of_a_run(
+    tmp_path, generation_usage, verdict_usage, solved, machine, per_result
+):
     files = run(tmp_path, generation_usage=generation_usage, verdict_usage=verdict_usage)
     rows = cost_rows([run_cost(files)], {("baseline", "minif2f", 256): solved})
-    assert f"| baseline minif2f c256 | {row} |" in "\n".join(cost_section(rows))
+    section = "\n".join(cost_section(rows))
+    assert f"| baseline minif2f c256 | {machine} |" in section
+    assert WORK_ROW in section
+    assert f"| baseline minif2f c256 | {per_result} |" in section
 
 
 def test_a_verdict_manifest_that_is_not_a_verdict_steps_is_refused_by_name(tmp_path):
@@ -185,12 +205,30 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         step(tmp_path / "pg", "generations.jsonl", {}, usage(30.0)),
         step(tmp_path / "pv", "verdicts.jsonl", {}, None),  # from before usage was recorded
     )
+    # 15 rows of 5,972 tokens trained 3 epochs on a GPU whose peak torch measured
+    shards_counts = SftShardsResult(
+        counts=SftCounts(
+            candidates=20,
+            written=15,
+            drops={"not_accepted": 5},
+            problems_with_rows=15,
+            tokens=5972,
+            kinds={"first": 15},
+        ),
+        read_back="15 of 15 rows read back exactly",
+        shards=1,
+    )
+    trained = make_training_result(epochs=3, peak_memory_gib=37.52)
     training = TrainingFiles(
-        shards=step(tmp_path / "s", "shards.jsonl", {}, usage(5.0)).parent,
+        shards=step(
+            tmp_path / "s", "shards.jsonl", shards_counts.model_dump(mode="json"), usage(5.0)
+        ).parent,
         pool_generations=(),
         pool=tmp_path / "pool.jsonl",
         decontamination_sets=tmp_path / "sets.json",
-        checkpoint=step(tmp_path / "c", "adapter.bin", {}, usage(600.0)).parent,
+        checkpoint=step(
+            tmp_path / "c", "adapter.bin", trained.model_dump(mode="json"), usage(600.0)
+        ).parent,
         export=step(tmp_path / "e", "model.bin", {}, usage(60.0)).parent,
     )
     steps = round_costs(
@@ -216,9 +254,10 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         "not recorded | not recorded | none |" in section
     )
     assert (
-        "| SFT training | GPU | 0:10:00 | not recorded | 0:05:00 | 0:00:00 | not recorded | none |"
-        in section
+        "| SFT training | GPU | 0:10:00 | not recorded | 0:05:00 | 0:00:00 | "
+        "not recorded; GPU 37.5 GiB | none |" in section
     )
+    assert "SFT training: 17,916 tokens trained" in section  # 5,972 x 3
     assert "round_time.png" in section
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,17 +31,21 @@ from prover_assets.records.usage import (
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.validity import TrainingFiles
+from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
 
 __all__ = [
+    "GenerationWork",
     "RunCost",
     "StepCost",
+    "VerdictWork",
     "cost_rows",
     "eta_beside_measured",
     "generation_work",
     "gpus_held",
     "round_costs",
     "run_cost",
+    "tokens_trained",
     "verdict_work",
 ]
 
@@ -60,9 +64,11 @@ class RunCost(BaseModel):
     verification_earlier: list[AttemptUsage]
     generation_gpus: int | None  # the GPUs its engines held (0 on the host; None: not said)
     generated: int  # samples in the stream: every attempt's, each once
+    tokens_prompted: int
     tokens_generated: int
     hit_cap: int
     verified: int  # verdicts in the stream (Lean's or the cache's)
+    accepted: int
     cached: int
     timeouts_rechecked: int
     infrastructure_reverified: int  # set aside and judged again by the completing attempt
@@ -77,8 +83,8 @@ def run_cost(files: RunFiles) -> RunCost:
     # refuses, naming it, a manifest that is not a generation step's
     GenerationBatchResult.of(generation_manifest, generation_folder / MANIFEST_NAME)
     verified = VerificationResult.of(verdict_manifest, verdict_folder / MANIFEST_NAME)
-    generated, tokens, hit_cap = generation_work(files.generations)
-    judged, cached, rechecked = verdict_work(files.verdicts)
+    generated = generation_work(files.generations)
+    judged = verdict_work(files.verdicts)
     return RunCost(
         system=files.system,
         eval_set=files.eval_set,
@@ -88,34 +94,58 @@ def run_cost(files: RunFiles) -> RunCost:
         generation_earlier=recorded_earlier_attempts(generation_manifest),
         generation_gpus=gpus_held(generation_manifest),
         verification_earlier=recorded_earlier_attempts(verdict_manifest),
-        generated=generated,
-        tokens_generated=tokens,
-        hit_cap=hit_cap,
-        verified=judged,
-        cached=cached,
-        timeouts_rechecked=rechecked,
+        generated=generated.samples,
+        tokens_prompted=generated.prompt_tokens,
+        tokens_generated=generated.completion_tokens,
+        hit_cap=generated.hit_cap,
+        verified=judged.verdicts,
+        accepted=judged.accepted,
+        cached=judged.cached,
+        timeouts_rechecked=judged.rechecked,
         infrastructure_reverified=verified.infrastructure_reverified,
     )
 
 
-def generation_work(path: Path) -> tuple[int, int, int]:
-    """The samples of a generation stream, their completion tokens, and those cut at the cap."""
-    samples = tokens = hit_cap = 0
+class GenerationWork(NamedTuple):
+    """What a generation stream holds, every attempt's samples each once."""
+
+    samples: int
+    prompt_tokens: int
+    completion_tokens: int
+    hit_cap: int  # samples cut at the cap
+
+
+def generation_work(path: Path) -> GenerationWork:
+    """The samples of a generation stream, their prompt and completion tokens, and those cut at
+    the cap."""
+    samples = prompt = tokens = hit_cap = 0
     for generation in iter_records(path, Generation):
         samples += 1
+        prompt += len(generation.prompt_ids)
         tokens += len(generation.completion_ids)
         hit_cap += generation.hit_cap
-    return samples, tokens, hit_cap
+    return GenerationWork(samples, prompt, tokens, hit_cap)
 
 
-def verdict_work(path: Path) -> tuple[int, int, int]:
-    """The verdicts of a verdict stream, those copied, and the timeouts Lean ran again."""
-    verdicts = cached = rechecked = 0
+class VerdictWork(NamedTuple):
+    """What a verdict stream holds."""
+
+    verdicts: int
+    accepted: int
+    cached: int  # copied from the cache
+    rechecked: int  # timeouts Lean ran again
+
+
+def verdict_work(path: Path) -> VerdictWork:
+    """The verdicts of a verdict stream, those accepted, those copied, and the timeouts Lean
+    ran again."""
+    verdicts = accepted = cached = rechecked = 0
     for verdict in iter_records(path, Verification):
         verdicts += 1
+        accepted += verdict.accepted
         cached += verdict.copied
         rechecked += verdict.timeout_rechecked
-    return verdicts, cached, rechecked
+    return VerdictWork(verdicts, accepted, cached, rechecked)
 
 
 def _per(seconds: float | None, solved: int) -> float | None:
@@ -124,7 +154,8 @@ def _per(seconds: float | None, solved: int) -> float | None:
 
 def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], int]) -> list[dict]:
     """Each run's cost with its problems solved (by any of its samples) and the seconds per
-    solved problem: generation wall, GPU time (wall times the GPUs held), Lean CPU."""
+    solved problem and per accepted proof: generation wall, GPU time (wall times the GPUs
+    held), Lean CPU."""
     rows = []
     for cost in costs:
         done = solved[(cost.system, cost.eval_set, cost.cap)]
@@ -142,6 +173,8 @@ def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], in
                 "generation_wall_s_per_solved": _per(generation_wall, done),
                 "gpu_s_per_solved": _per(gpu_s, done),
                 "lean_cpu_s_per_solved": _per(lean_cpu, done),
+                "gpu_s_per_accepted": _per(gpu_s, cost.accepted),
+                "lean_cpu_s_per_accepted": _per(lean_cpu, cost.accepted),
             }
         )
     return rows
@@ -159,6 +192,8 @@ class StepCost(BaseModel):
     usage: StepUsage | None  # None: its manifest predates `usage`
     earlier: list[AttemptUsage]  # the attempts before the completing one
     gpus: int | None = None
+    peak_gpu_gib: float | None = None  # as torch measured it where the step records it
+    tokens_trained: int | None = None  # training: the rows' tokens times the epochs
 
     @property
     def gpu_s(self) -> float | None:
@@ -194,6 +229,7 @@ def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> Step
         usage=recorded_usage(manifest),
         earlier=recorded_earlier_attempts(manifest),
         gpus=gpus_held(manifest) if side == "GPU" else 0,
+        peak_gpu_gib=(manifest.get("counts") or {}).get("peak_memory_gib"),
     )
 
 
@@ -220,12 +256,20 @@ def round_costs(
             _step(f"{label}: verify", "Lean", verdicts.parent),
         ]
     if training is not None:
+        trained = _step("SFT training", "GPU", training.checkpoint)
         steps += [
             _step("SFT shards", "host", training.shards),
-            _step("SFT training", "GPU", training.checkpoint),
+            trained.model_copy(update={"tokens_trained": tokens_trained(training)}),
             _step("export", "GPU", training.export),
         ]
     return steps + [step for _, candidate in pairs for step in _run_steps(candidate)]
+
+
+def tokens_trained(training: TrainingFiles) -> int:
+    """The tokens training went through: the SFT rows' (prompt and completion) times the
+    epochs it ran, as the shards' and the checkpoint's manifests record them."""
+    rows = SftShardsResult.read(training.shards).counts.tokens
+    return rows * TrainingResult.read(training.checkpoint).epochs
 
 
 def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> dict[str, Any]:

@@ -385,7 +385,7 @@ def time_plot(steps: Sequence[tuple[str, str, float, float]], *, title: str) -> 
     axes.invert_yaxis()
     axes.set_xlim(left=0)
     axes.set(title=title, xlabel="wall minutes")
-    axes.legend(fontsize=8, loc="lower right")
+    axes.legend(fontsize=8, loc="best")
     return _png(plt, figure)
 
 

@@ -448,7 +448,9 @@ def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> l
 
     def peak(step: Mapping[str, Any]) -> str:
         mib = (step["usage"] or {}).get("peak_rss_mib")
-        return "not recorded" if mib is None else f"{mib / 1024:.2f} GiB"
+        host = "not recorded" if mib is None else f"{mib / 1024:.2f} GiB"
+        gpu = step.get("peak_gpu_gib")
+        return host if gpu is None else f"{host}; GPU {gpu:.1f} GiB"
 
     def gpu_time(step: Mapping[str, Any]) -> str:
         if step.get("gpus") == 0:
@@ -476,10 +478,16 @@ def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> l
         "GPU time",
         "CPU",
         "children's CPU",
-        "peak RSS",
+        "peak memory",
         "earlier attempts",
     ]
     parts = ["### Where the round's time went\n", markdown_table(headers, rows) + "\n"]
+    parts += [
+        f"{s['step']}: {s['tokens_trained']:,} tokens trained (the SFT rows' prompt and "
+        "completion tokens times the epochs).\n"
+        for s in steps
+        if s.get("tokens_trained") is not None
+    ]
     if _timed_steps(steps):
         parts.append(image(TIME_PLOT, "wall time of each step of the round") + "\n")
     return parts
@@ -555,6 +563,72 @@ def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
     ]
 
 
+def _run_label(cost: Mapping[str, Any]) -> str:
+    return f"{cost['system']} {cost['eval_set']} c{cost['cap']}"
+
+
+def _gpu_time(cost: Mapping[str, Any], field: str) -> str:
+    return "none (host)" if cost.get("generation_gpus") == 0 else _seconds(cost.get(field))
+
+
+def _machine_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """Each run's steps: what the completing attempts used, and the earlier ones apart."""
+    rows = []
+    for c in costs:
+        generation, verification = c["generation"] or {}, c["verification"] or {}
+        wall = generation.get("wall_s")
+        gpus = c.get("generation_gpus")
+        rows.append(
+            [
+                _run_label(c),
+                _seconds(wall),
+                "none (host)"
+                if gpus == 0
+                else _seconds(None if gpus is None or wall is None else wall * gpus),
+                _seconds(generation.get("cpu_s")),
+                _seconds(verification.get("wall_s")),
+                _seconds(verification.get("children_cpu_s")),
+                _earlier([*c.get("generation_earlier", []), *c.get("verification_earlier", [])]),
+            ]
+        )
+    return rows
+
+
+def _work_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """Each run's work, counted in its streams, and its waste."""
+    return [
+        [
+            _run_label(c),
+            c["generated"],
+            c.get("tokens_prompted", "not recorded"),
+            c["tokens_generated"],
+            c["hit_cap"],
+            c["verified"],
+            c["cached"],
+            c["timeouts_rechecked"],
+            c["infrastructure_reverified"],
+        ]
+        for c in costs
+    ]
+
+
+def _result_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """Each run's cost per problem solved and per accepted proof."""
+    return [
+        [
+            _run_label(c),
+            c["solved"],
+            c.get("accepted", "not recorded"),
+            _seconds(c["generation_wall_s_per_solved"]),
+            _gpu_time(c, "gpu_s_per_solved"),
+            _seconds(c["lean_cpu_s_per_solved"]),
+            _gpu_time(c, "gpu_s_per_accepted"),
+            _seconds(c.get("lean_cpu_s_per_accepted")),
+        ]
+        for c in costs
+    ]
+
+
 def cost_section(
     costs: Sequence[Mapping[str, Any]],
     steps: Sequence[Mapping[str, Any]] = (),
@@ -562,58 +636,30 @@ def cost_section(
     eta: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Each run's cost (secondary): what its generation and verdict steps used, as their
-    manifests record it, and per problem it solved; then every step of the round."""
+    manifests record it, the work and waste its streams hold, and what each problem solved and
+    each proof accepted cost; then every step of the round, and the ETA beside it."""
     if not costs:
         return []
-    headers = [
-        "run",
-        "generation wall",
-        "generation CPU",
-        "tokens generated",
-        "cut at cap",
-        "verdict wall",
-        "Lean CPU",
-        "from cache",
-        "timeouts re-run",
-        "earlier attempts",
-        "solved",
-        "generation wall / solved",
-        "GPU time / solved",
-        "Lean CPU / solved",
-    ]
-
-    def row(c: Mapping[str, Any]) -> list[Any]:
-        generation, verification = c["generation"] or {}, c["verification"] or {}
-        return [
-            f"{c['system']} {c['eval_set']} c{c['cap']}",
-            _seconds(generation.get("wall_s")),
-            _seconds(generation.get("cpu_s")),
-            c["tokens_generated"],
-            c["hit_cap"],
-            _seconds(verification.get("wall_s")),
-            _seconds(verification.get("children_cpu_s")),
-            c["cached"],
-            c["timeouts_rechecked"],
-            _earlier([*c.get("generation_earlier", []), *c.get("verification_earlier", [])]),
-            c["solved"],
-            _seconds(c["generation_wall_s_per_solved"]),
-            "none (host)" if c.get("generation_gpus") == 0 else _seconds(c.get("gpu_s_per_solved")),
-            _seconds(c["lean_cpu_s_per_solved"]),
-        ]
-
+    machine = ["run", "generation wall", "GPU time", "generation CPU", "verdict wall", "Lean CPU"]
+    work = ["run", "samples", "tokens prompted", "tokens generated", "cut at cap", "verdicts"]
+    work += ["from cache", "timeouts re-run", "infrastructure re-verified"]
+    per = ["run", "solved", "accepted", "generation wall / solved", "GPU time / solved"]
+    per += ["Lean CPU / solved", "GPU time / accepted proof", "Lean CPU / accepted proof"]
     return [
         "## Cost of each run (secondary)\n",
-        markdown_table(headers, [row(c) for c in costs]) + "\n",
+        markdown_table([*machine, "earlier attempts"], _machine_rows(costs)) + "\n",
+        markdown_table(work, _work_rows(costs)) + "\n",
+        markdown_table(per, _result_rows(costs)) + "\n",
         "Measured where each step ran, as its manifest records it (`usage`: the kernel's count): "
-        "wall time; the generation process's CPU; Lean CPU, the CPU time of the verdict step's "
-        "REPLs and what they ran (none under a simulated verifier). Samples, tokens and verdicts "
-        "are counted in the streams, each once, whichever attempt committed it; the times of a "
-        "step resumed after a kill are its completing attempt's, and its earlier attempts' apart "
-        "(a killed one's up to the last record of its usage journal, kept every 10 s: waste, "
-        "never counted as the result's cost). Peak RSS: of the step's process over its life. "
-        "Solved: "
-        "by any of the run's samples. GPU-hours are the generation wall times the GPUs its "
-        "engines held.\n",
+        "wall time; GPU time, the wall times the GPUs its engines held; the generation "
+        "process's CPU; Lean CPU, the CPU time of the verdict step's REPLs and what they ran "
+        "(none under a simulated verifier). Samples, tokens and verdicts are counted in the "
+        "streams, each once, whichever attempt committed it; the times of a step resumed after "
+        "a kill are its completing attempt's, and its earlier attempts' apart (a killed one's up "
+        "to the last record of its usage journal, kept every 10 s: waste, never counted as the "
+        "result's cost). Waste: samples cut at the cap, timeouts run again, verdicts of "
+        "infrastructure failures verified again, earlier attempts. Solved: by any of the run's "
+        "samples. Peak RSS: of the step's process over its life.\n",
         *_round_time_parts(steps, image),
         *(_eta_parts(eta) if steps else []),
     ]
