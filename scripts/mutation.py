@@ -87,6 +87,9 @@ TARGETS: dict[str, list[str]] = {
     # The report's validity conditions, each broken by hand (the SFT ones on a round whose
     # shards the SFT step itself builds).
     "report/validity.py": ["test_report_validity.py"],
+    # What a round cost: each step's usage and attempt journal, and the report's sums of them.
+    "records/usage.py": ["test_usage.py"],
+    "report/cost.py": ["test_report_cost.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.
 CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}
