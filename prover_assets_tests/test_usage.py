@@ -5,18 +5,23 @@ outlives an attempt killed with kill -9."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.records.usage import (
+    AttemptJournal,
     AttemptUsage,
     UsageMark,
+    _stat_cpu_s,
     earlier_attempts,
     live_descendants_cpu_s,
     usage_since,
@@ -74,43 +79,135 @@ def test_every_steps_manifest_records_what_its_attempt_used(tmp_path):
     assert usage["wall_s"] >= usage["children_cpu_s"] - 0.05
 
 
-# A child that burns CPU as BURN does, starts a grandchild that burns its own, says what each
-# spent (its own clock), then waits, alive, for its stdin to close.
-BURN_AND_WAIT = """
-import subprocess, sys, time
+# Burns user and system time (each `os.urandom` is a system call) until its own clock says 0.2 s.
+SPEND = """
+import os, time
 start = time.process_time()
-while time.process_time() - start < float(sys.argv[1]):
-    pass
-grandchild = subprocess.Popen(
-    [sys.executable, "-c", sys.argv[2], sys.argv[1]], stdin=subprocess.PIPE,
-    stdout=subprocess.PIPE, text=True,
-)
-print(grandchild.stdout.readline().strip(), time.process_time(), flush=True)
+while time.process_time() - start < 0.2:
+    os.urandom(1 << 20)
+"""
+# A child of a tree: renames itself (its name, in /proc/<pid>/stat, may hold parentheses and
+# spaces), waits for a grandchild that spends CPU, spends its own, then says its pid and what
+# it and its waited-for children spent (the kernel's counts, as /proc/<pid>/stat holds them),
+# and stays alive until its stdin closes.
+TREE_CHILD = """
+import os, resource, subprocess, sys
+with open("/proc/self/comm", "w") as comm:
+    comm.write(sys.argv[1])
+subprocess.run([sys.executable, "-c", sys.argv[2]], check=True)
+exec(sys.argv[2])
+own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+spent = own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
+print(os.getpid(), spent, waited.ru_stime, flush=True)
 sys.stdin.read()
 """
-BURN_THEN_WAIT = BURN.replace(
-    "print(time.process_time())", "print(time.process_time(), flush=True)\nsys.stdin.read()"
-)
+# The root of a tree of its own: two children, siblings, each a TREE_CHILD; it says what each
+# said, and waits, alive, until its stdin closes (then its children's stdin closes too).
+TREE_ROOT = """
+import subprocess, sys
+children = [
+    subprocess.Popen([sys.executable, "-c", sys.argv[1], name, sys.argv[2]],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for name in ("a) 1 2 (b", "plain")
+]
+for child in children:
+    print(child.stdout.readline().strip(), flush=True)
+sys.stdin.read()
+for child in children:
+    child.stdin.close()
+    child.wait()
+"""
 
 
-# A process that runs its arguments as a child, and waits: the root of a tree of its own.
-PARENT = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
-
-
-def test_the_live_descendants_cpu_is_read_from_the_process_tree():
-    # the root's child and grandchild each burn 0.3 s and stay alive: none was waited for
+@contextlib.contextmanager
+def live_tree() -> Iterator[tuple[int, list[tuple[int, float, float]]]]:
+    """A live tree (root, two children, each with a grandchild it waited for): the root's pid
+    and each child's (pid, CPU spent with its waited grandchild's, its grandchild's system
+    time)."""
     root = subprocess.Popen(
-        [sys.executable, "-c", PARENT, sys.executable, "-c", BURN_AND_WAIT, "0.3", BURN_THEN_WAIT],
+        [sys.executable, "-c", TREE_ROOT, TREE_CHILD, SPEND],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        grandchild_s, child_s = map(float, root.stdout.readline().split())
-        assert live_descendants_cpu_s(root.pid) == pytest.approx(grandchild_s + child_s, abs=0.06)
+        children = []
+        for _ in range(2):
+            pid, spent, grandchild_system = root.stdout.readline().split()
+            children.append((int(pid), float(spent), float(grandchild_system)))
+        yield root.pid, children
     finally:
         root.stdin.close()
         root.wait()
+
+
+@pytest.fixture(scope="module")
+def tree():
+    """One live tree for the tests that read it while it lives (each only reads it)."""
+    with live_tree() as (root, children):
+        yield root, children
+
+
+def test_the_live_descendants_cpu_is_read_from_the_process_tree(tree):
+    # the root's two children each spent CPU and waited for a grandchild that spent some:
+    # alive, none was waited for by the root
+    root, children = tree
+    assert all(system > 0.02 for *_, system in children)  # cstime counts here
+    spent = sum(cpu for _, cpu, _ in children)
+    assert live_descendants_cpu_s(root) == pytest.approx(spent, abs=0.1)
+    # this process's descendants: the root (a few ms) and its tree
+    assert live_descendants_cpu_s() == pytest.approx(spent, abs=0.15)
+
+
+def test_a_process_whose_name_holds_parentheses_is_read_from_its_stat(tree):
+    root, ((renamed, spent, _), _) = tree  # the first child is named "a) 1 2 (b"
+    # /proc counts in clock ticks (10 ms), four fields: within 0.05 s of getrusage's count
+    assert _stat_cpu_s(renamed) == (root, pytest.approx(spent, abs=0.05))
+
+
+def test_a_process_that_is_gone_has_no_stat():
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    assert _stat_cpu_s(int(gone.stdout)) is None
+
+
+def test_a_journal_record_of_a_running_attempt_counts_its_live_children(tree):
+    # the tree started before the mark: its live CPU counts whole, none of it ended since
+    mark = UsageMark.now()
+    spent = sum(cpu for _, cpu, _ in tree[1])
+    assert usage_since(mark).children_cpu_s < 0.05
+    live = usage_since(mark, live_children=True).children_cpu_s
+    assert live == pytest.approx(spent, abs=0.15)
+
+
+def high_water_mark_mib() -> float:
+    """This process's peak resident memory as /proc says it (VmHWM, KiB), in MiB."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return int(next(line for line in status if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+def test_a_steps_peak_memory_is_its_processes_high_water_mark():
+    mark = UsageMark.now()
+    done = subprocess.run(
+        [sys.executable, "-c", ALLOCATE], capture_output=True, text=True, check=True
+    )
+    child_peak_mib = int(done.stdout) / 1024
+    usage = usage_since(mark)
+    # in MiB, as the kernel's other count of it says (getrusage's and /proc's differ by a few
+    # hundred KiB: the two are updated at different times)
+    assert usage.peak_rss_mib == pytest.approx(high_water_mark_mib(), abs=1.0)
+    # the largest child this process waited for, over its life: at least this one
+    assert usage.children_peak_rss_mib >= child_peak_mib - 0.05
+
+
+# A child that holds 64 MiB, touched, and says its peak resident memory in KiB (VmHWM).
+ALLOCATE = """
+held = bytearray(64 << 20)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+print(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
+"""
 
 
 # An attempt of a streamed step that burns CPU inside its usage journal until it is killed.
@@ -136,15 +233,18 @@ def journal_cpu_s(folder) -> float:
     return AttemptUsage.model_validate_json(record.read_text()).usage.cpu_s
 
 
+@pytest.mark.slow  # about 2 s: a process killed mid-attempt
 def test_a_killed_attempts_last_record_is_listed_by_the_attempt_that_completes(tmp_path):
     script = KILLED_ATTEMPT.format(root=str(ROOT), folder=str(tmp_path))
     killed = subprocess.Popen([sys.executable, "-c", script])
-    deadline = time.monotonic() + 120  # a bound on a hung child, not a speed
-    while journal_cpu_s(tmp_path) < 0.3:
-        assert killed.poll() is None and time.monotonic() < deadline
-        time.sleep(0.02)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait()
+    try:
+        deadline = time.monotonic() + 120  # a bound on a hung child, not a speed
+        while journal_cpu_s(tmp_path) < 0.3:
+            assert killed.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:  # killed whatever happened: it would burn a core for ever
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
     last = journal_cpu_s(tmp_path)
     step = Step(tmp_path, "asset", StatementAuditResult, StepInputs.hash({}), {})
     with step.journaled():
@@ -177,3 +277,25 @@ def test_a_torn_journal_record_is_refused_naming_its_file(tmp_path):
     (tmp_path / "usage" / "1-2.json").write_text('{"attempt": "1-2"')
     with pytest.raises(ValueError, match=r"usage/1-2.json:1: not an attempt's usage record"):
         earlier_attempts(tmp_path, "3-4")
+
+
+def test_a_journal_records_live_children_while_its_attempt_runs_and_not_once_it_ended(
+    tmp_path, tree
+):
+    journal = AttemptJournal(tmp_path, "1-2", UsageMark.now())
+    spent = sum(cpu for _, cpu, _ in tree[1])
+    journal.record()  # running: what its live children spent so far counts
+    running = AttemptUsage.model_validate_json(journal.path.read_text())
+    journal.record("completed")  # its children were waited for before it ended
+    ended = AttemptUsage.model_validate_json(journal.path.read_text())
+    assert running.ended is None and running.usage.children_cpu_s >= spent - 0.06
+    assert ended.ended == "completed" and ended.usage.children_cpu_s < 0.05
+
+
+def test_earlier_attempts_come_in_the_order_they_were_recorded(tmp_path):
+    usage = {"wall_s": 1.0, "cpu_s": 1.0, "children_cpu_s": 0.0}
+    (tmp_path / "usage").mkdir()
+    for attempt, at in (("1-9", 30.0), ("2-9", 10.0), ("3-9", 20.0)):
+        entry = {"attempt": attempt, "ended": None, "recorded_at": at, "usage": usage}
+        (tmp_path / "usage" / f"{attempt}.json").write_text(json.dumps(entry))
+    assert [a.attempt for a in earlier_attempts(tmp_path, "4-9")] == ["2-9", "3-9", "1-9"]

@@ -88,7 +88,7 @@ TARGETS: dict[str, list[str]] = {
     # shards the SFT step itself builds).
     "report/validity.py": ["test_report_validity.py"],
     # What a round cost: each step's usage and attempt journal, and the report's sums of them.
-    "records/usage.py": ["test_usage.py"],
+    "records/usage.py": ["test_usage.py", "test_report_cost.py"],
     "report/cost.py": ["test_report_cost.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.

@@ -605,6 +605,9 @@ def _work_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
             c["hit_cap"],
             c["verified"],
             c["cached"],
+            # each verdict Lean judged, each timeout it ran again, each infrastructure verdict
+            # it verified again: the runs the streams show (retries inside one are not counted)
+            c["verified"] - c["cached"] + c["timeouts_rechecked"] + c["infrastructure_reverified"],
             c["timeouts_rechecked"],
             c["infrastructure_reverified"],
         ]
@@ -642,7 +645,7 @@ def cost_section(
         return []
     machine = ["run", "generation wall", "GPU time", "generation CPU", "verdict wall", "Lean CPU"]
     work = ["run", "samples", "tokens prompted", "tokens generated", "cut at cap", "verdicts"]
-    work += ["from cache", "timeouts re-run", "infrastructure re-verified"]
+    work += ["from cache", "Lean runs", "timeouts re-run", "infrastructure re-verified"]
     per = ["run", "solved", "accepted", "generation wall / solved", "GPU time / solved"]
     per += ["Lean CPU / solved", "GPU time / accepted proof", "Lean CPU / accepted proof"]
     return [

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,22 +149,32 @@ def _holds_infrastructure(verdicts: Path) -> bool:
     return any(v.stage is Stage.INFRASTRUCTURE for v in iter_records(verdicts, Verification))
 
 
+@dataclass(frozen=True)
+class _VerdictStream:
+    """Where a batch's verdicts stream: its folder, the generations and problems they judge,
+    and how many verdicts a commit holds."""
+
+    folder: Path
+    generations_file: Path
+    problems_file: Path
+    commit_every: int
+
+
 def _verify_into(
-    folder: Path,
-    verifier: StrictVerifier,
-    self_test: SelfTest,
-    *,
-    generations_file: Path,
-    problems_file: Path,
-    **settings: Any,
+    stream: _VerdictStream, verifier: StrictVerifier, self_test: SelfTest, **settings: Any
 ) -> VerifyStats:
     """Pin the verifier as the stream's identity, refuse a broken instrument, then verify
     (`settings` go to `verify_generations`)."""
-    begin_stream(folder, verdict_identity(verifier.info))
-    problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
+    begin_stream(stream.folder, verdict_identity(verifier.info))
+    problems = {p.problem_id: p for p in read_records(stream.problems_file, Problem)}
     self_test(verifier, batch_header(p.header for p in problems.values()))
     return verify_generations(
-        problems, generations_file, folder / VERDICTS_FILE, verifier, **settings
+        problems,
+        stream.generations_file,
+        stream.folder / VERDICTS_FILE,
+        verifier,
+        commit_every=stream.commit_every,
+        **settings,
     )
 
 
@@ -191,16 +202,10 @@ def materialize_verdicts(
                 return reused
             # Complete, but some verdicts are no judgement: resume the stream to verify them.
             (folder / MANIFEST_NAME).unlink()
+        stream = _VerdictStream(folder, generations_file, problems_file, commit_every)
         with step.journaled():
             stats = _verify_into(
-                folder,
-                verifier,
-                self_test,
-                generations_file=generations_file,
-                problems_file=problems_file,
-                commit_every=commit_every,
-                reverify_stale=reverify_stale,
-                progress=progress,
+                stream, verifier, self_test, reverify_stale=reverify_stale, progress=progress
             )
         info = verifier.info
     return step.finish(
@@ -293,6 +298,7 @@ def stream_verdicts(
     (the same stream, the same identity); it writes no manifest."""
     if (folder / MANIFEST_NAME).exists():
         return StreamedVerdicts(skipped="the verdicts are complete already")
+    stream = _VerdictStream(folder, generations_file, problems_file, commit_every)
     done = StreamedVerdicts()
     while not until.is_set():
         if wanted():
@@ -303,15 +309,7 @@ def stream_verdicts(
         try:
             with open_verifier() as verifier:
                 done.waited_for_lean_s += time.monotonic() - asked
-                stats = _verify_into(
-                    folder,
-                    verifier,
-                    self_test,
-                    generations_file=generations_file,
-                    problems_file=problems_file,
-                    commit_every=commit_every,
-                    follow=pause,
-                )
+                stats = _verify_into(stream, verifier, self_test, follow=pause)
         except LeanWorkersBusy as busy:
             done.waited_for_lean_s += time.monotonic() - asked
             if not done.verified:
