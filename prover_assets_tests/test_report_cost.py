@@ -190,6 +190,18 @@ def test_a_verdict_manifest_that_is_not_a_verdict_steps_is_refused_by_name(tmp_p
         run_cost(files)
 
 
+def test_a_generation_manifest_that_is_not_a_generation_steps_is_refused_by_name(tmp_path):
+    files = run(tmp_path)
+    manifest_path = files.generations.parent / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["counts"] = {"rows": 3}
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(
+        ValueError, match=r"g/manifest.json: its counts are not a GenerationBatchResult"
+    ):
+        run_cost(files)
+
+
 def usage(wall_s: float) -> dict:
     return {"wall_s": wall_s, "cpu_s": wall_s / 2, "children_cpu_s": 0.0}
 
@@ -205,6 +217,10 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
     pool = (
         step(tmp_path / "pg", "generations.jsonl", {}, usage(30.0)),
         step(tmp_path / "pv", "verdicts.jsonl", {}, None),  # from before usage was recorded
+    )
+    correction = (
+        step(tmp_path / "cg", "generations.jsonl", {}, usage(20.0)),
+        step(tmp_path / "cv", "verdicts.jsonl", {}, usage(2.0)),
     )
     # 15 rows of 5,972 tokens trained 3 epochs on a GPU whose peak torch measured
     shards_counts = SftShardsResult(
@@ -233,13 +249,15 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         export=step(tmp_path / "e", "model.bin", {}, usage(60.0)).parent,
     )
     steps = round_costs(
-        [(pair_run("baseline", 10.0), pair_run("candidate", 20.0))], [pool], training
+        [(pair_run("baseline", 10.0), pair_run("candidate", 20.0))], [pool, correction], training
     )
     assert [(s.step, s.side, s.usage.wall_s if s.usage else None) for s in steps] == [
         ("baseline minif2f c256: generate", "GPU", 10.0),
         ("baseline minif2f c256: verify", "Lean", 11.0),
         ("pool round 0: generate", "GPU", 30.0),
         ("pool round 0: verify", "Lean", None),
+        ("pool correction round 1: generate", "GPU", 20.0),
+        ("pool correction round 1: verify", "Lean", 2.0),
         ("SFT shards", "host", 5.0),
         ("SFT training", "GPU", 600.0),
         ("export", "GPU", 60.0),
@@ -360,6 +378,7 @@ def test_a_runs_gpu_time_per_solved_problem_is_its_wall_times_the_gpus_held(tmp_
     manifest_path.write_text(json.dumps(manifest))
     (row,) = cost_rows([run_cost(files)], {("baseline", "minif2f", 256): 4})
     assert (row["generation_gpus"], row["gpu_s_per_solved"]) == (2, 1800.0)  # 2 GPU-h / 4
+    assert row["gpu_s_per_accepted"] == 600.0  # 2 GPU-h / 12 accepted proofs
 
 
 def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
@@ -375,22 +394,39 @@ def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
     estimate = EtaEstimate(
         "2026-12-06T05:00:00+00:00",
         {"measured": 9, "prior": 7},
-        {"a: generate": (0.5, 1.0, 2.0), "SFT training": (0.1, 0.25, 0.5), "export": (0, 0.1, 0.2)},
+        {
+            "a: generate": (0.5, 1.0, 2.0),
+            "SFT training": (0.1, 0.25, 0.5),
+            "export": (0, 0.1, 0.2),
+            "SFT shards": (0.0, 0.0, 0.0),  # nothing to estimate: no ratio
+        },
         (1.0, 2.0, 4.0),
     )
     steps = [
-        measured("a: generate", 3000.0, 600.0),  # 1 h estimated; 50 + 10 min measured
-        measured("SFT training", 1800.0),  # 15 min estimated, 30 measured
         measured("not in the eta", 99.0),
+        measured("a: generate", 3000.0, 600.0),  # 1 h estimated; 50 + 10 min measured
         StepCost(step="export", side="GPU", usage=None, earlier=[]),  # never measured
+        measured("SFT shards", 12.0),
+        measured("SFT training", 1800.0),  # 15 min estimated, 30 measured
     ]
     compared = eta_beside_measured(estimate, steps)
     assert [(r["step"], r["eta_s"][1], r["measured_s"], r["ratio"]) for r in compared["rows"]] == [
         ("a: generate", 3600.0, 3600.0, 1.0),
+        ("SFT shards", 0.0, 12.0, None),
         ("SFT training", 900.0, 1800.0, 2.0),
     ]
-    assert (compared["eta_s"], compared["measured_s"], compared["ratio"]) == (4500.0, 5400.0, 1.2)
+    assert (compared["eta_s"], compared["measured_s"], compared["ratio"]) == (
+        4500.0,
+        5412.0,
+        5412 / 4500,
+    )
     assert compared["round_total_s"] == [3600.0, 7200.0, 14400.0]
+    assert (compared["materialized_at"], compared["sources"]) == (
+        "2026-12-06T05:00:00+00:00",
+        {"measured": 9, "prior": 7},
+    )
+    nothing = eta_beside_measured(estimate, [measured("SFT shards", 12.0)])
+    assert (nothing["eta_s"], nothing["ratio"]) == (0.0, None)
 
 
 def test_the_cost_section_prints_the_eta_beside_what_was_measured(tmp_path):
