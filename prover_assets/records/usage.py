@@ -19,7 +19,7 @@ import resource
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ __all__ = [
     "StepUsage",
     "UsageMark",
     "earlier_attempts",
+    "live_descendant_pids",
     "live_descendants_cpu_s",
     "recorded_earlier_attempts",
     "recorded_usage",
@@ -93,10 +94,9 @@ def _stat_cpu_s(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (utime + stime + cutime + cstime) / _TICKS
 
 
-def live_descendants_cpu_s(pid: int | None = None) -> float:
-    """The CPU seconds of the live descendants of `pid` (this process by default), each with
-    its own waited-for children's: what getrusage's RUSAGE_CHILDREN does not count yet."""
-    root = os.getpid() if pid is None else pid
+def _process_tree() -> tuple[dict[int, float], dict[int, list[int]]]:
+    """Every live process's CPU seconds (its own and its waited-for children's), and the
+    children of each."""
     stats = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and (found := _stat_cpu_s(int(entry.name))) is not None:
@@ -104,23 +104,46 @@ def live_descendants_cpu_s(pid: int | None = None) -> float:
     children: dict[int, list[int]] = {}
     for child, (parent, _) in stats.items():
         children.setdefault(parent, []).append(child)
-    total, stack = 0.0, list(children.get(root, []))
+    return {pid: cpu for pid, (_, cpu) in stats.items()}, children
+
+
+def _descendants(root: int, children: Mapping[int, list[int]], skip: frozenset[int]) -> list[int]:
+    """The descendants of `root`, leaving out each process of `skip` with its own."""
+    found, stack = [], [c for c in children.get(root, []) if c not in skip]
     while stack:
-        pid_now = stack.pop()
-        total += stats[pid_now][1]
-        stack += children.get(pid_now, [])
-    return total
+        pid = stack.pop()
+        found.append(pid)
+        stack += [c for c in children.get(pid, []) if c not in skip]
+    return found
+
+
+def live_descendant_pids() -> frozenset[int]:
+    """The processes descending from this one now (a journal leaves them, and theirs, out)."""
+    _, children = _process_tree()
+    return frozenset(_descendants(os.getpid(), children, frozenset()))
+
+
+def live_descendants_cpu_s(pid: int | None = None, *, skip: frozenset[int] = frozenset()) -> float:
+    """The CPU seconds of the live descendants of `pid` (this process by default), each with
+    its own waited-for children's: what getrusage's RUSAGE_CHILDREN does not count yet. `skip`:
+    processes (with their descendants) that are not the caller's to count."""
+    cpu, children = _process_tree()
+    root = os.getpid() if pid is None else pid
+    return sum(cpu[found] for found in _descendants(root, children, skip))
 
 
 def _peak_mib(who: int) -> float:
     return round(resource.getrusage(who).ru_maxrss / 1024, 1)  # Linux: KiB
 
 
-def usage_since(mark: UsageMark, *, live_children: bool = False) -> StepUsage:
+def usage_since(
+    mark: UsageMark, *, live_children: bool = False, skip: frozenset[int] = frozenset()
+) -> StepUsage:
     """What was used since `mark`, to the millisecond; with `live_children`, the CPU of the
-    children still running counted too (a journal record of an attempt under way)."""
+    children still running counted too (a journal record of an attempt under way), but those
+    of `skip` (processes that were running before the attempt: not its own)."""
     now = UsageMark.now()
-    live = live_descendants_cpu_s() if live_children else 0.0
+    live = live_descendants_cpu_s(skip=skip) if live_children else 0.0
     return StepUsage(
         wall_s=round(now.wall - mark.wall, 3),
         cpu_s=round(now.cpu_s - mark.cpu_s, 3),
@@ -161,6 +184,8 @@ class AttemptJournal:
     folder: Path
     attempt: str
     mark: UsageMark
+    # the processes that were running before the attempt began: not its children
+    before: frozenset[int] = field(default_factory=live_descendant_pids)
 
     @property
     def path(self) -> Path:
@@ -172,7 +197,7 @@ class AttemptJournal:
             attempt=self.attempt,
             ended=ended,
             recorded_at=round(time.time(), 3),
-            usage=usage_since(self.mark, live_children=ended is None),
+            usage=usage_since(self.mark, live_children=ended is None, skip=self.before),
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
