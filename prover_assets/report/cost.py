@@ -29,7 +29,13 @@ from prover_assets.records.usage import (
     recorded_usage,
 )
 from prover_assets.report.analysis import RunFiles
-from prover_assets.report.eta import EtaEstimate
+from prover_assets.report.eta import (
+    TRAINING_STEP,
+    EtaEstimate,
+    pool_round_label,
+    run_label,
+    step_names,
+)
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
@@ -42,6 +48,7 @@ __all__ = [
     "cost_rows",
     "eta_beside_measured",
     "generation_work",
+    "gpu_seconds",
     "gpus_held",
     "round_costs",
     "run_cost",
@@ -72,6 +79,15 @@ class RunCost(BaseModel):
     cached: int
     timeouts_rechecked: int
     infrastructure_reverified: int  # set aside and judged again by the completing attempt
+
+    @property
+    def lean_runs(self) -> int:
+        """The runs of Lean the streams show: each verdict not copied from the cache, each
+        timeout run again, each infrastructure verdict verified again (retries inside one are
+        not counted)."""
+        return (
+            self.verified - self.cached + self.timeouts_rechecked + self.infrastructure_reverified
+        )
 
 
 def run_cost(files: RunFiles) -> RunCost:
@@ -161,15 +177,13 @@ def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], in
         done = solved[(cost.system, cost.eval_set, cost.cap)]
         generation_wall = cost.generation.wall_s if cost.generation else None
         lean_cpu = cost.verification.children_cpu_s if cost.verification else None
-        gpu_s = (
-            None
-            if generation_wall is None or cost.generation_gpus is None
-            else generation_wall * cost.generation_gpus
-        )
+        gpu_s = gpu_seconds(cost.generation, cost.generation_gpus)
         rows.append(
             {
                 **cost.model_dump(mode="json"),
                 "solved": done,
+                "generation_gpu_s": gpu_s,
+                "lean_runs": cost.lean_runs,
                 "generation_wall_s_per_solved": _per(generation_wall, done),
                 "gpu_s_per_solved": _per(gpu_s, done),
                 "lean_cpu_s_per_solved": _per(lean_cpu, done),
@@ -198,9 +212,12 @@ class StepCost(BaseModel):
     @property
     def gpu_s(self) -> float | None:
         """GPU-seconds: the completing attempt's wall times the GPUs it held."""
-        if self.usage is None or self.gpus is None:
-            return None
-        return self.usage.wall_s * self.gpus
+        return gpu_seconds(self.usage, self.gpus)
+
+
+def gpu_seconds(usage: StepUsage | None, gpus: int | None) -> float | None:
+    """A step's GPU time: its wall times the GPUs it held (None where either is unknown)."""
+    return None if usage is None or gpus is None else usage.wall_s * gpus
 
 
 def gpus_held(manifest: Mapping[str, Any]) -> int | None:
@@ -233,12 +250,15 @@ def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> Step
     )
 
 
+def _sample_steps(label: str, generations: Path, verdicts: Path) -> list[StepCost]:
+    generate, verify = step_names(label)
+    return [_step(generate, "GPU", generations.parent), _step(verify, "Lean", verdicts.parent)]
+
+
 def _run_steps(run: RunFiles) -> list[StepCost]:
-    label = f"{run.system} {run.eval_set} c{run.cap}"
-    return [
-        _step(f"{label}: generate", "GPU", run.generations.parent),
-        _step(f"{label}: verify", "Lean", run.verdicts.parent),
-    ]
+    return _sample_steps(
+        run_label(run.system, run.eval_set, run.cap), run.generations, run.verdicts
+    )
 
 
 def round_costs(
@@ -250,13 +270,9 @@ def round_costs(
     the baselines, the pool rounds, the SFT data, training and export, the candidates."""
     steps = [step for baseline, _ in pairs for step in _run_steps(baseline)]
     for index, (generations, verdicts) in enumerate(pool_rounds):
-        label = f"pool correction round {index}" if index else "pool round 0"
-        steps += [
-            _step(f"{label}: generate", "GPU", generations.parent),
-            _step(f"{label}: verify", "Lean", verdicts.parent),
-        ]
+        steps += _sample_steps(pool_round_label(index), generations, verdicts)
     if training is not None:
-        trained = _step("SFT training", "GPU", training.checkpoint)
+        trained = _step(TRAINING_STEP, "GPU", training.checkpoint)
         steps += [
             _step("SFT shards", "host", training.shards),
             trained.model_copy(update={"tokens_trained": tokens_trained(training)}),

@@ -34,8 +34,11 @@ __all__ = [
     "eval_problems_upper_bound",
     "fixed_steps",
     "measured_inputs",
+    "pool_round_label",
     "round_plan",
+    "run_label",
     "step_balances",
+    "step_names",
 ]
 
 BOUNDS = ("low", "central", "high")
@@ -74,6 +77,26 @@ PRIORS.update(FIXED_PRIORS_S)
 PRIOR_LEAN_WORKERS = 8
 INPUTS = tuple(PRIORS)
 STARTUP_INPUTS = ("generation startup s", "verification startup s")
+
+
+# How the round's steps are named, by the ETA and by the report that sets it beside what each
+# step took: one rule, so that the two join by name.
+TRAINING_STEP = "SFT training"
+
+
+def run_label(system: str, eval_set: str, cap: int) -> str:
+    """A system's run on an eval set at a cap: "baseline minif2f c256"."""
+    return f"{system} {eval_set} c{cap}"
+
+
+def pool_round_label(round: int) -> str:
+    """Round 0 on the train pool, or a correction round."""
+    return f"pool correction round {round}" if round else "pool round 0"
+
+
+def step_names(label: str) -> tuple[str, str]:
+    """The generation and the verification step of a run or a pool round."""
+    return f"{label}: generate", f"{label}: verify"
 
 
 @dataclass(frozen=True)
@@ -191,7 +214,8 @@ def _sample_steps(
         inputs["verify_s_per_code_sample"],
         inputs["verification startup s"],
     )
-    return [{"step": f"{label}: generate", **generate}, {"step": f"{label}: verify", **verify}]
+    generate_step, verify_step = step_names(label)
+    return [{"step": generate_step, **generate}, {"step": verify_step, **verify}]
 
 
 def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, Any]]:
@@ -199,7 +223,7 @@ def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, 
     later iteration is costed as the first (an over-estimate where it samples only the
     problems still unsolved)."""
     pool_samples = plan.pool_problems * plan.n_samples
-    steps = _sample_steps("pool round 0", _fixed(pool_samples), plan.pool_cap, inputs)
+    steps = _sample_steps(pool_round_label(0), _fixed(pool_samples), plan.pool_cap, inputs)
     # Children come from the failed samples of unsolved problems; later rounds are bounded by
     # the first round's unsolved share (an over-estimate).
     children = Range(
@@ -207,7 +231,7 @@ def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, 
         inputs["unsolved_share"].source,
     )
     for round in range(1, plan.correction_rounds + 1):
-        steps += _sample_steps(f"pool correction round {round}", children, plan.pool_cap, inputs)
+        steps += _sample_steps(pool_round_label(round), children, plan.pool_cap, inputs)
     training = _combine(
         lambda r, t, s: (
             plan.seeds
@@ -223,7 +247,7 @@ def _pool_steps(plan: RoundPlan, inputs: Mapping[str, Range]) -> list[dict[str, 
         inputs["sft_tokens_per_s"],
     )
     seeds = f" ({plan.seeds} seeds)" if plan.seeds > 1 else ""
-    return [*steps, {"step": f"SFT training{seeds}", **training}]
+    return [*steps, {"step": f"{TRAINING_STEP}{seeds}", **training}]
 
 
 def eval_problems_upper_bound(spec: ExperimentSpec, eval_set: str) -> int:
@@ -282,7 +306,7 @@ def eta_table(
             for eval_set, problems in plan.eval_problems.items()
             for cap in plan.eval_caps[eval_set]
             for step in _sample_steps(
-                f"{system} {eval_set} c{cap}", _fixed(problems * plan.n_samples), cap, inputs
+                run_label(system, eval_set, cap), _fixed(problems * plan.n_samples), cap, inputs
             )
         ]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.report.analysis import INVALID
+from prover_assets.report.eta import run_label
 from prover_assets.report.markdown import clock_time, markdown_table
 from prover_assets.report.plots import (
     discordance_plot,
@@ -564,7 +565,7 @@ def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
 
 
 def _run_label(cost: Mapping[str, Any]) -> str:
-    return f"{cost['system']} {cost['eval_set']} c{cost['cap']}"
+    return run_label(cost["system"], cost["eval_set"], cost["cap"])
 
 
 def _gpu_time(cost: Mapping[str, Any], field: str) -> str:
@@ -576,15 +577,11 @@ def _machine_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     rows = []
     for c in costs:
         generation, verification = c["generation"] or {}, c["verification"] or {}
-        wall = generation.get("wall_s")
-        gpus = c.get("generation_gpus")
         rows.append(
             [
                 _run_label(c),
-                _seconds(wall),
-                "none (host)"
-                if gpus == 0
-                else _seconds(None if gpus is None or wall is None else wall * gpus),
+                _seconds(generation.get("wall_s")),
+                _gpu_time(c, "generation_gpu_s"),
                 _seconds(generation.get("cpu_s")),
                 _seconds(verification.get("wall_s")),
                 _seconds(verification.get("children_cpu_s")),
@@ -605,9 +602,7 @@ def _work_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
             c["hit_cap"],
             c["verified"],
             c["cached"],
-            # each verdict Lean judged, each timeout it ran again, each infrastructure verdict
-            # it verified again: the runs the streams show (retries inside one are not counted)
-            c["verified"] - c["cached"] + c["timeouts_rechecked"] + c["infrastructure_reverified"],
+            c.get("lean_runs", "not recorded"),  # a bundle from before it was counted
             c["timeouts_rechecked"],
             c["infrastructure_reverified"],
         ]
