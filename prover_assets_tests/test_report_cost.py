@@ -379,6 +379,7 @@ def test_a_runs_gpu_time_per_solved_problem_is_its_wall_times_the_gpus_held(tmp_
     (row,) = cost_rows([run_cost(files)], {("baseline", "minif2f", 256): 4})
     assert (row["generation_gpus"], row["gpu_s_per_solved"]) == (2, 1800.0)  # 2 GPU-h / 4
     assert row["gpu_s_per_accepted"] == 600.0  # 2 GPU-h / 12 accepted proofs
+    assert row["generation_gpu_s"] == 7200.0  # 1 h on 2 GPUs
 
 
 def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
