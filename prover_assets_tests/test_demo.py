@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
+from prover_assets.assets.keys import SFT_CHECKPOINT, generations_key, verdicts_key
 from prover_assets.definitions import build_definitions
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.validity import TrainingFiles, ValiditySettings, judge_comparison
@@ -228,6 +229,34 @@ def test_the_report_says_what_each_run_cost_as_its_steps_measured_it(finished_ro
     assert list(earlier) == ["SFT training"]
     (stopped,) = earlier["SFT training"]
     assert stopped["ended"] == "failed" and stopped["usage"]["children_cpu_s"] > 0
+
+
+def test_each_heavy_steps_materialization_says_what_it_used(finished_round):
+    with dg.DagsterInstance.from_config(str(finished_round["home"])) as instance:
+
+        def used(key: dg.AssetKey) -> dict:
+            event = instance.get_latest_materialization_event(key)
+            return {
+                k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()
+            }
+
+        generated = used(generations_key("minif2f", "baseline", 256))
+        judged = used(verdicts_key("minif2f", "baseline", 256))
+        trained = used(SFT_CHECKPOINT)
+    stream = finished_round["root"] / "generations/minif2f/baseline/c256/generations.jsonl"
+    rows = [json.loads(line) for line in stream.read_text().splitlines()]
+    assert generated["tokens_generated"] == sum(len(r["completion_ids"]) for r in rows)
+    assert generated["tokens_prompted"] == sum(len(r["prompt_ids"]) for r in rows)
+    # the tiny model sampled on the host: no GPU held, none of its time
+    assert (generated["used_gpus"], generated["used_gpu_s"]) == (0, 0.0)
+    assert generated["used_wall_s"] > 0
+    verdicts = finished_round["root"] / "verdicts/minif2f/baseline/c256/verdicts.jsonl"
+    verdict_rows = [json.loads(line) for line in verdicts.read_text().splitlines()]
+    copied = sum(r["cached_from"] is not None for r in verdict_rows)
+    assert judged["verdicts_cached"] == copied
+    assert judged["lean_runs"] == len(verdict_rows) - copied  # no timeout, no retry on the demo
+    shards = json.loads((finished_round["root"] / "sft_shards/manifest.json").read_text())
+    assert trained["tokens_trained"] == shards["counts"]["counts"]["tokens"] * EPOCHS
 
 
 def demo_run_files(root: Path, system: str) -> RunFiles:

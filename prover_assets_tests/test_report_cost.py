@@ -370,6 +370,28 @@ def test_the_gpus_a_step_held_are_read_from_what_its_manifest_records(manifest, 
     assert gpus_held(manifest) == gpus
 
 
+USED = {"wall_s": 60.0, "cpu_s": 1.0, "children_cpu_s": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("usage", "counts", "gib"),
+    [
+        # the device reading wins over torch's count: every process of the step is in it
+        ({**USED, "peak_gpu_mib": 61440.0}, {"peak_memory_gib": 37.5}, 60.0),
+        ({**USED, "peak_gpu_mib": 512.0}, {}, 0.5),
+        ({**USED, "peak_gpu_mib": None}, {"peak_memory_gib": 37.5}, 37.5),  # read before it was
+        (None, {"peak_memory_gib": 37.5}, 37.5),  # a manifest older than usage
+        ({**USED}, {}, None),  # no GPU
+    ],
+)
+def test_a_steps_peak_gpu_memory_is_its_device_reading_else_torchs_count(usage, counts, gib):
+    from prover_assets.records.usage import StepUsage
+    from prover_assets.report.cost import peak_gpu_gib
+
+    recorded = None if usage is None else StepUsage.model_validate(usage)
+    assert peak_gpu_gib(recorded, counts) == gib
+
+
 def test_a_runs_gpu_time_per_solved_problem_is_its_wall_times_the_gpus_held(tmp_path):
     files = run(tmp_path, generation_usage={"wall_s": 3600.0, "cpu_s": 10.0, "children_cpu_s": 0.0})
     manifest_path = files.generations.parent / "manifest.json"

@@ -90,13 +90,16 @@ def test_a_steps_data_version_is_the_sha256_of_its_manifest(tmp_path):
     assert version == dg.DataVersion(hashlib.sha256(manifest).hexdigest())
 
 
-def test_the_asset_shows_what_the_step_used_as_its_manifest_records_it(tmp_path):
+def test_the_asset_shows_what_the_step_used_as_its_manifest_records_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a step that may use no GPU, on any box
     (tmp_path / "out").mkdir()
     step = Step(tmp_path / "out", "asset", Measured, StepInputs.hash({}), {}).finish(
         measured(tmp_path), []
     )
     used = json.loads((tmp_path / "out" / "manifest.json").read_text())["usage"]
     shown = step_materialization(step, tmp_path).metadata
+    assert used.pop("peak_gpu_mib") is None  # no GPU: no reading, none shown
+    assert "used_peak_gpu_mib" not in shown
     assert set(used) == {
         "wall_s",
         "cpu_s",

@@ -20,9 +20,12 @@ from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.records.usage import (
     AttemptJournal,
     AttemptUsage,
+    GpuMemoryPeak,
     UsageMark,
     _stat_cpu_s,
+    _unread,
     earlier_attempts,
+    gpu_memory_used_mib,
     live_descendants_cpu_s,
     usage_since,
 )
@@ -313,3 +316,127 @@ def test_earlier_attempts_come_in_the_order_they_were_recorded(tmp_path):
         entry = {"attempt": attempt, "ended": None, "recorded_at": at, "usage": usage}
         (tmp_path / "usage" / f"{attempt}.json").write_text(json.dumps(entry))
     assert [a.attempt for a in earlier_attempts(tmp_path, "4-9")] == ["2-9", "3-9", "1-9"]
+
+
+# nvidia-smi as the driver's tool answers the query `gpu_memory_used_mib` makes (one line a GPU:
+# index, UUID, MiB in use, comma and space apart, no header, no units), from `readings.csv`
+# beside it; any other query it refuses, exit 2, as nvidia-smi refuses a field it lacks.
+NVIDIA_SMI = """#!/bin/sh
+if [ "$*" != "--query-gpu=index,uuid,memory.used --format=csv,noheader,nounits" ]; then
+    echo "Field \\"$1\\" is not a valid field to query." >&2
+    exit 2
+fi
+if [ -f "$(dirname "$0")/no-driver" ]; then
+    echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    exit 9
+fi
+cat "$(dirname "$0")/readings.csv"
+"""
+
+
+class FakeGpus:
+    """The GPUs nvidia-smi reads: `set(mib, ...)` puts each GPU's memory in use."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir()
+        (folder / "nvidia-smi").write_text(NVIDIA_SMI)
+        (folder / "nvidia-smi").chmod(0o755)
+
+    def set(self, *mib: float) -> None:
+        lines = [f"{i}, GPU-{i}aaaa-bbbb, {m:g}\n" for i, m in enumerate(mib)]
+        (self.folder / "readings.csv").write_text("".join(lines))
+
+    def lose_the_driver(self) -> None:
+        (self.folder / "no-driver").touch()
+
+
+@pytest.fixture
+def gpus(tmp_path, monkeypatch) -> FakeGpus:
+    _unread.cache_clear()  # each test's failures said anew
+    fake = FakeGpus(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{fake.folder}:/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return fake
+
+
+def test_gpu_memory_is_read_on_the_gpus_cuda_lets_the_step_use_by_index_or_uuid(gpus):
+    gpus.set(100, 2000, 30000)
+    assert gpu_memory_used_mib(None) == {"0": 100.0, "1": 2000.0, "2": 30000.0}
+    assert gpu_memory_used_mib(frozenset({"2", "0"})) == {"0": 100.0, "2": 30000.0}
+    assert gpu_memory_used_mib(frozenset({"GPU-1aaaa-bbbb"})) == {"1": 2000.0}
+
+
+def test_a_box_without_nvidia_smi_reads_no_gpu_memory(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_memory_used_mib(None) is None
+    assert GpuMemoryPeak(visible=None).read() is None
+
+
+def test_a_failing_nvidia_smi_reads_no_gpu_memory_and_says_why(gpus, caplog):
+    gpus.set(100)
+    gpus.lose_the_driver()
+    assert gpu_memory_used_mib(None) is None
+    assert "couldn't communicate with the NVIDIA driver" in caplog.text
+
+
+def test_a_reading_that_is_not_a_number_is_none_and_said_once(gpus, caplog):
+    (gpus.folder / "readings.csv").write_text("0, GPU-0aaaa-bbbb, [N/A]\n")
+    assert gpu_memory_used_mib(None) is None
+    assert gpu_memory_used_mib(None) is None
+    (said,) = [r.message for r in caplog.records if "GPU memory not read" in r.message]
+    assert "[N/A]" in said
+
+
+def test_the_gpu_peak_is_the_fullest_visible_gpus_highest_reading(gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    peak = GpuMemoryPeak()  # the GPUs CUDA_VISIBLE_DEVICES names, as a step's process sees
+    gpus.set(500, 700, 90000)  # GPU 2 is not the step's
+    assert peak.read() == 700
+    gpus.set(1500, 100, 90000)
+    assert peak.read() == 1500
+    gpus.set(10, 10, 90000)
+    assert peak.read() == 1500
+
+
+def test_a_steps_manifest_records_the_peak_gpu_memory_read_while_it_ran(gpus, tmp_path):
+    folder = tmp_path / "step"
+    step = Step(folder, "asset", StatementAuditResult, StepInputs.hash({}), {})
+    gpus.set(1000, 10)
+    with step.journaled(every_s=0.01):
+        gpus.set(1000, 64000)  # a spike the journal reads while the body runs
+        deadline = time.monotonic() + 60  # a bound on a stuck journal, not a speed
+        while journal_peak_gpu_mib(folder) != 64000:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        gpus.set(1000, 20)
+    result = StatementAuditResult(problems=0, checks=0, statuses={}, found={}, simulated=True)
+    step.finish(result, [])
+    usage = json.loads((folder / "manifest.json").read_text())["usage"]
+    assert usage["peak_gpu_mib"] == 64000
+
+
+def journal_peak_gpu_mib(folder: Path) -> float | None:
+    records = list((folder / "usage").glob("*.json"))
+    if not records:
+        return None
+    return AttemptUsage.model_validate_json(records[0].read_text()).usage.peak_gpu_mib
+
+
+def test_a_step_sampled_outside_a_journal_reads_while_its_body_runs(gpus):
+    peak = GpuMemoryPeak(visible=None)
+    gpus.set(10)
+    with peak.sampled(every_s=0.01):
+        gpus.set(5000)
+        deadline = time.monotonic() + 60
+        while peak.peak_mib != 5000:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        gpus.set(10)
+    assert peak.peak_mib == 5000
+
+
+def test_a_step_cuda_may_not_use_any_gpu_reads_none(gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CUDA's way of saying: no GPU
+    gpus.set(100, 200)
+    assert GpuMemoryPeak().read() is None

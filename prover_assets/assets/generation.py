@@ -26,7 +26,11 @@ from prover_assets.assets.keys import (
     training_runs,
     verdicts_key,
 )
-from prover_assets.assets.metadata import partition_of, step_materialization
+from prover_assets.assets.metadata import (
+    generation_work_metadata,
+    partition_of,
+    step_materialization,
+)
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ConfigError, ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR, model_revision
@@ -243,6 +247,7 @@ def _generation_asset(
             experiment.data_root(),
             {
                 "samples": dg.MetadataValue.int(result.result.rows),
+                **generation_work_metadata(result.folder / GENERATIONS_FILE),
                 "model_rev": model_rev,
                 **alongside_metadata,
             },

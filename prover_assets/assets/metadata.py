@@ -15,11 +15,20 @@ from prover_assets.records import MANIFEST_NAME, sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
 from prover_assets.records.usage import recorded_earlier_attempts, recorded_usage
+from prover_assets.report.cost import (
+    generation_work,
+    gpu_seconds,
+    gpus_held,
+    lean_runs,
+    verdict_work,
+)
 from prover_assets.verify.audit import AuditFinding
+from prover_assets.verify.runner import VerificationResult
 
 __all__ = [
     "display_number",
     "files_table",
+    "generation_work_metadata",
     "histogram",
     "latest_materialization",
     "latest_result",
@@ -28,6 +37,7 @@ __all__ = [
     "result_metadata",
     "step_materialization",
     "step_wall_s",
+    "verdict_work_metadata",
 ]
 
 OUTPUT_DIR = "output_dir"
@@ -177,7 +187,37 @@ def _step_metadata(step: StepResult[Any], data_root: Path) -> dict[str, Any]:
             for name, value in (used.model_dump(exclude_none=True) if used else {}).items()
         },
         "earlier_attempts": len(recorded_earlier_attempts(step.manifest)),
+        **_gpu_metadata(step.manifest),
     }
+
+
+def _gpu_metadata(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The GPUs a step held and its GPU-seconds (its wall times them), where its manifest says
+    which it held (report/cost.py's rule)."""
+    gpus = gpus_held(manifest)
+    gpu_s = gpu_seconds(recorded_usage(manifest), gpus)
+    if gpus is None or gpu_s is None:
+        return {}
+    return {"used_gpus": gpus, "used_gpu_s": dg.MetadataValue.float(display_number(gpu_s))}
+
+
+def generation_work_metadata(stream: Path) -> dict[str, Any]:
+    """What a generation stream holds, every attempt's samples each once: the tokens prompted
+    and generated, and the samples cut at the cap."""
+    work = generation_work(stream)
+    return {
+        "tokens_prompted": work.prompt_tokens,
+        "tokens_generated": work.completion_tokens,
+        "samples_hit_cap": work.hit_cap,
+    }
+
+
+def verdict_work_metadata(stream: Path, result: VerificationResult) -> dict[str, Any]:
+    """What a verdict stream took of Lean: its runs (report/cost.py's rule), the verdicts
+    copied from the cache and the timeouts run again."""
+    work = verdict_work(stream)
+    runs = lean_runs(work.verdicts, work.cached, work.rechecked, result.infrastructure_reverified)
+    return {"lean_runs": runs, "verdicts_cached": work.cached, "timeouts_rerun": work.rechecked}
 
 
 def partition_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> str | None:

@@ -30,6 +30,7 @@ from prover_assets.assets.progress import ProgressReporter, fail_fast, start_att
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.problems.stages import SETS_FILE
+from prover_assets.report.cost import tokens_trained
 from prover_assets.report.markdown import png_image
 from prover_assets.report.plots import line_plot
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
@@ -202,6 +203,9 @@ def _training_assets(
                 ),
                 "final_loss": (
                     dg.MetadataValue.float(display_number(losses[-1][1])) if losses else "none"
+                ),
+                "tokens_trained": tokens_trained(
+                    experiment.upstream_dir(SFT_SHARDS, partition), result.result.epochs
                 ),
             },
         )

@@ -25,6 +25,7 @@ from prover_assets.assets.metadata import (
     histogram,
     partition_of,
     step_materialization,
+    verdict_work_metadata,
 )
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
@@ -122,6 +123,7 @@ def _verdict_asset(
             experiment.data_root(),
             {
                 "verified": dg.MetadataValue.int(counts.total),
+                **verdict_work_metadata(result.folder / VERDICTS_FILE, counts),
                 "stages": histogram(counts.stages or {"(none)": 0}, key="stage"),
                 "reasons": histogram(counts.reasons or {"(none)": 0}),
                 "pins": dg.MetadataValue.json(

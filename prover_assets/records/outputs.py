@@ -34,12 +34,14 @@ from prover_assets.records.usage import (
     EARLIER_ATTEMPTS_KEY,
     USAGE_KEY,
     AttemptJournal,
+    GpuMemoryPeak,
     UsageMark,
     earlier_attempts,
     usage_since,
 )
 
 __all__ = [
+    "JOURNAL_EVERY_S",
     "STREAM_FILE",
     "ChecksumError",
     "EmptyOutputError",
@@ -126,6 +128,7 @@ class Step(Generic[R]):
     started_at: str = field(default_factory=now_utc)
     # Measured from here to the manifest: the machine this attempt used (records/usage.py).
     usage_mark: UsageMark = field(default_factory=UsageMark.now)
+    gpu_memory: GpuMemoryPeak = field(default_factory=GpuMemoryPeak)
     attempt: str = field(default_factory=lambda: f"{time.time_ns()}-{os.getpid()}")
 
     def reused(self) -> StepResult[R] | None:
@@ -146,7 +149,9 @@ class Step(Generic[R]):
         """Keep this attempt's record in the step's usage journal while the body runs (every
         `every_s` seconds, `JOURNAL_EVERY_S` by default, and how it ended): a killed attempt's
         usage outlives it."""
-        journal = AttemptJournal(self.folder, self.attempt, self.usage_mark)
+        journal = AttemptJournal(
+            self.folder, self.attempt, self.usage_mark, gpu_memory=self.gpu_memory
+        )
         with journal.kept(every_s or JOURNAL_EVERY_S):
             yield
 
@@ -171,7 +176,9 @@ class Step(Generic[R]):
             started_at=self.started_at,
             extra={
                 "input_digests": self.inputs.digests,
-                USAGE_KEY: usage_since(self.usage_mark).model_dump(),
+                USAGE_KEY: usage_since(
+                    self.usage_mark, peak_gpu_mib=self.gpu_memory.read()
+                ).model_dump(),
                 EARLIER_ATTEMPTS_KEY: [
                     a.model_dump() for a in earlier_attempts(self.folder, self.attempt)
                 ],

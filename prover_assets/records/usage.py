@@ -2,7 +2,9 @@
 process tree in /proc), never estimated as wall time times workers: wall seconds, the CPU
 seconds of the step's own process, those of its child processes (the REPLs and the Lean they
 ran, under bubblewrap or not, the trainer's ranks, vLLM's engines: the ended ones from
-getrusage, the live ones from the tree), and the peak resident memory of each.
+getrusage, the live ones from the tree), the peak resident memory of each, and on a GPU box
+the peak device memory in use on the GPUs the step may use (`GpuMemoryPeak`: nvidia-smi's
+reading, taken with every journal record and at the manifest).
 
 Recorded in every step's manifest (`usage`: the attempt that completed the output). A streamed
 step also keeps an attempt journal (`usage/` in its folder, `AttemptJournal`): each attempt's
@@ -14,11 +16,15 @@ attempt's, the killed ones' up to their last record."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import resource
+import shutil
+import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,9 +36,11 @@ __all__ = [
     "USAGE_KEY",
     "AttemptJournal",
     "AttemptUsage",
+    "GpuMemoryPeak",
     "StepUsage",
     "UsageMark",
     "earlier_attempts",
+    "gpu_memory_used_mib",
     "live_descendant_pids",
     "live_descendants_cpu_s",
     "recorded_earlier_attempts",
@@ -45,6 +53,7 @@ USAGE_KEY = "usage"
 EARLIER_ATTEMPTS_KEY = "earlier_attempts"
 JOURNAL_DIR = "usage"
 _TICKS = os.sysconf("SC_CLK_TCK")
+log = logging.getLogger(__name__)
 
 
 def _cpu_s(who: int) -> float:
@@ -70,7 +79,9 @@ class StepUsage(BaseModel):
     beside the step's in an in-process run); CPU seconds of its children, ended or live (the
     REPLs, the trainer, vLLM's engines: for a verdict step, Lean's own CPU time); the peak
     resident memory of its process (over the process's life: an in-process run's is the
-    whole run's) and of its largest ended child, in MiB (None: recorded before they were)."""
+    whole run's) and of its largest ended child, in MiB (None: recorded before they were);
+    the peak device memory in use on the fullest GPU it may use, in MiB (None: no GPU, or not
+    read)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -79,6 +90,7 @@ class StepUsage(BaseModel):
     children_cpu_s: float
     peak_rss_mib: float | None = None
     children_peak_rss_mib: float | None = None
+    peak_gpu_mib: float | None = None
 
 
 def _stat_cpu_s(pid: int) -> tuple[int, float] | None:
@@ -136,12 +148,112 @@ def _peak_mib(who: int) -> float:
     return round(resource.getrusage(who).ru_maxrss / 1024, 1)  # Linux: KiB
 
 
+# nvidia-smi's query of each GPU's memory in use, in MiB, one line a GPU: "0, GPU-8f0c..., 1234"
+NVIDIA_SMI_MEMORY = (
+    "nvidia-smi",
+    "--query-gpu=index,uuid,memory.used",
+    "--format=csv,noheader,nounits",
+)
+
+
+def _visible_gpus(environ: Mapping[str, str]) -> frozenset[str] | None:
+    """The GPUs CUDA lets this process use, by index or UUID as `CUDA_VISIBLE_DEVICES` names
+    them; None: every GPU (unset)."""
+    named = environ.get("CUDA_VISIBLE_DEVICES")
+    if named is None:
+        return None
+    return frozenset(token.strip() for token in named.split(",") if token.strip())
+
+
+def gpu_memory_used_mib(visible: frozenset[str] | None) -> dict[str, float] | None:
+    """The device memory in use now on each GPU of `visible` (None: all), by index, in MiB, as
+    nvidia-smi reads it from the driver: every process's on that GPU, not the step's alone (the
+    registered box runs one step at a time). None on a box without nvidia-smi, or where it
+    fails or answers what it should not (logged)."""
+    if shutil.which(NVIDIA_SMI_MEMORY[0]) is None:
+        return None
+    try:
+        answer = subprocess.run(NVIDIA_SMI_MEMORY, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        _unread(str(exc))
+        return None
+    if answer.returncode != 0:
+        said = (answer.stdout + answer.stderr).strip()
+        _unread(f"exit status {answer.returncode}: {said}")
+        return None
+    used = {}
+    try:
+        for line in answer.stdout.splitlines():
+            index, uuid, mib = (part.strip() for part in line.split(","))
+            if visible is None or index in visible or uuid in visible:
+                used[index] = float(mib)
+    except ValueError:
+        _unread(f"an answer not of the form 'index, uuid, MiB': {answer.stdout!r}")
+        return None
+    return used
+
+
+@functools.cache
+def _unread(why: str) -> None:
+    """Say once a process why GPU memory was not read (a journal reads every few seconds)."""
+    log.warning("GPU memory not read: %s failed, %s", " ".join(NVIDIA_SMI_MEMORY), why)
+
+
+@dataclass
+class GpuMemoryPeak:
+    """The highest device memory in use seen on one GPU the step may use, over the readings
+    taken (`read`): with each journal record, every few seconds while the body of `sampled`
+    runs, and at the manifest."""
+
+    visible: frozenset[str] | None = field(default_factory=lambda: _visible_gpus(os.environ))
+    peak_mib: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def read(self) -> float | None:
+        """Take a reading; the peak so far (None: no GPU reading yet)."""
+        used = gpu_memory_used_mib(self.visible)
+        with self._lock:
+            if used:
+                self.peak_mib = max(self.peak_mib or 0.0, *used.values())
+            return self.peak_mib
+
+    @contextlib.contextmanager
+    def sampled(self, every_s: float) -> Iterator[None]:
+        """Read now, every `every_s` seconds while the body runs, and at its end."""
+        with _repeated(self.read, every_s, name="gpu memory"):
+            yield
+
+
+@contextlib.contextmanager
+def _repeated(action: Callable[[], object], every_s: float, *, name: str) -> Iterator[None]:
+    """`action` now and every `every_s` seconds from a thread of its own while the body runs."""
+    stop = threading.Event()
+
+    def repeat() -> None:
+        while not stop.wait(every_s):
+            action()
+
+    action()
+    thread = threading.Thread(target=repeat, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def usage_since(
-    mark: UsageMark, *, live_children: bool = False, skip: frozenset[int] = frozenset()
+    mark: UsageMark,
+    *,
+    live_children: bool = False,
+    skip: frozenset[int] = frozenset(),
+    peak_gpu_mib: float | None = None,
 ) -> StepUsage:
     """What was used since `mark`, to the millisecond; with `live_children`, the CPU of the
     children still running counted too (a journal record of an attempt under way), but those
-    of `skip` (processes that were running before the attempt: not its own)."""
+    of `skip` (processes that were running before the attempt: not its own); `peak_gpu_mib`:
+    as a `GpuMemoryPeak` read it."""
     now = UsageMark.now()
     live = live_descendants_cpu_s(skip=skip) if live_children else 0.0
     return StepUsage(
@@ -150,6 +262,7 @@ def usage_since(
         children_cpu_s=round(now.children_cpu_s - mark.children_cpu_s + live, 3),
         peak_rss_mib=_peak_mib(resource.RUSAGE_SELF),
         children_peak_rss_mib=_peak_mib(resource.RUSAGE_CHILDREN),
+        peak_gpu_mib=peak_gpu_mib,
     )
 
 
@@ -186,6 +299,7 @@ class AttemptJournal:
     mark: UsageMark
     # the processes that were running before the attempt began: not its children
     before: frozenset[int] = field(default_factory=live_descendant_pids)
+    gpu_memory: GpuMemoryPeak = field(default_factory=GpuMemoryPeak)
 
     @property
     def path(self) -> Path:
@@ -197,7 +311,12 @@ class AttemptJournal:
             attempt=self.attempt,
             ended=ended,
             recorded_at=round(time.time(), 3),
-            usage=usage_since(self.mark, live_children=ended is None, skip=self.before),
+            usage=usage_since(
+                self.mark,
+                live_children=ended is None,
+                skip=self.before,
+                peak_gpu_mib=self.gpu_memory.read(),
+            ),
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -208,22 +327,12 @@ class AttemptJournal:
     def kept(self, every_s: float) -> Iterator[None]:
         """Record now, every `every_s` seconds while the body runs (from a thread of its own),
         and once more at its end: "completed" or, when it raised, "failed"."""
-        stop = threading.Event()
-
-        def keep() -> None:
-            while not stop.wait(every_s):
-                self.record()
-
-        self.record()
-        thread = threading.Thread(target=keep, name=f"usage {self.attempt}", daemon=True)
-        thread.start()
         ended: Literal["completed", "failed"] = "failed"
         try:
-            yield
+            with _repeated(self.record, every_s, name=f"usage {self.attempt}"):
+                yield
             ended = "completed"
         finally:
-            stop.set()
-            thread.join()
             self.record(ended)
 
 

@@ -50,6 +50,8 @@ __all__ = [
     "generation_work",
     "gpu_seconds",
     "gpus_held",
+    "lean_runs",
+    "peak_gpu_gib",
     "round_costs",
     "run_cost",
     "tokens_trained",
@@ -85,9 +87,15 @@ class RunCost(BaseModel):
         """The runs of Lean the streams show: each verdict not copied from the cache, each
         timeout run again, each infrastructure verdict verified again (retries inside one are
         not counted)."""
-        return (
-            self.verified - self.cached + self.timeouts_rechecked + self.infrastructure_reverified
+        return lean_runs(
+            self.verified, self.cached, self.timeouts_rechecked, self.infrastructure_reverified
         )
+
+
+def lean_runs(verdicts: int, cached: int, rechecked: int, infrastructure_reverified: int) -> int:
+    """The runs of Lean behind a verdict stream: each verdict not copied from the cache, each
+    timeout run again, each infrastructure verdict verified again."""
+    return verdicts - cached + rechecked + infrastructure_reverified
 
 
 def run_cost(files: RunFiles) -> RunCost:
@@ -206,7 +214,7 @@ class StepCost(BaseModel):
     usage: StepUsage | None  # None: its manifest predates `usage`
     earlier: list[AttemptUsage]  # the attempts before the completing one
     gpus: int | None = None
-    peak_gpu_gib: float | None = None  # as torch measured it where the step records it
+    peak_gpu_gib: float | None = None  # see `peak_gpu_gib`
     tokens_trained: int | None = None  # training: the rows' tokens times the epochs
 
     @property
@@ -238,15 +246,25 @@ def gpus_held(manifest: Mapping[str, Any]) -> int | None:
     return len(gpus) if isinstance(gpus, list) else None
 
 
+def peak_gpu_gib(usage: StepUsage | None, counts: Mapping[str, Any]) -> float | None:
+    """A step's peak GPU memory in GiB: the device memory in use on its fullest GPU as its
+    usage read it (every process of the step, vLLM's engines too); else, for a step recorded
+    before that was read, what torch allocated as training counts it; None where neither."""
+    if usage is not None and usage.peak_gpu_mib is not None:
+        return usage.peak_gpu_mib / 1024
+    return counts.get("peak_memory_gib")
+
+
 def _step(step: str, side: Literal["GPU", "Lean", "host"], folder: Path) -> StepCost:
     manifest = read_manifest(folder)
+    usage = recorded_usage(manifest)
     return StepCost(
         step=step,
         side=side,
-        usage=recorded_usage(manifest),
+        usage=usage,
         earlier=recorded_earlier_attempts(manifest),
         gpus=gpus_held(manifest) if side == "GPU" else 0,
-        peak_gpu_gib=(manifest.get("counts") or {}).get("peak_memory_gib"),
+        peak_gpu_gib=peak_gpu_gib(usage, manifest.get("counts") or {}),
     )
 
 
@@ -275,17 +293,22 @@ def round_costs(
         trained = _step(TRAINING_STEP, "GPU", training.checkpoint)
         steps += [
             _step("SFT shards", "host", training.shards),
-            trained.model_copy(update={"tokens_trained": tokens_trained(training)}),
+            trained.model_copy(
+                update={
+                    "tokens_trained": tokens_trained(
+                        training.shards, TrainingResult.read(training.checkpoint).epochs
+                    )
+                }
+            ),
             _step("export", "GPU", training.export),
         ]
     return steps + [step for _, candidate in pairs for step in _run_steps(candidate)]
 
 
-def tokens_trained(training: TrainingFiles) -> int:
-    """The tokens training went through: the SFT rows' (prompt and completion) times the
-    epochs it ran, as the shards' and the checkpoint's manifests record them."""
-    rows = SftShardsResult.read(training.shards).counts.tokens
-    return rows * TrainingResult.read(training.checkpoint).epochs
+def tokens_trained(shards: Path, epochs: int) -> int:
+    """The tokens training went through: the SFT rows' (prompt and completion), as the manifest
+    of the shards in `shards` records them, times the `epochs` it ran."""
+    return SftShardsResult.read(shards).counts.tokens * epochs
 
 
 def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from prover_assets.records import (
     read_records,
 )
 from prover_assets.records.outputs import (
+    JOURNAL_EVERY_S,
     StageResult,
     Step,
     StepInputs,
@@ -355,7 +356,11 @@ def materialize_export(
     step = Step(folder, str(folder), ExportResult, inputs, identity)
     if (reused := step.reused()) is not None:
         return reused
-    with publish_folder(folder) as staging, torch_threads(cpu_threads):
+    with (
+        publish_folder(folder) as staging,
+        torch_threads(cpu_threads),
+        step.gpu_memory.sampled(JOURNAL_EVERY_S),
+    ):
         result = export_merged(
             base_model_dir,
             adapter,
