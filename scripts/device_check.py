@@ -43,6 +43,7 @@ from prover_assets.generation.tiny_model import build_tiny_model
 from prover_assets.records import SftRow
 from prover_assets.records.manifest import package_versions
 from prover_assets.records.outputs import StageResult, Step, StepInputs
+from prover_assets.records.usage import recorded_usage
 from prover_assets.sft.export import export_host_peak_bytes
 from prover_assets.sft.memory import GIB, QWEN3_8B, ModelShape
 from prover_assets.sft.shards import ShardWriter
@@ -283,14 +284,18 @@ def check(
     shards = write_shards(out / "shards", tokens_per_micro_batch, steps * 2)
     memory = planned_memory(spec, base, device)
     phase = time.monotonic()
-    trained = materialize_checkpoint(
+    checkpoint = materialize_checkpoint(
         out / "checkpoint",
         shards_dir=shards,
         base_model_dir=base,
         base_revision="device-check",
         training=spec,
         device=device,
-    ).result
+    )
+    trained = checkpoint.result
+    # nvidia-smi's reading of the step's GPU (records/usage.py): at least torch's peak, which
+    # leaves out the CUDA context and the allocator's cache; None on a CPU box
+    device_peak = recorded_usage(checkpoint.manifest).peak_gpu_mib
     report["training"] = {
         "wall_s": time.monotonic() - phase,
         "optimizer_steps": trained.global_step,
@@ -304,6 +309,7 @@ def check(
         "measured_over_estimated": (
             trained.peak_memory_gib / (memory.peak_bytes / GIB) if trained.peak_memory_gib else None
         ),
+        "peak_gpu_gib_device_reading": device_peak / 1024 if device_peak else None,
         "memory_terms": memory.table(),
     }
     report["export"] = export_report(out, base, shards, spec, device)
