@@ -113,6 +113,55 @@ def dagster_dev(tmp: Path, run_config: dict) -> Iterator[DagsterDev]:
         yield DagsterDev(url, home, config, data, env)
 
 
+def until(condition, what: str, timeout_s: float = 120.0) -> None:
+    """A bound on a hung process, never an expectation of speed."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout_s} s")
+        time.sleep(0.05)
+
+
+def start_pool_run(kind: str, folder: Path, home: Path, executor: str) -> subprocess.Popen:
+    """A one-step run on pool `heavy` (`prover_assets_tests.pool_jobs`: `hold` holds the slot
+    until `folder`/release exists, `wait` waits for it) on the instance of `home`."""
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "prover_assets_tests.pool_jobs", kind, str(folder), executor],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def pool_waiting_steps(home: Path, pool: str = "heavy") -> int:
+    """The steps of the instance of `home` waiting for a slot of `pool`."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        info = instance.event_log_storage.get_concurrency_info(pool)
+    return sum(1 for step in info.pending_steps if step.assigned_timestamp is None)
+
+
+@contextlib.contextmanager
+def dagster_webserver(tmp: Path, config: Path) -> Iterator[str]:
+    """`dagster-webserver` alone (no daemon: nothing here launches) on 127.0.0.1 with a fresh
+    DAGSTER_HOME under `tmp` and the definitions built from the config file `config`; its URL."""
+    from prover_assets_tests.conftest import dagster_home
+
+    home = dagster_home(tmp / "dagster_home")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}
+    port = free_port()
+    command = [BIN / "dagster-webserver", "-h", "127.0.0.1", "-p", str(port)]
+    with process_group(
+        [*command, "-w", "workspace.yaml"], cwd=ROOT, env=env, log_path=tmp / "webserver.log"
+    ) as process:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(url, process)
+        yield url
+
+
 def launch(dev: DagsterDev, job: str, config: Path | None = None) -> subprocess.CompletedProcess:
     """`dagster job launch -w workspace.yaml -j <job> -c <config>` as a user runs it against
     `dev`'s instance (its daemon runs what is queued)."""

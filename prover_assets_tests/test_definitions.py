@@ -116,6 +116,48 @@ def test_placeholders_left_are_named_when_the_definitions_load_and_in_every_job(
         assert "resources.lean.config.settings.local.workspace" in job.description
 
 
+def launchpad_scaffold_of(definitions: dg.Definitions, job: str) -> tuple[dict, list[str]]:
+    """What the Launchpad scaffolds for `job` (its schema's defaults, as `rootDefaultYaml`
+    assembles them) and what Dagster's validation says of it before launch."""
+    from dagster._config import validate_config
+    from dagster._core.snap.snap_to_yaml import default_values_yaml_from_type_snap
+
+    job_def = definitions.resolve_job_def(job)
+    snapshot = job_def.get_job_snapshot().config_schema_snapshot
+    root = job_def.run_config_schema.config_type
+    scaffold = yaml.safe_load(
+        default_values_yaml_from_type_snap(snapshot, snapshot.get_config_snap(root.key))
+    )
+    checked = validate_config(root, scaffold)
+    return scaffold, [] if checked.success else [e.message for e in checked.errors]
+
+
+def test_the_launchpad_marks_each_placeholder_as_a_missing_entry_before_launch():
+    from prover_assets.config import placeholders
+
+    definitions = build_definitions(CONFIGS / "p2.yaml")
+    scaffold, errors = launchpad_scaffold_of(definitions, "baseline")
+    assert placeholders(scaffold) == []
+    assert sorted(e.split(". ")[0] for e in errors) == [
+        'Missing required config entry "data_root" at path root:resources:experiment:config:spec',
+        'Missing required config entry "path" at path root:resources:experiment:config:spec:model',
+        'Missing required config entry "shards" at path root:resources:experiment:config:spec:pool',
+        'Missing required config entry "workspace" at path root:resources:lean:config:settings:local',
+    ]
+    # the rest of the registered config is scaffolded as shipped
+    assert scaffold["resources"]["experiment"]["config"]["spec"]["pool"]["size"] == 2000
+
+
+def test_the_preflight_scaffolds_the_placeholders_that_it_names_as_its_first_failed_check():
+    from prover_assets.config import placeholders
+
+    definitions = build_definitions(CONFIGS / "p2.yaml")
+    scaffold, errors = launchpad_scaffold_of(definitions, "preflight")
+    assert errors == []
+    shipped = yaml.safe_load((CONFIGS / "p2.yaml").read_text())
+    assert sorted(placeholders(scaffold)) == sorted(placeholders(shipped))
+
+
 def test_a_launch_in_process_with_a_placeholder_fails_before_any_step_naming_it(tmp_path):
     raw = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
     raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(tmp_path / "data")

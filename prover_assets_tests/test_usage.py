@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from prover_assets.records import usage
 from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.records.usage import (
     AttemptJournal,
@@ -219,6 +220,7 @@ KILLED_ATTEMPT = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
+from prover_assets.records import usage
 from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.verify.stages import StatementAuditResult
 from prover_assets_tests.conftest import ROOT
@@ -326,6 +328,9 @@ if [ "$*" != "--query-gpu=index,uuid,memory.used --format=csv,noheader,nounits" 
     echo "Field \\"$1\\" is not a valid field to query." >&2
     exit 2
 fi
+if [ -f "$(dirname "$0")/hang" ]; then
+    exec sleep 60
+fi
 if [ -f "$(dirname "$0")/no-driver" ]; then
     echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     exit 9
@@ -349,6 +354,9 @@ class FakeGpus:
 
     def lose_the_driver(self) -> None:
         (self.folder / "no-driver").touch()
+
+    def hang(self) -> None:
+        (self.folder / "hang").touch()
 
 
 @pytest.fixture
@@ -391,7 +399,9 @@ def test_a_reading_that_is_not_a_number_is_none_and_said_once(gpus, caplog):
 def test_the_gpu_peak_is_the_fullest_visible_gpus_highest_reading(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     peak = GpuMemoryPeak()  # the GPUs CUDA_VISIBLE_DEVICES names, as a step's process sees
-    gpus.set(500, 700, 90000)  # GPU 2 is not the step's
+    gpus.set(0, 0, 90000)  # GPU 2 is not the step's; an idle GPU reads 0 MiB
+    assert peak.read() == 0
+    gpus.set(500, 700, 90000)
     assert peak.read() == 700
     gpus.set(1500, 100, 90000)
     assert peak.read() == 1500
@@ -440,3 +450,18 @@ def test_a_step_cuda_may_not_use_any_gpu_reads_none(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CUDA's way of saying: no GPU
     gpus.set(100, 200)
     assert GpuMemoryPeak().read() is None
+
+
+def test_a_hung_nvidia_smi_is_given_up_on_and_said(gpus, caplog, monkeypatch):
+    monkeypatch.setattr(usage, "NVIDIA_SMI_TIMEOUT_S", 0.5)
+    gpus.hang()
+    assert gpu_memory_used_mib(None) is None
+    assert "timed out after 0.5 seconds" in caplog.text
+
+
+def test_an_nvidia_smi_that_cannot_be_run_reads_none_and_says_why(gpus, caplog):
+    tool = gpus.folder / "nvidia-smi"
+    tool.write_text("#!/nonexistent/sh\n")  # on PATH, executable, its interpreter gone
+    gpus.set(100)
+    assert gpu_memory_used_mib(None) is None
+    assert "No such file or directory" in caplog.text

@@ -154,6 +154,7 @@ NVIDIA_SMI_MEMORY = (
     "--query-gpu=index,uuid,memory.used",
     "--format=csv,noheader,nounits",
 )
+NVIDIA_SMI_TIMEOUT_S = 30.0  # it answers in well under a second; a hung driver must not hang us
 
 
 def _visible_gpus(environ: Mapping[str, str]) -> frozenset[str] | None:
@@ -173,7 +174,9 @@ def gpu_memory_used_mib(visible: frozenset[str] | None) -> dict[str, float] | No
     if shutil.which(NVIDIA_SMI_MEMORY[0]) is None:
         return None
     try:
-        answer = subprocess.run(NVIDIA_SMI_MEMORY, capture_output=True, text=True, timeout=30)
+        answer = subprocess.run(
+            NVIDIA_SMI_MEMORY, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         _unread(str(exc))
         return None

@@ -46,7 +46,7 @@ from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.gates import refusal_message
 from prover_assets.records.manifest import mark_data_root
 from prover_assets.records.outputs import verified_outputs
-from prover_assets.resources.typed_config import dagster_config
+from prover_assets.resources.typed_config import dagster_config, placeholders_required
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.cache import VERDICT_CACHE_DIR, VerdictCache
 from prover_assets.verify.history import COST_HISTORY_DIR, CostHistory
@@ -350,13 +350,17 @@ def launch_validation(resources: dict[str, dg.ConfigurableResource], job: str) -
     error, at once, before any step starts; a heavy job also needs a passing preflight for this
     config, pins and code (or `preflight_override`). The preflight job itself takes
     placeholders: it names them as its first failed check. The schema is the resources' own,
-    with defaults."""
+    with defaults; every job but the preflight has each placeholder as a required value without
+    a default (`placeholders_required`), which the Launchpad marks as missing before launch."""
+
+    def config_of(resource: dg.ConfigurableResource) -> dg.Field:
+        field = resource.get_resource_definition().config_schema.as_field()
+        return field if job == PREFLIGHT_JOB else placeholders_required(field)
+
     schema = {
         "resources": dg.Field(
             {
-                name: dg.Field(
-                    {"config": resource.get_resource_definition().config_schema.as_field()}
-                )
+                name: dg.Field({"config": config_of(resource)})
                 for name, resource in resources.items()
             }
         )

@@ -6,6 +6,11 @@ become nested config classes, optional fields keep their defaults (a null the La
 the default), a discriminated union becomes a selector (`{local: {...}}`). Value constraints
 (ranges, patterns, cross-field rules) stay with the domain model, which validates the values
 once per run; Dagster checks keys, types and required fields before launch.
+
+`placeholders_required(field)` takes a resource's config field, its values the defaults, and
+leaves each value still a `REPLACE_ME` placeholder without a default and required: Dagster's own
+validation, the Launchpad's as the config is typed, then marks each one as a missing entry at
+its path before any launch (a placeholder is a string, which no Dagster type refuses).
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import types
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import dagster as dg
+from dagster._config.config_type import ConfigType, ConfigTypeKind
 from pydantic import BaseModel, Field, create_model
 
-__all__ = ["dagster_config"]
+from prover_assets.config import placeholders
+
+__all__ = ["dagster_config", "placeholders_required"]
 
 
 def _without_constraints(annotation: Any) -> Any:
@@ -78,3 +86,51 @@ def dagster_config(model: type[BaseModel]) -> type[dg.Config]:
     return create_model(
         f"{model.__name__}Config", __base__=dg.Config, __doc__=model.__doc__, **fields
     )
+
+
+def placeholders_required(field: dg.Field) -> dg.Field:
+    """`field` (a resource's config, its values the defaults) with every value that is still a
+    placeholder, or holds one (a list of pool shards), required and without a default; every
+    other value stays the default, so the Launchpad scaffolds all but those. A selector whose
+    chosen member holds a placeholder offers that member alone until it is filled in: Dagster
+    scaffolds a selector without a default with every member at once, which is no config."""
+    if not field.default_provided or not placeholders(field.default_value):
+        return field
+    return _required_where_placeholder(field.config_type, field.default_value, field.description)
+
+
+def _required_where_placeholder(
+    config_type: ConfigType, default: Any, description: str | None
+) -> dg.Field:
+    if not placeholders(default):
+        return dg.Field(
+            config_type, default_value=default, is_required=False, description=description
+        )
+    kind = config_type.kind
+    if kind is ConfigTypeKind.NONEABLE:
+        inner = _required_where_placeholder(config_type.inner_type, default, description)
+        return dg.Field(dg.Noneable(inner.config_type), is_required=True, description=description)
+    if kind in _SHAPES and isinstance(default, dict):
+        fields = {
+            name: (
+                _required_where_placeholder(child.config_type, default[name], child.description)
+                if name in default
+                else child
+            )
+            for name, child in config_type.fields.items()
+            if name in default or kind is not ConfigTypeKind.SELECTOR
+        }
+        return dg.Field(_SHAPES[kind](config_type, fields), description=description)
+    return dg.Field(config_type, is_required=True, description=description)
+
+
+# Each kind of config type with fields, rebuilt with new fields as it was built.
+_SHAPES = {
+    ConfigTypeKind.STRICT_SHAPE: lambda old, fields: dg.Shape(
+        fields, description=old.description, field_aliases=old.field_aliases
+    ),
+    ConfigTypeKind.PERMISSIVE_SHAPE: lambda old, fields: dg.Permissive(
+        fields, description=old.description
+    ),
+    ConfigTypeKind.SELECTOR: lambda old, fields: dg.Selector(fields, description=old.description),
+}
