@@ -90,7 +90,8 @@ def test_completion_tokens_are_clipped_at_the_cap():
 
 def test_unmeasured_inputs_are_priors_with_low_below_high_at_every_step():
     table = eta_table(PLAN, {})
-    assert {i["source"] for i in table["inputs"].values()} == {"prior"}
+    # every one a prior, some as the plan can use them ("prior (at most the largest cap, 100)")
+    assert {i["source"].split(" (")[0] for i in table["inputs"].values()} == {"prior"}
     for step in table["steps"]:
         assert step["low"] < step["central"] < step["high"], step
 
@@ -99,7 +100,7 @@ def test_one_measured_input_has_no_spread_while_the_rest_keep_theirs():
     table = eta_table(PLAN, {"tokens_per_s": 10.0})
     rate = table["inputs"]["tokens_per_s"]
     assert (rate["low"], rate["central"], rate["high"], rate["source"]) == (10, 10, 10, "measured")
-    assert table["inputs"]["mean_completion_tokens"]["source"] == "prior"
+    assert table["inputs"]["mean_completion_tokens"]["source"].startswith("prior")
 
 
 def generation_result(generated_now: int, mean_tokens: float | None, rate: float, no_code: int):
@@ -336,7 +337,7 @@ def test_a_preflight_figure_replaces_a_prior_and_a_measurement_replaces_it():
     assert (rate["low"], rate["central"], rate["high"], rate["source"]) == (10, 10, 10, "preflight")
     assert table["inputs"]["sft_tokens_per_s"]["central"] == 5.0
     assert table["inputs"]["sft_tokens_per_s"]["source"] == "measured"
-    assert table["inputs"]["mean_completion_tokens"]["source"] == "prior"
+    assert table["inputs"]["mean_completion_tokens"]["source"].startswith("prior")
 
 
 def test_the_eta_asset_takes_the_latest_preflights_rates_labelled_as_such(demo_defs):
@@ -365,6 +366,19 @@ def test_the_priors_of_another_box_are_scaled_to_the_plans_engines_and_workers()
     assert inputs["verify_s_per_code_sample"]["source"] == "prior (8 workers, scaled to 16)"
     assert inputs["tokens_per_s"]["central"] == pytest.approx(3000.0 * 4)
     assert inputs["tokens_per_s"]["source"] == "prior (one engine, scaled to 4)"
+
+
+def test_the_completion_length_prior_is_at_most_the_plans_largest_cap():
+    # Prior: 4,000 / 8,000 / 12,000 tokens. PLAN's caps are 100: all three at most 100.
+    inputs = eta_table(PLAN, {})["inputs"]
+    completion = inputs["mean_completion_tokens"]
+    assert (completion["low"], completion["central"], completion["high"]) == (100, 100, 100)
+    assert completion["source"] == "prior (at most the largest cap, 100)"
+    # the largest cap, 40,960, holds all three: the prior as it is
+    plan = RoundPlan(**{**PLAN.__dict__, "eval_caps": {"minif2f": (40960,)}, "pool_cap": 6000})
+    wide = eta_table(plan, {})["inputs"]["mean_completion_tokens"]
+    assert (wide["low"], wide["central"], wide["high"]) == (4000, 8000, 12000)
+    assert wide["source"] == "prior"
 
 
 def test_measured_rates_are_the_configured_boxs_own_and_never_scaled():

@@ -246,7 +246,10 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         checkpoint=step(
             tmp_path / "c", "adapter.bin", trained.model_dump(mode="json"), usage(600.0)
         ).parent,
-        export=step(tmp_path / "e", "model.bin", {}, usage(60.0)).parent,
+        # the export's GPU as nvidia-smi read it while the merge ran: 20,480 MiB
+        export=step(
+            tmp_path / "e", "model.bin", {}, {**usage(60.0), "peak_gpu_mib": 20480.0}
+        ).parent,
     )
     steps = round_costs(
         [(pair_run("baseline", 10.0), pair_run("candidate", 20.0))], [pool, correction], training
@@ -277,6 +280,7 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         "not recorded; GPU 37.5 GiB | none |" in section
     )
     assert "SFT training: 17,916 tokens trained" in section  # 5,972 x 3
+    assert "not recorded; GPU 20.0 GiB" in section.split("| export |")[1].splitlines()[0]
     assert "round_time.png" in section
 
 

@@ -280,6 +280,14 @@ def _scaled_priors(inputs: dict[str, Range], plan: RoundPlan) -> dict[str, Range
     for name, (factor, said) in scales.items():
         if inputs[name].source == "prior" and factor != 1:
             scaled[name] = Range(*(v * factor for v in inputs[name].values()), f"prior ({said})")
+    # A completion is never longer than the plan's largest cap (the demo's 256 against the
+    # prior's 8,000): the prior as the plan can use it.
+    cap = max(plan.pool_cap, *(c for caps in plan.eval_caps.values() for c in caps))
+    completion = inputs["mean_completion_tokens"]
+    if completion.source == "prior" and completion.high > cap:
+        scaled["mean_completion_tokens"] = Range(
+            *(min(v, cap) for v in completion.values()), f"prior (at most the largest cap, {cap})"
+        )
     return scaled
 
 
