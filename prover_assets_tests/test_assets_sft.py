@@ -1,4 +1,5 @@
-"""Which data and which model an iteration's training reads, by the iteration settings."""
+"""Which data and which model an iteration's training reads, by the iteration settings, as the
+SFT assets resolve `prover_assets.iteration`'s rules (the rules alone: test_iteration.py)."""
 
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 from prover_assets.assets.keys import EXPORTED_MODEL, training_runs
 from prover_assets.assets.sft import sft_rounds, training_start
 from prover_assets.config import load_run_config
+from prover_assets.iteration import OutputRef
 from prover_assets_tests.conftest import CONFIGS
 
 SPEC = load_run_config(CONFIGS / "demo-iterations.yaml").experiment
@@ -17,10 +19,10 @@ def with_iteration(**settings):
 
 
 class Files:
-    """The experiment resource's `complete_file`, naming each file by its key and partition."""
+    """The experiment resource's `resolve`, naming each file by its key and partition."""
 
-    def complete_file(self, key, name, partition=None) -> Path:
-        return Path(*key.path, f"iteration-{partition}", name)
+    def resolve(self, ref) -> Path:
+        return Path(*ref.asset, f"iteration-{ref.partition}", ref.file)
 
 
 def iterations_read(spec, partition) -> list[tuple[str, str]]:
@@ -48,5 +50,5 @@ def test_training_starts_from_the_base_or_from_the_same_seeds_export_of_the_iter
     assert training_start(with_iteration(start="base"), run, "2") is None
     previous = with_iteration(start="previous")
     assert training_start(previous, run, "1") is None  # the first iteration: the base
-    assert training_start(previous, run, "3") == (run.export, "2")
+    assert training_start(previous, run, "3") == OutputRef(tuple(run.export.path), "2")
     assert (run.export == EXPORTED_MODEL) == (seed_index == 0)

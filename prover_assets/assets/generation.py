@@ -11,18 +11,15 @@ from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
     DEMO_BASE_MODEL,
-    EXPORTED_MODEL,
     POOL_ROUND_GROUP,
     TRAIN_POOL,
     Schedule,
     eval_set_key,
     generations_key,
     iteration_partitions,
-    iterations_before,
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
-    previous_iteration,
     training_runs,
     verdicts_key,
 )
@@ -44,6 +41,12 @@ from prover_assets.generation.stages import (
     round0_samples,
     sampling_settings,
 )
+from prover_assets.iteration import (
+    OutputRef,
+    pool_model,
+    pool_round_refs,
+    solved_before_refs,
+)
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 from prover_assets.verify.stages import (
@@ -56,14 +59,12 @@ from prover_assets.verify.stages import (
 )
 
 __all__ = [
-    "Trained",
-    "earlier_pool_rounds",
     "evaluated_systems",
     "generation_assets",
     "model_deps",
     "model_for",
-    "pool_model",
     "pool_rounds",
+    "resolved",
 ]
 
 RETRY = dg.RetryPolicy(max_retries=2, delay=30)
@@ -76,7 +77,6 @@ class GenerationConfig(dg.Config):
 
 
 # An SFT export and its iteration partition: the model a candidate (or a later iteration) uses.
-Trained = tuple[dg.AssetKey, str | None]
 
 
 def model_deps(spec: ExperimentSpec, export: dg.AssetKey | None = None) -> list[dg.AssetKey]:
@@ -87,22 +87,13 @@ def model_deps(spec: ExperimentSpec, export: dg.AssetKey | None = None) -> list[
     return [DEMO_BASE_MODEL] if spec.model.source == "demo_tiny" else []
 
 
-def pool_model(partition: str | None) -> Trained | None:
-    """The model that samples the train pool in iteration `partition`: the baseline in the
-    first, then the registered seed's export of the iteration before. Not a graph edge: the
-    export depends on this iteration's pool rounds, so the edge to the one before would be a
-    cycle; the export's manifest is checked when it is read instead."""
-    previous = previous_iteration(partition)
-    return None if previous is None else (EXPORTED_MODEL, previous)
-
-
 def model_for(
-    spec: ExperimentSpec, experiment: ExperimentResource, trained: Trained | None
+    spec: ExperimentSpec, experiment: ExperimentResource, trained: OutputRef | None
 ) -> tuple[Path, str]:
     """The model folder and its revision: an SFT export (`trained`), else the base model: the
     hub snapshot, or the demo's tiny model."""
     if trained is not None:
-        folder = experiment.complete_folder(*trained) / MODEL_DIR
+        folder = experiment.resolve(trained) / MODEL_DIR
         return folder, model_revision(folder)
     if spec.model.source == "demo_tiny":
         folder = experiment.complete_folder(DEMO_BASE_MODEL) / MODEL_DIR
@@ -172,7 +163,7 @@ def _generation_asset(
     key: dg.AssetKey,
     *,
     built: ExperimentSpec,
-    model: Callable[[str | None], Trained | None],
+    model: Callable[[str | None], OutputRef | None],
     group: str,
     deps: list[dg.AssetKey],
     description: str,
@@ -320,7 +311,9 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[d
                     _generation_asset(
                         generations_key(eval_set, system, cap),
                         built=built,
-                        model=lambda partition, e=export: None if e is None else (e, partition),
+                        model=lambda partition, e=export: (
+                            None if e is None else OutputRef(tuple(e.path), partition)
+                        ),
                         group=BASELINE if export is None else CANDIDATE,
                         deps=deps,
                         samples=samples,
@@ -353,9 +346,7 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
             spec.generation.n_samples,
             spec.sft.cap,
             allow_empty=spec.pool.allow_empty,
-            solved_before=earlier_pool_rounds(spec, experiment, partition)
-            if spec.iteration.problems == "unsolved"
-            else (),
+            solved_before=resolved(experiment, solved_before_refs(spec, partition)),
         )
 
     iterations = (
@@ -422,21 +413,12 @@ def pool_rounds(
 ) -> list[tuple[Path, Path]]:
     """The (generations, verdicts) files of every pool round of iteration `partition`, each
     re-hashed against its manifest."""
-    return [
-        (
-            experiment.complete_file(pool_generations_key(r), GENERATIONS_FILE, partition),
-            experiment.complete_file(pool_verdicts_key(r), VERDICTS_FILE, partition),
-        )
-        for r in range(spec.corrections.rounds + 1)
-    ]
+    return resolved(experiment, pool_round_refs(spec, partition))
 
 
-def earlier_pool_rounds(
-    spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
+def resolved(
+    experiment: ExperimentResource, pairs: list[tuple[OutputRef, OutputRef]]
 ) -> list[tuple[Path, Path]]:
-    """The pool rounds of every iteration before `partition` (none for the first)."""
-    return [
-        files
-        for earlier in iterations_before(partition)
-        for files in pool_rounds(spec, experiment, earlier)
-    ]
+    """The files of each (generations, verdicts) pair a rule of `prover_assets.iteration`
+    names, re-hashed against their manifests."""
+    return [(experiment.resolve(g), experiment.resolve(v)) for g, v in pairs]

@@ -4,6 +4,13 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from prover_assets.iteration import (
+    EXPORTED_MODEL_PATH,
+    OutputRef,
+    pool_generations_path,
+    pool_verdicts_path,
+)
+
 __all__ = [
     "BASELINE",
     "CANDIDATE",
@@ -33,14 +40,11 @@ __all__ = [
     "TrainingRun",
     "eval_set_key",
     "generations_key",
-    "iteration_number",
-    "iteration_partition",
     "iteration_partitions",
-    "iterations_before",
+    "key_of",
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
-    "previous_iteration",
     "schedule_of",
     "statement_audit_key",
     "training_runs",
@@ -89,7 +93,7 @@ TRAIN_POOL = dg.AssetKey(["train_pool"])
 DEMO_BASE_MODEL = dg.AssetKey(["demo_base_model"])
 SFT_SHARDS = dg.AssetKey(["sft_shards"])
 SFT_CHECKPOINT = dg.AssetKey(["sft_checkpoint"])
-EXPORTED_MODEL = dg.AssetKey(["exported_model"])
+EXPORTED_MODEL = dg.AssetKey(list(EXPORTED_MODEL_PATH))
 DECONTAMINATION_KEY = dg.AssetKey(["decontamination_sets"])
 POOL_CANDIDATES_KEY = dg.AssetKey(["train_pool_candidates"])
 REPORT_KEY = dg.AssetKey(["eval_report"])
@@ -123,12 +127,17 @@ def verdicts_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
 def pool_generations_key(round: int) -> dg.AssetKey:
     """The key of the train pool's generations of correction round `round` (0: the first
     samples)."""
-    return dg.AssetKey(["generations", "pool", f"r{round}"])
+    return dg.AssetKey(list(pool_generations_path(round)))
 
 
 def pool_verdicts_key(round: int) -> dg.AssetKey:
     """The key of the train pool's verdicts of correction round `round`."""
-    return dg.AssetKey(["verdicts", "pool", f"r{round}"])
+    return dg.AssetKey(list(pool_verdicts_path(round)))
+
+
+def key_of(ref: OutputRef) -> dg.AssetKey:
+    """The asset key of an output a rule of `prover_assets.iteration` names."""
+    return dg.AssetKey(list(ref.asset))
 
 
 def node_kinds(key: dg.AssetKey, *formats: str) -> set[str]:
@@ -148,29 +157,6 @@ def iteration_partitions(iterations: int) -> dg.StaticPartitionsDefinition | Non
     if iterations == 1:
         return None
     return dg.StaticPartitionsDefinition([str(i) for i in range(1, iterations + 1)])
-
-
-def iteration_number(partition: str | None) -> int:
-    """The iteration a per-iteration asset's partition is (None: the one iteration)."""
-    return 1 if partition is None else int(partition)
-
-
-def iteration_partition(iterations: int, number: int) -> str | None:
-    """The partition of iteration `number` in a graph of `iterations` (None: the one
-    iteration's assets are unpartitioned)."""
-    return str(number) if iterations > 1 else None
-
-
-def iterations_before(partition: str | None) -> list[str]:
-    """The partitions of every iteration before `partition`, first to last."""
-    return [str(i) for i in range(1, iteration_number(partition))]
-
-
-def previous_iteration(partition: str | None) -> str | None:
-    """The partition of the iteration before `partition`; None for the first (whose model is
-    the baseline)."""
-    number = iteration_number(partition)
-    return None if number == 1 else str(number - 1)
 
 
 @dataclass(frozen=True)

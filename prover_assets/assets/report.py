@@ -20,7 +20,6 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     eval_set_key,
     generations_key,
-    iteration_partition,
     pool_verdicts_key,
     statement_audit_key,
     training_runs,
@@ -30,6 +29,7 @@ from prover_assets.assets.metadata import OUTPUT_DIR, latest_materialization
 from prover_assets.assets.sft import sft_rounds
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.iteration import iteration_partition
 from prover_assets.preflight import HEAVY_JOBS
 from prover_assets.problems.defects import known_defects_of
 from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.assets.generation import RETRY, Trained, model_deps, model_for, pool_rounds
+from prover_assets import iteration
+from prover_assets.assets.generation import RETRY, model_deps, model_for, resolved
 from prover_assets.assets.keys import (
     DECONTAMINATION_KEY,
     SFT_GROUP,
@@ -14,10 +15,8 @@ from prover_assets.assets.keys import (
     Schedule,
     TrainingRun,
     iteration_partitions,
-    iterations_before,
     pool_generations_key,
     pool_verdicts_key,
-    previous_iteration,
     training_runs,
 )
 from prover_assets.assets.metadata import (
@@ -29,6 +28,7 @@ from prover_assets.assets.metadata import (
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
+from prover_assets.iteration import OutputRef, sft_round_refs
 from prover_assets.problems.stages import SETS_FILE
 from prover_assets.report.cost import tokens_trained
 from prover_assets.report.markdown import png_image
@@ -47,32 +47,18 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE
 __all__ = ["sft_assets"]
 
 
-def sft_iterations(spec: ExperimentSpec, partition: str | None) -> list[str | None]:
-    """The iterations whose pool rounds' accepted proofs are iteration `partition`'s SFT data:
-    its own, or (`iteration.sft_data: cumulative`) every iteration's so far."""
-    if spec.iteration.sft_data == "iteration":
-        return [partition]
-    return [*iterations_before(partition), partition]
-
-
 def sft_rounds(
     spec: ExperimentSpec, experiment: ExperimentResource, partition: str | None
 ) -> list[tuple[Path, Path]]:
     """The pool rounds (files) of iteration `partition`'s SFT data."""
-    return [
-        files
-        for iteration in sft_iterations(spec, partition)
-        for files in pool_rounds(spec, experiment, iteration)
-    ]
+    return resolved(experiment, sft_round_refs(spec, partition))
 
 
-def training_start(spec: ExperimentSpec, run: TrainingRun, partition: str | None) -> Trained | None:
-    """The model iteration `partition`'s LoRA of `run` trains on: the base model, or
-    (`iteration.start: previous`) the same seed's export of the iteration before."""
-    previous = previous_iteration(partition)
-    if spec.iteration.start == "base" or previous is None:
-        return None
-    return (run.export, previous)
+def training_start(
+    spec: ExperimentSpec, run: TrainingRun, partition: str | None
+) -> OutputRef | None:
+    """The model iteration `partition`'s LoRA of `run` trains on (`iteration.training_start`)."""
+    return iteration.training_start(spec, tuple(run.export.path), partition)
 
 
 def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:

@@ -12,13 +12,12 @@ from prover_assets.assets.keys import (
     eval_set_key,
     generations_key,
     iteration_partitions,
-    iterations_before,
     pool_generations_key,
     pool_verdicts_key,
     verdicts_key,
 )
 from prover_assets.assets.metadata import partition_of
-from prover_assets.checks import complete_file, result_of, to_result
+from prover_assets.checks import complete_file, resolve, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
 from prover_assets.generation.runner import GenerationBatchResult
@@ -28,6 +27,7 @@ from prover_assets.generation.validity import (
     check_rows_valid,
     check_samples_per_problem,
 )
+from prover_assets.iteration import solved_before_refs
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.records import (
     Generation,
@@ -58,18 +58,9 @@ def _earlier_pool_rounds(
     context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
 ) -> list[tuple[Path, Path]]:
     """The pool rounds of the iterations before the check's whose solved problems round 0
-    leaves out (none unless `iteration.problems` is unsolved), each re-hashed."""
-    spec = experiment.model()
-    if spec.iteration.problems != "unsolved":
-        return []
-    return [
-        (
-            complete_file(context, pool_generations_key(r), GENERATIONS_FILE, i),
-            complete_file(context, pool_verdicts_key(r), VERDICTS_FILE, i),
-        )
-        for i in iterations_before(partition_of(context))
-        for r in range(spec.corrections.rounds + 1)
-    ]
+    leaves out (`iteration.solved_before_refs`), each re-hashed."""
+    refs = solved_before_refs(experiment.model(), partition_of(context))
+    return [(resolve(context, g), resolve(context, v)) for g, v in refs]
 
 
 def _generation_checks(

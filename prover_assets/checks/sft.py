@@ -15,10 +15,9 @@ from prover_assets.assets.keys import (
     training_runs,
 )
 from prover_assets.assets.metadata import output_dir, partition_of
-from prover_assets.assets.sft import sft_iterations
-from prover_assets.checks import complete_file, complete_folder, to_result
+from prover_assets.checks import complete_file, complete_folder, resolve, to_result
 from prover_assets.config import ExperimentSpec
-from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.iteration import sft_round_refs
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
 from prover_assets.resources import ExperimentResource
@@ -42,12 +41,8 @@ def _sft_generation_files(
 ) -> list[Path]:
     """The pool generations an iteration's SFT data comes from (its own, or with
     `iteration.sft_data: cumulative` every iteration's so far), each re-hashed."""
-    spec = experiment.model()
-    return [
-        complete_file(context, pool_generations_key(r), GENERATIONS_FILE, iteration)
-        for iteration in sft_iterations(spec, partition_of(context))
-        for r in range(spec.corrections.rounds + 1)
-    ]
+    refs = sft_round_refs(experiment.model(), partition_of(context))
+    return [resolve(context, generations) for generations, _ in refs]
 
 
 def sft_checks(built: ExperimentSpec) -> list:

@@ -40,6 +40,7 @@ from prover_assets.config import (
 from prover_assets.cpu_threads import CpuThreads
 from prover_assets.cpu_threads import cpu_threads as threads_of_config
 from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
+from prover_assets.iteration import OutputRef
 from prover_assets.jobs import jobs_making, unmaterialized_message
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
 from prover_assets.records import MANIFEST_NAME
@@ -156,6 +157,14 @@ class ExperimentResource(dg.ConfigurableResource):
         verified_outputs(folder)
         self._require_gates(folder)
         return folder
+
+    def resolve(self, ref: OutputRef) -> Path:
+        """The output a rule of `prover_assets.iteration` names: its file (`complete_file`) or
+        its folder (`complete_folder`)."""
+        key = dg.AssetKey(list(ref.asset))
+        if ref.file is None:
+            return self.complete_folder(key, ref.partition)
+        return self.complete_file(key, ref.file, ref.partition)
 
     def _materialized_dir(self, key: dg.AssetKey, partition: str | None) -> Path:
         """`key`'s folder, or the step fails saying which job makes it: a job launched before
