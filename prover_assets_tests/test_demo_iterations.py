@@ -85,6 +85,9 @@ def finished(tmp_path_factory):
     folder = Path(report.asset_materialization.metadata["output_dir"].value)
     return {
         "data": data,
+        "tmp": tmp,
+        "home": home,
+        "raw": raw,
         "before_kill": before_kill,
         "summary": json.loads((folder / "summary.json").read_text()),
         "report": (folder / "report.md").read_text(),
@@ -184,3 +187,41 @@ def test_the_report_shows_the_seed_spread_and_the_expert_iteration_curve(finishe
     assert 0 < curve[2]["pool_samples"] < curve[1]["pool_samples"]  # only the unsolved
     assert "## Expert iterations and training seeds" in finished["report"]
     assert "SIMULATED" in finished["report"]
+
+
+def test_a_round_0_is_judged_by_what_it_was_made_from_not_by_the_config_now(finished):
+    """Iteration 2's round 0 sampled the problems iteration 1 left unsolved; its check, run
+    after the config turned to `problems: all`, judges it by the rounds its manifest says it
+    left out (before: by the config now, which would want every problem)."""
+    from prover_assets.definitions import build_definitions
+
+    raw = json.loads(json.dumps(finished["raw"]))
+    raw["resources"]["experiment"]["config"]["spec"]["iteration"]["problems"] = "all"
+    changed = finished["tmp"] / "changed.yaml"
+    changed.write_text(yaml.safe_dump(raw))
+    definitions = build_definitions(changed)
+    check = dg.AssetCheckKey(dg.AssetKey(["generations", "pool", "r0"]), "samples_per_problem")
+    # the check alone, of the job that makes its asset, as the asset page's "Execute" runs it
+    raw["resources"]["experiment"]["config"]["preflight_override"] = "a check alone, no GPU"
+    job = definitions.resolve_job_def("pool_round").get_subset(
+        asset_selection=set(), asset_check_selection={check}
+    )
+    with dg.DagsterInstance.from_config(str(finished["home"])) as instance:
+        judged = job.execute_in_process(
+            run_config=raw, instance=instance, partition_key="2", raise_on_error=False
+        )
+    (evaluation,) = judged.get_asset_check_evaluations()
+    assert evaluation.passed, evaluation.description
+    manifest = json.loads(
+        (finished["data"] / "generations/pool/r0/iteration-2/manifest.json").read_text()
+    )
+    # fewer problems than the pool's: with `problems: all` the check would have wanted them all
+    pool = (finished["data"] / "train_pool/train_pool.jsonl").read_text().splitlines()
+    assert 0 < manifest["counts"]["plan"]["problems"] < len(pool)
+    # the step left out iteration 1's two rounds (r0 and its correction round)
+    assert sorted(n for n in manifest["input_digests"] if n.startswith("solved_before")) == [
+        "solved_before_0_generations",
+        "solved_before_0_verdicts",
+        "solved_before_1_generations",
+        "solved_before_1_verdicts",
+    ]

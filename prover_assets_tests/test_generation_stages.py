@@ -97,6 +97,21 @@ def test_a_later_iterations_round_0_leaves_out_every_problem_an_earlier_round_so
     assert (everything.plan.problems, set(everything.inputs)) == (4, {"problems"})
 
 
+def test_the_rounds_a_round_0_left_out_are_read_back_from_its_inputs_in_their_order(tmp_path):
+    from prover_assets.generation.stages import recorded_solved_before, round0_samples
+    from prover_assets.records import publish_records
+
+    publish_records(tmp_path / "problems.jsonl", [make_problem("p1")])
+    # 11 earlier rounds: their names sort out of order ("solved_before_10_..." before "_2_")
+    rounds = [(tmp_path / f"g{i}.jsonl", tmp_path / f"v{i}.jsonl") for i in range(11)]
+    for generations, verdicts in rounds:
+        publish_records(generations, [])
+        publish_records(verdicts, [])
+    samples = round0_samples(tmp_path / "problems.jsonl", 1, 64, solved_before=rounds)
+    assert recorded_solved_before(samples.inputs) == rounds
+    assert recorded_solved_before({"problems": tmp_path / "problems.jsonl"}) == []
+
+
 def registered_spec(model_path: Path, revision: str):
     """The registered experiment's spec with its model at `model_path`, `revision` declared."""
     raw = yaml.safe_load((CONFIGS / "p2.yaml").read_text())

@@ -9,7 +9,13 @@ import pytest
 
 from prover_assets.assets.metadata import result_metadata, step_materialization
 from prover_assets.records import MANIFEST_NAME
-from prover_assets.records.outputs import StageResult, Step, StepInputs
+from prover_assets.records.outputs import (
+    ChecksumError,
+    StageResult,
+    Step,
+    StepInputs,
+    verified_inputs,
+)
 
 FULL_SHA = "ab" * 32
 
@@ -127,3 +133,43 @@ def test_inputs_are_hashed_once_and_the_manifest_records_their_digests(tmp_path,
     assert calls == []  # the manifest took the digest the step computed
     assert manifest["input_digests"] == {"source": inputs.digests["source"]}
     assert manifest["inputs"][0]["sha256"] == inputs.digests["source"]
+
+
+def finished_with_inputs(tmp_path, contents: dict[str, bytes]):
+    """A step in `out/` made from files of `contents` (name -> bytes, in that order)."""
+    files = {}
+    for name, data in contents.items():
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_bytes(data)
+    (tmp_path / "out").mkdir()
+    Step(tmp_path / "out", "asset", Measured, StepInputs.hash(files), {}).finish(
+        measured(tmp_path), []
+    )
+    return files
+
+
+def test_the_inputs_a_step_was_made_from_are_read_back_by_name_whatever_their_order(tmp_path):
+    # names in an order that sorting changes ("solved_before_10" sorts before "_2")
+    contents = {"problems": b"p\n", "solved_before_2_x": b"two\n", "solved_before_10_x": b"ten\n"}
+    files = finished_with_inputs(tmp_path, contents)
+    read = verified_inputs(tmp_path / "out")
+    assert {name: path.resolve() for name, path in read.items()} == {
+        name: path.resolve() for name, path in files.items()
+    }
+
+
+def test_two_inputs_of_the_same_bytes_each_read_back_with_those_bytes(tmp_path):
+    finished_with_inputs(tmp_path, {"a": b"same\n", "b": b"same\n", "c": b"other\n"})
+    read = verified_inputs(tmp_path / "out")
+    assert {name: path.read_bytes() for name, path in read.items()} == {
+        "a": b"same\n",
+        "b": b"same\n",
+        "c": b"other\n",
+    }
+
+
+def test_an_input_changed_after_the_step_is_refused_naming_it(tmp_path):
+    files = finished_with_inputs(tmp_path, {"problems": b"p\n"})
+    files["problems"].write_bytes(b"q\n")
+    with pytest.raises(ChecksumError, match=r"problems.jsonl has sha256 .* changed after"):
+        verified_inputs(tmp_path / "out")

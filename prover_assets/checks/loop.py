@@ -16,18 +16,21 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import partition_of
-from prover_assets.checks import complete_file, resolve, result_of, to_result
+from prover_assets.assets.metadata import output_dir
+from prover_assets.checks import complete_file, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
 from prover_assets.generation.runner import GenerationBatchResult
-from prover_assets.generation.stages import GENERATIONS_FILE, round0_problems
+from prover_assets.generation.stages import (
+    GENERATIONS_FILE,
+    recorded_solved_before,
+    round0_problems,
+)
 from prover_assets.generation.validity import (
     check_design_match,
     check_rows_valid,
     check_samples_per_problem,
 )
-from prover_assets.iteration import solved_before_refs
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.records import (
     Generation,
@@ -36,6 +39,7 @@ from prover_assets.records import (
     iter_records,
     read_records,
 )
+from prover_assets.records.outputs import ChecksumError, verified_inputs
 from prover_assets.records.staleness import current_verdicts
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.resources import ExperimentResource, LeanResource
@@ -54,13 +58,16 @@ from prover_assets.verify.validity import (
 __all__ = ["loop_checks"]
 
 
-def _earlier_pool_rounds(
-    context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
+def _solved_before(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey
 ) -> list[tuple[Path, Path]]:
-    """The pool rounds of the iterations before the check's whose solved problems round 0
-    leaves out (`iteration.solved_before_refs`), each re-hashed."""
-    refs = solved_before_refs(experiment.model(), partition_of(context))
-    return [(resolve(context, g), resolve(context, v)) for g, v in refs]
+    """The pool rounds whose solved problems the round-0 step of `key` left out, as its manifest
+    records them (its inputs), each re-hashed: what the output was made from, whatever the
+    config says now."""
+    try:
+        return recorded_solved_before(verified_inputs(Path(output_dir(context, key))))
+    except (ChecksumError, OSError, ValueError) as exc:
+        raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
 
 
 def _generation_checks(
@@ -94,16 +101,11 @@ def _generation_checks(
             "(a validity condition; a later iteration's pool round 0: every problem no earlier "
             "iteration solved)",
         )
-        def samples_per_problem(
-            context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
-        ) -> dg.AssetCheckResult:
-            # The n of the run that made this output, as its manifest records it.
+        def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+            # The n of the run that made this output, and the rounds it left the solved
+            # problems of out, as its manifest records them.
             n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
-            earlier = (
-                _earlier_pool_rounds(context, experiment)
-                if partitions and key == pool_generations_key(0)
-                else []
-            )
+            earlier = _solved_before(context, key)
             problem_ids = [
                 p.problem_id for p in round0_problems(complete_file(context, *problems), earlier)
             ]

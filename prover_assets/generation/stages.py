@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ __all__ = [
     "correction_samples",
     "hub_model",
     "materialize_generations",
+    "recorded_solved_before",
     "round0_problems",
     "round0_samples",
     "sampling_settings",
@@ -143,7 +144,7 @@ def round0_samples(
     `solved_before`): `n` samples each at cap `cap`."""
     problems = round0_problems(problems_file, solved_before)
     earlier = {
-        f"solved_before_{i}_{kind}": path
+        _solved_before_name(i, kind): path
         for i, files in enumerate(solved_before)
         for kind, path in zip(("generations", "verdicts"), files, strict=True)
     }
@@ -153,6 +154,22 @@ def round0_samples(
         samples_per_problem=n,
         allow_empty=allow_empty,
     )
+
+
+def _solved_before_name(index: int, kind: str) -> str:
+    return f"solved_before_{index}_{kind}"
+
+
+def recorded_solved_before(made_from: Mapping[str, Path]) -> list[tuple[Path, Path]]:
+    """The (generations, verdicts) of the pool rounds whose solved problems a round-0 step left
+    out, from the inputs it was made from by name (`records.outputs.verified_inputs`), in the
+    order it was given them."""
+    pairs: list[tuple[Path, Path]] = []
+    while (generations := _solved_before_name(len(pairs), "generations")) in made_from:
+        pairs.append(
+            (made_from[generations], made_from[_solved_before_name(len(pairs), "verdicts")])
+        )
+    return pairs
 
 
 def correction_samples(

@@ -54,6 +54,7 @@ __all__ = [
     "current_manifest",
     "require_rows",
     "supersede",
+    "verified_inputs",
     "verified_outputs",
 ]
 
@@ -259,7 +260,12 @@ def _output_path(entry: Mapping[str, Any], manifest: Path) -> Path:
 def _check_entry(entry: Mapping[str, Any], manifest: Path) -> str:
     """The entry's output file has its recorded sha256 (re-hashed only when its stamp
     changed)."""
-    path, expected = _output_path(entry, manifest), entry["sha256"]
+    return _check_file(_output_path(entry, manifest), entry, manifest)
+
+
+def _check_file(path: Path, entry: Mapping[str, Any], manifest: Path) -> str:
+    """`path`, the file `entry` of `manifest` names, has the entry's sha256."""
+    expected = entry["sha256"]
     try:
         actual = sha256_unless_unchanged(path, expected, FileStamp.parse(entry.get("stamp")))
     except FileNotFoundError:
@@ -285,6 +291,32 @@ def verified_outputs(folder: Path, names: list[str] | None = None) -> dict[Path,
             raise ChecksumError(f"{path} is not an output that {manifest_path} records")
         checked[path] = _check_entry(entries[path], manifest_path)
     return checked
+
+
+def verified_inputs(folder: Path) -> dict[str, Path]:
+    """The inputs the completed step in `folder` was made from, by the name its step gave each
+    (`StepInputs`), each re-hashed against its manifest: what a check judges the output
+    against, whatever the config says now (raises `ChecksumError` naming a file that changed
+    since, or a manifest whose two records of its inputs disagree)."""
+    manifest_path = folder / MANIFEST_NAME
+    manifest = read_manifest(folder)
+    digests: dict[str, str] = manifest.get("input_digests", {})
+    # A name is joined to its file by sha256 (the manifest's names are sorted, its list of
+    # files is not): two inputs of the same bytes give the same judgment whichever is read.
+    by_digest = {entry["sha256"]: entry for entry in manifest["inputs"]}
+    if unlisted := sorted(name for name, digest in digests.items() if digest not in by_digest):
+        raise ChecksumError(f"{manifest_path}: its inputs {unlisted} are named but not listed")
+    return {
+        name: _checked_input(
+            recorded_path(folder, by_digest[digest]["path"]), by_digest[digest], manifest_path
+        )
+        for name, digest in digests.items()
+    }
+
+
+def _checked_input(path: Path, entry: Mapping[str, Any], manifest: Path) -> Path:
+    _check_file(path, entry, manifest)
+    return path
 
 
 def current_manifest(
