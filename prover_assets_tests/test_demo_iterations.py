@@ -225,3 +225,20 @@ def test_a_round_0_is_judged_by_what_it_was_made_from_not_by_the_config_now(fini
         "solved_before_1_generations",
         "solved_before_1_verdicts",
     ]
+
+
+def test_the_sft_shards_record_every_pool_round_they_were_made_from(finished):
+    """Iteration 2's shards come from its two rounds (r0, r1): each generations and verdicts
+    file is an input of its own (before, both rounds' files shared one name and the second
+    replaced the first: a changed r0 would not have made the shards stale)."""
+    manifest = json.loads((finished["data"] / "sft_shards/iteration-2/manifest.json").read_text())
+    pool_rounds = [
+        n for n in manifest["input_digests"] if n.endswith(("generations.jsonl", "verdicts.jsonl"))
+    ]
+    assert sorted(pool_rounds) == [
+        "r0/iteration-2/generations.jsonl",
+        "r0/iteration-2/verdicts.jsonl",
+        "r1/iteration-2/generations.jsonl",
+        "r1/iteration-2/verdicts.jsonl",
+    ]
+    assert len(manifest["inputs"]) == len(manifest["input_digests"]) == 6  # and pool, sets

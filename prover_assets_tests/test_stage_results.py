@@ -3,6 +3,7 @@ Dagster rounded, with short hashes and paths relative to the data root."""
 
 import hashlib
 import json
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -14,6 +15,7 @@ from prover_assets.records.outputs import (
     StageResult,
     Step,
     StepInputs,
+    distinct_names,
     verified_inputs,
 )
 
@@ -173,3 +175,33 @@ def test_an_input_changed_after_the_step_is_refused_naming_it(tmp_path):
     files["problems"].write_bytes(b"q\n")
     with pytest.raises(ChecksumError, match=r"problems.jsonl has sha256 .* changed after"):
         verified_inputs(tmp_path / "out")
+
+
+def test_inputs_are_named_by_their_folder_and_more_folders_only_where_two_would_share_a_name():
+    root = Path("/data")
+    one_iteration = [
+        root / "generations/pool/r0/generations.jsonl",
+        root / "generations/pool/r1/generations.jsonl",
+        root / "train_pool/train_pool.jsonl",
+    ]
+    assert list(distinct_names(one_iteration)) == [
+        "r0/generations.jsonl",
+        "r1/generations.jsonl",
+        "train_pool/train_pool.jsonl",
+    ]
+    # an iteration's two rounds both sit in an `iteration-2` folder
+    iterations = [
+        root / "generations/pool/r0/iteration-2/generations.jsonl",
+        root / "generations/pool/r1/iteration-2/generations.jsonl",
+        root / "train_pool/train_pool.jsonl",
+    ]
+    assert list(distinct_names(iterations)) == [
+        "r0/iteration-2/generations.jsonl",
+        "r1/iteration-2/generations.jsonl",
+        "train_pool/train_pool.jsonl",  # never the data root's own name: it may move
+    ]
+
+
+def test_a_file_given_twice_as_two_inputs_is_refused():
+    with pytest.raises(ValueError, match="a file is given twice"):
+        distinct_names([Path("/d/r0/a.jsonl"), Path("/d/r0/a.jsonl")])

@@ -52,6 +52,7 @@ __all__ = [
     "StepResult",
     "begin_stream",
     "current_manifest",
+    "distinct_names",
     "require_rows",
     "supersede",
     "verified_inputs",
@@ -110,6 +111,27 @@ class StepInputs:
         return cls(
             dict(files), {name: known.get(name) or sha256_file(p) for name, p in files.items()}
         )
+
+
+def distinct_names(files: Sequence[Path]) -> dict[str, Path]:
+    """Each of `files` by a name that tells it from the others, for `StepInputs.hash`: its
+    folder and name (`r0/generations.jsonl`), or as many folders more as it takes where
+    another file shares them (an iteration's rounds: `r0/iteration-2/generations.jsonl`). A
+    name never reaches further up than that: the data root's own name is in none, so a moved
+    data root keeps its outputs current."""
+    if len(set(files)) != len(files):
+        raise ValueError(f"a file is given twice: {sorted(map(str, files))}")
+
+    def suffix(path: Path, depth: int) -> str:
+        return "/".join(path.parts[-depth:])
+
+    names = {}
+    for path in files:
+        depth = 2
+        while any(suffix(other, depth) == suffix(path, depth) for other in files if other != path):
+            depth += 1
+        names[suffix(path, depth)] = path
+    return names
 
 
 # How often a streamed step's attempt records its usage so far (a kill loses at most this much).

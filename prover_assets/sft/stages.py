@@ -31,6 +31,7 @@ from prover_assets.records.outputs import (
     Step,
     StepInputs,
     StepResult,
+    distinct_names,
     require_rows,
     verified_outputs,
 )
@@ -147,7 +148,7 @@ def materialize_shards(
     """Build and write the SFT shards (resumable, reused when current); every count in the
     manifest."""
     files = [*generation_files, *verdict_files, pool_file, sets_file]
-    inputs = StepInputs.hash({f"{p.parent.name}/{p.name}": p for p in files})
+    inputs = StepInputs.hash(distinct_names(files))
     eos = sorted(eos_token_ids(base_model_dir))
     config = {**spec.model_dump(mode="json"), "n_samples": n, "eos_ids": eos}
     step = Step(folder, str(folder), SftShardsResult, inputs, config)
