@@ -37,6 +37,7 @@ SHARED_PROCESS_GROUPS = {
 # process ends alone on a long module.
 LONGEST_GROUPS_FIRST = (
     *("dagster_dev", "demo", "test_demo_iterations.py", "test_demo_null.py"),
+    *("test_ui_edges.py", "test_make_ui.py"),
     *("test_sft_trainer.py", "test_sensors.py", "test_preflight_run.py", "test_problems_pool.py"),
     *("test_worker.py", "test_openai_engine.py", "test_report.py", "test_repl.py"),
     *("test_verifier.py", "test_sft_export.py", "test_verify_runner.py"),
