@@ -48,7 +48,11 @@ def test_the_partitions_of_iterations_one_to_k_and_of_the_one_iteration():
     assert [iteration_number(p) for p in (None, "1", "4")] == [1, 1, 4]
     assert [previous_iteration(p) for p in (None, "1", "2", "3")] == [None, None, "1", "2"]
     assert [iterations_before(p) for p in (None, "1", "3")] == [[], [], ["1", "2"]]
-    assert [iteration_partition(1, 1), iteration_partition(3, 2)] == [None, "2"]
+    assert [iteration_partition(1, 1), iteration_partition(2, 2), iteration_partition(3, 2)] == [
+        None,
+        "2",
+        "2",
+    ]
 
 
 def test_an_iterations_pool_rounds_are_round_zero_then_each_correction_round():

@@ -90,6 +90,10 @@ TARGETS: dict[str, list[str]] = {
     # What a round cost: each step's usage and attempt journal, and the report's sums of them.
     "records/usage.py": ["test_usage.py", "test_report_cost.py"],
     "report/cost.py": ["test_report_cost.py"],
+    # The experiment's rules across iterations, pure: each against a hand-built table.
+    "iteration.py": ["test_iteration.py", "test_assets_sft.py"],
+    # The registered config's placeholders as required values of the Launchpad's schema.
+    "resources/typed_config.py": ["test_typed_config.py", "test_config.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.
 CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}

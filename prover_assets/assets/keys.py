@@ -6,7 +6,6 @@ import dagster as dg
 
 from prover_assets.iteration import (
     EXPORTED_MODEL_PATH,
-    OutputRef,
     pool_generations_path,
     pool_verdicts_path,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "eval_set_key",
     "generations_key",
     "iteration_partitions",
-    "key_of",
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
@@ -133,11 +131,6 @@ def pool_generations_key(round: int) -> dg.AssetKey:
 def pool_verdicts_key(round: int) -> dg.AssetKey:
     """The key of the train pool's verdicts of correction round `round`."""
     return dg.AssetKey(list(pool_verdicts_path(round)))
-
-
-def key_of(ref: OutputRef) -> dg.AssetKey:
-    """The asset key of an output a rule of `prover_assets.iteration` names."""
-    return dg.AssetKey(list(ref.asset))
 
 
 def node_kinds(key: dg.AssetKey, *formats: str) -> set[str]:
