@@ -242,3 +242,28 @@ def test_the_sft_shards_record_every_pool_round_they_were_made_from(finished):
         "r1/iteration-2/verdicts.jsonl",
     ]
     assert len(manifest["inputs"]) == len(manifest["input_digests"]) == 6  # and pool, sets
+
+
+def test_the_shards_are_judged_by_the_rounds_they_were_made_from_not_by_the_config_now(finished):
+    """Iteration 2's shards come from its own rounds (`sft_data: iteration`); their
+    `read_back_exact` check, run after the config turned to `cumulative`, judges them against
+    the generations their manifest records (before: against the config now's)."""
+    from prover_assets.definitions import build_definitions
+
+    raw = json.loads(json.dumps(finished["raw"]))
+    raw["resources"]["experiment"]["config"]["spec"]["iteration"]["sft_data"] = "cumulative"
+    raw["resources"]["experiment"]["config"]["preflight_override"] = "a check alone, no GPU"
+    changed = finished["tmp"] / "cumulative.yaml"
+    changed.write_text(yaml.safe_dump(raw))
+    check = dg.AssetCheckKey(dg.AssetKey(["sft_shards"]), "read_back_exact")
+    job = (
+        build_definitions(changed)
+        .resolve_job_def("sft")
+        .get_subset(asset_selection=set(), asset_check_selection={check})
+    )
+    with dg.DagsterInstance.from_config(str(finished["home"])) as instance:
+        judged = job.execute_in_process(
+            run_config=raw, instance=instance, partition_key="2", raise_on_error=False
+        )
+    (evaluation,) = judged.get_asset_check_evaluations()
+    assert evaluation.passed, evaluation.description

@@ -205,3 +205,18 @@ def test_inputs_are_named_by_their_folder_and_more_folders_only_where_two_would_
 def test_a_file_given_twice_as_two_inputs_is_refused():
     with pytest.raises(ValueError, match="a file is given twice"):
         distinct_names([Path("/d/r0/a.jsonl"), Path("/d/r0/a.jsonl")])
+
+
+def test_the_generations_a_shards_step_was_made_from_are_its_generation_inputs():
+    from prover_assets.sft.stages import recorded_generations
+
+    made_from = {
+        "r0/iteration-2/generations.jsonl": Path("/d/generations/pool/r0/iteration-2/g.jsonl"),
+        "r0/iteration-2/verdicts.jsonl": Path("/d/verdicts/pool/r0/iteration-2/v.jsonl"),
+        "r1/generations.jsonl": Path("/d/generations/pool/r1/g.jsonl"),
+        "train_pool/train_pool.jsonl": Path("/d/train_pool/train_pool.jsonl"),
+    }
+    assert recorded_generations(made_from) == [
+        Path("/d/generations/pool/r0/iteration-2/g.jsonl"),
+        Path("/d/generations/pool/r1/g.jsonl"),
+    ]

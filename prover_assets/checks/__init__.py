@@ -10,7 +10,6 @@ import dagster as dg
 
 from prover_assets.assets.metadata import output_dir
 from prover_assets.checks.gates import JUDGED_MANIFEST
-from prover_assets.iteration import OutputRef
 from prover_assets.records import MANIFEST_NAME, read_manifest
 from prover_assets.records.hashing import sha256_file
 from prover_assets.records.outputs import ChecksumError, StageResult, verified_outputs
@@ -29,7 +28,6 @@ __all__ = [
     "complete_file",
     "complete_folder",
     "manifest_of",
-    "resolve",
     "result_of",
     "to_result",
 ]
@@ -64,15 +62,6 @@ def complete_file(
     """One output file of `key`'s latest materialization (of the check's iteration, or of
     `partition`), re-hashed against its manifest."""
     return _verified(context, key, [name], partition) / name
-
-
-def resolve(context: dg.AssetCheckExecutionContext, ref: OutputRef) -> Path:
-    """The output a rule of `prover_assets.iteration` names, as its latest materialization
-    recorded it, re-hashed against its manifest."""
-    key = dg.AssetKey(list(ref.asset))
-    if ref.file is None:
-        return _verified(context, key, None, ref.partition)
-    return complete_file(context, key, ref.file, ref.partition)
 
 
 def manifest_of(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict[str, Any]:

@@ -14,14 +14,13 @@ from prover_assets.assets.keys import (
     pool_generations_key,
     training_runs,
 )
-from prover_assets.assets.metadata import output_dir, partition_of
-from prover_assets.checks import complete_file, complete_folder, resolve, to_result
+from prover_assets.assets.metadata import output_dir
+from prover_assets.checks import complete_file, complete_folder, to_result
 from prover_assets.config import ExperimentSpec
-from prover_assets.iteration import sft_round_refs
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
-from prover_assets.resources import ExperimentResource
-from prover_assets.sft.stages import SftShardsResult
+from prover_assets.records.outputs import ChecksumError, verified_inputs
+from prover_assets.sft.stages import SftShardsResult, recorded_generations
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.sft.validity import (
     check_at_least_one_row,
@@ -36,13 +35,14 @@ from prover_assets.verify.stages import TRAIN_POOL_FILE
 __all__ = ["sft_checks"]
 
 
-def _sft_generation_files(
-    context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
-) -> list[Path]:
-    """The pool generations an iteration's SFT data comes from (its own, or with
-    `iteration.sft_data: cumulative` every iteration's so far), each re-hashed."""
-    refs = sft_round_refs(experiment.model(), partition_of(context))
-    return [resolve(context, generations) for generations, _ in refs]
+def _sft_generation_files(context: dg.AssetCheckExecutionContext) -> list[Path]:
+    """The pool generations the checked shards were made from, as their manifest records them
+    (its inputs), each re-hashed: what the rows are judged against, whatever the config says
+    now."""
+    try:
+        return recorded_generations(verified_inputs(Path(output_dir(context, SFT_SHARDS))))
+    except (ChecksumError, OSError, ValueError) as exc:
+        raise dg.Failure(f"{SFT_SHARDS.to_user_string()}: {exc}") from exc
 
 
 def sft_checks(built: ExperimentSpec) -> list:
@@ -63,10 +63,8 @@ def sft_checks(built: ExperimentSpec) -> list:
         description="every row, through the trainer's dataset and collate, is its generation's "
         "prompt (no loss) and completion (loss), token for token",
     )
-    def read_back_exact(
-        context: dg.AssetCheckExecutionContext, experiment: ExperimentResource
-    ) -> dg.AssetCheckResult:
-        files = _sft_generation_files(context, experiment)
+    def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        files = _sft_generation_files(context)
         return to_result(context, check_rows_match_generations(shards(context), files))
 
     @dg.asset_check(

@@ -9,13 +9,14 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.config import SftSpec, TrainingSpec
 from prover_assets.cpu_threads import torch_threads
+from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.gpus import training_gpus
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.records import (
@@ -64,6 +65,7 @@ __all__ = [
     "materialize_export",
     "materialize_shards",
     "planned_memory",
+    "recorded_generations",
 ]
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,13 @@ def eos_token_ids(model_dir: Path) -> set[int]:
     if not ids:
         raise ValueError(f"{model_dir}: cannot tell which token ends a completion")
     return ids
+
+
+def recorded_generations(made_from: Mapping[str, Path]) -> list[Path]:
+    """The pool generations a shards step was made from, from its inputs by name
+    (`records.outputs.verified_inputs`): what its rows are judged against, whatever the config
+    says now."""
+    return [path for name, path in made_from.items() if Path(name).name == GENERATIONS_FILE]
 
 
 def materialize_shards(
