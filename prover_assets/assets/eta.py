@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
-from prover_assets.assets.generation import evaluated_systems
 from prover_assets.assets.keys import (
     DECONTAMINATION_KEY,
     DEMO_BASE_MODEL,
@@ -24,6 +23,7 @@ from prover_assets.assets.keys import (
     SFT_SHARDS,
     TRAIN_POOL,
     eval_set_key,
+    evaluated_systems,
     generations_key,
     pool_generations_key,
     pool_verdicts_key,

@@ -15,12 +15,12 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     Schedule,
     eval_set_key,
+    evaluated_systems,
     generations_key,
     iteration_partitions,
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
-    training_runs,
     verdicts_key,
 )
 from prover_assets.assets.metadata import (
@@ -59,7 +59,6 @@ from prover_assets.verify.stages import (
 )
 
 __all__ = [
-    "evaluated_systems",
     "generation_assets",
     "model_deps",
     "model_for",
@@ -269,13 +268,6 @@ def generation_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
     """Every generation asset of `built`: baseline and candidate per eval set and cap, and each
     pool round."""
     return [*_evaluation_generations(built, schedule), *_pool_generations(built, schedule)]
-
-
-def evaluated_systems(built: ExperimentSpec) -> list[tuple[str, dg.AssetKey | None]]:
-    """Each evaluated system and the export it samples with: the baseline (the base model),
-    then one candidate per training seed, the registered seed's first."""
-    runs = training_runs(built.training.all_seeds())
-    return [(BASELINE, None), *((run.system, run.export) for run in runs)]
 
 
 def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from prover_assets.config import ExperimentSpec
 from prover_assets.iteration import (
     EXPORTED_MODEL_PATH,
     pool_generations_path,
@@ -38,6 +39,7 @@ __all__ = [
     "Schedule",
     "TrainingRun",
     "eval_set_key",
+    "evaluated_systems",
     "generations_key",
     "iteration_partitions",
     "node_kinds",
@@ -187,3 +189,10 @@ def training_runs(seeds: list[int]) -> list[TrainingRun]:
             for seed in others
         ),
     ]
+
+
+def evaluated_systems(built: ExperimentSpec) -> list[tuple[str, dg.AssetKey | None]]:
+    """Each evaluated system and the export it samples with: the baseline (the base model),
+    then one candidate per training seed, the registered seed's first."""
+    runs = training_runs(built.training.all_seeds())
+    return [(BASELINE, None), *((run.system, run.export) for run in runs)]

@@ -8,7 +8,7 @@ from typing import Any
 import dagster as dg
 
 from prover_assets.assets.eta import ETA_TABLE
-from prover_assets.assets.generation import evaluated_systems, pool_rounds
+from prover_assets.assets.generation import pool_rounds
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
@@ -19,6 +19,7 @@ from prover_assets.assets.keys import (
     SFT_SHARDS,
     TRAIN_POOL,
     eval_set_key,
+    evaluated_systems,
     generations_key,
     pool_verdicts_key,
     statement_audit_key,

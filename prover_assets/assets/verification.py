@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prover_assets.assets.generation import RETRY, evaluated_systems
+from prover_assets.assets.generation import RETRY
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
@@ -12,6 +12,7 @@ from prover_assets.assets.keys import (
     TRAIN_POOL,
     Schedule,
     eval_set_key,
+    evaluated_systems,
     generations_key,
     iteration_partitions,
     node_kinds,

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.assets.generation import evaluated_systems
 from prover_assets.assets.keys import (
     BASELINE,
     TRAIN_POOL,
     Schedule,
     eval_set_key,
+    evaluated_systems,
     generations_key,
     iteration_partitions,
     pool_generations_key,
