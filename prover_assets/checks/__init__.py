@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,7 +14,12 @@ from prover_assets.assets.metadata import output_dir
 from prover_assets.checks.gates import JUDGED_MANIFEST
 from prover_assets.records import MANIFEST_NAME, read_manifest
 from prover_assets.records.hashing import sha256_file
-from prover_assets.records.outputs import ChecksumError, StageResult, verified_outputs
+from prover_assets.records.outputs import (
+    ChecksumError,
+    StageResult,
+    verified_inputs,
+    verified_outputs,
+)
 from prover_assets.records.validity import CheckOutcome
 
 R = TypeVar("R", bound=StageResult)
@@ -27,6 +34,7 @@ warnings.filterwarnings(
 __all__ = [
     "complete_file",
     "complete_folder",
+    "made_from",
     "manifest_of",
     "result_of",
     "to_result",
@@ -40,11 +48,27 @@ def _verified(
     partition: str | None = None,
 ) -> Path:
     folder = Path(output_dir(context, key, partition))
-    try:
+    with _failing_as(key):
         verified_outputs(folder, names)
+    return folder
+
+
+@contextlib.contextmanager
+def _failing_as(key: dg.AssetKey) -> Iterator[None]:
+    """A file of `key`'s output (or one it was made from) that changed or is gone fails the
+    check, naming the asset."""
+    try:
+        yield
     except (ChecksumError, OSError, ValueError) as exc:
         raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
-    return folder
+
+
+def made_from(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict[str, Path]:
+    """The inputs `key`'s latest materialization was made from, by the name its step gave each,
+    re-hashed (`records.outputs.verified_inputs`): a check judges what the output was made
+    from, never what the config says now."""
+    with _failing_as(key):
+        return verified_inputs(Path(output_dir(context, key)))
 
 
 def complete_folder(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Path:

@@ -1,7 +1,5 @@
 """Blocking checks of the generation and verdict assets, and the reference elaboration check."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from prover_assets.assets.keys import (
@@ -16,8 +14,7 @@ from prover_assets.assets.keys import (
     pool_verdicts_key,
     verdicts_key,
 )
-from prover_assets.assets.metadata import output_dir
-from prover_assets.checks import complete_file, result_of, to_result
+from prover_assets.checks import complete_file, made_from, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
 from prover_assets.generation.runner import GenerationBatchResult
@@ -39,7 +36,6 @@ from prover_assets.records import (
     iter_records,
     read_records,
 )
-from prover_assets.records.outputs import ChecksumError, verified_inputs
 from prover_assets.records.staleness import current_verdicts
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.resources import ExperimentResource, LeanResource
@@ -56,18 +52,6 @@ from prover_assets.verify.validity import (
 )
 
 __all__ = ["loop_checks"]
-
-
-def _solved_before(
-    context: dg.AssetCheckExecutionContext, key: dg.AssetKey
-) -> list[tuple[Path, Path]]:
-    """The pool rounds whose solved problems the round-0 step of `key` left out, as its manifest
-    records them (its inputs), each re-hashed: what the output was made from, whatever the
-    config says now."""
-    try:
-        return recorded_solved_before(verified_inputs(Path(output_dir(context, key))))
-    except (ChecksumError, OSError, ValueError) as exc:
-        raise dg.Failure(f"{key.to_user_string()}: {exc}") from exc
 
 
 def _generation_checks(
@@ -105,7 +89,7 @@ def _generation_checks(
             # The n of the run that made this output, and the rounds it left the solved
             # problems of out, as its manifest records them.
             n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
-            earlier = _solved_before(context, key)
+            earlier = recorded_solved_before(made_from(context, key))
             problem_ids = [
                 p.problem_id for p in round0_problems(complete_file(context, *problems), earlier)
             ]

@@ -15,11 +15,10 @@ from prover_assets.assets.keys import (
     training_runs,
 )
 from prover_assets.assets.metadata import output_dir
-from prover_assets.checks import complete_file, complete_folder, to_result
+from prover_assets.checks import complete_file, complete_folder, made_from, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
-from prover_assets.records.outputs import ChecksumError, verified_inputs
 from prover_assets.sft.stages import SftShardsResult, recorded_generations
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.sft.validity import (
@@ -33,16 +32,6 @@ from prover_assets.sft.validity import (
 from prover_assets.verify.stages import TRAIN_POOL_FILE
 
 __all__ = ["sft_checks"]
-
-
-def _sft_generation_files(context: dg.AssetCheckExecutionContext) -> list[Path]:
-    """The pool generations the checked shards were made from, as their manifest records them
-    (its inputs), each re-hashed: what the rows are judged against, whatever the config says
-    now."""
-    try:
-        return recorded_generations(verified_inputs(Path(output_dir(context, SFT_SHARDS))))
-    except (ChecksumError, OSError, ValueError) as exc:
-        raise dg.Failure(f"{SFT_SHARDS.to_user_string()}: {exc}") from exc
 
 
 def sft_checks(built: ExperimentSpec) -> list:
@@ -64,7 +53,8 @@ def sft_checks(built: ExperimentSpec) -> list:
         "prompt (no loss) and completion (loss), token for token",
     )
     def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        files = _sft_generation_files(context)
+        # the generations the shards were made from, whatever the config says now
+        files = recorded_generations(made_from(context, SFT_SHARDS))
         return to_result(context, check_rows_match_generations(shards(context), files))
 
     @dg.asset_check(
