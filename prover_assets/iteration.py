@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
+from prover_assets.records.layout import key_path
 from prover_assets.verify.stages import VERDICTS_FILE
 
 __all__ = [
@@ -51,13 +52,14 @@ class OutputRef:
 
 def pool_generations_path(round: int) -> tuple[str, ...]:
     """The key path of the train pool's generations of correction round `round` (0: the first
-    samples)."""
-    return ("generations", "pool", f"r{round}")
+    samples), in folder `generations/pool/r<round>`."""
+    return key_path(("generations", "pool", f"r{round}"))
 
 
 def pool_verdicts_path(round: int) -> tuple[str, ...]:
-    """The key path of the train pool's verdicts of correction round `round`."""
-    return ("verdicts", "pool", f"r{round}")
+    """The key path of the train pool's verdicts of correction round `round`, in folder
+    `verdicts/pool/r<round>`."""
+    return key_path(("verdicts", "pool", f"r{round}"))
 
 
 def iteration_number(partition: str | None) -> int:

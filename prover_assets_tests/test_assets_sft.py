@@ -9,6 +9,7 @@ from prover_assets.assets.keys import EXPORTED_MODEL, training_runs
 from prover_assets.assets.sft import sft_rounds, training_start
 from prover_assets.config import load_run_config
 from prover_assets.iteration import OutputRef
+from prover_assets.records.layout import folder_path
 from prover_assets_tests.conftest import CONFIGS
 
 SPEC = load_run_config(CONFIGS / "demo-iterations.yaml").experiment
@@ -19,10 +20,10 @@ def with_iteration(**settings):
 
 
 class Files:
-    """The experiment resource's `resolve`, naming each file by its key and partition."""
+    """The experiment resource's `resolve`, naming each file by its key's folder and partition."""
 
     def resolve(self, ref) -> Path:
-        return Path(*ref.asset, f"iteration-{ref.partition}", ref.file)
+        return Path(*folder_path(ref.asset), f"iteration-{ref.partition}", ref.file)
 
 
 def iterations_read(spec, partition) -> list[tuple[str, str]]:

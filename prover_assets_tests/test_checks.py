@@ -49,7 +49,9 @@ def test_samples_per_problem_judges_the_launched_n_samples_not_the_built_one(tmp
     )
     assert result.success
     checks = check_results(result)
-    per_problem = checks[("generations/minif2f/baseline/c256", "samples_per_problem")]
+    per_problem = checks[
+        ("generations/minif2f/baseline/generations_baseline_minif2f_c256", "samples_per_problem")
+    ]
     assert per_problem.passed, per_problem.description
     generations = tmp_path / "data/generations/minif2f/baseline/c256/generations.jsonl"
     assert len(generations.read_text().splitlines()) == 6 * 2  # 6 problems, the launched n

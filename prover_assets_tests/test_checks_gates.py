@@ -22,6 +22,7 @@ from prover_assets.checks.graph import blocking_checks_by_asset
 from prover_assets.checks.sft import sft_checks
 from prover_assets.config import ExperimentSpec, load_run_config
 from prover_assets.definitions import build_definitions
+from prover_assets.records.layout import folder_path
 from prover_assets.records.outputs import StageResult, Step, StepInputs
 from prover_assets.resources import ExperimentConfig, ExperimentResource
 from prover_assets.sft.stages import TrainingResult
@@ -263,7 +264,7 @@ def test_each_gate_of_the_graph_failed_upstream_stops_a_reader_downstream(
     (a failed evaluation of its manifest, as its run records one), is found by the reader."""
     root = tmp_path / "data"
     key = dg.AssetKey.from_user_string(asset)
-    upstream = output_at(root.joinpath(*key.path), {})
+    upstream = output_at(root.joinpath(*folder_path(tuple(key.path))), {})
     reader_folder = output_at(root / "reader", {"input": upstream / "rows.jsonl"})
     judged = hashlib.sha256((upstream / "manifest.json").read_bytes()).hexdigest()
     blocking = blocking_checks_by_asset(demo_spec(root))
@@ -353,4 +354,43 @@ def test_a_reader_finds_what_the_latest_completed_evaluation_of_its_input_said(
         for f in findings
         if f.check == check.name
     ]
+    assert found == ([] if expected is None else [expected])
+
+
+# Evaluations of the output read under the key it was made under before generations and
+# verdicts were labelled, then under its key now, oldest first; what the reader finds, by hand.
+RENAMED_HISTORIES = [
+    ([("legacy", False)], "failed"),
+    ([("legacy", True)], None),
+    ([("legacy", False), ("now", True)], None),  # judged again since the rename
+    ([("legacy", True), ("now", False)], "failed"),
+    ([], "never judged"),
+]
+
+
+@pytest.mark.parametrize(("history", "expected"), RENAMED_HISTORIES)
+def test_a_check_judged_under_the_key_before_labelling_still_gates_the_output(
+    tmp_path, shared_instance, history, expected
+):
+    root = tmp_path / "data"
+    renamed = {
+        "legacy": dg.AssetKey(["verdicts", "pool", "r0"]),
+        "now": dg.AssetKey(["verdicts", "pool", "verdicts_pool_r0"]),
+    }
+    upstream = output_at(root / "verdicts" / "pool" / "r0", {})
+    reader_folder = output_at(root / "reader", {"input": upstream / "rows.jsonl"})
+    judged = hashlib.sha256((upstream / "manifest.json").read_bytes()).hexdigest()
+    name = f"c-{uuid.uuid4().hex}"
+    for key, passed in history:
+        shared_instance.report_runless_asset_event(
+            dg.AssetCheckEvaluation(
+                asset_key=renamed[key],
+                check_name=name,
+                passed=passed,
+                metadata={JUDGED_MANIFEST: judged},
+            )
+        )
+    blocking = {renamed["now"]: [name]}
+    findings = upstream_findings(shared_instance, blocking, root, reader_folder)
+    found = ["never judged" if f.evaluation is None else "failed" for f in findings]
     assert found == ([] if expected is None else [expected])

@@ -8,8 +8,10 @@ import dagster as dg
 import pytest
 import yaml
 
+from prover_assets.assets.keys import generations_key, verdicts_key
 from prover_assets.definitions import build_definitions
 from prover_assets_tests.conftest import CONFIGS, ROOT, dagster_home
+from prover_assets_tests.dagster_ui import shown_in_a_link
 
 
 @pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])
@@ -29,11 +31,46 @@ def test_registered_graph_has_one_asset_per_eval_set():
 @pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])
 def test_every_node_shows_its_whole_key_on_the_graph(config):
     """The graph labels a node with its key's last part and shows its kinds beside it: the
-    two together tell every asset of the graph apart (`c256` is baseline or candidate)."""
+    two together tell every asset of the graph apart (`minif2f` is an eval set or its audit)."""
     specs = list(build_definitions(CONFIGS / config).resolve_all_asset_specs())
     shown = {(spec.key.path[-1], frozenset(spec.kinds)) for spec in specs}
     assert len(shown) == len(specs)
     assert all(set(spec.key.path[:-1]) <= spec.kinds for spec in specs)
+
+
+@pytest.mark.parametrize(
+    ("label", "shown"),
+    [
+        ("decontamination_sets", "decontamination_sets"),  # 20 characters: whole
+        # as Chromium drew them (test_ui_edges.py checks every link of the registered graph)
+        ("minif2f_baseline_c16384_verdicts", "minif2f_basel…_c16384_verdicts"),
+        ("mobench_full_candidate_c16384_verdicts", "mobench_full_…_c16384_verdicts"),
+        ("generations_candidate_minif2f_c256_seed7", "generations_candid…_c256_seed7"),
+    ],
+)
+def test_the_port_of_dagsters_link_label_cuts_as_the_ui_was_seen_to(label, shown):
+    assert shown_in_a_link(label) == shown
+
+
+@pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml", "demo-iterations.yaml"])
+def test_a_groups_links_to_other_groups_tell_generations_from_verdicts(config):
+    """A link to another group's asset shows the key's last part alone, cut in the middle
+    past 30 characters: within each group, links read apart as drawn, and a generations or
+    verdicts link says which it is."""
+    graph = build_definitions(CONFIGS / config).resolve_asset_graph()
+    links: dict[str, set[dg.AssetKey]] = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        for other in [*node.parent_keys, *node.child_keys]:
+            if graph.get(other).group_name != node.group_name:
+                links.setdefault(node.group_name, set()).add(other)
+    assert links["sft"] and links["report"]
+    for linked in links.values():
+        shown = {key: shown_in_a_link(key.path[-1]) for key in linked}
+        assert len(set(shown.values())) == len(shown)
+        for key, label in shown.items():
+            if key.path[0] in ("generations", "verdicts"):
+                assert label.startswith(key.path[0] + "_")
 
 
 @pytest.mark.slow
@@ -236,7 +273,7 @@ def test_the_exclusive_schedule_keeps_every_heavy_step_in_one_pool_in_process():
 
 def test_overlapped_caps_wait_for_the_previous_generation_not_its_verdicts():
     graph = build_definitions(CONFIGS / "p2.yaml").resolve_asset_graph()
-    second_cap = graph.get(dg.AssetKey(["generations", "minif2f", "baseline", "c40960"]))
+    second_cap = graph.get(generations_key("minif2f", "baseline", 40960))
     upstream = {key.to_user_string() for key in second_cap.parent_keys}
-    assert "generations/minif2f/baseline/c16384" in upstream
-    assert "verdicts/minif2f/baseline/c16384" not in upstream
+    assert generations_key("minif2f", "baseline", 16384).to_user_string() in upstream
+    assert verdicts_key("minif2f", "baseline", 16384).to_user_string() not in upstream

@@ -28,6 +28,7 @@ import yaml
 from prover_assets.assets.metadata import OUTPUT_DIR
 from prover_assets.definitions import build_definitions
 from prover_assets.lean.statements import alpha_sha, statement_sha
+from prover_assets.records.layout import folder_path
 from prover_assets_tests.output_faults import Rows, recount, repeated_micro_step, rewrite, rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -144,10 +145,10 @@ def more(field: str, *inner: str) -> Callable[[dict], None]:
 
 EVAL, BASELINE, CANDIDATE = (
     "eval_problems/minif2f",
-    "generations/minif2f/baseline/c256",
-    "generations/minif2f/candidate/c256",
+    "generations/minif2f/baseline/generations_baseline_minif2f_c256",
+    "generations/minif2f/candidate/generations_candidate_minif2f_c256",
 )
-POOL_VERDICTS = "verdicts/pool/r0"
+POOL_VERDICTS = "verdicts/pool/verdicts_pool_r0"
 FAULTS = [
     Fault(EVAL, "counts_reconcile", BASELINE, in_counts(more("rows_in"))),
     Fault(EVAL, "ids_unique", BASELINE, in_file("problems.jsonl", duplicate_first)),
@@ -162,25 +163,25 @@ FAULTS = [
     Fault(
         BASELINE,
         "rows_satisfy_contract",
-        "verdicts/minif2f/baseline/c256",
+        "verdicts/minif2f/baseline/verdicts_baseline_minif2f_c256",
         in_file("generations.jsonl", drop_last),
     ),
     Fault(
         BASELINE,
         "samples_per_problem",
-        "verdicts/minif2f/baseline/c256",
+        "verdicts/minif2f/baseline/verdicts_baseline_minif2f_c256",
         in_file("generations.jsonl", sample_past_n),
     ),
     Fault(
         CANDIDATE,
         "design_match",
-        "verdicts/minif2f/candidate/c256",
+        "verdicts/minif2f/candidate/verdicts_candidate_minif2f_c256",
         in_file("generations.jsonl", hotter_first_sample),
     ),
     Fault(
-        "generations/pool/r1",
+        "generations/pool/generations_pool_r1",
         "children_have_failed_parents",
-        "verdicts/pool/r1",
+        "verdicts/pool/verdicts_pool_r1",
         in_file("generations.jsonl", orphan_child),
     ),
     Fault(
@@ -205,13 +206,17 @@ FAULTS = [
         POOL_VERDICTS, "no_chunk_half_dead", "sft_shards", in_file("chunks.jsonl", half_dead_chunk)
     ),
     Fault(
-        "verdicts/minif2f/candidate/c256",
+        "verdicts/minif2f/candidate/verdicts_candidate_minif2f_c256",
         "no_length_capped_accepted",
         "eval_report",
         lambda root, folder: rewrite(
             folder,
             "verdicts.jsonl",
-            rows(accept_the_length_capped(root / CANDIDATE / "generations.jsonl")),
+            rows(
+                accept_the_length_capped(
+                    root / "generations/minif2f/candidate/c256/generations.jsonl"
+                )
+            ),
         ),
     ),
     Fault("sft_shards", "at_least_one_row", "sft_checkpoint", in_file("rows.jsonl", list.clear)),
@@ -278,7 +283,7 @@ def test_a_check_failed_by_a_real_fault_stops_the_next_step_in_a_run_of_its_own(
 ):
     copy.reset(finished_round["root"])
     output = dg.AssetKey.from_user_string(fault.output)
-    folder = copy.root.joinpath(*output.path)
+    folder = copy.root.joinpath(*folder_path(tuple(output.path)))
     fault.make(copy.root, folder)
     with dg.DagsterInstance.from_config(str(copy.home)) as instance:
         # as the step that wrote it records its output (some steps, run again, would repair or

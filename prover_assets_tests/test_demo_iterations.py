@@ -80,7 +80,11 @@ def finished(tmp_path_factory):
         report = instance.get_latest_materialization_event(dg.AssetKey(["eval_report"]))
         partitions = {
             key: instance.get_materialized_partitions(dg.AssetKey(list(key)))
-            for key in (("generations", "pool", "r0"), ("exported_model_seed7",), ("sft_shards",))
+            for key in (
+                ("generations", "pool", "generations_pool_r0"),
+                ("exported_model_seed7",),
+                ("sft_shards",),
+            )
         }
     folder = Path(report.asset_materialization.metadata["output_dir"].value)
     return {
@@ -112,7 +116,7 @@ def test_the_kill_9_lost_and_doubled_no_sample_of_the_second_iteration(finished)
 
 def test_each_iteration_is_a_partition_and_each_seed_its_own_assets(finished):
     assert finished["partitions"] == {
-        ("generations", "pool", "r0"): {"1", "2"},
+        ("generations", "pool", "generations_pool_r0"): {"1", "2"},
         ("exported_model_seed7",): {"1", "2"},
         ("sft_shards",): {"1", "2"},
     }
@@ -200,7 +204,9 @@ def test_a_round_0_is_judged_by_what_it_was_made_from_not_by_the_config_now(fini
     changed = finished["tmp"] / "changed.yaml"
     changed.write_text(yaml.safe_dump(raw))
     definitions = build_definitions(changed)
-    check = dg.AssetCheckKey(dg.AssetKey(["generations", "pool", "r0"]), "samples_per_problem")
+    check = dg.AssetCheckKey(
+        dg.AssetKey(["generations", "pool", "generations_pool_r0"]), "samples_per_problem"
+    )
     # the check alone, of the job that makes its asset, as the asset page's "Execute" runs it
     raw["resources"]["experiment"]["config"]["preflight_override"] = "a check alone, no GPU"
     job = definitions.resolve_job_def("pool_round").get_subset(

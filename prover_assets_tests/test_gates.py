@@ -49,8 +49,8 @@ def test_lineage_follows_the_manifests_inputs_to_every_output_they_came_from(tmp
     )
     found = lineage(verdicts, root)
     assert [m.asset for m in found] == [
-        ("verdicts", "c256"),
-        ("generations", "c256"),
+        ("verdicts", "verdicts_c256"),  # generations' and verdicts' keys end in a label
+        ("generations", "generations_c256"),
         ("eval_sets", "minif2f"),
     ]
     assert found[2].manifest_sha256 == sha256(problems / "manifest.json")
@@ -88,6 +88,14 @@ def test_an_iteration_folder_is_the_assets_partition(tmp_path):
     found = materialization_of(folder, root)
     assert (found.asset, found.partition) == (("pool", "generations", "r0"), "2")
     assert found.name == "pool/generations/r0 (iteration 2)"
+
+
+def test_a_pool_rounds_folder_is_named_by_its_labelled_key(tmp_path):
+    root = tmp_path / "data"
+    folder = output(root / "verdicts" / "pool" / "r1" / "iteration-2")
+    found = materialization_of(folder, root)
+    assert (found.asset, found.partition) == (("verdicts", "pool", "verdicts_pool_r1"), "2")
+    assert found.name == "verdicts/pool/verdicts_pool_r1 (iteration 2)"
 
 
 def test_an_unpartitioned_output_has_no_partition(tmp_path):

@@ -33,14 +33,12 @@ def rounds(pairs: list[tuple[OutputRef, OutputRef]]) -> list[str]:
     """Each pair as "<iteration>/<round>", its two halves checked to be one round's."""
     named = []
     for generations, verdicts in pairs:
-        assert (generations.asset[:2], verdicts.asset[:2]) == (
-            ("generations", "pool"),
-            ("verdicts", "pool"),
-        )
-        assert generations.asset[2] == verdicts.asset[2]
+        round = generations.asset[-1].removeprefix("generations_pool_")
+        assert generations.asset == ("generations", "pool", f"generations_pool_{round}")
+        assert verdicts.asset == ("verdicts", "pool", f"verdicts_pool_{round}")
         assert generations.partition == verdicts.partition
         assert (generations.file, verdicts.file) == ("generations.jsonl", "verdicts.jsonl")
-        named.append(f"{generations.partition}/{generations.asset[2]}")
+        named.append(f"{generations.partition}/{round}")
     return named
 
 

@@ -18,16 +18,16 @@ from prover_assets_tests.conftest import CONFIGS, demo_run_config
 ONE_ITERATION = {
     "eval_problems/minif2f": ["problems", "baseline", "pool_round", "full_round"],
     "statement_audit/minif2f": ["problems", "baseline", "full_round"],
-    "verdicts/minif2f/baseline/c256": ["baseline", "full_round"],
-    "verdicts/pool/r1": ["pool_round", "full_round"],
+    "verdicts/minif2f/baseline/verdicts_baseline_minif2f_c256": ["baseline", "full_round"],
+    "verdicts/pool/verdicts_pool_r1": ["pool_round", "full_round"],
     "sft_checkpoint": ["sft", "full_round"],
-    "verdicts/minif2f/candidate/c256": ["candidate_eval", "full_round"],
+    "verdicts/minif2f/candidate/verdicts_candidate_minif2f_c256": ["candidate_eval", "full_round"],
     "eval_report": ["report", "full_round"],
     "eta": ["operations"],
 }
 # No `full_round` in a graph of several iterations; `iteration` makes one whole.
 ITERATIONS = {
-    "verdicts/minif2f/baseline/c256": ["baseline"],
+    "verdicts/minif2f/baseline/verdicts_baseline_minif2f_c256": ["baseline"],
     "exported_model_seed7": ["sft", "iteration"],
     "eval_report": ["report"],
 }
@@ -49,13 +49,13 @@ def test_each_asset_is_made_by_the_jobs_whose_selection_holds_it(config, expecte
 
 def test_the_message_names_the_asset_its_iteration_the_folder_and_the_two_narrowest_jobs():
     message = unmaterialized_message(
-        dg.AssetKey(["verdicts", "pool", "r1"]),
+        dg.AssetKey(["verdicts", "pool", "verdicts_pool_r1"]),
         "2",
         "/data/verdicts/pool/r1/iteration-2",
         ["pool_round", "iteration", "unused"],
     )
     assert message == (
-        "this step reads verdicts/pool/r1 (iteration 2), which is not materialized yet (no "
+        "this step reads verdicts/pool/verdicts_pool_r1 (iteration 2), which is not materialized yet (no "
         "complete output in /data/verdicts/pool/r1/iteration-2): launch the `pool_round` or "
         "`iteration` job first (the Launchpad, or `dagster job launch -j pool_round -c <your "
         "config>`)."

@@ -77,6 +77,29 @@ def test_a_check_of_an_iteration_reads_that_iterations_folder_and_an_unpartition
     assert seen == {"2": "/data/iteration-2", "earlier": "/data/iteration-1", "once": "/data/once"}
 
 
+@dg.asset(key=["generations", "pool", "r0"])
+def before_labelling() -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={OUTPUT_DIR: "/data/generations/pool/r0"})
+
+
+@dg.asset(key=["generations", "pool", "generations_pool_r0"])
+def labelled() -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={OUTPUT_DIR: "/data/generations/pool/r0 again"})
+
+
+def test_a_key_materialized_only_before_labelling_is_read_under_its_old_key():
+    def folder(instance):
+        event = latest_materialization(instance, labelled.key)
+        return event.asset_materialization.metadata[OUTPUT_DIR].value
+
+    with dg.instance_for_test() as instance:
+        assert latest_materialization(instance, labelled.key) is None
+        dg.materialize([before_labelling], instance=instance)
+        assert folder(instance) == "/data/generations/pool/r0"
+        dg.materialize([labelled], instance=instance)
+        assert folder(instance) == "/data/generations/pool/r0 again"  # its own, once it has one
+
+
 def step_folder(tmp_path, extra: dict) -> StepResult:
     """A finished step (a result of no interest here) whose manifest records `extra`."""
     publish_records(tmp_path / "out.jsonl", [])

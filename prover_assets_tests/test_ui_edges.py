@@ -2,7 +2,8 @@
 (not the session's shared `dagster dev`, so this module runs beside the others): the
 placeholders of the registered config marked in the Launchpad before launch, a job launched
 before its upstream refused at its first step, a run waiting for pool `heavy` terminated from
-its page; and `make ui`'s command stopping on one SIGTERM. Screenshots 10 to 13."""
+its page; links to other groups' generations and verdicts told apart as drawn; and `make ui`'s
+command stopping on one SIGTERM. Screenshots 10 to 15."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from prover_assets_tests.browser import (
     wait_for_status,
 )
 from prover_assets_tests.conftest import ROOT, demo_run_config
+from prover_assets_tests.dagster_ui import shown_in_a_link
 from prover_assets_tests.processes import (
     LOCATION,
     dagster_webserver,
@@ -68,6 +70,31 @@ def test_the_launchpad_marks_each_placeholder_before_launch(page, registered_web
     page.get_by_text("Missing required config entry", exact=False).first.wait_for()
     assert page.get_by_role("button", name="Launch Run").is_disabled()
     page.screenshot(path=shots / "10-launchpad-marks-placeholders.png")
+
+
+@pytest.mark.parametrize(("group", "shot"), [("sft", "14"), ("report", "15")])
+def test_each_link_to_another_groups_asset_reads_apart_and_names_its_kind(
+    page, registered_webserver, group, shot
+):
+    page.goto(
+        f"{registered_webserver}/locations/{LOCATION}/asset-groups/{group}/lineage",
+        wait_until="networkidle",
+    )
+    links = page.locator("span.label[title]")  # ForeignNode.tsx: the drawn label, titled whole
+    links.first.wait_for()
+    drawn = {
+        links.nth(i).get_attribute("title"): links.nth(i).inner_text() for i in range(links.count())
+    }
+    kinds = {
+        label.split("_")[0] for label in drawn if label.startswith(("generations_", "verdicts_"))
+    }
+    assert kinds == ({"generations", "verdicts"} if group == "sft" else {"verdicts"})
+    assert all(shown == shown_in_a_link(label) for label, shown in drawn.items())
+    assert len(set(drawn.values())) == len(drawn)
+    for label, shown in drawn.items():
+        if label.startswith(("generations_", "verdicts_")):
+            assert shown.startswith(label.split("_")[0] + "_")
+    page.screenshot(path=artifacts() / f"{shot}-{group}-links-name-their-kind.png")
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from prover_assets.iteration import (
     pool_generations_path,
     pool_verdicts_path,
 )
+from prover_assets.records.layout import key_path, legacy_key_path
 
 __all__ = [
     "BASELINE",
@@ -42,6 +43,7 @@ __all__ = [
     "evaluated_systems",
     "generations_key",
     "iteration_partitions",
+    "legacy_key",
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
@@ -115,13 +117,24 @@ def statement_audit_key(name: str) -> dg.AssetKey:
 
 
 def generations_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
-    """The key of the generations of `system` on `eval_set` at completion cap `cap`."""
-    return dg.AssetKey(["generations", eval_set, system, f"c{cap}"])
+    """The key of the generations of `system` on `eval_set` at completion cap `cap`
+    (`generations/<set>/<system>/generations_<system>_<set>_c<cap>`, in folder
+    `generations/<set>/<system>/c<cap>`)."""
+    return dg.AssetKey(list(key_path(("generations", eval_set, system, f"c{cap}"))))
 
 
 def verdicts_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
-    """The key of the verdicts of `system` on `eval_set` at completion cap `cap`."""
-    return dg.AssetKey(["verdicts", eval_set, system, f"c{cap}"])
+    """The key of the verdicts of `system` on `eval_set` at completion cap `cap`
+    (`verdicts/<set>/<system>/verdicts_<system>_<set>_c<cap>`)."""
+    return dg.AssetKey(list(key_path(("verdicts", eval_set, system, f"c{cap}"))))
+
+
+def legacy_key(key: dg.AssetKey) -> dg.AssetKey | None:
+    """The key `key`'s outputs were materialized under before generations and verdicts were
+    labelled (`prover_assets.records.layout`); None for a key never renamed. The gates and the
+    readers of materializations look there too when `key` has none, until release 0.3.0."""
+    old = legacy_key_path(tuple(key.path))
+    return None if old is None else dg.AssetKey(list(old))
 
 
 def pool_generations_key(round: int) -> dg.AssetKey:
@@ -137,8 +150,9 @@ def pool_verdicts_key(round: int) -> dg.AssetKey:
 
 def node_kinds(key: dg.AssetKey, *formats: str) -> set[str]:
     """The kinds a node of `key` shows: every part of its key but the last, then `formats`.
-    The UI labels a node with the key's last part only (`c256` for baseline and candidate
-    alike), and shows kinds on the node, so the whole key reads without hovering."""
+    The UI labels a node with the key's last part only (`minif2f` for an eval set and its
+    statement audit alike), and shows kinds on the node, so the whole key reads without
+    hovering."""
     return {*key.path[:-1], *formats}
 
 

@@ -13,6 +13,7 @@ from dagster._core.storage.asset_check_execution_record import (
     AssetCheckExecutionRecord,
 )
 
+from prover_assets.assets.keys import legacy_key
 from prover_assets.records.gates import (
     CheckEvaluation,
     GateFinding,
@@ -72,6 +73,17 @@ def latest_evaluation(
         cursor = records[-1].id
 
 
+def _legacy_evaluation(
+    instance: dg.DagsterInstance, check: dg.AssetCheckKey, manifest_sha256: str
+) -> CheckEvaluation | None:
+    """`check`'s evaluation of the manifest under the asset's key before it was labelled
+    (`legacy_key`): a failure judged then still stops a reader now."""
+    old = legacy_key(check.asset_key)
+    if old is None:
+        return None
+    return latest_evaluation(instance, dg.AssetCheckKey(old, check.name), manifest_sha256)
+
+
 def upstream_findings(
     instance: dg.DagsterInstance,
     blocking: Mapping[dg.AssetKey, Sequence[str]],
@@ -99,6 +111,10 @@ def upstream_findings(
                 if check in latest
                 else None
             )
-            evaluations[name] = found or latest_evaluation(instance, check, output.manifest_sha256)
+            evaluations[name] = (
+                found
+                or latest_evaluation(instance, check, output.manifest_sha256)
+                or _legacy_evaluation(instance, check, output.manifest_sha256)
+            )
         findings.extend(gate_findings(output, names, evaluations))
     return findings

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prover_assets.records.hashing import sha256_file
+from prover_assets.records.layout import key_path
 from prover_assets.records.manifest import MANIFEST_NAME, read_manifest, recorded_path
 
 __all__ = [
@@ -59,7 +60,7 @@ def materialization_of(folder: Path, data_root: Path) -> Materialization:
         parts = parts[:-1]
     if not parts:
         raise ValueError(f"{folder} is the data root, not an asset's output")
-    return Materialization(folder, parts, partition, sha256_file(folder / MANIFEST_NAME))
+    return Materialization(folder, key_path(parts), partition, sha256_file(folder / MANIFEST_NAME))
 
 
 def _output_folder(path: Path, data_root: Path) -> Path | None:

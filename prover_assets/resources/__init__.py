@@ -45,6 +45,7 @@ from prover_assets.jobs import jobs_making, unmaterialized_message
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.gates import refusal_message
+from prover_assets.records.layout import folder_path
 from prover_assets.records.manifest import mark_data_root
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.resources.typed_config import dagster_config, placeholders_required
@@ -139,8 +140,8 @@ class ExperimentResource(dg.ConfigurableResource):
 
     def asset_dir(self, key: dg.AssetKey, partition: str | None = None) -> Path:
         """The folder of `key` (of its iteration `partition`, for a per-iteration asset of a
-        graph of several iterations)."""
-        folder = self.data_root().joinpath(*key.path)
+        graph of several iterations): `prover_assets.records.layout.folder_path`."""
+        folder = self.data_root().joinpath(*folder_path(tuple(key.path)))
         return folder if partition is None else folder / f"iteration-{partition}"
 
     def complete_file(self, key: dg.AssetKey, filename: str, partition: str | None = None) -> Path:
