@@ -55,3 +55,13 @@ def test_the_legacy_key_is_the_folder_of_a_renamed_key_and_none_of_another(folde
 def test_a_generations_or_verdicts_key_whose_label_does_not_name_its_path_is_refused(key):
     with pytest.raises(ValueError, match="the last part of a"):
         folder_path(key)
+
+
+def test_the_refusal_names_the_key_and_the_label_its_path_asks_for():
+    key = ("verdicts", "minif2f", "candidate_seed7", "c256")
+    with pytest.raises(ValueError) as refused:
+        folder_path(key)
+    assert str(refused.value) == (
+        "asset key verdicts/minif2f/candidate_seed7/c256: the last part of a verdicts key is "
+        "verdicts_candidate_minif2f_<cap or round>_seed7, not c256"
+    )

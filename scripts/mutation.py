@@ -67,6 +67,7 @@ TARGETS: dict[str, list[str]] = {
     "records/owned.py": ["test_owned.py"],
     # Which outputs a step may read across runs: lineage and the gate rule.
     "records/gates.py": ["test_gates.py"],
+    "records/layout.py": ["test_layout.py"],
     "stats/core.py": ["test_stats.py"],
     "stats/bootstrap.py": ["test_stats.py"],
     "report/analysis.py": ["test_report.py", "test_report_iterations.py"],
