@@ -82,6 +82,7 @@ def run_demo_round(tmp: Path) -> dict:
     return {
         "root": data_root,
         "raw": raw,
+        "config": config,
         "home": home,
         "outcomes": outcomes,
         "stopped_summary": summary,

@@ -18,8 +18,13 @@ import numpy as np
 import pytest
 import yaml
 
-from prover_assets.assets.keys import SFT_CHECKPOINT, generations_key, verdicts_key
+from prover_assets.assets.keys import SFT_CHECKPOINT, SFT_SHARDS, generations_key, verdicts_key
+from prover_assets.assets.metadata import OUTPUT_DIR, latest_materialization
 from prover_assets.definitions import build_definitions
+from prover_assets.generation.revision import MODEL_DIR, model_revision
+from prover_assets.records import MANIFEST_NAME
+from prover_assets.records.gates import materialization_of
+from prover_assets.records.manifest import read_manifest, recorded_path
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.validity import TrainingFiles, ValiditySettings, judge_comparison
 from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
@@ -67,6 +72,56 @@ def test_every_job_succeeds_with_every_check_passing(finished_round):
             continue
         assert result.success, name
         assert failed_checks == [], (name, [(e.asset_key, e.check_name) for e in failed_checks])
+
+
+def upstream_read(folder: Path, root: Path, models: dict[str, str]) -> set[str]:
+    """The assets the step of `folder` read, as its manifest says: those whose outputs it names
+    as inputs (by the folders they lie in under the data root), and the model assets whose
+    revision (`models`: revision -> asset) it records having loaded, a model being named by
+    the sha256 of its weights, not hashed again as a file input by every step that loads it."""
+    manifest = read_manifest(folder)
+    assets = set()
+    for entry in manifest["inputs"]:
+        path = recorded_path(folder, entry["path"]).resolve()
+        if root.resolve() not in path.parents:
+            continue  # a source outside the data root (a data set, a config)
+        while not (path / MANIFEST_NAME).is_file():
+            path = path.parent
+        assets.add("/".join(materialization_of(path, root).asset))
+    loaded = {manifest["config"].get(name) for name in ("model_rev", "base_model_rev")}
+    return assets | {models[revision] for revision in loaded if revision in models}
+
+
+def test_each_assets_declared_upstream_is_what_its_manifest_says_it_read(finished_round):
+    """Every dependency the graph draws is one the step read, and every read one is drawn:
+    `deps` and the reads cannot drift apart unseen (the EOS ids `sft_shards` takes from the
+    base model's tokenizer are recorded by value: its one model dependency taken as drawn)."""
+    root = finished_round["root"]
+    graph = build_definitions(finished_round["config"]).resolve_asset_graph()
+    models = {
+        model_revision(root / name / MODEL_DIR): name
+        for name in ("demo_base_model", "exported_model")
+    }
+    differing, compared = {}, set()
+    with dg.DagsterInstance.from_config(str(finished_round["home"])) as instance:
+        for key in graph.materializable_asset_keys:
+            event = latest_materialization(instance, key)
+            metadata = event.asset_materialization.metadata if event else {}
+            if OUTPUT_DIR not in metadata:
+                continue  # no output folder (the ETA, the preflight's report, made per run)
+            folder = Path(metadata[OUTPUT_DIR].value)
+            declared = {parent.to_user_string() for parent in graph.get(key).parent_keys}
+            read = upstream_read(folder, root, models)
+            if key == SFT_SHARDS:
+                read |= {"demo_base_model"} & declared
+            if read != declared:
+                differing[key.to_user_string()] = {
+                    "read": sorted(read),
+                    "declared": sorted(declared),
+                }
+            compared.add(key.to_user_string())
+    assert differing == {}
+    assert len(compared) == 18 and "eval_report" in compared
 
 
 def test_a_copied_data_root_resumes_with_every_output_reused_and_every_check_passing(

@@ -17,7 +17,7 @@ from prover_assets_tests.conftest import CONFIGS, demo_run_config
 # By hand, from each job's selection in jobs.py: the narrowest job first, the whole round last.
 ONE_ITERATION = {
     "eval_problems/minif2f": ["problems", "baseline", "pool_round", "full_round"],
-    "statement_audit/minif2f": ["problems", "baseline", "full_round"],
+    "statement_audit/statement_audit_minif2f": ["problems", "baseline", "full_round"],
     "verdicts/minif2f/baseline/verdicts_baseline_minif2f_c256": ["baseline", "full_round"],
     "verdicts/pool/verdicts_pool_r1": ["pool_round", "full_round"],
     "sft_checkpoint": ["sft", "full_round"],

@@ -25,7 +25,7 @@ LAYOUT = [
     (("verdicts", "pool", "r1"), ("verdicts", "pool", "verdicts_pool_r1")),
     (("generations", "x"), ("generations", "generations_x")),
     (("eval_problems", "minif2f"), ("eval_problems", "minif2f")),
-    (("statement_audit", "minif2f"), ("statement_audit", "minif2f")),
+    (("statement_audit", "minif2f"), ("statement_audit", "statement_audit_minif2f")),
     (("sft_checkpoint_seed7",), ("sft_checkpoint_seed7",)),
     (("pool", "generations", "r0"), ("pool", "generations", "r0")),
 ]

@@ -112,8 +112,10 @@ STATEMENT_AUDIT = "statement_audit"
 
 
 def statement_audit_key(name: str) -> dg.AssetKey:
-    """The key of the Lean audit of eval set `name`'s statements."""
-    return dg.AssetKey([STATEMENT_AUDIT, name])
+    """The key of the Lean audit of eval set `name`'s statements
+    (`statement_audit/statement_audit_<set>`, in folder `statement_audit/<set>`: labelled apart
+    from the set's problems, `eval_problems/<set>`, which the report reads too)."""
+    return dg.AssetKey(list(key_path((STATEMENT_AUDIT, name))))
 
 
 def generations_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
@@ -130,8 +132,8 @@ def verdicts_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
 
 
 def legacy_key(key: dg.AssetKey) -> dg.AssetKey | None:
-    """The key `key`'s outputs were materialized under before generations and verdicts were
-    labelled (`prover_assets.records.layout`); None for a key never renamed. The gates and the
+    """The key `key`'s outputs were materialized under before generations, verdicts and
+    statement audits were labelled (`prover_assets.records.layout`); None for a key never renamed. The gates and the
     readers of materializations look there too when `key` has none, until release 0.3.0."""
     old = legacy_key_path(tuple(key.path))
     return None if old is None else dg.AssetKey(list(old))

@@ -239,7 +239,7 @@ def latest_materialization(
     """The latest materialization event of `key`: of its `partition` where `key` is partitioned
     (its materializations carry partitions), else its only one; with `any_partition`, the latest
     of any (what measures a rate). None if never materialized, under `key` or, for outputs
-    made before generations and verdicts were labelled, under its `legacy_key`.
+    made before their keys were labelled, under its `legacy_key`.
 
     Both reads are one indexed query on the event log, newest first: every step asks this of
     each asset it reads, and `get_latest_materialization_event` (which goes through the

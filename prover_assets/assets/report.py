@@ -21,6 +21,7 @@ from prover_assets.assets.keys import (
     eval_set_key,
     evaluated_systems,
     generations_key,
+    pool_generations_key,
     pool_verdicts_key,
     statement_audit_key,
     training_runs,
@@ -52,7 +53,7 @@ from prover_assets.verify.stages import (
     StatementAuditResult,
 )
 
-__all__ = ["report_assets"]
+__all__ = ["report_assets", "report_reads"]
 
 
 class ReportConfig(dg.Config):
@@ -66,15 +67,11 @@ class ReportConfig(dg.Config):
 def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     """The evaluation report asset, with its evidence bundle, for `built`'s eval sets and caps."""
     pairs = [(name, cap) for name in built.eval_sets for cap in built.caps_of(name)]
-    rounds = range(built.corrections.rounds + 1)
-    deps = [verdicts_key(s, system, c) for s, c in pairs for system, _ in evaluated_systems(built)]
-    deps += [pool_verdicts_key(r) for r in rounds]
-    deps += [statement_audit_key(name) for name in built.eval_sets]
 
     @dg.asset(
         key=REPORT_KEY,
         group_name=REPORT_GROUP,
-        deps=deps,
+        deps=report_reads(built),
         kinds={"markdown"},
         description="The registered comparison (PRIMARY only for the registered design) and every "
         "secondary one: tables, exact McNemar, intervals, power, correction lift, limitations, "
@@ -136,6 +133,33 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         return dg.MaterializeResult(metadata=metadata)
 
     return [eval_report]
+
+
+def report_reads(built: ExperimentSpec) -> list[dg.AssetKey]:
+    """Every asset the report reads, its `deps` (test_demo.py holds them equal to the inputs its
+    manifest records): each eval set's problems and statement audit, every evaluated system's
+    generations and verdicts, the pool rounds, and the registered candidate's training data,
+    checkpoint and export (the validity conditions judge them)."""
+    runs = [
+        key
+        for name in built.eval_sets
+        for cap in built.caps_of(name)
+        for system, _ in evaluated_systems(built)
+        for key in (generations_key(name, system, cap), verdicts_key(name, system, cap))
+    ]
+    rounds = range(built.corrections.rounds + 1)
+    registered = training_runs(built.training.all_seeds())[0]
+    return [
+        *(eval_set_key(name) for name in built.eval_sets),
+        *(statement_audit_key(name) for name in built.eval_sets),
+        *runs,
+        *(key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))),
+        SFT_SHARDS,
+        TRAIN_POOL,
+        DECONTAMINATION_KEY,
+        registered.checkpoint,
+        registered.export,
+    ]
 
 
 def _run_files(

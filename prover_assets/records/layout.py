@@ -1,13 +1,14 @@
 """Which folder under the data root holds each asset's output, and which asset a folder is.
 
-A folder's path is its asset key's path, but for generations and verdicts. Dagster's UI labels a
+A folder's path is its asset key's path, but for generations, verdicts and statement audits. Dagster's UI labels a
 node, and every link to a node of another group, with the key's last part alone (cut in the
 middle past 30 characters): `c256` named baseline and candidate alike, `r0` a round's
-generations and its verdicts. So their keys end in a label that reads as a phrase, what, whose,
+generations and its verdicts, `minif2f` an eval set's problems and its statement audit. So their keys end in a label that reads as a phrase, what, whose,
 on what, at which cap or round, of which training seed (`verdicts/minif2f/baseline/
-verdicts_baseline_minif2f_c256`, `generations/pool/generations_pool_r0`), the kind first so
+verdicts_baseline_minif2f_c256`, `generations/pool/generations_pool_r0`,
+`statement_audit/statement_audit_minif2f`), the kind first so
 that a cut label still says it, while their folders keep the layout the data root has always had
-(`verdicts/minif2f/baseline/c256`, `generations/pool/r0`): nothing written before the keys were
+(`verdicts/minif2f/baseline/c256`, `generations/pool/r0`, `statement_audit/minif2f`): nothing written before the keys were
 labelled moves, and a folder's path is the key its outputs were first materialized under
 (`legacy_key_path`).
 """
@@ -18,7 +19,7 @@ import re
 
 __all__ = ["LABELLED_KINDS", "folder_path", "key_path", "legacy_key_path"]
 
-LABELLED_KINDS = ("generations", "verdicts")
+LABELLED_KINDS = ("generations", "verdicts", "statement_audit")
 
 
 def _labelled(path: tuple[str, ...]) -> bool:
@@ -67,8 +68,8 @@ def folder_path(key: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def legacy_key_path(key: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The key path `key`'s outputs were materialized under before generations and verdicts
-    were labelled (release 0.1.0): its folder's path. None for a key that was never renamed.
+    """The key path `key`'s outputs were materialized under before generations, verdicts
+    and statement audits were labelled (release 0.1.0): its folder's path. None for a key that was never renamed.
     Their check evaluations and materializations are read under it until release 0.3.0."""
     folder = folder_path(key)
     return None if folder == key else folder
