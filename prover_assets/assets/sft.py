@@ -15,8 +15,6 @@ from prover_assets.assets.keys import (
     Schedule,
     TrainingRun,
     iteration_partitions,
-    pool_generations_key,
-    pool_verdicts_key,
     training_runs,
 )
 from prover_assets.assets.metadata import (
@@ -61,18 +59,38 @@ def training_start(
     return iteration.training_start(spec, tuple(run.export.path), partition)
 
 
+def sft_data_deps(built: ExperimentSpec) -> list[dg.AssetDep]:
+    """The pool rounds `sft_shards` reads, from the rule it reads them by
+    (`iteration.sft_round_refs`): with several iterations, each round's partitions mapped to
+    every iteration that reads them (its own, or with `sft_data: cumulative` each later one
+    too), so Dagster sees an earlier iteration's round as upstream of a later one's shards."""
+    readers: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for number in range(1, built.iterations + 1):
+        partition = iteration.iteration_partition(built.iterations, number)
+        for pair in sft_round_refs(built, partition):
+            for ref in pair:
+                read_by = readers.setdefault(ref.asset, {})
+                if ref.partition is not None and partition is not None:
+                    read_by.setdefault(ref.partition, []).append(partition)
+    return [
+        dg.AssetDep(
+            dg.AssetKey(list(asset)),
+            partition_mapping=dg.StaticPartitionMapping(read_by) if read_by else None,
+        )
+        for asset, read_by in readers.items()
+    ]
+
+
 def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """The SFT assets: shards from the pool rounds' accepted samples, and per training seed the
     LoRA checkpoint and the export; all per iteration."""
-    rounds = range(built.corrections.rounds + 1)
-    pool_keys = [key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))]
     partitions = iteration_partitions(built.iterations)
 
     @dg.asset(
         key=SFT_SHARDS,
         group_name=SFT_GROUP,
         kinds={"numpy"},
-        deps=[*pool_keys, TRAIN_POOL, DECONTAMINATION_KEY, *model_deps(built)],
+        deps=[*sft_data_deps(built), TRAIN_POOL, DECONTAMINATION_KEY, *model_deps(built)],
         partitions_def=partitions,
         description="Accepted, faithful, distinct pool proofs as training rows (prompt_ids + "
         "completion_ids as sampled), every rule counted, read back through the trainer's path.",
