@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.generation.engines import (
+    EngineOpening,
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
@@ -186,6 +187,9 @@ class TimedEngine(GenerationEngine):
         self.engines = engines
         self.longest_s = 0.0  # the longest sample's decode time alone: no split shortens it
 
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.name, "engines": self.engines, "max_num_seqs": self.max_num_seqs}
+
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
         by_id = {str(i): r for i, r in enumerate(requests)}
         doubles = [
@@ -288,13 +292,17 @@ class Bench:
             return materialize_generations(
                 folder,
                 samples,
-                model_path=Path("/models/timed-double"),
-                model_rev="0" * 40,
-                sampling=SAMPLING,
-                base_seed=self.workload.seed,
-                max_model_len=CAP + 4096,
-                commit_every=8,
-                open_engine=lambda: contextlib.nullcontext(engine),
+                opening=EngineOpening(
+                    model_path=Path("/models/timed-double"),
+                    model_rev="0" * 40,
+                    sampling=SAMPLING,
+                    max_model_len=CAP + 4096,
+                    seed=self.workload.seed,
+                    workdir=folder,
+                    commit_every=8,
+                    cpu_threads=1,
+                ),
+                open_engine=lambda opening: contextlib.nullcontext(engine),
                 load_tokenizer=lambda path: WordTokenizer(),
             )
 

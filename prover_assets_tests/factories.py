@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.config import RunConfig, parse_run_config
+from prover_assets.generation.engines import EngineOpening, SamplingSettings
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import alpha_sha, statement_sha
 from prover_assets.records import (
@@ -60,6 +61,22 @@ def preamble_code(
     """A candidate for the preamble problem as the model writes it: header, its copy of the
     preamble, what it adds before the theorem, the theorem, the proof."""
     return GOEDEL_HEADER + preamble + before_theorem + PREAMBLE_SIGNATURE + "\n" + proof
+
+
+def make_opening(**overrides: Any) -> EngineOpening:
+    """An engine opening for the tiny model's tests: neutral sampling at temperature 1, seed 1,
+    a 4096-token window, a commit every 2 results."""
+    fields: dict[str, Any] = {
+        "model_path": Path("tiny"),
+        "model_rev": "tiny-rev",
+        "sampling": SamplingSettings(temperature=1.0, top_p=0.95, top_k=0),
+        "max_model_len": 4096,
+        "seed": 1,
+        "workdir": Path("engines"),
+        "commit_every": 2,
+        "cpu_threads": 1,
+    }
+    return EngineOpening(**{**fields, **overrides})
 
 
 def make_problem(problem_id: str = "p1", statement: str = STATEMENT, **overrides: Any) -> Problem:

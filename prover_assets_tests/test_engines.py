@@ -12,14 +12,16 @@ import pytest
 
 from prover_assets.config import EngineSettings
 from prover_assets.generation.engines import (
+    EngineOpening,
     GenerationRequest,
     SamplingSettings,
     TransformersEngine,
-    open_engine,
 )
+from prover_assets.generation.factory import open_engine
 from prover_assets.generation.openai_engine import OpenAICompletionsEngine
 from prover_assets.generation.revision import model_revision
-from prover_assets.generation.vllm_engine import VllmEngine, VllmSpec
+from prover_assets.generation.vllm_child import VllmSpec
+from prover_assets.generation.vllm_engine import VllmEngine
 from prover_assets.records import SAMPLING_FIELDS
 from prover_assets_tests.conftest import gpu_missing
 
@@ -79,17 +81,17 @@ def test_sampling_settings_with_a_field_the_record_does_not_name_are_refused():
 
 
 def opened(settings: dict, model_path: Path, workdir: Path):
-    return open_engine(
-        EngineSettings(**settings),
-        model_path,
-        "rev-abc",
-        SAMPLING,
+    opening = EngineOpening(
+        model_path=model_path,
+        model_rev="rev-abc",
+        sampling=SAMPLING,
         max_model_len=2048,
         seed=11,
         workdir=workdir,
         commit_every=32,
         cpu_threads=1,
     )
+    return open_engine(EngineSettings(**settings), opening)
 
 
 def test_open_engine_builds_the_transformers_engine_on_the_named_device_and_dtype(

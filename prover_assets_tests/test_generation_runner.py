@@ -23,7 +23,7 @@ from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materiali
 from prover_assets.records import Appender, Generation, SampleKey, read_records
 from prover_assets.records.usage import recorded_earlier_attempts
 from prover_assets.report.cost import generation_work
-from prover_assets_tests.factories import STATEMENT, make_problem
+from prover_assets_tests.factories import STATEMENT, make_opening, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
@@ -74,12 +74,9 @@ def run(engine, path, problems, *, n=2, cap=16, max_model_len=4096, commit_every
             engine,
             engine.tokenizer,
             appender,
-            model_path="tiny",
-            model_rev="tiny-rev",
-            sampling=SAMPLING,
-            base_seed=1,
-            max_model_len=max_model_len,
-            commit_every=commit_every,
+            opening=make_opening(
+                sampling=SAMPLING, max_model_len=max_model_len, commit_every=commit_every
+            ),
         )
 
 
@@ -165,13 +162,8 @@ def generation_step(folder: Path, model: Path):
     return materialize_generations(
         folder,
         Samples(round0_specs(problems, 3, 24), {}, samples_per_problem=3),
-        model_path=model,
-        model_rev="tiny-rev",
-        sampling=SAMPLING,
-        base_seed=1,
-        max_model_len=4096,
-        commit_every=1,
-        open_engine=lambda: contextlib.nullcontext(TransformersEngine(model, SAMPLING)),
+        opening=make_opening(model_path=model, sampling=SAMPLING, commit_every=1),
+        open_engine=lambda opening: contextlib.nullcontext(TransformersEngine(model, SAMPLING)),
         load_tokenizer=lambda _: None,
     )
 

@@ -19,12 +19,12 @@ from prover_assets.records import Appender, Generation
 from prover_assets.records.outputs import EmptyOutputError
 from prover_assets.records.store import RecordError
 from prover_assets_tests.conftest import CONFIGS
-from prover_assets_tests.factories import make_generation, make_problem
+from prover_assets_tests.factories import make_generation, make_opening, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
 
-def no_engine():
+def no_engine(opening):
     pytest.fail("the step opened an engine for a batch it should have refused")
 
 
@@ -32,12 +32,7 @@ def materialize(folder, samples):
     return materialize_generations(
         folder,
         samples,
-        model_path=folder / "model",
-        model_rev="rev",
-        sampling=SAMPLING,
-        base_seed=1,
-        max_model_len=4096,
-        commit_every=2,
+        opening=make_opening(model_path=folder / "model", model_rev="rev", sampling=SAMPLING),
         open_engine=no_engine,
         load_tokenizer=lambda _: None,
     )

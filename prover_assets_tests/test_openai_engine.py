@@ -18,20 +18,13 @@ from prover_assets_tests.doubles.completions_server import (
     completion_ids,
     serving,
 )
-from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_problem
+from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_opening, make_problem
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 
 
 # What the runner is told in the tests that write records through this engine
-RUNNER = dict(
-    model_path="tiny",
-    model_rev="tiny-rev",
-    sampling=SAMPLING,
-    base_seed=7,
-    max_model_len=4096,
-    commit_every=2,
-)
+OPENING = make_opening(sampling=SAMPLING, seed=7)
 
 
 def requests_of(count: int, max_tokens: int = 64) -> list[GenerationRequest]:
@@ -166,7 +159,7 @@ def test_the_runner_writes_valid_records_and_a_rerun_asks_for_nothing(tiny_model
     with replicas(double) as urls, engine(urls) as completions:
         for _ in range(2):
             with Appender(tmp_path / "gen.jsonl", Generation) as appender:
-                stats = generate_samples(specs, completions, tokenizer, appender, **RUNNER)
+                stats = generate_samples(specs, completions, tokenizer, appender, opening=OPENING)
     rows = read_records(tmp_path / "gen.jsonl", Generation)
     assert len(rows) == 6 and len(double.bodies) == 6
     assert (stats.already_present, stats.generated_now) == (6, 0)
@@ -415,7 +408,7 @@ def test_design_match_catches_a_candidate_whose_requests_left_top_k_to_the_serve
                 client(urls, "prover", SAMPLING, requests_per_replica=2, retries=0) as completions,
                 Appender(tmp_path / f"{name}.jsonl", Generation) as appender,
             ):
-                generate_samples(specs, completions, tokenizer, appender, **RUNNER)
+                generate_samples(specs, completions, tokenizer, appender, opening=OPENING)
     assert [e["top_k"] for e in double.effective] == [0] * 4 + [20] * 4  # served differently
     check = check_design_match(tmp_path / "baseline.jsonl", tmp_path / "cand.jsonl")
     assert not check.passed

@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+from pydantic import ValidationError
 
 from prover_assets.generation import vllm_child
 from prover_assets.generation.engines import SamplingSettings
@@ -16,7 +17,7 @@ from prover_assets_tests.doubles.vllm_package.vllm.sampling_params import (
     RequestOutputKind,
     SamplingParams,
 )
-from prover_assets_tests.test_vllm_engine import FAKE_VLLM, spec_of
+from prover_assets_tests.test_vllm_engine import FAKE_VLLM, spec_of, vllm_spec
 
 FINAL_ONLY = RequestOutputKind.FINAL_ONLY
 
@@ -246,3 +247,27 @@ def test_the_child_asks_vllm_for_final_only_outputs_and_every_sampling_field(
     }
     ready = json.loads((run / "ready.json").read_text())
     assert ready == {"model_path": str(model), "model_rev": "a" * 40}
+
+
+def test_the_spec_the_parent_writes_is_the_spec_the_child_reads(tmp_path):
+    spec = vllm_spec(
+        tmp_path / "model", sampling=SamplingSettings(temperature=0.6, top_p=0.95, top_k=20)
+    )
+    vllm_child.write_spec(tmp_path, spec)
+    assert vllm_child.read_spec(tmp_path) == spec
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"chunks": 2}, "chunks"),  # a name of another version
+        ({"max_num_seqs": "4"}, "max_num_seqs"),  # a number written as text
+        ({"sampling": {"temperature": 1.0, "top_p": 0.95}}, "sampling.top_k"),  # one missing
+    ],
+)
+def test_a_spec_the_child_does_not_know_whole_is_refused_naming_the_field(tmp_path, change, field):
+    written = {**spec_of(tmp_path / "model"), **change}
+    (tmp_path / vllm_child.SPEC_FILE).write_text(json.dumps(written))
+    with pytest.raises(ValidationError) as refused:
+        vllm_child.read_spec(tmp_path)
+    assert [".".join(map(str, e["loc"])) for e in refused.value.errors()] == [field]

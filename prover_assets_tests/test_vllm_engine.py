@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from prover_assets.generation.engines import GenerationRequest, SamplingSettings
+from prover_assets.generation.vllm_child import VllmSpec
 from prover_assets.generation.vllm_engine import (
     EngineIdentityError,
     VllmEngine,
-    VllmSpec,
     _Child,
     gpu_slices,
     slice_cache_root,
@@ -196,7 +196,8 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
     from transformers import AutoTokenizer
 
     from prover_assets.config import EngineSettings
-    from prover_assets.generation.engines import open_engine
+    from prover_assets.generation.engines import EngineOpening
+    from prover_assets.generation.factory import open_engine
     from prover_assets.generation.runner import round0_specs
     from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
     from prover_assets.records import Generation, read_records
@@ -210,22 +211,20 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
         model.mkdir(parents=True)
         folder = tmp_path / system
 
-        def engine(model=model, revision=revision, folder=folder):
-            return open_engine(
-                settings, model, revision, SAMPLING,
-                max_model_len=4096, seed=0, workdir=folder, commit_every=2, cpu_threads=1,
-            )  # fmt: skip
-
         materialize_generations(
             folder,
             Samples(specs, {}, samples_per_problem=3),
-            model_path=model,
-            model_rev=revision,
-            sampling=SAMPLING,
-            base_seed=1,
-            max_model_len=4096,
-            commit_every=2,
-            open_engine=engine,
+            opening=EngineOpening(
+                model_path=model,
+                model_rev=revision,
+                sampling=SAMPLING,
+                max_model_len=4096,
+                seed=0,
+                workdir=folder,
+                commit_every=2,
+                cpu_threads=1,
+            ),
+            open_engine=lambda opening: open_engine(settings, opening),
             load_tokenizer=lambda _: tokenizer,
         )
         rows = read_records(folder / GENERATIONS_FILE, Generation)

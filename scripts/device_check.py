@@ -33,11 +33,8 @@ from typing import Any
 import numpy as np
 
 from prover_assets.config import EngineSettings, TrainingSpec
-from prover_assets.generation.engines import (
-    GenerationRequest,
-    SamplingSettings,
-    open_engine,
-)
+from prover_assets.generation.engines import EngineOpening, GenerationRequest, SamplingSettings
+from prover_assets.generation.factory import open_engine
 from prover_assets.generation.revision import MODEL_DIR, write_local_revision
 from prover_assets.generation.tiny_model import build_tiny_model
 from prover_assets.records import SftRow
@@ -170,17 +167,17 @@ def generate(model_dir: Path, device: str, dtype: str, samples: int, tokens: int
         else EngineSettings(engine="transformers", device=device, dtype=dtype)
     )
     started = time.monotonic()
-    with open_engine(
-        settings,
-        model_dir,
-        "device-check",
-        sampling,
+    opening = EngineOpening(
+        model_path=model_dir,
+        model_rev="device-check",
+        sampling=sampling,
         max_model_len=4096,
         seed=0,
         workdir=model_dir.parent / "engine",
         commit_every=samples,
         cpu_threads=1,  # the engine's host side; the GPU does the work
-    ) as engine:
+    )
+    with open_engine(settings, opening) as engine:
         loaded = time.monotonic()
         from transformers import AutoTokenizer
 

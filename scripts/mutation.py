@@ -57,6 +57,7 @@ TARGETS: dict[str, list[str]] = {
     "generation/openai_engine.py": ["test_openai_engine.py"],
     # The transformers engine's loop, token for token against HF `generate`, batched or alone.
     "generation/engines.py": ["test_transformers_engine.py", "test_engines.py"],
+    "generation/factory.py": ["test_engines.py"],
     "generation/vllm_child.py": ["test_vllm_child.py"],
     # The children run the SIMULATED vllm: every slice, killed engines, the identity check.
     "generation/vllm_engine.py": ["test_vllm_engine.py"],

@@ -30,6 +30,7 @@ from prover_assets.assets.metadata import (
 )
 from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
 from prover_assets.config import ConfigError, ExperimentSpec
+from prover_assets.generation.engines import EngineOpening
 from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.generation.runner import GenerationStats
 from prover_assets.generation.stages import (
@@ -207,22 +208,17 @@ def _generation_asset(
             result = materialize_generations(
                 folder,
                 chosen,
-                model_path=model_path,
-                model_rev=model_rev,
-                sampling=sampling,
-                base_seed=spec.generation.seed,
-                max_model_len=spec.model.max_model_len,
-                commit_every=spec.generation.commit_every,
-                open_engine=lambda: gpu.open_engine(
-                    model_path,
-                    model_rev,
-                    sampling,
+                opening=EngineOpening(
+                    model_path=model_path,
+                    model_rev=model_rev,
+                    sampling=sampling,
                     max_model_len=spec.model.max_model_len,
                     seed=spec.generation.seed,
                     workdir=folder,
                     commit_every=spec.generation.commit_every,
                     cpu_threads=threads.count,
                 ),
+                open_engine=gpu.open_engine,
                 load_tokenizer=_load_tokenizer,
                 progress=_progress(ProgressReporter(context, "samples")),
                 run_id=context.run.run_id,

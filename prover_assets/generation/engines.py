@@ -16,21 +16,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prover_assets.records import SAMPLING_FIELDS
 
-if TYPE_CHECKING:
-    from prover_assets.config import EngineSettings
-
 __all__ = [
     "COMPLETED_FINISHES",
+    "EngineOpening",
     "GenerationEngine",
     "GenerationRequest",
     "GenerationResult",
     "SamplingSettings",
     "TransformersEngine",
-    "open_engine",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,6 +58,24 @@ class SamplingSettings:
     def carried(self) -> dict[str, float | int]:
         """The fields as a request carries them, named as the record names them."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class EngineOpening:
+    """What one step asks of its engine, and records of every sample: the model at
+    `model_path` (revision `model_rev`, the step's asset input) sampled with `sampling`, `seed`
+    the base of its per-request seeds, prompt and completion within `max_model_len` tokens;
+    results committed every `commit_every`; `workdir` holds the engine's children's folders;
+    `cpu_threads`: torch's threads in this process while a transformers engine is open."""
+
+    model_path: Path
+    model_rev: str
+    sampling: SamplingSettings
+    max_model_len: int
+    seed: int
+    workdir: Path
+    commit_every: int
+    cpu_threads: int
 
 
 @dataclass(frozen=True)
@@ -433,59 +448,3 @@ def _same_prompt_runs(
         run.append(request)
     if run:
         yield run
-
-
-def open_engine(
-    settings: EngineSettings,
-    model_path: Path,
-    model_rev: str,
-    sampling: SamplingSettings,
-    *,
-    max_model_len: int,
-    seed: int,
-    workdir: Path,
-    commit_every: int,
-    cpu_threads: int,
-) -> GenerationEngine:
-    """The engine `settings` name, sampling the model at `model_path` (revision `model_rev`,
-    the step's asset input) with `sampling`; `workdir` holds its children's folders;
-    `cpu_threads`: torch's threads in this process while a transformers engine is open."""
-    if settings.engine == "transformers":
-        return TransformersEngine(
-            model_path,
-            sampling,
-            device=settings.device,
-            dtype=settings.dtype,
-            cpu_threads=cpu_threads,
-        )
-    if settings.engine == "openai":
-        from prover_assets.generation.openai_engine import OpenAICompletionsEngine
-
-        assert settings.served_model is not None  # the settings' validator requires it
-        return OpenAICompletionsEngine(
-            settings.urls,
-            settings.served_model,
-            sampling,
-            model_root=str(model_path),
-            requests_per_replica=settings.requests_per_replica,
-            retries=settings.http_retries,
-        )
-    from prover_assets.generation.vllm_engine import VllmEngine, VllmSpec
-
-    spec = VllmSpec(
-        model_path=str(model_path),
-        model_rev=model_rev,
-        tensor_parallel_size=settings.tensor_parallel_size,
-        pipeline_parallel_size=settings.pipeline_parallel_size,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=settings.gpu_memory_utilization,
-        max_num_seqs=settings.max_num_seqs,
-        dtype=settings.dtype,
-        seed=seed,
-        enforce_eager=settings.enforce_eager,
-        sampling=sampling,
-        chunk=commit_every,
-    )
-    return VllmEngine(
-        spec, workdir=workdir, gpus=settings.gpus, batch_invariant=settings.batch_invariant
-    )

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prover_assets.config import ConfigError
 from prover_assets.generation.engines import (
+    EngineOpening,
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
@@ -217,16 +218,14 @@ def generate_samples(
     tokenizer: Any,
     appender: Appender[Generation],
     *,
-    model_path: str,
-    model_rev: str,
-    sampling: SamplingSettings,
-    base_seed: int,
-    max_model_len: int,
-    commit_every: int,
+    opening: EngineOpening,
     progress: Progress | None = None,
 ) -> GenerationStats:
-    """Generate every spec whose key is not in `appender` yet; commit every `commit_every`;
-    `progress` is told after each sample and at the end."""
+    """Generate every spec whose key is not in `appender` yet, as `engine` was opened
+    (`opening`: the model, sampling, seeds and window every record names); commit every
+    `opening.commit_every`; `progress` is told after each sample and at the end."""
+    max_model_len = opening.max_model_len
+    model = (str(opening.model_path), opening.model_rev, opening.sampling)
     stats = GenerationStats(total=len(specs), torn_dropped=appender.torn_dropped)
     notify = progress or (lambda done: None)
     pending: dict[SampleKey, tuple[SampleSpec, str, list[int], int, int]] = {}
@@ -238,14 +237,10 @@ def generate_samples(
         messages = [{"role": role, "content": content} for role, content in spec.messages]
         prompt_text, prompt_ids = render_prompt(tokenizer, messages)
         max_tokens = min(spec.cap_tokens, max_model_len - len(prompt_ids))
-        seed = sample_seed(base_seed, spec.key)
+        seed = sample_seed(opening.seed, spec.key)
         if max_tokens <= 0:
             _refuse_round0_without_room(spec, len(prompt_ids), max_model_len)
-            no_room.append(
-                _record(
-                    spec, prompt_text, prompt_ids, None, 0, seed, model_path, model_rev, sampling
-                )
-            )
+            no_room.append(_record(spec, prompt_text, prompt_ids, None, 0, seed, *model))
             continue
         pending[spec.key] = (spec, prompt_text, prompt_ids, max_tokens, seed)
     if no_room:
@@ -256,14 +251,13 @@ def generate_samples(
         GenerationRequest(key, tuple(ids), max_tokens, seed)
         for key, (_, _, ids, max_tokens, seed) in pending.items()
     ]
-    model = (model_path, model_rev, sampling)
     chunk: list[Generation] = []
     for result in engine.generate(requests):
         spec, prompt_text, prompt_ids, max_tokens, seed = pending[result.key]
         record = _record(spec, prompt_text, prompt_ids, result, max_tokens, seed, *model)
         chunk.append(record)
         stats.count(record)
-        if len(chunk) >= commit_every:
+        if len(chunk) >= opening.commit_every:
             appender.append_many(chunk)
             chunk.clear()
         notify(stats)  # every sample: the caller decides how often to show it

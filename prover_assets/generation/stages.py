@@ -17,7 +17,7 @@ from typing import Any
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.cpu_threads import torch_threads
 from prover_assets.generation.corrections import correction_specs, plan_corrections
-from prover_assets.generation.engines import GenerationEngine, SamplingSettings
+from prover_assets.generation.engines import EngineOpening, GenerationEngine, SamplingSettings
 from prover_assets.generation.revision import model_revision
 from prover_assets.generation.runner import (
     CorrectionCounts,
@@ -69,7 +69,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GENERATIONS_FILE = "generations.jsonl"
-EngineFactory = Callable[[], contextlib.AbstractContextManager[GenerationEngine]]
+EngineFactory = Callable[[EngineOpening], contextlib.AbstractContextManager[GenerationEngine]]
 
 
 class Samples:
@@ -202,28 +202,24 @@ def materialize_generations(
     folder: Path,
     samples: Samples,
     *,
-    model_path: Path,
-    model_rev: str,
-    sampling: SamplingSettings,
-    base_seed: int,
-    max_model_len: int,
-    commit_every: int,
+    opening: EngineOpening,
     open_engine: EngineFactory,
     load_tokenizer: Callable[[Path], Any],
     progress: Callable[[GenerationStats], None] | None = None,
     run_id: str | None = None,
 ) -> StepResult[GenerationBatchResult]:
-    """Generate every missing sample; reuse a complete, current output; refuse a foreign one.
-    `run_id`: the orchestrator's run that completes the output, recorded in its manifest."""
+    """Generate every missing sample with the engine `open_engine` opens as `opening` asks;
+    reuse a complete, current output; refuse a foreign one. `run_id`: the orchestrator's run
+    that completes the output, recorded in its manifest."""
     require_rows(
         len(samples.specs), f"the generation batch {folder}", allow_empty=samples.allow_empty
     )
     inputs = StepInputs.hash(samples.inputs)
     identity = {
-        "model_rev": model_rev,
-        "sampling": asdict(sampling),
-        "base_seed": base_seed,
-        "max_model_len": max_model_len,
+        "model_rev": opening.model_rev,
+        "sampling": asdict(opening.sampling),
+        "base_seed": opening.seed,
+        "max_model_len": opening.max_model_len,
         "samples": len(samples.specs),
         "inputs": inputs.digests,
     }
@@ -235,43 +231,36 @@ def materialize_generations(
     with step.journaled(), Appender(path, Generation) as appender:
         _refuse_keys_outside(appender, samples)
         stats, engine_description = _generate_missing(
-            appender,
-            samples,
-            open_engine=open_engine,
-            load_tokenizer=load_tokenizer,
-            model_path=model_path,
-            model_rev=model_rev,
-            sampling=sampling,
-            base_seed=base_seed,
-            max_model_len=max_model_len,
-            commit_every=commit_every,
-            progress=progress,
+            appender, samples, opening, open_engine, load_tokenizer, progress
         )
     rows = _require_every_planned_sample(path, samples)
     return step.finish(
         stats.to_result(rows=rows, plan=samples.plan),
         [path],
-        extra={"engine": engine_description, "model_path": str(model_path), "run_id": run_id},
+        extra={
+            "engine": engine_description,
+            "model_path": str(opening.model_path),
+            "run_id": run_id,
+        },
     )
 
 
 def _generate_missing(
     appender: Appender[Generation],
     samples: Samples,
-    *,
+    opening: EngineOpening,
     open_engine: EngineFactory,
     load_tokenizer: Callable[[Path], Any],
-    model_path: Path,
-    **settings: Any,
+    progress: Callable[[GenerationStats], None] | None,
 ) -> tuple[GenerationStats, dict[str, Any]]:
-    """Open the engine only when a sample is missing; `settings` go to `generate_samples`."""
+    """Open the engine only when a sample is missing."""
     if all(s.key in appender for s in samples.specs):
         stats = GenerationStats(total=len(samples.specs), already_present=len(samples.specs))
         return stats, {"engine": "none needed: every sample was present"}
-    with open_engine() as engine:
-        tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(model_path)
+    with open_engine(opening) as engine:
+        tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(opening.model_path)
         stats = generate_samples(
-            samples.specs, engine, tokenizer, appender, model_path=str(model_path), **settings
+            samples.specs, engine, tokenizer, appender, opening=opening, progress=progress
         )
         return stats, engine.describe()
 

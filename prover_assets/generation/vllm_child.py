@@ -19,24 +19,68 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from pydantic import ConfigDict, TypeAdapter
+
 from prover_assets.children import hold_folder
-from prover_assets.generation.engines import COMPLETED_FINISHES
+from prover_assets.generation.engines import COMPLETED_FINISHES, SamplingSettings
 from prover_assets.generation.revision import RevisionError, model_revision
 from prover_assets.records import SAMPLING_FIELDS, publish_text
 
 __all__ = [
     "READY_FILE",
+    "SPEC_FILE",
     "EngineAborted",
     "StepEngine",
+    "VllmSpec",
     "main",
+    "read_spec",
     "served_identity",
     "stream_results",
+    "write_spec",
 ]
 
 READY_FILE = "ready.json"  # written once the model is loaded: what the engine serves
+SPEC_FILE = "spec.json"  # written by the parent: the child's `VllmSpec`
+
+
+@dataclass(frozen=True)
+class VllmSpec:
+    """What a vLLM child needs, written by the parent as `spec.json` and read back whole:
+    every field typed, none unknown (a parent and a child of two versions disagree loudly)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)
+
+    model_path: str
+    model_rev: str  # the revision the step's asset input names; the child must serve it
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    dtype: str
+    seed: int
+    enforce_eager: bool
+    sampling: SamplingSettings
+    chunk: int  # results are made durable after every `chunk` that finish
+    abort_retries: int = 2  # a request vLLM aborts is added again, at most this many times
+
+
+_SPEC_JSON = TypeAdapter(VllmSpec)
+
+
+def write_spec(run: Path, spec: VllmSpec) -> None:
+    """`spec` as the child in `run` reads it."""
+    (run / SPEC_FILE).write_bytes(_SPEC_JSON.dump_json(spec))
+
+
+def read_spec(run: Path) -> VllmSpec:
+    """The spec the parent wrote in `run`; raises naming each field that is missing, unknown
+    or of the wrong type."""
+    return _SPEC_JSON.validate_json((run / SPEC_FILE).read_bytes())
 
 
 class EngineAborted(RuntimeError):
@@ -136,26 +180,26 @@ def _generate(run: Path) -> int:
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    spec = json.loads((run / "spec.json").read_text())
+    spec = read_spec(run)
     requests = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     llm = LLM(
-        model=spec["model_path"],
-        tensor_parallel_size=spec["tensor_parallel_size"],
-        pipeline_parallel_size=spec["pipeline_parallel_size"],
-        max_model_len=spec["max_model_len"],
-        gpu_memory_utilization=spec["gpu_memory_utilization"],
-        max_num_seqs=spec["max_num_seqs"],
-        dtype=spec["dtype"],
-        seed=spec["seed"],
-        enforce_eager=spec["enforce_eager"],
+        model=spec.model_path,
+        tensor_parallel_size=spec.tensor_parallel_size,
+        pipeline_parallel_size=spec.pipeline_parallel_size,
+        max_model_len=spec.max_model_len,
+        gpu_memory_utilization=spec.gpu_memory_utilization,
+        max_num_seqs=spec.max_num_seqs,
+        dtype=spec.dtype,
+        seed=spec.seed,
+        enforce_eager=spec.enforce_eager,
     )
-    identity = served_identity(llm.llm_engine.model_config.model, spec["model_rev"])
+    identity = served_identity(llm.llm_engine.model_config.model, spec.model_rev)
     publish_text(run / READY_FILE, json.dumps(identity) + "\n")
 
     def params_of(request: dict[str, Any]) -> Any:
         return SamplingParams(
             n=1,
-            **spec["sampling"],
+            **asdict(spec.sampling),
             max_tokens=request["max_tokens"],
             seed=request["seed"],
             stop=[],
@@ -169,8 +213,8 @@ def _generate(run: Path) -> int:
             requests,
             params_of,
             out,
-            commit_every=spec["chunk"],
-            abort_retries=spec["abort_retries"],
+            commit_every=spec.chunk,
+            abort_retries=spec.abort_retries,
         )
     return 0
 

@@ -43,36 +43,16 @@ from prover_assets.generation.engines import (
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
-    SamplingSettings,
 )
-from prover_assets.generation.vllm_child import READY_FILE
+from prover_assets.generation.vllm_child import READY_FILE, VllmSpec, write_spec
 
-__all__ = ["EngineIdentityError", "VllmEngine", "VllmSpec", "gpu_slices", "slice_cache_root"]
+__all__ = ["EngineIdentityError", "VllmEngine", "gpu_slices", "slice_cache_root"]
 
 log = logging.getLogger(__name__)
 
 
 class EngineIdentityError(RuntimeError):
     """An engine child that serves another model than the step samples."""
-
-
-@dataclass(frozen=True)
-class VllmSpec:
-    """What a vLLM child needs: everything plain, to travel as JSON."""
-
-    model_path: str
-    model_rev: str  # the revision the step's asset input names; the child must serve it
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    max_model_len: int
-    gpu_memory_utilization: float
-    max_num_seqs: int
-    dtype: str
-    seed: int
-    enforce_eager: bool
-    sampling: SamplingSettings
-    chunk: int  # results are made durable after every `chunk` that finish
-    abort_retries: int = 2  # a request vLLM aborts is added again, at most this many times
 
 
 def slice_cache_root(index: int) -> str:
@@ -232,7 +212,7 @@ class VllmEngine(GenerationEngine):
         folder = self.workdir / f"engine-{slice_index}"
         folder.mkdir(parents=True, exist_ok=True)
         run = Path(tempfile.mkdtemp(prefix="vllm-run-", dir=folder))
-        (run / "spec.json").write_text(json.dumps(asdict(self.spec)))
+        write_spec(run, self.spec)
         with open(run / "requests.jsonl", "w", encoding="utf-8") as handle:
             for r in requests:
                 row = {

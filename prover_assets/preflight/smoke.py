@@ -20,7 +20,8 @@ import numpy as np
 
 from prover_assets.config import RunConfig
 from prover_assets.cpu_threads import cpu_threads
-from prover_assets.generation.engines import open_engine
+from prover_assets.generation.engines import EngineOpening
+from prover_assets.generation.factory import open_engine
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.generation.stages import sampling_settings
 from prover_assets.gpus import training_ranks
@@ -88,35 +89,23 @@ def generation_check(
     )
 
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
-        sampling = sampling_settings(spec)
         specs = round0_specs(smoke_problems(samples), 1, cap)
-        started = time.monotonic()
-        engine = open_engine(
-            config.gpu,
-            model.folder,
-            model.revision,
-            sampling,
+        opening = EngineOpening(
+            model_path=model.folder,
+            model_rev=model.revision,
+            sampling=sampling_settings(spec),
             max_model_len=spec.model.max_model_len,
             seed=spec.generation.seed,
             workdir=folder / "engines",
             commit_every=len(specs),
             cpu_threads=cpu_threads(config.gpu, config.lean).count,
         )
+        started = time.monotonic()
+        engine = open_engine(config.gpu, opening)
         with engine, Appender(folder / "generations.jsonl", Generation) as appender:
             loaded = time.monotonic() - started
             tokenizer = getattr(engine, "tokenizer", None) or _tokenizer(model.folder)
-            stats = generate_samples(
-                specs,
-                engine,
-                tokenizer,
-                appender,
-                model_path=str(model.folder),
-                model_rev=model.revision,
-                sampling=sampling,
-                base_seed=spec.generation.seed,
-                max_model_len=spec.model.max_model_len,
-                commit_every=len(specs),
-            )
+            stats = generate_samples(specs, engine, tokenizer, appender, opening=opening)
         made.extend(read_records(folder / "generations.jsonl", Generation))
         rate = stats.tokens_per_s()
         text = (

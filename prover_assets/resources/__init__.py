@@ -39,7 +39,8 @@ from prover_assets.config import (
 )
 from prover_assets.cpu_threads import CpuThreads
 from prover_assets.cpu_threads import cpu_threads as threads_of_config
-from prover_assets.generation.engines import GenerationEngine, SamplingSettings, open_engine
+from prover_assets.generation.engines import EngineOpening, GenerationEngine
+from prover_assets.generation.factory import open_engine
 from prover_assets.iteration import OutputRef
 from prover_assets.jobs import jobs_making, unmaterialized_message
 from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
@@ -298,30 +299,9 @@ class GpuResource(dg.ConfigurableResource):
             self._model = parse_engine_settings(self.settings.model_dump())
         return self._model
 
-    def open_engine(
-        self,
-        model_path: Path,
-        model_rev: str,
-        sampling: SamplingSettings,
-        *,
-        max_model_len: int,
-        seed: int,
-        workdir: Path,
-        commit_every: int,
-        cpu_threads: int,
-    ) -> GenerationEngine:
+    def open_engine(self, opening: EngineOpening) -> GenerationEngine:
         """The configured engine for one step (a context manager: closed when the step ends)."""
-        return open_engine(
-            self.model(),
-            model_path,
-            model_rev,
-            sampling,
-            max_model_len=max_model_len,
-            seed=seed,
-            workdir=workdir,
-            commit_every=commit_every,
-            cpu_threads=cpu_threads,
-        )
+        return open_engine(self.model(), opening)
 
     def cpu_threads(self, lean: LeanResource) -> CpuThreads:
         """torch's threads on the CPU for a step of this config (`prover_assets/cpu_threads.py`)."""
