@@ -31,6 +31,7 @@ from prover_assets.records import (
     publish_records,
     read_manifest,
     read_records,
+    reason_kind,
     sha256_text,
     whole_records,
     write_manifest,
@@ -680,3 +681,17 @@ def test_following_a_stream_many_reads_long_yields_every_record_once(tmp_path, m
     stop = threading.Event()
     stop.set()  # what is there now is read, then it ends
     assert [g.sample_idx for g in follow_records(path, Generation, stop)] == list(range(6))
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        ("banned:sorry", "banned"),
+        ("no_code", "no_code"),  # a bare kind
+        ("axiom:Classical.choice", "axiom"),
+        ("by_count:2 markers: one inside a comment", "by_count"),  # the detail may hold colons
+        ("infrastructure:timeout", "infrastructure"),
+    ],
+)
+def test_a_reasons_kind_is_what_comes_before_its_first_colon(reason, kind):
+    assert reason_kind(reason) == kind

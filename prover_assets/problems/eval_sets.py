@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prover_assets.lean.extract import reinsertion_keeps_statement
 from prover_assets.lean.statements import StatementError, normalise_statement, parse_statement
-from prover_assets.records import Problem, iter_records
+from prover_assets.records import Problem, iter_records, reason_kind
 from prover_assets.records.models import ProblemId
 
 __all__ = [
@@ -157,4 +157,4 @@ def load_mobench(
 
 def reason_histogram(unsupported: list[Unsupported]) -> dict[str, int]:
     """How many problems were left out for each reason."""
-    return dict(Counter(item.reason.split(":")[0] for item in unsupported).most_common())
+    return dict(Counter(reason_kind(item.reason) for item in unsupported).most_common())

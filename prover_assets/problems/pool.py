@@ -43,7 +43,7 @@ from prover_assets.problems.decontamination import (
     name_matches,
     ngram_hashes,
 )
-from prover_assets.records import Problem, sha256_file
+from prover_assets.records import Problem, reason_kind, sha256_file
 from prover_assets.records.models import ProblemId
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.validity import CountsError
@@ -265,7 +265,7 @@ def _shaped(text: str, counts: PoolCounts) -> tuple[str, ParsedStatement] | None
         return None
     parsed = parse_statement(statement)
     if not parsed.supported or parsed.signature is None:
-        counts.unsupported_shape[(parsed.reason or "unsupported").split(":")[0]] += 1
+        counts.unsupported_shape[reason_kind(parsed.reason or "unsupported")] += 1
         return None
     if parsed.preamble_tokens and not reinsertion_keeps_statement(statement):
         counts.unsupported_shape["reinsertion_changes_statement"] += 1

@@ -25,7 +25,7 @@ from prover_assets.problems.pool import (
     build_pool_candidates,
     check_shards,
 )
-from prover_assets.records import Problem, publish_records, publish_text, read_records
+from prover_assets.records import Problem, publish_records, publish_text, read_records, reason_kind
 from prover_assets.records.outputs import (
     StageResult,
     Step,
@@ -138,7 +138,7 @@ def materialize_eval_set(name: str, spec: EvalSetSpec, folder: Path) -> StepResu
         unsupported=len(unsupported),
         limited_out=supported - len(problems),
         written=len(problems),
-        unsupported_reasons=dict(Counter(u.reason.split(":")[0] for u in unsupported)),
+        unsupported_reasons=dict(Counter(reason_kind(u.reason) for u in unsupported)),
     )
     return step.finish(result, outputs)
 

@@ -27,6 +27,7 @@ from prover_assets.records.models import (
     Stage,
     Verification,
     VerifierInfo,
+    reason_kind,
 )
 from prover_assets.records.store import (
     Appender,
@@ -79,6 +80,7 @@ __all__ = [
     "publish_text",
     "read_manifest",
     "read_records",
+    "reason_kind",
     "remove_debris",
     "sha256_bytes",
     "sha256_file",

@@ -27,6 +27,7 @@ __all__ = [
     "Stage",
     "Verification",
     "VerifierInfo",
+    "reason_kind",
 ]
 
 SCHEMA_VERSION = 1
@@ -286,6 +287,13 @@ class CachedFrom(BaseModel):
     sample_idx: NonNegative
     round: NonNegative
     cap_tokens: Positive
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a reason written `kind:detail` or a bare `kind` (`banned:sorry` -> `banned`,
+    `by_count:2 markers` -> `by_count`): every reader that counts or filters reasons by kind
+    asks this, the one place their shape is parsed."""
+    return reason.partition(":")[0]
 
 
 class Verification(_Record):

@@ -30,6 +30,7 @@ from prover_assets.records import (
     code_sha256,
     iter_records,
     read_records,
+    reason_kind,
 )
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.staleness import current_verdicts_by_hash
@@ -188,8 +189,8 @@ GROUPED_REASON_KINDS = frozenset({"axiom", "infrastructure", "reinsertion", "no_
 def _reason_class(reason: str) -> str:
     """Reasons grouped for the histogram: `axiom:*`, `infrastructure:*`, ... by their kind;
     `banned:*` stay apart (which ban fired is the point)."""
-    kind, separator, _ = reason.partition(":")
-    return kind if separator and kind in GROUPED_REASON_KINDS else reason
+    kind = reason_kind(reason)
+    return kind if kind != reason and kind in GROUPED_REASON_KINDS else reason
 
 
 def _at_k(

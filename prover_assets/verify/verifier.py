@@ -43,6 +43,7 @@ from prover_assets.records import (
     Verification,
     VerifierInfo,
     code_sha256,
+    reason_kind,
 )
 from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.cache import VerdictCache, cache_key, copy_for
@@ -249,7 +250,7 @@ class StrictVerifier:
         if self.policy.gate:
             reasons = static_check(code, statement=problem.formal_statement, displayed=displayed)
             if self.policy.statement_check == "record":
-                reasons = [r for r in reasons if r.split(":")[0] not in STATEMENT_REASONS]
+                reasons = [r for r in reasons if reason_kind(r) not in STATEMENT_REASONS]
             if reasons:
                 return self._verdict(generation, Stage.GATE, reasons, diagnostics=diagnostics)
         try:
