@@ -28,7 +28,6 @@ def write_runs() -> list:
     from prover_assets.generation.prompts import round0_messages
     from prover_assets.problems.eval_sets import load_minif2f
     from prover_assets.records import (
-        Message,
         build_manifest,
         publish_records,
         write_manifest,
@@ -63,6 +62,8 @@ def write_runs() -> list:
             "backend": "local",
         }
     )
+    # One prompt per problem, as sampled for both systems: a pair compares like with like.
+    prompts = {p.problem_id: [rng.randrange(150000) for _ in range(200)] for p in problems}
     runs = []
     for system, skill, revision in (
         ("baseline", 0.35, "dfd02e6271a58375dfbf3ece0175277cf6b6a89a"),
@@ -71,18 +72,17 @@ def write_runs() -> list:
         generations, verdicts = [], []
         for problem in problems:
             difficulty = rng.random()
-            messages = [Message(**m) for m in round0_messages(problem.formal_statement)]
+            messages = round0_messages(problem.formal_statement)
             for idx in range(8):
                 code = f"theorem t : True := by\n  trivial -- {system} {idx}"
                 completion = [rng.randrange(150000) for _ in range(400)] + [151645]
-                prompt_ids = [rng.randrange(150000) for _ in range(200)]
                 accepted = rng.random() < skill * (1.5 - difficulty)
                 generation, verdict = round0_sample(
                     problem.problem_id,
                     idx,
                     code=code,
                     completion_text="...",
-                    prompt_ids=prompt_ids,
+                    prompt_ids=prompts[problem.problem_id],
                     completion_ids=completion,
                     messages=messages,
                     model_rev=revision,

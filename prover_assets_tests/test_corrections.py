@@ -108,10 +108,9 @@ def test_children_carry_the_conversation_and_reference_their_parent():
         (3, 1, 1),
     ]
     parent = generations[("wrong", 0, 0, 64)]
-    roles = [role for role, _ in specs[0].messages]
-    assert roles == ["user", "assistant", "user"]
-    assert specs[0].messages[1][1] == parent.completion_text
-    assert format_error_block(CODE, ERRORS) in specs[0].messages[2][1]
+    assert [m.role for m in specs[0].messages] == ["user", "assistant", "user"]
+    assert specs[0].messages[1].content == parent.completion_text
+    assert format_error_block(CODE, ERRORS) in specs[0].messages[2].content
 
 
 def test_child_check_flags_children_of_solved_or_unknown_parents():

@@ -20,7 +20,7 @@ from prover_assets.generation.runner import (
     sample_seed,
 )
 from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
-from prover_assets.records import Appender, Generation, SampleKey, read_records
+from prover_assets.records import Appender, Generation, Message, SampleKey, read_records
 from prover_assets.records.usage import recorded_earlier_attempts
 from prover_assets.report.cost import generation_work
 from prover_assets_tests.factories import STATEMENT, make_opening, make_problem
@@ -122,9 +122,9 @@ def test_a_correction_prompt_without_room_is_recorded_and_counted(engine, tmp_pa
     problem = make_problem()
     window = len(prompt_ids(engine)) + 4
     long_feedback = (
-        ("user", problem.formal_statement),
-        ("assistant", "attempt " * 100),
-        ("user", "error " * 100),
+        Message(role="user", content=problem.formal_statement),
+        Message(role="assistant", content="attempt " * 100),
+        Message(role="user", content="error " * 100),
     )
     parent = SampleKey(problem_id=problem.problem_id, sample_idx=0, round=0, cap_tokens=16)
     specs = [SampleSpec(problem, i, 1, 16, long_feedback, parent) for i in range(2)]

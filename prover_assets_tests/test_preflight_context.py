@@ -86,7 +86,9 @@ def test_the_longest_prompt_is_among_the_problems_the_limit_keeps(tiny_model_dir
     lengths = {
         p.problem_id: len(
             tokenizer.apply_chat_template(
-                round0_messages(p.formal_statement), tokenize=True, add_generation_prompt=True
+                [m.model_dump() for m in round0_messages(p.formal_statement)],
+                tokenize=True,
+                add_generation_prompt=True,
             )["input_ids"]
         )
         for p in problems

@@ -7,7 +7,7 @@ STATEMENT = "theorem t (x : ℝ) : x ^ 2 ≥ 0 := by sorry"
 
 
 def test_round0_message_is_the_protocol_text():
-    assert round0_messages(STATEMENT) == [
+    assert [m.model_dump() for m in round0_messages(STATEMENT)] == [
         {
             "role": "user",
             "content": "Complete the following Lean 4 code:\n\n```lean4\n"
@@ -24,8 +24,8 @@ def test_correction_messages_append_the_attempt_and_the_errors():
     first = round0_messages(STATEMENT)
     messages = correction_messages(first, "my failed attempt", "\nError 1:\n...", round=1)
     assert messages[:1] == first
-    assert messages[1] == {"role": "assistant", "content": "my failed attempt"}
-    assert messages[2] == {
+    assert messages[1].model_dump() == {"role": "assistant", "content": "my failed attempt"}
+    assert messages[2].model_dump() == {
         "role": "user",
         "content": "The proof (Round 0) is not correct. Following is the compilation error message, "
         "where we use <error></error> to signal the position of the error.\n\n\nError 1:\n...\n\n"
@@ -37,8 +37,8 @@ def test_correction_messages_append_the_attempt_and_the_errors():
 def test_second_correction_names_round_one_and_keeps_the_whole_conversation():
     first = correction_messages(round0_messages(STATEMENT), "a0", "E0", round=1)
     second = correction_messages(first, "a1", "E1", round=2)
-    assert [m["role"] for m in second] == ["user", "assistant", "user", "assistant", "user"]
-    assert second[-1]["content"].startswith("The proof (Round 1) is not correct.")
+    assert [m.role for m in second] == ["user", "assistant", "user", "assistant", "user"]
+    assert second[-1].content.startswith("The proof (Round 1) is not correct.")
 
 
 def error(line, column, end_line=None, end_column=None, data="msg"):

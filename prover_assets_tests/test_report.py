@@ -91,7 +91,7 @@ def write_run(
     generations, verdicts = [], []
     for problem in problems:
         messages = [
-            Message(role="user", content=m["content"] + prompt_suffix)
+            Message(role="user", content=m.content + prompt_suffix)
             for m in round0_messages(problem.formal_statement)
         ]
         for idx, accepted in enumerate(table[problem.problem_id]):
@@ -626,9 +626,7 @@ def hand_built_run(tmp_path) -> RunFiles:
     """Two problems, two samples each, one of every kind the system table counts."""
     problems = [make_problem(pid, statement(pid)) for pid in ("p1", "p2")]
     publish_records(tmp_path / "problems.jsonl", problems)
-    messages = {
-        p.problem_id: [Message(**m) for m in round0_messages(p.formal_statement)] for p in problems
-    }
+    messages = {p.problem_id: round0_messages(p.formal_statement) for p in problems}
 
     def generation(pid, idx, **fields):
         return make_generation(pid, idx, messages=messages[pid], model_rev=REVISION, **fields)

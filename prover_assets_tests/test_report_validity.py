@@ -15,7 +15,7 @@ from prover_assets.config import SftSpec
 from prover_assets.generation.prompts import round0_messages
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import EvalSetResult
-from prover_assets.records import Message, Stage, build_manifest, publish_records, write_manifest
+from prover_assets.records import Stage, build_manifest, publish_records, write_manifest
 from prover_assets.report.analysis import DECISIONS, INVALID, RunFiles
 from prover_assets.report.stages import ReportSettings, build_report
 from prover_assets.report.validity import (
@@ -84,9 +84,7 @@ def write_run(root: Path, system: str, problems: Path, **sampling) -> RunFiles:
     solved = 2 if system == "baseline" else 3
     generations, verdicts = [], []
     for p in PROBLEMS:
-        messages = [
-            Message(role="user", content=m["content"]) for m in round0_messages(statement(p))
-        ]
+        messages = round0_messages(statement(p))
         for idx in range(SAMPLES):
             generation = make_generation(
                 p, idx, messages=messages, sampling=make_sampling(seed=idx, **sampling)

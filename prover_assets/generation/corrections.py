@@ -78,7 +78,7 @@ def correction_specs(
     for parent, verdict in plan.parents:
         assert verdict.repl_code is not None and verdict.repl_errors is not None
         messages = correction_messages(
-            [m.model_dump() for m in parent.messages],
+            parent.messages,
             parent.completion_text,
             format_error_block(verdict.repl_code, verdict.repl_errors),
             plan.round,
@@ -91,7 +91,7 @@ def correction_specs(
                     sample_idx=parent.sample_idx * samples_per_parent + child,
                     round=plan.round,
                     cap_tokens=parent.cap_tokens,
-                    messages=tuple((m["role"], m["content"]) for m in messages),
+                    messages=tuple(messages),
                     parent=key,
                 )
             )

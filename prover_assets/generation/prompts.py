@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from prover_assets.records import Message
+
 __all__ = ["correction_messages", "render_prompt", "round0_messages"]
 
 _ROUND0 = (
@@ -27,17 +29,17 @@ _CORRECTION = (
 )
 
 
-def round0_messages(statement: str) -> list[dict[str, str]]:
+def round0_messages(statement: str) -> list[Message]:
     """One user message asking for a plan and a proof of the normalised `statement`."""
-    return [{"role": "user", "content": _ROUND0.format(statement=statement)}]
+    return [Message(role="user", content=_ROUND0.format(statement=statement))]
 
 
 def correction_messages(
-    previous_messages: Sequence[dict[str, str]],
+    previous_messages: Sequence[Message],
     previous_completion: str,
     error_block: str,
     round: int,
-) -> list[dict[str, str]]:
+) -> list[Message]:
     """The previous conversation, the failed attempt as the assistant's turn, and the errors.
 
     `round` is the correction round being prompted (1 for the first correction); the text
@@ -46,14 +48,16 @@ def correction_messages(
     if round < 1:
         raise ValueError(f"correction rounds start at 1, got {round}")
     return [
-        *(dict(m) for m in previous_messages),
-        {"role": "assistant", "content": previous_completion},
-        {"role": "user", "content": _CORRECTION.format(previous=round - 1, errors=error_block)},
+        *previous_messages,
+        Message(role="assistant", content=previous_completion),
+        Message(role="user", content=_CORRECTION.format(previous=round - 1, errors=error_block)),
     ]
 
 
-def render_prompt(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[str, list[int]]:
-    """The prompt text through the chat template (generation prompt added) and its token ids."""
-    text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+def render_prompt(tokenizer: Any, messages: Sequence[Message]) -> tuple[str, list[int]]:
+    """The prompt text through the chat template (generation prompt added) and its token ids:
+    the messages as the template's dicts only here, at the tokenizer's door."""
+    chat = [m.model_dump() for m in messages]
+    text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return text, list(ids)

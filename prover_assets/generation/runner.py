@@ -63,7 +63,7 @@ class SampleSpec:
     sample_idx: int
     round: int
     cap_tokens: int
-    messages: tuple[tuple[str, str], ...]  # (role, content)
+    messages: tuple[Message, ...]
     parent: SampleKey | None = None
 
     @property
@@ -76,9 +76,7 @@ def round0_specs(problems: Sequence[Problem], n_samples: int, cap: int) -> list[
     statement."""
     specs = []
     for problem in problems:
-        messages = tuple(
-            (m["role"], m["content"]) for m in round0_messages(problem.formal_statement)
-        )
+        messages = tuple(round0_messages(problem.formal_statement))
         specs += [SampleSpec(problem, i, 0, cap, messages) for i in range(n_samples)]
     return specs
 
@@ -234,8 +232,7 @@ def generate_samples(
         if spec.key in appender:
             stats.already_present += 1
             continue
-        messages = [{"role": role, "content": content} for role, content in spec.messages]
-        prompt_text, prompt_ids = render_prompt(tokenizer, messages)
+        prompt_text, prompt_ids = render_prompt(tokenizer, spec.messages)
         max_tokens = min(spec.cap_tokens, max_model_len - len(prompt_ids))
         seed = sample_seed(opening.seed, spec.key)
         if max_tokens <= 0:
@@ -309,7 +306,7 @@ def _record(
         lean_code=lean_code,
         lean_code_error=lean_code_error,
         context_clipped=max_tokens < spec.cap_tokens,
-        messages=[Message(role=role, content=content) for role, content in spec.messages],
+        messages=list(spec.messages),
         model_path=model_path,
         model_rev=model_rev,
         sampling=Sampling(

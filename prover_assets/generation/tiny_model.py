@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.generation.revision import write_local_revision
+from prover_assets.records import Message
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.progress import TrainingProgress, TrainingProgressCallback
 from prover_assets.verify.simulator import DEMO_TACTICS
@@ -150,7 +151,7 @@ def format_completion(statement: str, variant: int) -> str:
     )
 
 
-def correction_example(statement: str, failed: int, fixed: int) -> tuple[list[dict[str, str]], str]:
+def correction_example(statement: str, failed: int, fixed: int) -> tuple[list[Message], str]:
     """A correction round's prompt (the protocol's own: the first attempt, closed by tactic
     `failed`, and Lean's error on its last line) and an answer closed by tactic `fixed`."""
     from prover_assets.generation.prompts import correction_messages, round0_messages

@@ -22,7 +22,6 @@ from prover_assets.generation.prompts import round0_messages
 from prover_assets.records import (
     SAMPLING_FIELDS,
     Generation,
-    Message,
     Problem,
     SampleKey,
     Stage,
@@ -114,9 +113,7 @@ def _read_generations(
     """Each generation's metadata and code sha256, by key; a generation of another problem or
     at another cap is refused."""
     problem_ids = {p.problem_id for p in problems}
-    expected = {
-        p.problem_id: [Message(**m) for m in round0_messages(p.formal_statement)] for p in problems
-    }
+    expected = {p.problem_id: round0_messages(p.formal_statement) for p in problems}
     meta: dict[SampleKey, dict[str, Any]] = {}
     code_shas: dict[SampleKey, str] = {}
     for generation in iter_records(files.generations, Generation):
