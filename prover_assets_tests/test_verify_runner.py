@@ -59,7 +59,7 @@ def test_every_generation_gets_exactly_one_verdict(tmp_path):
     stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
     verdicts = read_records(tmp_path / "ver.jsonl", Verification)
     assert sorted(v.sample_idx for v in verdicts) == list(range(8))
-    assert stats.accepted == 7
+    assert stats.accepted_now == 7
     assert stats.stages == {"accepted": 7, "gate": 1}
 
 
@@ -287,6 +287,6 @@ def test_a_run_holds_a_few_generations_at_a_time_never_the_whole_file(tmp_path, 
 
     monkeypatch.setattr(runner, "iter_records", counted)
     stats = run(tmp_path, tmp_path / "gen.jsonl", tmp_path / "ver.jsonl")
-    assert stats.accepted == 40
+    assert stats.accepted_now == 40
     # the one being read, the one being admitted, one a worker's thread still refers to
     assert most[0] <= 4

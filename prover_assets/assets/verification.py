@@ -100,7 +100,7 @@ def _verdict_asset(
                 stats.rate(),
                 "samples",
                 {
-                    "accepted_now": stats.accepted,
+                    "accepted_now": stats.accepted_now,
                     "timeouts": stats.stages.get("timeout", 0),
                     "infrastructure": stats.stages.get("infrastructure", 0),
                 },

@@ -109,7 +109,7 @@ class VerifyStats:
     total: int = 0
     already_verified: int = 0
     verified_now: int = 0
-    accepted: int = 0
+    accepted_now: int = 0
     code_bearing_now: int = 0  # verified now with Lean code (the work a verifier sizes by)
     stale_reverified: int = 0
     infrastructure_reverified: int = 0
@@ -141,7 +141,7 @@ class VerifyStats:
     def count(self, verdict: Verification) -> None:
         """Count one verdict of this attempt."""
         self.verified_now += 1
-        self.accepted += verdict.accepted
+        self.accepted_now += verdict.accepted
         self.stages[verdict.stage.value] += 1
         self.reasons.update(verdict.reasons)
         self.code_bearing_now += verdict.stage is not Stage.NO_CODE
@@ -159,7 +159,7 @@ class VerifyStats:
             total=self.total,
             already_verified=self.already_verified,
             verified_now=self.verified_now,
-            accepted_now=self.accepted,
+            accepted_now=self.accepted_now,
             code_bearing_now=self.code_bearing_now,
             wall_s=time.monotonic() - self.started,
             stale_reverified=self.stale_reverified,

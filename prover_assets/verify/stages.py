@@ -318,7 +318,7 @@ def stream_verdicts(
         finally:
             pause.set()
         done.verified += stats.verified_now
-        done.accepted += stats.accepted
+        done.accepted += stats.accepted_now
         done.cached += stats.cached_now
         done.handovers += not until.is_set()
     return done
