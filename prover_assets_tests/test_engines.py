@@ -12,7 +12,6 @@ import pytest
 
 from prover_assets.config import EngineSettings
 from prover_assets.generation.engines import (
-    EngineOpening,
     GenerationRequest,
     SamplingSettings,
     TransformersEngine,
@@ -24,6 +23,7 @@ from prover_assets.generation.vllm_child import VllmSpec
 from prover_assets.generation.vllm_engine import VllmEngine
 from prover_assets.records import SAMPLING_FIELDS
 from prover_assets_tests.conftest import gpu_missing
+from prover_assets_tests.factories import make_opening
 
 MISSING = gpu_missing()
 needs_gpu = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
@@ -81,7 +81,7 @@ def test_sampling_settings_with_a_field_the_record_does_not_name_are_refused():
 
 
 def opened(settings: dict, model_path: Path, workdir: Path):
-    opening = EngineOpening(
+    opening = make_opening(
         model_path=model_path,
         model_rev="rev-abc",
         sampling=SAMPLING,
@@ -89,7 +89,6 @@ def opened(settings: dict, model_path: Path, workdir: Path):
         seed=11,
         workdir=workdir,
         commit_every=32,
-        cpu_threads=1,
     )
     return open_engine(EngineSettings(**settings), opening)
 

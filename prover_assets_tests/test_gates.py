@@ -82,20 +82,18 @@ def test_lineage_finds_the_output_of_a_file_nested_in_its_folder(tmp_path):
     assert [m.asset for m in lineage(export, root)] == [("sft_export",), ("sft_checkpoint",)]
 
 
-def test_an_iteration_folder_is_the_assets_partition(tmp_path):
+@pytest.mark.parametrize(
+    ("folder", "asset"),
+    [
+        ("pool/generations/r0", ("pool", "generations", "r0")),
+        ("verdicts/pool/r1", ("verdicts", "pool", "verdicts_pool_r1")),  # a labelled key
+    ],
+)
+def test_an_iteration_folder_is_the_assets_partition_named_by_its_key(tmp_path, folder, asset):
     root = tmp_path / "data"
-    folder = output(root / "pool" / "generations" / "r0" / "iteration-2")
-    found = materialization_of(folder, root)
-    assert (found.asset, found.partition) == (("pool", "generations", "r0"), "2")
-    assert found.name == "pool/generations/r0 (iteration 2)"
-
-
-def test_a_pool_rounds_folder_is_named_by_its_labelled_key(tmp_path):
-    root = tmp_path / "data"
-    folder = output(root / "verdicts" / "pool" / "r1" / "iteration-2")
-    found = materialization_of(folder, root)
-    assert (found.asset, found.partition) == (("verdicts", "pool", "verdicts_pool_r1"), "2")
-    assert found.name == "verdicts/pool/verdicts_pool_r1 (iteration 2)"
+    found = materialization_of(output(root / folder / "iteration-2"), root)
+    assert (found.asset, found.partition) == (asset, "2")
+    assert found.name == "/".join(asset) + " (iteration 2)"
 
 
 def test_an_unpartitioned_output_has_no_partition(tmp_path):

@@ -6,38 +6,30 @@ import pytest
 
 from prover_assets.records.layout import folder_path, key_path, legacy_key_path
 
-# (folder under the data root, asset key path), written out by hand.
-LAYOUT = [
-    (
-        ("generations", "minif2f", "baseline", "c256"),
-        ("generations", "minif2f", "baseline", "generations_baseline_minif2f_c256"),
-    ),
-    (
-        ("verdicts", "mobench_full", "candidate_seed7", "c16384"),
-        (
-            "verdicts",
-            "mobench_full",
-            "candidate_seed7",
-            "verdicts_candidate_mobench_full_c16384_seed7",
-        ),
-    ),
-    (("generations", "pool", "r0"), ("generations", "pool", "generations_pool_r0")),
-    (("verdicts", "pool", "r1"), ("verdicts", "pool", "verdicts_pool_r1")),
-    (("generations", "x"), ("generations", "generations_x")),
-    (("eval_problems", "minif2f"), ("eval_problems", "minif2f")),
-    (("statement_audit", "minif2f"), ("statement_audit", "statement_audit_minif2f")),
-    (("sft_checkpoint_seed7",), ("sft_checkpoint_seed7",)),
-    (("pool", "generations", "r0"), ("pool", "generations", "r0")),
-]
+# folder under the data root -> asset key, written out by hand.
+LAYOUT = {
+    "generations/minif2f/baseline/c256": "generations/minif2f/baseline/"
+    "generations_baseline_minif2f_c256",
+    "verdicts/mobench_full/candidate_seed7/c16384": "verdicts/mobench_full/candidate_seed7/"
+    "verdicts_candidate_mobench_full_c16384_seed7",
+    "generations/pool/r0": "generations/pool/generations_pool_r0",
+    "verdicts/pool/r1": "verdicts/pool/verdicts_pool_r1",
+    "generations/x": "generations/generations_x",
+    "eval_problems/minif2f": "eval_problems/minif2f",
+    "statement_audit/minif2f": "statement_audit/statement_audit_minif2f",
+    "sft_checkpoint_seed7": "sft_checkpoint_seed7",
+    "pool/generations/r0": "pool/generations/r0",
+}
+PAIRS = [(tuple(folder.split("/")), tuple(key.split("/"))) for folder, key in LAYOUT.items()]
 
 
-@pytest.mark.parametrize(("folder", "key"), LAYOUT)
+@pytest.mark.parametrize(("folder", "key"), PAIRS)
 def test_a_folders_key_and_a_keys_folder_are_each_others(folder, key):
     assert key_path(folder) == key
     assert folder_path(key) == folder
 
 
-@pytest.mark.parametrize(("folder", "key"), LAYOUT)
+@pytest.mark.parametrize(("folder", "key"), PAIRS)
 def test_the_legacy_key_is_the_folder_of_a_renamed_key_and_none_of_another(folder, key):
     assert legacy_key_path(key) == (folder if folder != key else None)
 

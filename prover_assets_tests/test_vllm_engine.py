@@ -25,7 +25,7 @@ from prover_assets.generation.vllm_engine import (
     slice_cache_root,
 )
 from prover_assets_tests.doubles.completions_server import completion_ids
-from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT
+from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_opening
 
 FAKE_VLLM = Path(__file__).parent / "doubles" / "vllm_package"
 REPO = Path(__file__).parent.parent
@@ -196,7 +196,6 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
     from transformers import AutoTokenizer
 
     from prover_assets.config import EngineSettings
-    from prover_assets.generation.engines import EngineOpening
     from prover_assets.generation.factory import open_engine
     from prover_assets.generation.runner import round0_specs
     from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
@@ -214,15 +213,8 @@ def test_two_steps_on_two_models_each_get_engines_serving_their_own_model_then_s
         materialize_generations(
             folder,
             Samples(specs, {}, samples_per_problem=3),
-            opening=EngineOpening(
-                model_path=model,
-                model_rev=revision,
-                sampling=SAMPLING,
-                max_model_len=4096,
-                seed=0,
-                workdir=folder,
-                commit_every=2,
-                cpu_threads=1,
+            opening=make_opening(
+                model_path=model, model_rev=revision, sampling=SAMPLING, seed=0, workdir=folder
             ),
             open_engine=lambda opening: open_engine(settings, opening),
             load_tokenizer=lambda _: tokenizer,
