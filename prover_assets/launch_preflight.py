@@ -13,6 +13,8 @@ from prover_assets.preflight.gate import report_path
 
 
 def main() -> int:
+    """`make preflight`: run the preflight job of the config in `PROVER_ASSETS_CONFIG` on the
+    instance of `DAGSTER_HOME`, print its report, and exit 0 only when every check passed."""
     if "DAGSTER_HOME" not in os.environ:
         print("DAGSTER_HOME is not set; run `make preflight`, which points it at .dagster_home/")
         return 2

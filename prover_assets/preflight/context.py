@@ -92,6 +92,8 @@ def correction_rows_note(spec: ExperimentSpec, longest: list[LongestPrompt]) -> 
 
 
 def context_check(config: RunConfig, tokenizer_folder: Path) -> PreflightCheck:
+    """`prompt.context`: every eval prompt plus each cap fits `model.max_model_len`, and the
+    largest cap leaves room for a completion."""
     spec = config.experiment
     largest = max(spec.generation.caps)
     threshold = (

@@ -126,6 +126,8 @@ def _verdict(ok: bool) -> CheckStatus:
 
 
 def placeholders_check(config: RunConfig) -> PreflightCheck:
+    """`config.placeholders`: no `REPLACE_ME` value left in the config."""
+
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         found = config.placeholders
         listed = f": {', '.join(found)}" if found else ""
@@ -157,6 +159,8 @@ def config_paths(config: RunConfig) -> dict[str, str]:
 
 
 def paths_check(config: RunConfig) -> PreflightCheck:
+    """`config.paths`: every path the config names exists, and the data root can be made."""
+
     def measure() -> tuple[CheckStatus, str, dict[str, float]]:
         paths = config_paths(config)
         missing = [
@@ -190,6 +194,9 @@ def _writable(folder: Path) -> bool:
 
 @dataclass(frozen=True)
 class ModelFiles:
+    """What a model folder holds: weight shards, tokenizer files, and its chat template's
+    file (None without one)."""
+
     weights: list[str]
     tokenizer: list[str]
     chat_template: str | None
@@ -213,6 +220,7 @@ def model_files(folder: Path) -> ModelFiles:
 
 
 def model_files_check(folder: Path) -> PreflightCheck:
+    """`model.files`: the model folder holds weights, a tokenizer and a chat template."""
     remedy = (
         "download the whole snapshot (weights *.safetensors, tokenizer.json, tokenizer_config.json "
         "with its chat template) into model.path"
@@ -247,6 +255,8 @@ def model_files_check(folder: Path) -> PreflightCheck:
 
 
 def model_revision_check(folder: Path, declared: str | None) -> PreflightCheck:
+    """`model.revision`: the folder is the revision the config declares, or the one this
+    project recorded for it, checked against its weights."""
     threshold = (
         f"the folder is model.revision {declared}"
         if declared
@@ -272,6 +282,8 @@ def _not_applicable(name: str, why: str, threshold: str, remedy: str) -> Preflig
 
 
 def pins_check(config: RunConfig) -> PreflightCheck:
+    """`lean.pins`: the workspace's Lean, Mathlib and REPL revisions are the ones the config
+    expects (a simulated verifier says it has none)."""
     lean = config.lean
     expected = getattr(lean, "expected_pins", {})
 
@@ -360,6 +372,8 @@ class ReplMeasure:
 
 
 def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure) -> PreflightCheck:
+    """`lean.round_trip`: a REPL started as the verifier starts it answers one command within
+    `timeout_s` (`measured`: that start, made once for the Lean checks)."""
     threshold = f"an answer within {timeout_s:g} s of starting the REPL"
     remedy = (
         "start the REPL by hand in the workspace (`lake exe repl`, then "
@@ -635,6 +649,8 @@ def golden_prompt() -> tuple[str, str]:
 
 
 def golden_prompt_check(tokenizer_folder: Path) -> PreflightCheck:
+    """`prompt.golden`: the tokenizer's chat template renders the golden problem's prompt
+    byte for byte as the baseline was evaluated with."""
     threshold = f"the render of miniF2F {GOLDEN_PROBLEM} byte-identical to prover_assets/data/{GOLDEN_PROMPT}"
     remedy = (
         "the model's chat template renders another prompt than the baseline was evaluated with: "
@@ -705,6 +721,8 @@ def disk_check(
     model_bytes: int,
     free_bytes: Callable[[Path], int] | None = None,
 ) -> PreflightCheck:
+    """`disk.free`: the data root's disk holds `margin` times the round's planned footprint
+    (`model_bytes` a model's weights; `free_bytes` reads the free space)."""
     root = Path(config.experiment.data_root).expanduser()
     existing = next((p for p in [root, *root.parents] if p.exists()), Path("/"))
     threshold = f"free space at least {margin:g} x the round's footprint"

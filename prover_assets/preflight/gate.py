@@ -81,11 +81,14 @@ def _root(config: RunConfig) -> Path:
 
 
 def report_path(config: RunConfig, identity: PreflightIdentity) -> Path:
+    """Where the report of the preflight with this `identity` is kept: one file per identity
+    (its sha256) in the data root's preflight folder."""
     digest = sha256_text(identity.model_dump_json())
     return _root(config) / digest / PREFLIGHT_FILE
 
 
 def write_report(config: RunConfig, report: PreflightReport) -> Path:
+    """Keep `report` (atomically) where `report_path` names it; its path."""
     path = report_path(config, report.identity)
     path.parent.mkdir(parents=True, exist_ok=True)
     publish_text(path, report.model_dump_json() + "\n")

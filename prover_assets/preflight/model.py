@@ -11,6 +11,8 @@ __all__ = ["CheckStatus", "PreflightCheck", "PreflightIdentity", "PreflightRepor
 
 
 class CheckStatus(StrEnum):
+    """How one preflight check ended."""
+
     PASSED = "passed"
     FAILED = "failed"
     BLOCKED = "blocked"  # not run: a check it needs failed (named in `measured`)

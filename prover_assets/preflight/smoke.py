@@ -63,6 +63,8 @@ class SmokeModel:
 
 
 class SmokeShardsResult(StageResult):
+    """The smoke run's SFT shards: how many rows and tokens the training smoke test reads."""
+
     rows: int
     tokens: int
 
@@ -76,6 +78,8 @@ def smoke_problems(count: int) -> list[Problem]:
 def generation_check(
     config: RunConfig, model: SmokeModel, folder: Path, samples: int, cap: int
 ) -> tuple[PreflightCheck, list[Generation]]:
+    """`smoke.generation`: a few round-0 samples through the configured engine, timed from
+    its start; the samples, for the verification check after it."""
     spec = config.experiment
     made: list[Generation] = []
     threshold = (
@@ -129,6 +133,8 @@ def _tokenizer(folder: Path) -> Any:
 
 
 def verification_check(config: RunConfig, generations: list[Generation]) -> PreflightCheck:
+    """`smoke.verification`: the smoke samples judged by the configured verifier, none of them
+    an infrastructure failure."""
     lean = config.lean
     threshold = "every sample judged, none an infrastructure failure"
     remedy = "read the REPL's stderr in the verdicts' reasons; the lean.* checks above say more"
@@ -159,6 +165,8 @@ def verification_check(config: RunConfig, generations: list[Generation]) -> Pref
 
 
 def memory_plan_check(config: RunConfig, model: SmokeModel) -> PreflightCheck:
+    """`training.memory_plan`: the registered training's planned peak on one rank's card,
+    from the model's shape (`sft/memory.py`), before any training is tried."""
     training, device = config.experiment.training, config.gpu.device
     threshold = (
         f"one rank's planned peak within its {training.gpu_memory_gib:g} GiB card "
@@ -277,6 +285,8 @@ def _config_value(folder: Path, name: str) -> object:
 def export_check(
     config: RunConfig, model: SmokeModel, shards: Path, checkpoint: Path, folder: Path
 ) -> PreflightCheck:
+    """`smoke.export`: the smoke checkpoint merged and exported as the real step does, its
+    log-probabilities within the parity bounds of the adapter model's."""
     device = config.gpu.device
     dtype = "bfloat16" if config.experiment.training.uses_bf16(device) else "float32"
     threshold = (

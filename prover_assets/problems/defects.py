@@ -37,6 +37,8 @@ Said = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
 class DefectKind(StrEnum):
+    """What is wrong with a statement, as its public source says."""
+
     FALSE = "false"  # the statement is false: no proof exists
     TRIVIAL = "trivial"  # a closing tactic proves it alone: it measures nothing
     VACUOUS_HYPOTHESES = "vacuous_hypotheses"  # its hypotheses prove False

@@ -116,6 +116,8 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class MemoryTerm:
+    """One term of a training rank's planned peak: its bytes and what lowers it."""
+
     name: str
     bytes: int
     remedy: str  # what lowers it

@@ -264,6 +264,8 @@ def _lean_settings(config: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`make lean-workspace`: build the config's Lean workspace (or `--workspace`) at its pins
+    and self-test the REPL in it; exit 0 when it verifies."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("configs/p2.yaml"))
     parser.add_argument("--workspace", type=Path, help="instead of the config's `workspace`")
