@@ -17,18 +17,14 @@ import time
 
 import dagster as dg
 
+from prover_assets import job_names
 from prover_assets.assets.keys import REPORT_KEY
 from prover_assets.assets.metadata import latest_materialization
 from prover_assets.config import load_run_config
 from prover_assets.definitions import CONFIG_ENV, build_definitions, config_path
-from prover_assets.preflight import PREFLIGHT_JOB
 from prover_assets.preflight.gate import passing_report
 from prover_assets.report.markdown import clock_time
 from prover_assets.sensors import sweep
-
-MAIN_JOB = "full_round"
-ETA_JOB = "operations"
-ITERATION_JOB = "iteration"
 
 
 def launches(iterations: int) -> list[tuple[str, str | None]]:
@@ -36,12 +32,12 @@ def launches(iterations: int) -> list[tuple[str, str | None]]:
     `full_round` for one iteration; otherwise the baseline, each iteration in order, the
     report."""
     if iterations == 1:
-        return [(PREFLIGHT_JOB, None), (MAIN_JOB, None)]
+        return [(job_names.PREFLIGHT, None), (job_names.FULL_ROUND, None)]
     return [
-        (PREFLIGHT_JOB, None),
-        ("baseline", None),
-        *((ITERATION_JOB, str(i)) for i in range(1, iterations + 1)),
-        ("report", None),
+        (job_names.PREFLIGHT, None),
+        (job_names.BASELINE, None),
+        *((job_names.ITERATION, str(i)) for i in range(1, iterations + 1)),
+        (job_names.REPORT, None),
     ]
 
 
@@ -56,7 +52,9 @@ def main() -> int:
         experiment = definitions.resources["experiment"]
         print(f"before the run: {sweep(instance, experiment.data_root()).describe()}")
         for job, partition in launches(experiment.model().iterations):
-            if job == PREFLIGHT_JOB and (passed := passing_report(load_run_config(config_path()))):
+            if job == job_names.PREFLIGHT and (
+                passed := passing_report(load_run_config(config_path()))
+            ):
                 print(f"{job}: passed at {passed.finished_at} for this config, pins and code")
                 continue
             print(f"{job}" + (f" (iteration {partition})" if partition else ""), flush=True)
@@ -66,7 +64,7 @@ def main() -> int:
             if not result.success:
                 break
         elapsed = time.monotonic() - started
-        eta = definitions.resolve_job_def(ETA_JOB).execute_in_process(
+        eta = definitions.resolve_job_def(job_names.OPERATIONS).execute_in_process(
             instance=instance, raise_on_error=False
         )
         report = latest_materialization(instance, REPORT_KEY)

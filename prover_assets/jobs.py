@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import dagster as dg
 
+from prover_assets import job_names
 from prover_assets.assets.keys import (
     BASELINE,
     CANDIDATE,
@@ -30,18 +31,18 @@ __all__ = ["build_jobs", "jobs_making", "unmaterialized_message"]
 
 _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
     (
-        "preflight",
+        job_names.PREFLIGHT,
         dg.AssetSelection.groups(PREFLIGHT_GROUP),
         "Every check of the environment (config, model, Lean, memory, GPUs, prompt, a smoke "
         "round, disk), in minutes: heavy jobs refuse to launch without a passing one.",
     ),
     (
-        "problems",
+        job_names.PROBLEMS,
         dg.AssetSelection.groups(PROBLEMS_GROUP),
         "Evaluation sets, decontamination sets, the pool's candidates and the train pool.",
     ),
     (
-        "baseline",
+        job_names.BASELINE,
         # The statements' audit with them: the report leaves out what it finds.
         dg.AssetSelection.groups(BASELINE).upstream()
         | dg.AssetSelection.key_prefixes([STATEMENT_AUDIT]),
@@ -49,41 +50,41 @@ _JOBS: list[tuple[str, dg.AssetSelection, str]] = [
         "verdicts at each configured cap, in order. Relaunching resumes by key.",
     ),
     (
-        "pool_round",
+        job_names.POOL_ROUND,
         dg.AssetSelection.groups(POOL_ROUND_GROUP).upstream(),
         "The train pool, round 0 with verdicts and feedback, the correction rounds.",
     ),
     (
-        "sft",
+        job_names.SFT,
         dg.AssetSelection.groups(SFT_GROUP),
         "SFT shards, the LoRA checkpoint, the exported model.",
     ),
     (
-        "candidate_eval",
+        job_names.CANDIDATE_EVAL,
         dg.AssetSelection.groups(CANDIDATE),
         "The exported model's generations and verdicts, as the baseline's.",
     ),
     (
-        "report",
+        job_names.REPORT,
         dg.AssetSelection.groups(REPORT_GROUP),
         "The evaluation report and evidence bundle.",
     ),
     (
-        "full_round",
+        job_names.FULL_ROUND,
         dg.AssetSelection.all() - dg.AssetSelection.groups(OPERATIONS_GROUP, PREFLIGHT_GROUP),
         "Everything: problems, baseline, pool round, SFT, candidate, report.",
     ),
     (
-        "operations",
+        job_names.OPERATIONS,
         dg.AssetSelection.groups(OPERATIONS_GROUP),
         "The ETA of a full round from what has been measured so far.",
     ),
 ]
 
 
-_PER_ITERATION = ("pool_round", "sft", "candidate_eval")
+_PER_ITERATION = (job_names.POOL_ROUND, job_names.SFT, job_names.CANDIDATE_EVAL)
 _ITERATION_JOB = (
-    "iteration",
+    job_names.ITERATION,
     dg.AssetSelection.groups(POOL_ROUND_GROUP, SFT_GROUP, CANDIDATE).upstream()
     - dg.AssetSelection.groups(BASELINE),
     "One expert iteration whole (pick its partition; iteration i needs iteration i-1's export): "
@@ -95,7 +96,7 @@ def _launchable(iterations: bool) -> list[tuple[str, dg.AssetSelection, str]]:
     """The jobs a graph offers: `full_round` only in a graph of one iteration."""
     if not iterations:
         return list(_JOBS)
-    return [job for job in _JOBS if job[0] != "full_round"] + [_ITERATION_JOB]
+    return [made for made in _JOBS if made[0] != job_names.FULL_ROUND] + [_ITERATION_JOB]
 
 
 def jobs_making(

@@ -7,6 +7,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from prover_assets import job_names
 from prover_assets.assets.graph import graph_assets
 from prover_assets.assets.keys import schedule_of
 from prover_assets.config import load_run_config
@@ -82,3 +83,14 @@ def test_the_report_launched_on_an_empty_data_root_names_what_it_needs(tmp_path)
         "`dagster job launch -j problems -c <your config>`)."
     )
     assert "FileNotFoundError" not in str(failure.event_specific_data.error)
+
+
+@pytest.mark.parametrize(
+    ("config", "absent"), [("demo.yaml", "iteration"), ("demo-iterations.yaml", "full_round")]
+)
+def test_the_job_names_the_domain_uses_are_the_jobs_the_graph_builds(config, absent):
+    definitions = build_definitions(CONFIGS / config)
+    built = {job.name for job in definitions.resolve_all_job_defs()} - {"__ASSET_JOB"}
+    named = {getattr(job_names, name) for name in job_names.__all__ if name != "HEAVY"}
+    assert built == named - {absent}
+    assert job_names.HEAVY - {absent} <= built

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prover_assets import job_names
 from prover_assets.config import PLACE_FIELDS, ConfigError, RunConfig, resolve_path
 from prover_assets.preflight.model import PreflightIdentity, PreflightReport
 from prover_assets.records import git_revision, publish_text, sha256_text
@@ -32,11 +33,8 @@ __all__ = [
 
 PREFLIGHT_DIR = "preflight"
 PREFLIGHT_FILE = "preflight.json"
-PREFLIGHT_JOB = "preflight"
-# The jobs that spend GPU and Lean hours: each refuses to launch without a passing preflight.
-HEAVY_JOBS = frozenset(
-    {"baseline", "pool_round", "sft", "candidate_eval", "full_round", "iteration"}
-)
+PREFLIGHT_JOB = job_names.PREFLIGHT
+HEAVY_JOBS = job_names.HEAVY  # each refuses to launch without a passing preflight
 
 
 class PreflightMissing(ConfigError):
