@@ -695,3 +695,43 @@ def test_following_a_stream_many_reads_long_yields_every_record_once(tmp_path, m
 )
 def test_a_reasons_kind_is_what_comes_before_its_first_colon(reason, kind):
     assert reason_kind(reason) == kind
+
+
+RECHECK_OF = {  # the first attempt's stage -> what `_with_both_attempts` records
+    stage: {"first": {"stage": stage, "verify_s": 180.0}, "second": {"stage": "accepted"}}
+    for stage in ("timeout", "compile_error")
+}
+
+
+@pytest.mark.parametrize(
+    ("stage", "diagnostics", "timed_out"),
+    [
+        (Stage.TIMEOUT, {}, True),  # a timeout, not re-checked
+        (Stage.ACCEPTED, {"timeout_recheck": RECHECK_OF["timeout"]}, True),  # passed its recheck
+        (Stage.ACCEPTED, {"timeout_recheck": RECHECK_OF["compile_error"]}, False),
+        (Stage.ACCEPTED, {}, False),
+        (Stage.ACCEPTED, {"timeout_recheck": "garbled"}, False),
+    ],
+)
+def test_a_verdict_says_whether_its_first_attempt_timed_out(stage, diagnostics, timed_out):
+    accepted = stage is Stage.ACCEPTED
+    verdict = make_verification(
+        accepted=accepted,
+        stage=stage,
+        reasons=None if accepted else ["timeout"],
+        diagnostics=diagnostics,
+    )
+    assert verdict.first_attempt_timed_out is timed_out
+
+
+@pytest.mark.parametrize(
+    ("diagnostics", "faithful"),
+    [
+        ({"displayed_statement_faithful": True}, True),
+        ({"displayed_statement_faithful": False}, False),
+        ({}, None),  # not recorded
+        ({"displayed_statement_faithful": "yes"}, None),  # not a reading
+    ],
+)
+def test_a_verdict_says_whether_its_displayed_theorem_is_the_problems(diagnostics, faithful):
+    assert make_verification(diagnostics=diagnostics).displayed_statement_faithful is faithful

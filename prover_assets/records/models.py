@@ -329,6 +329,23 @@ class Verification(_Record):
         """Lean ran it a second time here after a timeout (a copy of such a verdict ran none)."""
         return "timeout_recheck" in self.diagnostics and not self.copied
 
+    @property
+    def first_attempt_timed_out(self) -> bool:
+        """Its first attempt timed out: it is a timeout, or one re-checked after timing out."""
+        recheck = self.diagnostics.get("timeout_recheck")
+        first = recheck.get("first") if isinstance(recheck, dict) else None
+        return self.stage is Stage.TIMEOUT or (
+            isinstance(first, dict) and first.get("stage") == Stage.TIMEOUT.value
+        )
+
+    @property
+    def displayed_statement_faithful(self) -> bool | None:
+        """Whether the theorem its code displays is the problem's, as the verifier read it;
+        None where the verdict does not record it (a verifier before that reading, or a verdict
+        judged before the gate)."""
+        faithful = self.diagnostics.get("displayed_statement_faithful")
+        return faithful if isinstance(faithful, bool) else None
+
     @model_validator(mode="after")
     def _contract(self) -> Verification:
         if self.accepted != (self.stage is Stage.ACCEPTED):

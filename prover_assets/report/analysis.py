@@ -261,11 +261,7 @@ def _verdict_counts(run: RunData, stages: Counter[str]) -> dict[str, int]:
     """Timeouts (after their re-check, and before it: every verdict whose first attempt timed
     out), copied verdicts, and infrastructure verdicts (not judgements: scored as unsolved
     samples, and counted so that nobody mistakes them)."""
-    first_timed_out = sum(
-        v.stage is Stage.TIMEOUT
-        or v.diagnostics.get("timeout_recheck", {}).get("first", {}).get("stage") == "timeout"
-        for v in run.verdicts.values()
-    )
+    first_timed_out = sum(v.first_attempt_timed_out for v in run.verdicts.values())
     return {
         "timeouts": stages.get(Stage.TIMEOUT.value, 0),
         "timeouts_before_recheck": first_timed_out,
@@ -291,9 +287,7 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
     stages = Counter(v.stage.value for v in run.verdicts.values())
     reasons = Counter(_reason_class(r) for v in run.verdicts.values() for r in v.reasons)
     rewritten = sum(
-        1
-        for v in run.verdicts.values()
-        if v.accepted and v.diagnostics.get("displayed_statement_faithful") is False
+        1 for v in run.verdicts.values() if v.accepted and v.displayed_statement_faithful is False
     )
     metas = list(run.meta.values())
     return {

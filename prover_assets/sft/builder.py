@@ -235,8 +235,8 @@ def _build_counts(rows: list[BuiltRow], candidates: int, drops: dict[str, int]) 
 
 def _displayed_faithful(verdict: Verification) -> bool:
     """The verifier's reading of the displayed theorem, as its verdict records it."""
-    faithful = verdict.diagnostics.get("displayed_statement_faithful")
-    if not isinstance(faithful, bool):
+    faithful = verdict.displayed_statement_faithful
+    if faithful is None:
         raise StaleVerdictError(
             f"accepted verdict {verdict.key} does not record whether its displayed theorem is the "
             "problem's (displayed_statement_faithful): verify its batch again"
