@@ -11,7 +11,9 @@ sweep also ends the children those runs left behind and removes their publishes'
 A pid means something only on the host that started it: the reaper judges runs only when the
 instance starts them as processes of this host (Dagster's default run launcher, or in this
 process); under another launcher (Kubernetes, Celery, Docker) their processes live elsewhere and
-it judges none (that launcher's run monitoring does). Children and debris are this host's only.
+it judges none (that launcher's run monitoring does). Runs of several hosts sharing one instance
+are told apart by the tag their first step sets (`RUN_HOST_TAG`): a reaper leaves another
+host's runs to that host's reaper. Children and debris are this host's only.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from prover_assets.children import ChildRecord, end_orphans, process_start_time
 from prover_assets.lean.repl import sweep_repl_folders
 from prover_assets.preflight.gate import PREFLIGHT_DIR
 from prover_assets.preflight.run import sweep_work_folders
-from prover_assets.records.owned import Removed
+from prover_assets.records.owned import HOST, RUN_HOST_TAG, Removed
 from prover_assets.records.store import remove_debris
 
 __all__ = ["Sweep", "reap_dead_runs", "reaper_sensor", "runs_elsewhere", "sweep"]
@@ -79,11 +81,12 @@ def runs_elsewhere(instance: dg.DagsterInstance) -> str | None:
     )
 
 
-def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+def reap_dead_runs(instance: dg.DagsterInstance, host: str = HOST) -> list[str]:
     """Mark failed every in-progress run whose processes are all gone (runs of this host only:
-    `runs_elsewhere`); free the slots of every finished run that still holds some. Returns the
-    ids of the runs marked failed."""
-    reaped = _reap_local_runs(instance) if runs_elsewhere(instance) is None else []
+    `runs_elsewhere`, and a run tagged with another `host` is left to that host's reaper); free
+    the slots of every finished run that still holds some. Returns the ids of the runs marked
+    failed."""
+    reaped = _reap_local_runs(instance, host) if runs_elsewhere(instance) is None else []
     storage = instance.event_log_storage
     if storage.supports_global_concurrency_limits:
         for run_id in storage.get_concurrency_run_ids():
@@ -93,10 +96,12 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     return reaped
 
 
-def _reap_local_runs(instance: dg.DagsterInstance) -> list[str]:
+def _reap_local_runs(instance: dg.DagsterInstance, host: str) -> list[str]:
     reaped = []
     for record in instance.get_run_records(filters=RunsFilter(statuses=_IN_PROGRESS)):
         run = record.dagster_run
+        if run.tags.get(RUN_HOST_TAG, host) != host:
+            continue  # another host's processes: its own reaper judges them
         processes = _run_processes(instance, run.run_id)
         if not processes or any(process_alive_since(pid, at) for pid, at in processes):
             continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import threading
 import uuid
 from pathlib import Path
@@ -137,6 +138,13 @@ def test_every_check_result_names_the_manifest_it_judged(graph):
         evaluation.metadata[JUDGED_MANIFEST].value
         == hashlib.sha256(manifest.read_bytes()).hexdigest()
     )
+
+
+def test_a_run_is_tagged_with_the_host_its_processes_run_on(graph):
+    graph.make_checkpoint(repeated=False)
+    read = graph.read()  # a step with the experiment resource
+    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    assert graph.instance.get_run_by_id(read.run_id).tags["prover_assets/host"] == host
 
 
 def test_a_check_failed_in_an_earlier_run_stops_a_later_run_that_reads_the_output(graph):

@@ -1,9 +1,11 @@
 """Heavy-pool safety on a real DagsterInstance (SQLite, temporary DAGSTER_HOME): two runs never
 overlap in pool `heavy`, and a run killed with kill -9 is reaped so that it frees its slot."""
 
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -141,7 +143,9 @@ def test_a_reused_pid_does_not_pass_for_the_dead_process():
     assert not process_alive_since(os.getpid(), 0.0)  # this process started long after "0"
 
 
-def started_run_whose_process_is_gone(instance: dg.DagsterInstance) -> str:
+def started_run_whose_process_is_gone(
+    instance: dg.DagsterInstance, tags: dict[str, str] | None = None
+) -> str:
     """A run left STARTED by a run worker that no longer exists, as kill -9 leaves one."""
     import uuid
 
@@ -151,7 +155,9 @@ def started_run_whose_process_is_gone(instance: dg.DagsterInstance) -> str:
     worker = subprocess.Popen([sys.executable, "-c", "pass"])
     worker.wait()
     run = instance.add_run(
-        DagsterRun(job_name="j", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED)
+        DagsterRun(
+            job_name="j", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED, tags=tags
+        )
     )
     instance.report_engine_event(
         "Started process for run", run, EngineEventData({"pid": dg.MetadataValue.int(worker.pid)})
@@ -164,6 +170,17 @@ def test_a_run_of_this_hosts_launcher_whose_process_is_gone_is_reaped():
         run_id = started_run_whose_process_is_gone(instance)
         assert reap_dead_runs(instance) == [run_id]
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_two_hosts_sharing_an_instance_each_reap_their_own_dead_run_never_the_others():
+    here = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    there = "0badc0de"
+    with dg.instance_for_test() as instance:
+        ours = started_run_whose_process_is_gone(instance, {"prover_assets/host": here})
+        theirs = started_run_whose_process_is_gone(instance, {"prover_assets/host": there})
+        assert reap_dead_runs(instance) == [ours]  # this host's reaper
+        assert instance.get_run_by_id(theirs).status == dg.DagsterRunStatus.STARTED
+        assert reap_dead_runs(instance, host=there) == [theirs]  # the other host's
 
 
 def test_under_a_launcher_of_other_hosts_no_run_is_judged_by_a_pid_here():

@@ -22,11 +22,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Removed", "owned_name", "owner_is_gone", "remove_dead_owners", "size_bytes"]
+__all__ = [
+    "HOST",
+    "RUN_HOST_TAG",
+    "Removed",
+    "owned_name",
+    "owner_is_gone",
+    "remove_dead_owners",
+    "size_bytes",
+]
 
 log = logging.getLogger(__name__)
 
 HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+# The run tag naming the host whose processes execute a run (`HOST`): its pids mean something
+# there only, so a reaper on another host sharing the instance leaves the run alone.
+RUN_HOST_TAG = "prover_assets/host"
 _OWNED = re.compile(r"-h(?P<host>[0-9a-f]{8})-p(?P<pid>\d+)-(?P<tag>[0-9a-f]+)$")
 
 

@@ -49,6 +49,7 @@ from prover_assets.records.gates import refusal_message
 from prover_assets.records.layout import folder_path
 from prover_assets.records.manifest import mark_data_root
 from prover_assets.records.outputs import verified_outputs
+from prover_assets.records.owned import HOST, RUN_HOST_TAG
 from prover_assets.resources.typed_config import dagster_config, placeholders_required
 from prover_assets.verify.backends import backend_from_settings, self_test
 from prover_assets.verify.cache import VERDICT_CACHE_DIR, VerdictCache
@@ -110,6 +111,10 @@ class ExperimentResource(dg.ConfigurableResource):
         spec = self.model()  # a bad value fails the run here, before any step's work
         self._instance, self._log = context.instance, context.log
         run = context.run
+        if run is not None and run.tags.get(RUN_HOST_TAG) != HOST:
+            # Its processes are this host's: the reaper of another host sharing the instance
+            # must not judge them by pids of its own.
+            context.instance.add_run_tags(run.run_id, {RUN_HOST_TAG: HOST})
         # A partitioned job has no launch-time ConfigMapping: its preflight is required here,
         # before any step; its run config is the file's (PartitionedConfig), so its sections are.
         if (
