@@ -111,7 +111,7 @@ class ExperimentResource(dg.ConfigurableResource):
         spec = self.model()  # a bad value fails the run here, before any step's work
         self._instance, self._log = context.instance, context.log
         run = context.run
-        if run is not None and run.tags.get(RUN_HOST_TAG) != HOST:
+        if run is not None and context.instance and run.tags.get(RUN_HOST_TAG) != HOST:
             # Its processes are this host's: the reaper of another host sharing the instance
             # must not judge them by pids of its own.
             context.instance.add_run_tags(run.run_id, {RUN_HOST_TAG: HOST})
