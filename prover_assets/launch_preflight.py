@@ -3,13 +3,12 @@ $DAGSTER_HOME (so it shows in `make ui`); prints the report and exits 0 only whe
 
 import os
 import sys
+from pathlib import Path
 
 import dagster as dg
 
-from prover_assets.config import load_run_config
 from prover_assets.definitions import build_definitions, config_path
-from prover_assets.preflight import PREFLIGHT_JOB, latest_report
-from prover_assets.preflight.gate import report_path
+from prover_assets.preflight import PREFLIGHT_JOB, read_report
 
 
 def main() -> int:
@@ -24,14 +23,31 @@ def main() -> int:
         result = definitions.resolve_job_def(PREFLIGHT_JOB).execute_in_process(
             instance=instance, raise_on_error=False
         )
-    config = load_run_config(path)
-    report = latest_report(config)
-    if report is None:
+    written = report_file(result)
+    if written is None:
         print(f"the preflight of {path} wrote no report: see the run {result.run_id} above")
         return 1
+    report = read_report(written)
     print(report.markdown())
-    print(f"report: {report_path(config, report.identity)}")
+    print(f"report: {written}")
     return 0 if result.success and report.passed else 1
+
+
+def report_file(result: dg.ExecuteInProcessResult) -> Path | None:
+    """The report this run's preflight wrote, as its step recorded it (a passing one in its
+    materialization, a failing one in its failure's metadata: an observation logged before a
+    step raises never reaches the event log): never another run's, of another config, pins or
+    code, that happens to be newer."""
+    recorded = [
+        event.step_materialization_data.materialization.metadata
+        for event in result.get_asset_materialization_events()
+    ] + [
+        event.step_failure_data.user_failure_data.metadata
+        for event in result.all_events
+        if event.is_step_failure and event.step_failure_data.user_failure_data is not None
+    ]
+    files = [m["report_file"].value for m in recorded if "report_file" in m]
+    return Path(files[-1]) if files else None
 
 
 if __name__ == "__main__":

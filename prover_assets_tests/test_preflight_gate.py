@@ -17,7 +17,6 @@ from prover_assets.config import ConfigError, parse_run_config
 from prover_assets.definitions import build_definitions
 from prover_assets.preflight import (
     PreflightMissing,
-    latest_report,
     preflight_identity,
     require_passing_preflight,
 )
@@ -305,15 +304,3 @@ def test_the_identity_is_the_configs_content_not_the_file_it_was_read_from(raw):
     assert preflight_identity(parse_run_config(raw, "a.yaml")) == preflight_identity(
         parse_run_config(raw, "elsewhere/b.yaml")
     )
-
-
-def test_the_latest_report_is_the_newest_of_any_identity(raw):
-    config = parse_run_config(raw, "test")
-    assert latest_report(config) is None
-    newest = report_of(config, code_commit="9" * 40).model_copy(
-        update={"finished_at": "2026-12-04T09:00:00+00:00"}
-    )
-    write_report(config, report_of(config))
-    write_report(config, newest)
-    write_report(config, report_of(config, code_commit="8" * 40))  # older than `newest`
-    assert latest_report(config) == newest

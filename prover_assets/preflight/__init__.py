@@ -9,8 +9,8 @@ from prover_assets.preflight.gate import (
     HEAVY_JOBS,
     PREFLIGHT_JOB,
     PreflightMissing,
-    latest_report,
     preflight_identity,
+    read_report,
     require_passing_preflight,
 )
 from prover_assets.preflight.model import CheckStatus, PreflightCheck, PreflightReport
@@ -24,8 +24,8 @@ __all__ = [
     "PreflightMissing",
     "PreflightReport",
     "PreflightSettings",
-    "latest_report",
     "preflight_identity",
+    "read_report",
     "require_passing_preflight",
     "run_preflight",
 ]

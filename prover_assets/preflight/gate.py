@@ -23,9 +23,9 @@ __all__ = [
     "PREFLIGHT_FILE",
     "PREFLIGHT_JOB",
     "PreflightMissing",
-    "latest_report",
     "passing_report",
     "preflight_identity",
+    "read_report",
     "report_path",
     "require_passing_preflight",
     "write_report",
@@ -97,21 +97,16 @@ def _reports(config: RunConfig) -> list[tuple[Path, PreflightReport]]:
     root = _root(config)
     if not root.is_dir():
         return []
-    found = [(path, _read(path)) for path in root.glob(f"*/{PREFLIGHT_FILE}")]
+    found = [(path, read_report(path)) for path in root.glob(f"*/{PREFLIGHT_FILE}")]
     return sorted(found, key=lambda item: item[1].finished_at)
 
 
-def _read(path: Path) -> PreflightReport:
+def read_report(path: Path) -> PreflightReport:
+    """The preflight report kept at `path`; raises naming the file if it is not one."""
     try:
         return PreflightReport.model_validate_json(path.read_bytes())
     except ValueError as exc:
         raise ConfigError(f"{path}: not a preflight report ({exc}); move it aside") from exc
-
-
-def latest_report(config: RunConfig) -> PreflightReport | None:
-    """The newest report under this config's data root, of any identity."""
-    reports = _reports(config)
-    return reports[-1][1] if reports else None
 
 
 def passing_report(config: RunConfig) -> PreflightReport | None:
@@ -140,7 +135,7 @@ def require_passing_preflight(config: RunConfig, job: str) -> PreflightReport:
         "the report prints it)"
     )
     if path.exists():
-        report = _read(path)
+        report = read_report(path)
         if report.passed:
             return report
         failed = ", ".join(f"{c.name} ({c.measured})" for c in report.failed())
