@@ -5,10 +5,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from prover_assets.assets.keys import PREFLIGHT_KEY, generations_key
+from prover_assets.assets.keys import generations_key
 from prover_assets.assets.metadata import OUTPUT_DIR, step_wall_s
+from prover_assets.config import RunConfig, load_run_config
 from prover_assets.definitions import build_definitions
 from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult, SamplePlan
+from prover_assets.preflight import CheckStatus, PreflightCheck, PreflightReport
+from prover_assets.preflight.gate import preflight_identity, write_report
 from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.report.eta import INPUTS, RoundPlan, eta_table, fixed_steps, measured_inputs
 from prover_assets.sft.builder import SftCounts
@@ -340,20 +343,57 @@ def test_a_preflight_figure_replaces_a_prior_and_a_measurement_replaces_it():
     assert table["inputs"]["mean_completion_tokens"]["source"].startswith("prior")
 
 
-def test_the_eta_asset_takes_the_latest_preflights_rates_labelled_as_such(demo_defs):
+def passing_preflight(config: RunConfig, tokens_per_s: float, **identity_changes) -> None:
+    """A passing preflight report of `config` (its identity changed by `identity_changes`)
+    whose smoke round measured `tokens_per_s`, kept where the gate looks."""
+    smoke = PreflightCheck(
+        name="smoke.generation",
+        status=CheckStatus.PASSED,
+        measured="m",
+        threshold="t",
+        remedy="r",
+        seconds=1.0,
+        figures={"tokens_per_s": tokens_per_s},
+    )
+    identity = preflight_identity(config).model_copy(update=identity_changes)
+    report = PreflightReport(
+        identity=identity,
+        config_source="test",
+        checks=[smoke],
+        wall_s=1.0,
+        finished_at="2026-12-04T00:00:00+00:00"
+        if not identity_changes
+        else "2026-12-05T00:00:00+00:00",
+        simulated=True,
+        work_folder=None,
+    )
+    write_report(config, report)
+
+
+def test_the_eta_asset_takes_its_own_configs_preflight_rates_labelled_as_such(
+    demo_defs, demo_config_file
+):
+    config = load_run_config(demo_config_file)
+    passing_preflight(config, 1234.0)
+    passing_preflight(config, 99.0, code_commit="0" * 40)  # newer, of other code: not read
     job = demo_defs.resolve_job_def("operations")
     with dg.DagsterInstance.ephemeral() as instance:
-        instance.report_runless_asset_event(
-            dg.AssetMaterialization(
-                asset_key=PREFLIGHT_KEY,
-                metadata={"figures": dg.MetadataValue.json({"tokens_per_s": 1234.0})},
-            )
-        )
         run = job.execute_in_process(instance=instance)
     metadata = run.asset_materializations_for_node("eta")[0].metadata
     assert metadata["inputs_from_preflight"].value == 1
     rate = metadata["table"].value["inputs"]["tokens_per_s"]
     assert (rate["central"], rate["source"]) == (1234.0, "preflight")
+
+
+def test_with_no_preflight_of_its_own_config_the_eta_takes_no_preflight_rate(
+    demo_defs, demo_config_file
+):
+    passing_preflight(load_run_config(demo_config_file), 99.0, code_commit="0" * 40)
+    job = demo_defs.resolve_job_def("operations")
+    with dg.DagsterInstance.ephemeral() as instance:
+        run = job.execute_in_process(instance=instance)
+    metadata = run.asset_materializations_for_node("eta")[0].metadata
+    assert metadata["inputs_from_preflight"].value == 0
 
 
 def test_the_priors_of_another_box_are_scaled_to_the_plans_engines_and_workers():

@@ -31,7 +31,7 @@ from prover_assets.assets.keys import (
 )
 from prover_assets.assets.metadata import display_number, latest_result, step_wall_s
 from prover_assets.assets.preflight import preflight_figures
-from prover_assets.config import ExperimentSpec, is_placeholder
+from prover_assets.config import ExperimentSpec, assemble_run_config, is_placeholder
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.gpus import training_ranks
 from prover_assets.problems.stages import EvalSetResult
@@ -105,7 +105,8 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         measured = _measured(built, instance, runs, rounds)
         engines = gpu.model()
         plan = _round_plan(spec, instance, sizing.workers, engines.engines, engines.device)
-        table = eta_table(plan, measured, preflight_figures(instance))
+        config = assemble_run_config(spec, lean.model(), engines, experiment.source)
+        table = eta_table(plan, measured, preflight_figures(config))
         balances = step_balances(table, sizing.workers)
         context.log.info(f"Lean: {sizing.describe()}")
         for balance in balances:

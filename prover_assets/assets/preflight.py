@@ -4,9 +4,10 @@ before its hours; heavy jobs refuse to launch without a passing one (`resources`
 import dagster as dg
 
 from prover_assets.assets.keys import PREFLIGHT_GROUP, PREFLIGHT_KEY, Schedule
-from prover_assets.assets.metadata import display_number, latest_materialization
-from prover_assets.config import assemble_run_config
+from prover_assets.assets.metadata import display_number
+from prover_assets.config import RunConfig, assemble_run_config
 from prover_assets.preflight import PreflightCheck, PreflightReport, run_preflight
+from prover_assets.preflight.gate import passing_report
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 
 __all__ = ["preflight_assets", "preflight_figures"]
@@ -75,10 +76,9 @@ def preflight_assets(schedule: Schedule) -> list[dg.AssetsDefinition]:
     return [preflight_report]
 
 
-def preflight_figures(instance: dg.DagsterInstance) -> dict[str, float]:
-    """The figures of the latest passing preflight (its smoke round's rates), for the ETA."""
-    event = latest_materialization(instance, PREFLIGHT_KEY)
-    if event is None or event.asset_materialization is None:
-        return {}
-    figures = event.asset_materialization.metadata.get("figures")
-    return dict(figures.value) if figures is not None else {}
+def preflight_figures(config: RunConfig) -> dict[str, float]:
+    """The figures of the passing preflight of this run's identity (its config, pins and code:
+    its smoke round's rates), for the ETA; none where no such preflight passed (priors stand
+    in), never another config's or code's."""
+    report = passing_report(config)
+    return report.figures() if report is not None else {}
