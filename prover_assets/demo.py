@@ -68,7 +68,6 @@ def main() -> int:
             instance=instance, raise_on_error=False
         )
         report = latest_materialization(instance, REPORT_KEY)
-    experiment = definitions.resources["experiment"]
     print()
     print(
         f"{result.job_def.name}: {'succeeded' if result.success else 'FAILED'} in {clock_time(elapsed)} "
