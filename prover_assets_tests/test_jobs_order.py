@@ -56,8 +56,8 @@ def test_the_message_names_the_asset_its_iteration_the_folder_and_the_two_narrow
         ["pool_round", "iteration", "unused"],
     )
     assert message == (
-        "this step reads verdicts/pool/verdicts_pool_r1 (iteration 2), which is not materialized yet (no "
-        "complete output in /data/verdicts/pool/r1/iteration-2): launch the `pool_round` or "
+        "this step reads verdicts/pool/verdicts_pool_r1 (iteration 2), which is not materialized "
+        "yet (no complete output in /data/verdicts/pool/r1/iteration-2): launch the `pool_round` or "
         "`iteration` job first (the Launchpad, or `dagster job launch -j pool_round -c <your "
         "config>`)."
     )

@@ -1,6 +1,6 @@
-"""Generations and verdicts keys end in a label naming the whole output (kind, system, set, cap,
-seed),
-while their folders keep the data root's layout: the two map one to one, and every other asset's folder is its key."""
+"""Generations', verdicts' and statement audits' keys end in a label naming the whole output
+(kind, system, set, cap, seed), while their folders keep the data root's layout: the two map one
+to one, and every other asset's folder is its key."""
 
 import pytest
 

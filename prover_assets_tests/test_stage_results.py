@@ -177,29 +177,30 @@ def test_an_input_changed_after_the_step_is_refused_naming_it(tmp_path):
         verified_inputs(tmp_path / "out")
 
 
-def test_inputs_are_named_by_their_folder_and_more_folders_only_where_two_would_share_a_name():
-    root = Path("/data")
-    one_iteration = [
-        root / "generations/pool/r0/generations.jsonl",
-        root / "generations/pool/r1/generations.jsonl",
-        root / "train_pool/train_pool.jsonl",
-    ]
-    assert list(distinct_names(one_iteration)) == [
-        "r0/generations.jsonl",
-        "r1/generations.jsonl",
-        "train_pool/train_pool.jsonl",
-    ]
-    # an iteration's two rounds both sit in an `iteration-2` folder
-    iterations = [
-        root / "generations/pool/r0/iteration-2/generations.jsonl",
-        root / "generations/pool/r1/iteration-2/generations.jsonl",
-        root / "train_pool/train_pool.jsonl",
-    ]
-    assert list(distinct_names(iterations)) == [
-        "r0/iteration-2/generations.jsonl",
-        "r1/iteration-2/generations.jsonl",
-        "train_pool/train_pool.jsonl",  # never the data root's own name: it may move
-    ]
+# Files, by their path under a data root, and the names they are hashed under, by hand.
+NAMED = [
+    # one iteration: folder and name suffice
+    {
+        "generations/pool/r0/generations.jsonl": "r0/generations.jsonl",
+        "generations/pool/r1/generations.jsonl": "r1/generations.jsonl",
+        "train_pool/train_pool.jsonl": "train_pool/train_pool.jsonl",
+    },
+    # an iteration's two rounds both sit in an `iteration-2` folder; never the data root's
+    # own name: it may move
+    {
+        "generations/pool/r0/iteration-2/generations.jsonl": "r0/iteration-2/generations.jsonl",
+        "generations/pool/r1/iteration-2/generations.jsonl": "r1/iteration-2/generations.jsonl",
+        "train_pool/train_pool.jsonl": "train_pool/train_pool.jsonl",
+    },
+]
+
+
+@pytest.mark.parametrize("named", NAMED)
+def test_inputs_are_named_by_their_folder_and_more_folders_only_where_two_would_share_a_name(
+    named,
+):
+    files = [Path("/data") / path for path in named]
+    assert distinct_names(files) == {name: Path("/data") / path for path, name in named.items()}
 
 
 def test_a_file_given_twice_as_two_inputs_is_refused():

@@ -108,7 +108,8 @@ def test_a_job_launched_unedited_from_the_launchpad_page_succeeds(page, dagster_
 # reads is materialized once.
 def test_a_job_that_reuses_its_outputs_leaves_what_was_made_from_them_synced(page, dagster_dev):
     url, shots = dagster_dev["url"], artifacts()
-    downstream = "generations/minif2f/baseline/generations_baseline_minif2f_c256"  # made from the eval set, not by `problems`
+    # made from the eval set, not by `problems`
+    downstream = "generations/minif2f/baseline/generations_baseline_minif2f_c256"
     if not (dagster_dev["data"] / downstream / "manifest.json").exists():  # run alone
         launched = launch_from_launchpad(url, "baseline", launchpad_scaffold(url, "baseline"))
         assert wait_for_run(url, launched["run"]["runId"]) == "SUCCESS"

@@ -30,10 +30,10 @@ from prover_assets.assets.keys import (
     verdicts_key,
 )
 from prover_assets.assets.metadata import display_number, latest_result, step_wall_s
-from prover_assets.assets.preflight import preflight_figures
 from prover_assets.config import ExperimentSpec, assemble_run_config, is_placeholder
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.gpus import training_ranks
+from prover_assets.preflight.gate import preflight_figures
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records.outputs import StageResult
 from prover_assets.report.eta import (

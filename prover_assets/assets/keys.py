@@ -133,8 +133,9 @@ def verdicts_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:
 
 def legacy_key(key: dg.AssetKey) -> dg.AssetKey | None:
     """The key `key`'s outputs were materialized under before generations, verdicts and
-    statement audits were labelled (`prover_assets.records.layout`); None for a key never renamed. The gates and the
-    readers of materializations look there too when `key` has none, until release 0.3.0."""
+    statement audits were labelled (`prover_assets.records.layout`); None for a key never
+    renamed. The gates and the readers of materializations look there too when `key` has none,
+    until release 0.3.0."""
     old = legacy_key_path(tuple(key.path))
     return None if old is None else dg.AssetKey(list(old))
 

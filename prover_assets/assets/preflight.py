@@ -5,12 +5,11 @@ import dagster as dg
 
 from prover_assets.assets.keys import PREFLIGHT_GROUP, PREFLIGHT_KEY, Schedule
 from prover_assets.assets.metadata import display_number
-from prover_assets.config import RunConfig, assemble_run_config
+from prover_assets.config import assemble_run_config
 from prover_assets.preflight import PreflightCheck, PreflightReport, run_preflight
-from prover_assets.preflight.gate import passing_report
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
 
-__all__ = ["preflight_assets", "preflight_figures"]
+__all__ = ["preflight_assets"]
 
 
 def _metadata(report: PreflightReport, path: str) -> dict[str, object]:
@@ -74,11 +73,3 @@ def preflight_assets(schedule: Schedule) -> list[dg.AssetsDefinition]:
         return dg.MaterializeResult(metadata=metadata)
 
     return [preflight_report]
-
-
-def preflight_figures(config: RunConfig) -> dict[str, float]:
-    """The figures of the passing preflight of this run's identity (its config, pins and code:
-    its smoke round's rates), for the ETA; none where no such preflight passed (priors stand
-    in), never another config's or code's."""
-    report = passing_report(config)
-    return report.figures() if report is not None else {}

@@ -24,6 +24,7 @@ __all__ = [
     "PREFLIGHT_JOB",
     "PreflightMissing",
     "passing_report",
+    "preflight_figures",
     "preflight_identity",
     "read_report",
     "report_path",
@@ -116,6 +117,14 @@ def passing_report(config: RunConfig) -> PreflightReport | None:
         return require_passing_preflight(config, PREFLIGHT_JOB)
     except PreflightMissing:
         return None
+
+
+def preflight_figures(config: RunConfig) -> dict[str, float]:
+    """The figures of the passing preflight of this run's identity (its config, pins and code:
+    its smoke round's rates), for the ETA; none where no such preflight passed (priors stand
+    in), never another config's or code's."""
+    report = passing_report(config)
+    return report.figures() if report is not None else {}
 
 
 def require_passing_preflight(config: RunConfig, job: str) -> PreflightReport:

@@ -1,16 +1,16 @@
 """Which folder under the data root holds each asset's output, and which asset a folder is.
 
-A folder's path is its asset key's path, but for generations, verdicts and statement audits. Dagster's UI labels a
-node, and every link to a node of another group, with the key's last part alone (cut in the
-middle past 30 characters): `c256` named baseline and candidate alike, `r0` a round's
-generations and its verdicts, `minif2f` an eval set's problems and its statement audit. So their keys end in a label that reads as a phrase, what, whose,
-on what, at which cap or round, of which training seed (`verdicts/minif2f/baseline/
-verdicts_baseline_minif2f_c256`, `generations/pool/generations_pool_r0`,
-`statement_audit/statement_audit_minif2f`), the kind first so
-that a cut label still says it, while their folders keep the layout the data root has always had
-(`verdicts/minif2f/baseline/c256`, `generations/pool/r0`, `statement_audit/minif2f`): nothing written before the keys were
-labelled moves, and a folder's path is the key its outputs were first materialized under
-(`legacy_key_path`).
+A folder's path is its asset key's path, but for generations, verdicts and statement audits.
+Dagster's UI labels a node, and every link to a node of another group, with the key's last part
+alone (cut in the middle past 30 characters): `c256` named baseline and candidate alike, `r0` a
+round's generations and its verdicts, `minif2f` an eval set's problems and its statement audit.
+So their keys end in a label that reads as a phrase: what, whose, on what, at which cap or
+round, of which training seed (`verdicts/minif2f/baseline/verdicts_baseline_minif2f_c256`,
+`generations/pool/generations_pool_r0`, `statement_audit/statement_audit_minif2f`), the kind
+first so that a cut label still says it. Their folders keep the layout the data root has always
+had (`verdicts/minif2f/baseline/c256`, `generations/pool/r0`, `statement_audit/minif2f`):
+nothing written before the keys were labelled moves, and a folder's path is the key its outputs
+were first materialized under (`legacy_key_path`).
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def folder_path(key: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def legacy_key_path(key: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The key path `key`'s outputs were materialized under before generations, verdicts
-    and statement audits were labelled (release 0.1.0): its folder's path. None for a key that was never renamed.
-    Their check evaluations and materializations are read under it until release 0.3.0."""
+    """The key path `key`'s outputs were materialized under before generations, verdicts and
+    statement audits were labelled (release 0.1.0): its folder's path; None for a key that was
+    never renamed. Their check evaluations and materializations are read under it until
+    release 0.3.0."""
     folder = folder_path(key)
     return None if folder == key else folder
