@@ -151,19 +151,45 @@ from pathlib import Path
 from prover_assets.records import outputs
 from prover_assets_tests.test_generation_runner import generation_step
 outputs.JOURNAL_EVERY_S = 0.1  # records the killed attempt's usage up to its last tenth
-generation_step(Path({folder!r}), Path({model!r}))
+generation_step(Path({folder!r}), Path({model!r}), halt_after={halt_after})
 """
+# The killed step stops (sleeps) before its third problem, so the kill always lands
+# mid-stream: a poll that watched the stream race the model ended past the last sample
+# on a loaded CI machine (12 of 12 written before the kill).
+HALT_AFTER = 6
 
 
-def generation_step(folder: Path, model: Path):
+class HaltingEngine(TransformersEngine):
+    """The tiny model's engine, which stops for good after its first `halt_after` results:
+    where the killed process is when the kill comes, whatever the machine's speed."""
+
+    def __init__(self, model: Path, halt_after: int):
+        super().__init__(model, SAMPLING)
+        self.halt_after = halt_after
+
+    def generate(self, requests):
+        for done, result in enumerate(super().generate(requests)):
+            if done == self.halt_after:
+                time.sleep(3600)
+            yield result
+
+
+def generation_step(folder: Path, model: Path, halt_after: int | None = None):
     """The generation step of 4 problems x 3 samples on the tiny model, committing every
-    sample: a whole step, with its manifest, its usage and its attempt journal."""
+    sample: a whole step, with its manifest, its usage and its attempt journal; with
+    `halt_after`, a step that stops for good after that many samples, to be killed."""
     problems = [make_problem(f"p{i}") for i in range(4)]
+
+    def engine() -> TransformersEngine:  # loaded inside the step: its usage counts the load
+        if halt_after is None:
+            return TransformersEngine(model, SAMPLING)
+        return HaltingEngine(model, halt_after)
+
     return materialize_generations(
         folder,
         Samples(round0_specs(problems, 3, 24), {}, samples_per_problem=3),
         opening=make_opening(model_path=model, sampling=SAMPLING, commit_every=1),
-        open_engine=lambda opening: contextlib.nullcontext(TransformersEngine(model, SAMPLING)),
+        open_engine=lambda opening: contextlib.nullcontext(engine()),
         load_tokenizer=lambda _: None,
     )
 
@@ -173,18 +199,21 @@ def test_kill_9_mid_stream_then_resume_loses_and_doubles_nothing(tiny_model_dir,
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     stream = killed / GENERATIONS_FILE
     script = KILL_SCRIPT.format(
-        root=str(Path(__file__).parents[1]), folder=str(killed), model=str(tiny_model_dir)
+        root=str(Path(__file__).parents[1]),
+        folder=str(killed),
+        model=str(tiny_model_dir),
+        halt_after=HALT_AFTER,
     )
     process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (
-        not stream.exists() or stream.read_bytes().count(b"\n") < 3
+        not stream.exists() or stream.read_bytes().count(b"\n") < HALT_AFTER
     ):
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     partial = stream.read_bytes().count(b"\n")
-    assert 3 <= partial < 12
+    assert partial == HALT_AFTER
     # The rerun resumes the killed step; `clean` is the same step uninterrupted. Both in this
     # process: the killed process's folder is all a rerun reads, whatever process reads it.
     resumed_step, clean_step = (generation_step(f, tiny_model_dir) for f in (killed, clean))
