@@ -10,7 +10,6 @@ Target: under 5 s on this machine.
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import sys
@@ -109,7 +108,9 @@ def write_runs() -> list:
 
 
 def main() -> int:
+    from prover_assets.report.bundle import SUMMARY_FILE
     from prover_assets.report.stages import ReportSettings, materialize_report
+    from prover_assets.report.summary import read_summary
 
     baseline, candidate = write_runs()
     print(
@@ -137,11 +138,8 @@ def main() -> int:
         config={},
     )
     wall = time.monotonic() - started
-    summary = json.loads((result.folder / "summary.json").read_text())
-    comparison = summary["comparisons"][0]
-    print(
-        f"decision: {comparison['decision']} (p = {comparison['p_value']:.4g}, {comparison['table']})"
-    )
+    comparison = read_summary(result.folder / SUMMARY_FILE).comparisons[0]
+    print(f"decision: {comparison.decision} (p = {comparison.p_value:.4g}, {comparison.table})")
     print(
         f"report with 10,000 bootstrap resamples: {wall:.2f} s; target {TARGET_S} s: ratio {wall / TARGET_S:.2f}"
     )

@@ -24,7 +24,16 @@ from prover_assets.records import (
     code_sha256,
 )
 from prover_assets.records.manifest import build_manifest, write_manifest
+from prover_assets.report.summary import (
+    ComparedSystem,
+    Comparison,
+    ExploratoryComparison,
+    MadeBy,
+    McNemarTable,
+    RunProvenance,
+)
 from prover_assets.sft.stages import TrainingResult
+from prover_assets.stats import Interval
 from prover_assets_tests.conftest import full_demo_run_config
 
 # What a strict verifier records of its policy and backend (StrictVerifier.info.config).
@@ -281,3 +290,47 @@ def make_training_result(**overrides: Any) -> TrainingResult:
     }
     fields.update(overrides)
     return TrainingResult(**fields)
+
+
+def make_interval(estimate: float = 0.0, low: float = 0.0, high: float = 0.0) -> Interval:
+    return Interval(estimate, low, high, "paired cluster bootstrap", 100, 1, 0.95)
+
+
+def make_side(system: str, solved: int, problems: int = 4, **overrides: Any) -> ComparedSystem:
+    """One side of a comparison: `solved` of `problems`, made by runs of no interest here."""
+    made = MadeBy(run_id=None, started_at="t0", finished_at="t1")
+    fields: dict[str, Any] = {
+        "system": system,
+        "model_revs": ["r"],
+        "problems": problems,
+        "solved_at_k": solved,
+        "wilson": (0.1, 0.9),
+        "provenance": RunProvenance(generations=made, verdicts=made),
+    }
+    return ComparedSystem(**(fields | overrides))
+
+
+def make_comparison(**overrides: Any) -> Comparison:
+    """A secondary comparison on minif2f at cap 64, k 2, both systems solving 2 of 4, no
+    per-problem rows; `overrides` set any field (an `ExploratoryComparison` when `iteration`,
+    `seed`, `against` and `what` are among them)."""
+    fields: dict[str, Any] = {
+        "eval_set": "minif2f",
+        "cap": 64,
+        "k": 2,
+        "table": McNemarTable(both=2, baseline_only=0, candidate_only=0, neither=2),
+        "p_value": 1.0,
+        "alpha": 0.05,
+        "decision": "no detectable improvement",
+        "pass1_difference": make_interval(),
+        "solved_difference": make_interval(),
+        "per_problem": [],
+        "primary": False,
+        "secondary_reasons": ["made by a test"],
+        "design_override": None,
+        "baseline": make_side("baseline", 2),
+        "candidate": make_side("candidate", 2),
+    }
+    fields |= overrides
+    kind = ExploratoryComparison if "iteration" in fields else Comparison
+    return kind(**fields)

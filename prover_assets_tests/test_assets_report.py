@@ -8,33 +8,33 @@ import dagster as dg
 from prover_assets.assets.keys import ETA_KEY
 from prover_assets.assets.report import headline_metadata, latest_eta
 from prover_assets.report.eta import EtaEstimate
+from prover_assets.report.summary import McNemarTable, PairedProblem, ProblemSide
+from prover_assets_tests.factories import make_comparison, make_interval, make_side
 
-COMPARISON = {
-    "eval_set": "minif2f",
-    "cap": 256,
-    "k": 4,
-    "primary": False,
-    "decision": "success",
-    "p_value": 0.0018,
-    "table": {"both": 9, "baseline_only": 1, "candidate_only": 13, "neither": 1},
-    "pass1_difference": {"estimate": 0.8, "low": 0.66, "high": 0.92},
-    "baseline": {"solved_at_k": 10},
-    "candidate": {"solved_at_k": 22},
-    "per_problem": [
-        {
-            "problem_id": "p1",
-            "baseline": {"c": 0, "n": 4, "solved": False},
-            "candidate": {"c": 3, "n": 4, "solved": True},
-            "cell": "candidate_only",
-        },
-        {
-            "problem_id": "p2",
-            "baseline": {"c": 2, "n": 4, "solved": True},
-            "candidate": {"c": 4, "n": 4, "solved": True},
-            "cell": "both",
-        },
+COMPARISON = make_comparison(
+    cap=256,
+    k=4,
+    decision="success",
+    p_value=0.0018,
+    table=McNemarTable(both=9, baseline_only=1, candidate_only=13, neither=1),
+    pass1_difference=make_interval(0.8, 0.66, 0.92),
+    baseline=make_side("baseline", 10, problems=24),
+    candidate=make_side("candidate", 22, problems=24),
+    per_problem=[
+        PairedProblem(
+            problem_id="p1",
+            baseline=ProblemSide(c=0, n=4, solved=False),
+            candidate=ProblemSide(c=3, n=4, solved=True),
+            cell="candidate_only",
+        ),
+        PairedProblem(
+            problem_id="p2",
+            baseline=ProblemSide(c=2, n=4, solved=True),
+            candidate=ProblemSide(c=4, n=4, solved=True),
+            cell="both",
+        ),
     ],
-}
+)
 
 
 def test_each_headline_number_is_a_typed_entry_of_its_own():

@@ -7,6 +7,7 @@ import pytest
 from matplotlib.collections import LineCollection
 
 from prover_assets.report import plots
+from prover_assets.report.summary import CurvePoint, SeedRow, SeedSpreadRow
 
 
 @pytest.fixture
@@ -17,17 +18,29 @@ def drawn(monkeypatch):
     return figures
 
 
-def seeds(*solved: int, registered: int = 0) -> list[dict]:
-    return [
-        {"seed": i, "solved_at_k": s, "registered": i == registered} for i, s in enumerate(solved)
-    ]
+def spread_row(iteration: int, *solved: int) -> SeedSpreadRow:
+    """One iteration's seeds (seed 0 registered) against a baseline that solved 2 of 6."""
+    return SeedSpreadRow(
+        iteration=iteration,
+        eval_set="minif2f",
+        cap=64,
+        k=8,
+        problems=6,
+        baseline_solved_at_k=2,
+        seeds=[
+            SeedRow(seed=i, solved_at_k=s, decision="success", registered=i == 0)
+            for i, s in enumerate(solved)
+        ],
+        min=min(solved),
+        max=max(solved),
+        sd=None,
+        agree=True,
+        sentence="",
+    )
 
 
 def test_the_seed_range_is_drawn_only_where_seeds_differ_and_named_in_the_legend(drawn):
-    rows = [
-        {"iteration": 1, "seeds": seeds(3, 3), "baseline_solved_at_k": 2, "problems": 6},
-        {"iteration": 2, "seeds": seeds(3, 5), "baseline_solved_at_k": 2, "problems": 6},
-    ]
+    rows = [spread_row(1, 3, 3), spread_row(2, 3, 5)]
     plots.seed_spread_plot(rows, k=8, title="t")
     (axes,) = drawn[0].axes
     (bar,) = [c for c in axes.collections if isinstance(c, LineCollection)]
@@ -39,15 +52,15 @@ def test_the_seed_range_is_drawn_only_where_seeds_differ_and_named_in_the_legend
 
 def test_the_iteration_curve_names_its_k_and_draws_one_grid_per_panel(drawn):
     rows = [
-        {
-            "iteration": i,
-            "pool_solved_cumulative": i,
-            "solved_at_k": 2 + i,
-            "problems": 6,
-            "wilson": (0.1, 0.9),
-            "pool_samples": 3 * i,
-            "pool_completion_tokens": 9 * i,
-        }
+        CurvePoint(
+            iteration=i,
+            pool_solved_cumulative=i,
+            solved_at_k=2 + i,
+            problems=6,
+            wilson=(0.1, 0.9),
+            pool_samples=3 * i,
+            pool_completion_tokens=9 * i,
+        )
         for i in (0, 1, 2)
     ]
     plots.iteration_curve_plot(rows, k=8, title="t")

@@ -141,25 +141,30 @@ def test_system_table_truth(runs):
     baseline, _ = runs
     summary = summarize_run(baseline, ks=[1, 2, 4, 8], resamples=200, seed=1)
     # solved@1: p1, p4; solved@2: p1, p4; solved@4: p1, p2, p4
-    assert {k: (v and v["solved"]) for k, v in summary["solved_at_k"].items()} == {
+    assert {k: (v and v.solved) for k, v in summary.solved_at_k.items()} == {
         1: 2,
         2: 2,
         4: 3,
         8: None,
     }
     # pass@1 = mean c/n = (1/4 + 1/4 + 0 + 4/4) / 4 = 0.375
-    assert summary["pass_at_k"][1] == pytest.approx(0.375)
+    assert summary.pass_at_k[1] == pytest.approx(0.375)
     # pass@2 per problem (n=4): 1-C(3,2)/C(4,2) = 0.5 for c=1; 0 for c=0; 1 for c=4 -> (0.5+0.5+0+1)/4
-    assert summary["pass_at_k"][2] == pytest.approx(0.5)
-    assert summary["pass_at_k"][8] is None
-    assert summary["pass1_pooled_wilson"]["estimate"] == pytest.approx(6 / 16)
+    assert summary.pass_at_k[2] == pytest.approx(0.5)
+    assert summary.pass_at_k[8] is None
+    assert summary.pass1_pooled_wilson.estimate == pytest.approx(6 / 16)
 
 
 def test_mcnemar_cells_and_decision_truth(runs):
     baseline, candidate = runs
     comparison = compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=200, seed=1)
     # solved@2: baseline {p1, p4}; candidate {p1, p2}
-    assert comparison.table == {"both": 1, "baseline_only": 1, "candidate_only": 1, "neither": 1}
+    assert comparison.table.model_dump() == {
+        "both": 1,
+        "baseline_only": 1,
+        "candidate_only": 1,
+        "neither": 1,
+    }
     assert comparison.p_value == 1.0
     assert comparison.decision == "no detectable improvement"
     assert (comparison.eval_set, comparison.cap, comparison.k, comparison.alpha) == (
@@ -169,12 +174,17 @@ def test_mcnemar_cells_and_decision_truth(runs):
         0.05,
     )
     # pass@1 per problem: baseline (1/4, 1/4, 0, 1), candidate (1/4, 1/4, 2/4, 0)
-    assert comparison.pass1_difference["estimate"] == pytest.approx((1.0 - 1.5) / 4)
+    assert comparison.pass1_difference.estimate == pytest.approx((1.0 - 1.5) / 4)
     again = compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=200, seed=1)
     assert again.pass1_difference == comparison.pass1_difference
     comparison4 = compare_runs(baseline, candidate, k=4, alpha=0.05, resamples=200, seed=1)
     # solved@4: baseline {p1, p2, p4}; candidate {p1, p2, p3}
-    assert comparison4.table == {"both": 2, "baseline_only": 1, "candidate_only": 1, "neither": 0}
+    assert comparison4.table.model_dump() == {
+        "both": 2,
+        "baseline_only": 1,
+        "candidate_only": 1,
+        "neither": 0,
+    }
 
 
 def test_solved_at_k_uses_the_first_k_when_more_samples_exist(tmp_path):
@@ -183,9 +193,7 @@ def test_solved_at_k_uses_the_first_k_when_more_samples_exist(tmp_path):
     }  # 8 samples; later ones all accepted
     run = load_run(write_run(tmp_path, "baseline", many), samples_required=4)
     summary = summarize_run(run, ks=[4], resamples=100, seed=1)
-    assert (
-        summary["solved_at_k"][4]["solved"] == 3
-    )  # p3 fails its first four; later samples do not count
+    assert summary.solved_at_k[4].solved == 3  # p3 fails its first four; later samples do not count
 
 
 def test_decision_rule_success_and_degradation(tmp_path):
@@ -194,7 +202,7 @@ def test_decision_rule_success_and_degradation(tmp_path):
     baseline = load_run(write_run(tmp_path / "a", "baseline", base), samples_required=4)
     candidate = load_run(write_run(tmp_path / "a", "candidate", wins), samples_required=4)
     comparison = compare_runs(baseline, candidate, k=1, alpha=0.2, resamples=100, seed=1)
-    assert comparison.table["candidate_only"] == 4
+    assert comparison.table.candidate_only == 4
     assert comparison.p_value == pytest.approx(0.125)  # 2 * (1/2)^4
     assert comparison.decision == "success"
     reverse = compare_runs(candidate, baseline, k=1, alpha=0.2, resamples=100, seed=1)
@@ -224,7 +232,7 @@ def test_correction_lift_truth(tmp_path):
             (tmp_path / "g1.jsonl", tmp_path / "v1.jsonl"),
         ]
     )
-    assert lift == [
+    assert [row.model_dump() for row in lift] == [
         {
             "round": 0,
             "problems_entering": 3,
@@ -684,26 +692,33 @@ def hand_built_run(tmp_path) -> RunFiles:
 def test_every_count_of_the_system_table_by_hand(tmp_path):
     run = load_run(hand_built_run(tmp_path), samples_required=2)
     summary = summarize_run(run, ks=[1, 2], resamples=50, seed=3)
-    wilson = {k: summary["solved_at_k"][k] for k in (1, 2)}
-    assert {k: (v["solved"], v["share"]) for k, v in wilson.items()} == {1: (1, 0.5), 2: (1, 0.5)}
+    wilson = {k: summary.solved_at_k[k] for k in (1, 2)}
+    assert {k: (v.solved, v.share) for k, v in wilson.items()} == {1: (1, 0.5), 2: (1, 0.5)}
     # Wilson 95 % for 1 of 2: centre (1 + z²/2)/(2 + z²) = 0.5, half-width z·sqrt(0.25·2 + z²/4)/(2 + z²)
     z = 1.959963984540054
     half = z * (0.5 + z * z / 4) ** 0.5 / (2 + z * z)
-    assert wilson[1]["wilson_low"] == pytest.approx(0.5 - half)
-    assert wilson[1]["wilson_high"] == pytest.approx(0.5 + half)
-    assert summary["pass1_cluster"]["estimate"] == pytest.approx(0.25)  # mean of 1/2 and 0/2
-    assert (summary["pass1_cluster"]["seed"], summary["pass1_cluster"]["resamples"]) == (3, 50)
-    summary.pop("pass1_cluster")
-    summary.pop("solved_at_k")
-    summary.pop("pass_at_k_cluster")  # tested on its own
-    provenance = summary.pop("provenance")
-    assert provenance["generations"]["started_at"] == provenance["verdicts"]["started_at"] == "t0"
-    pooled = summary.pop("pass1_pooled_wilson")
-    assert (pooled["estimate"], pooled["note"]) == (
+    assert wilson[1].wilson_low == pytest.approx(0.5 - half)
+    assert wilson[1].wilson_high == pytest.approx(0.5 + half)
+    assert summary.pass1_cluster.estimate == pytest.approx(0.25)  # mean of 1/2 and 0/2
+    assert (summary.pass1_cluster.seed, summary.pass1_cluster.resamples) == (3, 50)
+    provenance = summary.provenance
+    assert provenance.generations.started_at == provenance.verdicts.started_at == "t0"
+    pooled = summary.pass1_pooled_wilson
+    assert (pooled.estimate, pooled.note) == (
         0.25,
         "anti-conservative: treats every sample as independent",
     )
-    assert summary == {
+    # the rest, by hand (the intervals and provenance are tested above and on their own)
+    rest = summary.model_dump(
+        exclude={
+            "pass1_cluster",
+            "solved_at_k",
+            "pass_at_k_cluster",
+            "provenance",
+            "pass1_pooled_wilson",
+        }
+    )
+    assert rest == {
         "system": "baseline",
         "eval_set": "minif2f",
         "cap": 64,
@@ -712,7 +727,6 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
         "samples": 4,
         "samples_per_problem": 2,
         "pass_at_k": {1: 0.25, 2: 0.5},
-        "nominal_cap": 64,
         "mean_effective_max_tokens": (64 + 64 + 32 + 64) / 4,
         "mean_completion_tokens": (3 + 64 + 3 + 3) / 4,
         "accepted_samples": 1,
@@ -764,14 +778,14 @@ def test_timeouts_are_counted_before_and_after_their_recheck_and_copies_are_coun
         update={"cached_from": pointer}
     )
     summary = summarize_run(baseline, ks=[1], resamples=10, seed=1)
-    assert (summary["timeouts_before_recheck"], summary["timeouts"]) == (1, 0)
-    assert summary["verdicts_copied"] == 1
+    assert (summary.timeouts_before_recheck, summary.timeouts) == (1, 0)
+    assert summary.verdicts_copied == 1
 
 
 def test_a_run_without_timeouts_or_infrastructure_counts_zero_of_each(runs):
     baseline, _ = runs
     summary = summarize_run(baseline, ks=[1], resamples=10, seed=1)
-    assert (summary["timeouts"], summary["infrastructure"], summary["accepted_but_rewritten"]) == (
+    assert (summary.timeouts, summary.infrastructure, summary.accepted_but_rewritten) == (
         0,
         0,
         0,
@@ -976,7 +990,12 @@ def test_a_candidate_with_more_samples_than_the_baseline_is_compared_on_the_shar
     more = {pid: [*flags, 1] for pid, flags in CANDIDATE.items()}
     candidate = load_run(write_run(tmp_path, "candidate", more), samples_required=4)
     comparison = compare_runs(baseline, candidate, k=4, alpha=0.05, resamples=10, seed=1)
-    assert comparison.table == {"both": 2, "baseline_only": 1, "candidate_only": 1, "neither": 0}
+    assert comparison.table.model_dump() == {
+        "both": 2,
+        "baseline_only": 1,
+        "candidate_only": 1,
+        "neither": 0,
+    }
 
 
 def test_a_generation_of_a_problem_outside_the_set_is_named(tmp_path):
@@ -993,12 +1012,9 @@ def test_a_generation_of_a_problem_outside_the_set_is_named(tmp_path):
 def test_k_values_out_of_order_are_each_answered(tmp_path):
     run = load_run(hand_built_run(tmp_path), samples_required=2)
     summary = summarize_run(run, ks=[4, 1], resamples=20, seed=3)
-    assert summary["solved_at_k"][4] is None
-    assert summary["solved_at_k"][1]["solved"] == 1
-    assert (
-        summary["pass1_cluster"]
-        == summarize_run(run, ks=[1], resamples=20, seed=3)["pass1_cluster"]
-    )
+    assert summary.solved_at_k[4] is None
+    assert summary.solved_at_k[1].solved == 1
+    assert summary.pass1_cluster == summarize_run(run, ks=[1], resamples=20, seed=3).pass1_cluster
 
 
 def test_the_report_and_the_design_check_agree_on_a_prompt_tokenized_differently(tmp_path):
@@ -1024,8 +1040,7 @@ def test_the_per_problem_table_holds_each_problem_s_counts_and_marks_the_discord
     comparison = compare(baseline, candidate)
     # by hand from BASELINE / CANDIDATE, solved@2 = one of the first two samples accepted
     assert [
-        (r["problem_id"], r["baseline"]["c"], r["candidate"]["c"], r["cell"])
-        for r in comparison.per_problem
+        (r.problem_id, r.baseline.c, r.candidate.c, r.cell) for r in comparison.per_problem
     ] == [
         ("p1", 1, 1, "both"),
         ("p2", 1, 1, "candidate_only"),
@@ -1033,27 +1048,27 @@ def test_the_per_problem_table_holds_each_problem_s_counts_and_marks_the_discord
         ("p4", 4, 0, "baseline_only"),
     ]
     # solved@2 per problem: baseline (1, 0, 0, 1), candidate (1, 1, 0, 0): difference 0
-    assert comparison.solved_difference["estimate"] == pytest.approx(0.0)
+    assert comparison.solved_difference.estimate == pytest.approx(0.0)
 
 
 def test_each_side_of_a_comparison_names_its_system_model_and_runs(runs):
     baseline, candidate = runs
     comparison = compare(baseline, candidate)
-    assert comparison.baseline["system"] == "baseline"
-    assert comparison.baseline["model_revs"] == [REVISION]
-    assert comparison.candidate["model_revs"] == ["sft-" + "b" * 64]
-    assert (comparison.baseline["solved_at_k"], comparison.candidate["solved_at_k"]) == (2, 2)
-    made = comparison.candidate["provenance"]["generations"]
-    assert made["started_at"] == "t" and made["finished_at"]
+    assert comparison.baseline.system == "baseline"
+    assert comparison.baseline.model_revs == [REVISION]
+    assert comparison.candidate.model_revs == ["sft-" + "b" * 64]
+    assert (comparison.baseline.solved_at_k, comparison.candidate.solved_at_k) == (2, 2)
+    made = comparison.candidate.provenance.generations
+    assert made.started_at == "t" and made.finished_at
 
 
 def test_pass_at_k_bands_hold_the_estimate_and_are_absent_where_samples_are_too_few(runs):
     baseline, _ = runs
     summary = summarize_run(baseline, ks=[1, 2, 8], resamples=200, seed=1)
-    band = summary["pass_at_k_cluster"][2]
-    assert band["estimate"] == pytest.approx(0.5)  # the hand-computed pass@2 above
-    assert band["low"] <= 0.5 <= band["high"]
-    assert summary["pass_at_k_cluster"][8] is None
+    band = summary.pass_at_k_cluster[2]
+    assert band.estimate == pytest.approx(0.5)  # the hand-computed pass@2 above
+    assert band.low <= 0.5 <= band.high
+    assert summary.pass_at_k_cluster[8] is None
 
 
 def report_folder(tmp_path, *, run_id=None):
@@ -1159,12 +1174,12 @@ def test_pass_at_k_bands_skip_only_the_k_too_large_and_use_the_given_seed(runs):
     from prover_assets.stats import cluster_bootstrap_mean
 
     baseline, _ = runs
-    bands = summarize_run(baseline, ks=[8, 2], resamples=200, seed=5)["pass_at_k_cluster"]
+    bands = summarize_run(baseline, ks=[8, 2], resamples=200, seed=5).pass_at_k_cluster
     assert bands[8] is None
     # pass@2 per problem, by hand above: 0.5, 0.5, 0, 1
     expected = cluster_bootstrap_mean([0.5, 0.5, 0.0, 1.0], resamples=200, seed=5)
-    assert (bands[2]["low"], bands[2]["high"]) == (expected.low, expected.high)
-    assert (bands[2]["seed"], bands[2]["resamples"]) == (5, 200)
+    assert (bands[2].low, bands[2].high) == (expected.low, expected.high)
+    assert (bands[2].seed, bands[2].resamples) == (5, 200)
 
 
 def test_samplings_are_written_out_in_words_naming_a_changed_or_unset_field():
@@ -1194,9 +1209,9 @@ def test_two_baseline_revisions_are_both_named(tmp_path):
 def test_per_problem_rows_and_sides_hold_each_system_s_own_counts(runs):
     baseline, candidate = runs
     comparison = compare(baseline, candidate)
-    solved = [(r["baseline"]["solved"], r["candidate"]["solved"]) for r in comparison.per_problem]
+    solved = [(r.baseline.solved, r.candidate.solved) for r in comparison.per_problem]
     assert solved == [(True, True), (False, True), (False, False), (True, False)]
-    assert comparison.baseline["problems"] == comparison.candidate["problems"] == 4
+    assert comparison.baseline.problems == comparison.candidate.problems == 4
 
 
 def test_each_comparison_says_the_endpoint_its_eval_set_is_configured_as(tmp_path):

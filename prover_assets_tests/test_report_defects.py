@@ -12,10 +12,18 @@ import pytest
 
 from prover_assets.problems.defects import DefectKind, DefectList, KnownDefect
 from prover_assets.records import sha256_file
-from prover_assets.report.analysis import INVALID, Comparison
+from prover_assets.report.analysis import INVALID, mcnemar_table
 from prover_assets.report.defects import EvalSetDefects, without_known_defects
 from prover_assets.report.stages import materialize_report
+from prover_assets.report.summary import (
+    Comparison,
+    PairedProblem,
+    ProblemSide,
+    RegisteredComparison,
+    read_summary,
+)
 from prover_assets.verify.audit import AuditFinding
+from prover_assets_tests.factories import make_comparison
 from prover_assets_tests.test_report import BASELINE, CANDIDATE, settings, write_run
 
 SOLVED = {  # cell -> (baseline solved, candidate solved)
@@ -35,28 +43,16 @@ CELLS = {
 
 def comparison(cells: dict[str, str], decision: str = "success") -> Comparison:
     rows = [
-        {
-            "problem_id": problem_id,
-            "baseline": {"c": 0, "n": 4, "solved": SOLVED[cell][0]},
-            "candidate": {"c": 0, "n": 4, "solved": SOLVED[cell][1]},
-            "cell": cell,
-        }
+        PairedProblem(
+            problem_id=problem_id,
+            baseline=ProblemSide(c=0, n=4, solved=SOLVED[cell][0]),
+            candidate=ProblemSide(c=0, n=4, solved=SOLVED[cell][1]),
+            cell=cell,
+        )
         for problem_id, cell in cells.items()
     ]
-    return Comparison(
-        eval_set="minif2f",
-        cap=256,
-        k=4,
-        table={},
-        p_value=0.0,
-        alpha=0.05,
-        decision=decision,
-        pass1_difference={},
-        solved_difference={},
-        per_problem=rows,
-        primary=True,
-        secondary_reasons=[],
-        design_override=None,
+    return make_comparison(
+        cap=256, k=4, table=mcnemar_table(rows), decision=decision, per_problem=rows
     )
 
 
@@ -73,7 +69,12 @@ def test_the_decision_without_the_defective_problems_is_recomputed_and_its_chang
         comparison(CELLS), [defect("c1"), defect("c2", DefectKind.TRIVIAL), defect("n1")]
     )
     assert (found.problems, found.excluded) == (7, 3)
-    assert found.table == {"both": 1, "baseline_only": 0, "candidate_only": 5, "neither": 1}
+    assert found.table.model_dump() == {
+        "both": 1,
+        "baseline_only": 0,
+        "candidate_only": 5,
+        "neither": 1,
+    }
     assert found.p_value == pytest.approx(0.0625)
     assert found.decision == "no detectable improvement"
     assert (found.baseline_solved, found.candidate_solved) == (1, 6)
@@ -120,7 +121,9 @@ def test_an_invalid_comparison_stays_invalid_without_its_defective_problems():
     assert found.decision == INVALID and not found.decision_changes
 
 
-def report_with(tmp_path, defects: EvalSetDefects | None) -> tuple[dict, str]:
+def report_with(
+    tmp_path, defects: EvalSetDefects | None
+) -> tuple[RegisteredComparison, dict[str, str], str]:
     """test_report's runs at k = 2 (p1 both, p2 candidate only, p3 neither, p4 baseline only),
     reported with `defects` for minif2f; hand-built runs with no eval set or SFT outputs behind
     them fail validity: INVALID, and so the secondary too."""
@@ -136,10 +139,10 @@ def report_with(tmp_path, defects: EvalSetDefects | None) -> tuple[dict, str]:
         config={},
         defects=None if defects is None else {"minif2f": defects},
     )
-    (compared,) = json.loads((result.folder / "summary.json").read_text())["comparisons"]
+    (compared,) = read_summary(result.folder / "summary.json").comparisons
     inputs = json.loads((result.folder / "manifest.json").read_text())["inputs"]
-    compared["inputs"] = {entry["path"].rsplit("/", 1)[-1]: entry["sha256"] for entry in inputs}
-    return compared, (result.folder / "report.md").read_text()
+    hashes = {entry["path"].rsplit("/", 1)[-1]: entry["sha256"] for entry in inputs}
+    return compared, hashes, (result.folder / "report.md").read_text()
 
 
 def shipped_list(tmp_path, *defects: KnownDefect) -> DefectList:
@@ -152,19 +155,27 @@ def test_the_report_shows_the_secondary_beside_the_registered_one_and_hashes_the
     tmp_path,
 ):
     listed = shipped_list(tmp_path, defect("p4"))
-    compared, text = report_with(tmp_path, EvalSetDefects(known=listed, audit=None))
-    assert compared["table"]["baseline_only"] == 1  # the registered comparison is unchanged
-    assert compared["decision"] == INVALID
-    found = compared["without_known_defects"]
-    assert found["table"] == {"both": 1, "baseline_only": 0, "candidate_only": 1, "neither": 1}
-    assert (found["p_value"], found["decision"]) == (1.0, INVALID)
-    assert found["list"] == {"file": "list.jsonl", "sha256": sha256_file(listed.path)}
+    compared, inputs, text = report_with(tmp_path, EvalSetDefects(known=listed, audit=None))
+    assert compared.table.baseline_only == 1  # the registered comparison is unchanged
+    assert compared.decision == INVALID
+    found = compared.without_known_defects
+    assert found.table.model_dump() == {
+        "both": 1,
+        "baseline_only": 0,
+        "candidate_only": 1,
+        "neither": 1,
+    }
+    assert (found.p_value, found.decision) == (1.0, INVALID)
+    assert found.known_list.model_dump() == {
+        "file": "list.jsonl",
+        "sha256": sha256_file(listed.path),
+    }
     assert "#### Without the statements known or found to be defective (secondary)" in text
     assert "Without the defective problem the decision is the same: INVALID." in text
     assert "| `p4` | false | yes | no | o/r#1 |" in text
     assert "- Known: 1 from `list.jsonl`" in text
     assert "- Found by Lean: the statement audit was not given." in text
-    assert compared["inputs"]["list.jsonl"] == sha256_file(listed.path)
+    assert inputs["list.jsonl"] == sha256_file(listed.path)
 
 
 def finding(problem_id: str) -> AuditFinding:
@@ -177,12 +188,17 @@ def test_lean_s_findings_are_left_out_beside_the_known_ones_and_the_audit_hashed
     defects = EvalSetDefects(
         known=shipped_list(tmp_path, defect("p4")), audit=audit, found=(finding("p2"),)
     )
-    compared, text = report_with(tmp_path, defects)
-    found = compared["without_known_defects"]
+    compared, inputs, text = report_with(tmp_path, defects)
+    found = compared.without_known_defects
     # p2 (candidate only) and p4 (baseline only) left out: p1 both, p3 neither
-    assert found["table"] == {"both": 1, "baseline_only": 0, "candidate_only": 0, "neither": 1}
-    assert (found["problems"], found["excluded"]) == (2, 2)
-    assert found["found_applied"] and found["found_by_lean"] == [
+    assert found.table.model_dump() == {
+        "both": 1,
+        "baseline_only": 0,
+        "candidate_only": 0,
+        "neither": 1,
+    }
+    assert (found.problems, found.excluded) == (2, 2)
+    assert found.found_applied and [f.model_dump() for f in found.found_by_lean] == [
         {
             "problem_id": "p2",
             "kind": "trivial",
@@ -190,10 +206,10 @@ def test_lean_s_findings_are_left_out_beside_the_known_ones_and_the_audit_hashed
             "description": "proved by `norm_num` alone",
         }
     ]
-    assert (found["known"], found["decision_changes"]) == (1, False)  # INVALID either way
+    assert (found.known, found.decision_changes) == (1, False)  # INVALID either way
     assert "| `p2` | trivial | no | yes | statement_audit (trivial:norm_num) |" in text
     assert "- Found by Lean: 1 by the statement audit" in text
-    assert compared["inputs"]["audit.jsonl"] == sha256_file(audit)
+    assert inputs["audit.jsonl"] == sha256_file(audit)
 
 
 def test_a_simulated_audit_s_findings_are_listed_and_never_applied(tmp_path):
@@ -202,16 +218,16 @@ def test_a_simulated_audit_s_findings_are_listed_and_never_applied(tmp_path):
     defects = EvalSetDefects(
         known=None, audit=audit, found=(finding("p2"), finding("p4")), found_simulated=True
     )
-    compared, text = report_with(tmp_path, defects)
-    found = compared["without_known_defects"]
-    assert (found["problems"], found["excluded"]) == (4, 0)
-    assert not found["found_applied"] and len(found["found_by_lean"]) == 2
-    assert found["known"] == 0  # no list shipped
+    compared, _inputs, text = report_with(tmp_path, defects)
+    found = compared.without_known_defects
+    assert (found.problems, found.excluded) == (4, 0)
+    assert not found.found_applied and len(found.found_by_lean) == 2
+    assert found.known == 0  # no list shipped
     assert "ran on the SIMULATED verifier; its 2 findings are listed in its asset and NOT " in text
     assert "- Known: no defect list is shipped for this eval set's copy" in text
 
 
 def test_a_report_given_no_defects_says_they_were_not_judged(tmp_path):
-    compared, text = report_with(tmp_path, None)
-    assert compared["without_known_defects"] is None
+    compared, _inputs, text = report_with(tmp_path, None)
+    assert compared.without_known_defects is None
     assert "Not judged: no defect list or statement audit was given." in text

@@ -3,7 +3,6 @@ the training-seed spread and the expert-iteration curve, against hand-built trut
 
 from __future__ import annotations
 
-import json
 import statistics
 
 import pytest
@@ -18,7 +17,13 @@ from prover_assets.report.iterations import (
     seed_spread,
 )
 from prover_assets.report.stages import materialize_report
-from prover_assets_tests.factories import make_generation, make_verification
+from prover_assets.report.summary import Comparison, ExploratoryComparison, read_summary
+from prover_assets_tests.factories import (
+    make_comparison,
+    make_generation,
+    make_side,
+    make_verification,
+)
 from prover_assets_tests.test_report import BASELINE, CANDIDATE, settings, write_run
 
 SFT = "sft-" + "b" * 64
@@ -86,59 +91,61 @@ def explored(iterations):
 
 def test_every_comparison_but_the_registered_one_is_exploratory_and_never_primary(iterations):
     comparisons = explored(iterations)
-    assert [(c["iteration"], c["seed"], c["against"]) for c in comparisons] == [
+    assert [(c.iteration, c.seed, c.against) for c in comparisons] == [
         (1, OTHER, "baseline"),
         (2, REGISTERED, "baseline"),
         (2, REGISTERED, "iteration 1"),
         (2, OTHER, "baseline"),
     ]
-    assert [c["what"] for c in comparisons] == [
+    assert [c.what for c in comparisons] == [
         f"iteration 1, seed {OTHER} against the baseline",
         f"iteration 2, seed {REGISTERED} against the baseline",
         f"iteration 2 against iteration 1, seed {REGISTERED}",
         f"iteration 2, seed {OTHER} against the baseline",
     ]
-    assert {c["pass1_difference"]["seed"] for c in comparisons} == {1}  # the report's seed
-    assert not any(c["primary"] for c in comparisons)
-    assert all(c["exploratory"] for c in comparisons)
-    assert all(c["secondary_reasons"][0].startswith("exploratory: ") for c in comparisons)
+    assert {c.pass1_difference.seed for c in comparisons} == {1}  # the report's seed
+    assert not any(c.primary for c in comparisons)
+    assert all(c.exploratory for c in comparisons)
+    assert all(c.secondary_reasons[0].startswith("exploratory: ") for c in comparisons)
 
 
 def test_an_iteration_is_compared_with_the_one_before_problem_by_problem(iterations):
     against_before = explored(iterations)[2]
     # iteration 1 (registered) solves p1, p2 at 2; iteration 2 solves p1, p2, p3
-    assert against_before["table"] == {
+    assert against_before.table.model_dump() == {
         "both": 2,
         "baseline_only": 0,
         "candidate_only": 1,
         "neither": 1,
     }
     assert (
-        against_before["baseline"]["solved_at_k"],
-        against_before["candidate"]["solved_at_k"],
+        against_before.baseline.solved_at_k,
+        against_before.candidate.solved_at_k,
     ) == (2, 3)
-    assert against_before["p_value"] == 1.0  # one discordant problem: exact two-sided p = 1
+    assert against_before.p_value == 1.0  # one discordant problem: exact two-sided p = 1
 
 
-def registered_comparison(solved: int, decision: str) -> dict:
-    return {
-        "eval_set": "minif2f",
-        "cap": 64,
-        "k": 2,
-        "decision": decision,
-        "baseline": {"solved_at_k": 2, "problems": 4, "wilson": [0.1, 0.9]},
-        "candidate": {"solved_at_k": solved, "problems": 4, "wilson": [0.2, 0.8]},
-    }
+def registered_comparison(solved: int, decision: str, **more) -> Comparison:
+    return make_comparison(
+        decision=decision,
+        baseline=make_side("baseline", 2, wilson=(0.1, 0.9)),
+        candidate=make_side("candidate", solved, wilson=(0.2, 0.8)),
+        **more,
+    )
 
 
-def against_baseline(iteration, seed, solved, decision, eval_set="minif2f"):
-    return {
-        **registered_comparison(solved, decision),
-        "eval_set": eval_set,
-        "iteration": iteration,
-        "seed": seed,
-        "against": "baseline",
-    }
+def against_baseline(
+    iteration, seed, solved, decision, eval_set="minif2f", against="baseline"
+) -> ExploratoryComparison:
+    return registered_comparison(
+        solved,
+        decision,
+        eval_set=eval_set,
+        iteration=iteration,
+        seed=seed,
+        against=against,
+        what=f"iteration {iteration}, seed {seed} against {against}",
+    )
 
 
 def spread_inputs(seeds):
@@ -154,32 +161,32 @@ def test_the_seed_spread_gives_each_seeds_solved_its_range_and_sd_and_whether_de
         against_baseline(2, 22, 1, "no detectable change"),
         against_baseline(2, 33, 3, "degradation"),
         against_baseline(2, 22, 0, "degradation", eval_set="mobench"),  # another set: not read
-        {**against_baseline(2, 11, 9, "x"), "against": "iteration 1"},  # not against the baseline
+        against_baseline(2, 11, 9, "x", against="iteration 1"),  # not against the baseline
     ]
     rows = seed_spread(
         registered_comparison(2, "no detectable change"), exploratory, spread_inputs([11, 22, 33])
     )
     first, second = rows
-    assert [(s["seed"], s["solved_at_k"], s["decision"]) for s in first["seeds"]] == [
+    assert [(s.seed, s.solved_at_k, s.decision) for s in first.seeds] == [
         (11, 2, "no detectable change"),
         (22, 4, "no detectable change"),
         (33, 3, "no detectable change"),
     ]
-    assert (first["min"], first["max"], first["agree"]) == (2, 4, True)
-    assert (first["problems"], first["baseline_solved_at_k"]) == (4, 2)
-    assert first["sd"] == pytest.approx(1.0)  # sd of 2, 4, 3 with n - 1: 1
-    assert first["sentence"] == (
+    assert (first.min, first.max, first.agree) == (2, 4, True)
+    assert (first.problems, first.baseline_solved_at_k) == (4, 2)
+    assert first.sd == pytest.approx(1.0)  # sd of 2, 4, 3 with n - 1: 1
+    assert first.sentence == (
         "Iteration 1: every one of the 3 training seeds agrees with the registered seed's (11) "
         "decision: no detectable change."
     )
-    assert [s["solved_at_k"] for s in second["seeds"]] == [5, 1, 3]
-    assert second["sd"] == pytest.approx(statistics.stdev([5, 1, 3]))
-    assert not second["agree"]
-    assert second["sentence"] == (
+    assert [s.solved_at_k for s in second.seeds] == [5, 1, 3]
+    assert second.sd == pytest.approx(statistics.stdev([5, 1, 3]))
+    assert not second.agree
+    assert second.sentence == (
         "Iteration 2: 2 of 3 training seeds (seed 22, 33) disagree with the registered seed's "
         "(11) decision (improvement): training variance alone could change the answer."
     )
-    assert [s["registered"] for s in first["seeds"] + second["seeds"]] == [True] + [False] * 5
+    assert [s.registered for s in first.seeds + second.seeds] == [True] + [False] * 5
 
 
 def test_two_training_seeds_have_a_standard_deviation():
@@ -193,7 +200,7 @@ def test_two_training_seeds_have_a_standard_deviation():
         spread_inputs([11, 22]),
     )
     # 2 and 4: sd sqrt(2); 5 and 2: sd 3 / sqrt(2) (n - 1)
-    assert [row["sd"] for row in rows] == [pytest.approx(2**0.5), pytest.approx(3 / 2**0.5)]
+    assert [row.sd for row in rows] == [pytest.approx(2**0.5), pytest.approx(3 / 2**0.5)]
 
 
 def test_one_training_seed_has_no_spread_and_says_so():
@@ -202,8 +209,8 @@ def test_one_training_seed_has_no_spread_and_says_so():
         [against_baseline(2, 11, 3, "no detectable change")],
         spread_inputs([11]),
     )
-    assert rows[0]["sd"] is None
-    assert rows[0]["sentence"] == "Iteration 1: one training seed, so no spread is measured."
+    assert rows[0].sd is None
+    assert rows[0].sentence == "Iteration 1: one training seed, so no spread is measured."
 
 
 def test_the_curve_counts_pool_problems_solved_so_far_and_the_work_of_each_iteration(iterations):
@@ -215,11 +222,11 @@ def test_the_curve_counts_pool_problems_solved_so_far_and_the_work_of_each_itera
     )
     assert [
         (
-            r["iteration"],
-            r["pool_solved_cumulative"],
-            r["pool_samples"],
-            r["pool_completion_tokens"],
-            r["solved_at_k"],
+            r.iteration,
+            r.pool_solved_cumulative,
+            r.pool_samples,
+            r.pool_completion_tokens,
+            r.solved_at_k,
         )
         for r in curve
     ] == [
@@ -247,12 +254,12 @@ def test_the_report_adds_iterations_without_changing_the_registered_comparison(
             config={"name": "test"},
             iterations=inputs if with_iterations else None,
         )
-        return result.folder, json.loads((result.folder / "summary.json").read_text())
+        return result.folder, read_summary(result.folder / "summary.json")
 
     plain_folder, plain = report("plain", False)
     folder, summary = report("iterations", True)
-    assert summary["comparisons"] == plain["comparisons"]
-    assert "exploratory" not in plain and len(summary["exploratory"]) == 4
+    assert summary.comparisons == plain.comparisons
+    assert plain.exploratory is None and len(summary.exploratory) == 4
     text = (folder / "report.md").read_text()
     assert "## Expert iterations and training seeds" in text
     assert text.count("**exploratory**") == 4

@@ -429,7 +429,9 @@ def test_an_sft_condition_whose_file_is_gone_fails_saying_so_and_names_it_missin
     (order,) = [c for c in sft_conditions(tmp_path, training) if c.name == "data_order"]
     assert order.held is False
     assert order.found.startswith("could not be judged: FileNotFoundError: ")
-    assert order.files[0] == JudgedFile(str(training.checkpoint / DATA_ORDER_FILE), "missing")
+    assert order.files[0] == JudgedFile(
+        path=str(training.checkpoint / DATA_ORDER_FILE), sha256="missing"
+    )
 
 
 def test_each_sft_condition_names_the_files_it_judged(tmp_path, tiny_model_dir):
@@ -468,9 +470,9 @@ def report_settings() -> ReportSettings:
 
 def test_a_sound_comparison_is_decided_by_its_test(tmp_path):
     summary, markdown, _ = build_report([sound_pair(tmp_path)], [], None, report_settings())
-    (comparison,) = summary["comparisons"]
-    assert comparison["decision"] in DECISIONS
-    assert summary["validity"][0]["held"] is True
+    (comparison,) = summary.comparisons
+    assert comparison.decision in DECISIONS
+    assert summary.validity[0].held is True
     assert "16 of 16 conditions hold (every condition holds)" in markdown
 
 
@@ -478,9 +480,9 @@ def test_a_failed_condition_makes_the_comparison_invalid_whatever_its_test_says(
     base, cand = sound_pair(tmp_path)
     infrastructure_verdict(base, cand)
     summary, markdown, _ = build_report([(base, cand)], [], None, report_settings())
-    (comparison,) = summary["comparisons"]
-    assert comparison["decision"] == INVALID and not comparison["primary"]
-    assert comparison["secondary_reasons"][0].startswith(
+    (comparison,) = summary.comparisons
+    assert comparison.decision == INVALID and not comparison.primary
+    assert comparison.secondary_reasons[0].startswith(
         "INVALID: infrastructure_within_bound (candidate on minif2f cap 64): 1 of 16 verdicts"
     )
     assert "15 of 16 conditions hold (**INVALID**)" in markdown

@@ -1,7 +1,6 @@
 """The report asset: the paired comparisons, every table, the plots, as an evidence bundle."""
 
 import datetime
-import json
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,9 @@ from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMA
 from prover_assets.report.defects import EvalSetDefects
 from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
-from prover_assets.report.render import embedded_image, render_markdown
+from prover_assets.report.render import embedded_plots
 from prover_assets.report.stages import ReportSettings, materialize_report
+from prover_assets.report.summary import Comparison, read_summary
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.resources import ExperimentResource, LeanResource
 from prover_assets.verify.audit import AuditRun, findings_of
@@ -117,17 +117,18 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             with_costs=True,
         )
         folder = result.folder
-        summary = json.loads((folder / SUMMARY_FILE).read_text())
+        summary = read_summary(folder / SUMMARY_FILE)
         plots = {p.name: p.read_bytes() for p in sorted((folder / PLOTS_DIR).iterdir())}
+        markdown = (folder / REPORT_FILE).read_text(encoding="utf-8")
         metadata = {
             OUTPUT_DIR: dg.MetadataValue.path(str(folder)),
-            "report": dg.MetadataValue.md(render_markdown(summary, embedded_image(plots))),
+            "report": dg.MetadataValue.md(embedded_plots(markdown, plots)),
             "report_html": dg.MetadataValue.path(str(folder / HTML_FILE)),
             "simulated": result.result.simulated,
             "comparisons": result.result.comparisons,
             "reused_complete_output": result.reused,
         }
-        for comparison in summary["comparisons"]:
+        for comparison in summary.comparisons:
             metadata.update(headline_metadata(comparison))
         context.log.info(f"report: {folder / REPORT_FILE} (and {HTML_FILE})")
         return dg.MaterializeResult(metadata=metadata)
@@ -338,35 +339,31 @@ def _report_settings(
     )
 
 
-def headline_metadata(comparison: dict[str, Any]) -> dict[str, Any]:
+def headline_metadata(comparison: Comparison) -> dict[str, Any]:
     """One comparison's headline numbers as first-class metadata (the UI plots each across
     materializations): solved@k per system, the discordant counts, p, the pass@1 difference
     with its interval, the decision; and the per-problem table."""
-    name = f"{comparison['eval_set']}_c{comparison['cap']}"
-    k = comparison["k"]
-    table, diff = comparison["table"], comparison["pass1_difference"]
+    name = f"{comparison.eval_set}_c{comparison.cap}"
+    k = comparison.k
+    table, diff = comparison.table, comparison.pass1_difference
     return {
         f"{name}_decision": (
-            f"{comparison['decision']} ({'PRIMARY' if comparison['primary'] else 'secondary'})"
+            f"{comparison.decision} ({'PRIMARY' if comparison.primary else 'secondary'})"
         ),
-        f"{name}_baseline_solved_at_{k}": dg.MetadataValue.int(
-            comparison["baseline"]["solved_at_k"]
-        ),
-        f"{name}_candidate_solved_at_{k}": dg.MetadataValue.int(
-            comparison["candidate"]["solved_at_k"]
-        ),
-        f"{name}_discordant_candidate_only": dg.MetadataValue.int(table["candidate_only"]),
-        f"{name}_discordant_baseline_only": dg.MetadataValue.int(table["baseline_only"]),
-        f"{name}_p_value": dg.MetadataValue.float(float(comparison["p_value"])),
-        f"{name}_pass1_difference": dg.MetadataValue.float(float(diff["estimate"])),
-        f"{name}_pass1_difference_low": dg.MetadataValue.float(float(diff["low"])),
-        f"{name}_pass1_difference_high": dg.MetadataValue.float(float(diff["high"])),
+        f"{name}_baseline_solved_at_{k}": dg.MetadataValue.int(comparison.baseline.solved_at_k),
+        f"{name}_candidate_solved_at_{k}": dg.MetadataValue.int(comparison.candidate.solved_at_k),
+        f"{name}_discordant_candidate_only": dg.MetadataValue.int(table.candidate_only),
+        f"{name}_discordant_baseline_only": dg.MetadataValue.int(table.baseline_only),
+        f"{name}_p_value": dg.MetadataValue.float(comparison.p_value),
+        f"{name}_pass1_difference": dg.MetadataValue.float(diff.estimate),
+        f"{name}_pass1_difference_low": dg.MetadataValue.float(diff.low),
+        f"{name}_pass1_difference_high": dg.MetadataValue.float(diff.high),
         f"{name}_per_problem": _per_problem_table(comparison),
     }
 
 
-def _per_problem_table(comparison: dict[str, Any]) -> dg.TableMetadataValue:
-    k = comparison["k"]
+def _per_problem_table(comparison: Comparison) -> dg.TableMetadataValue:
+    k = comparison.k
     columns = [
         dg.TableColumn("problem", "string"),
         dg.TableColumn("baseline_accepted", "int"),
@@ -379,15 +376,15 @@ def _per_problem_table(comparison: dict[str, Any]) -> dg.TableMetadataValue:
     records = [
         dg.TableRecord(
             {
-                "problem": row["problem_id"],
-                "baseline_accepted": row["baseline"]["c"],
-                "candidate_accepted": row["candidate"]["c"],
-                "samples": row["baseline"]["n"],
-                f"baseline_solved_at_{k}": row["baseline"]["solved"],
-                f"candidate_solved_at_{k}": row["candidate"]["solved"],
-                "discordant": row["cell"] if row["cell"].endswith("_only") else "",
+                "problem": row.problem_id,
+                "baseline_accepted": row.baseline.c,
+                "candidate_accepted": row.candidate.c,
+                "samples": row.baseline.n,
+                f"baseline_solved_at_{k}": row.baseline.solved,
+                f"candidate_solved_at_{k}": row.candidate.solved,
+                "discordant": row.cell if row.cell.endswith("_only") else "",
             }
         )
-        for row in comparison["per_problem"]
+        for row in comparison.per_problem
     ]
     return dg.MetadataValue.table(records, dg.TableSchema(columns))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,23 @@ from prover_assets.records import (
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.staleness import current_verdicts_by_hash
 from prover_assets.report.prereg import Prereg
+from prover_assets.report.summary import (
+    Cell,
+    ComparedSystem,
+    Comparison,
+    LiftRow,
+    MadeBy,
+    McNemarTable,
+    PairedProblem,
+    PooledWilson,
+    ProblemCounts,
+    ProblemSide,
+    RunProvenance,
+    SolvedShare,
+    SystemSummary,
+)
 from prover_assets.stats import (
+    Interval,
     MissingSamplesError,
     cluster_bootstrap_mean,
     mcnemar_exact,
@@ -49,7 +65,6 @@ from prover_assets.verify.validity import verdict_identity
 __all__ = [
     "DECISIONS",
     "INVALID",
-    "Comparison",
     "ComparisonRefused",
     "RunData",
     "RunFiles",
@@ -57,6 +72,7 @@ __all__ = [
     "correction_lift",
     "decide",
     "load_run",
+    "mcnemar_table",
     "power_table",
     "run_provenance",
     "summarize_run",
@@ -192,23 +208,20 @@ def _reason_class(reason: str) -> str:
 
 def _at_k(
     run: RunData, ks: Sequence[int], n: Mapping[str, int], c: Mapping[str, int]
-) -> tuple[dict[int, dict[str, Any] | None], dict[int, float | None]]:
+) -> tuple[dict[int, SolvedShare | None], dict[int, float | None]]:
     """solved@k with its Wilson interval, and mean pass@k, for each k (None where a problem
     has fewer than k samples)."""
     problems = list(n)
-    solved: dict[int, dict[str, Any] | None] = {}
+    solved: dict[int, SolvedShare | None] = {}
     for k in ks:
         if k > min(n.values()):
             solved[k] = None
             continue
         count = sum(solved_at_k(run.accepted[p], k) for p in problems)
         low, high = wilson_interval(count, len(problems))
-        solved[k] = {
-            "solved": count,
-            "share": count / len(problems),
-            "wilson_low": low,
-            "wilson_high": high,
-        }
+        solved[k] = SolvedShare(
+            solved=count, share=count / len(problems), wilson_low=low, wilson_high=high
+        )
     pass_k: dict[int, float | None] = {}
     for k in ks:
         values = [pass_at_k(n[p], c[p], k) for p in problems]
@@ -224,10 +237,10 @@ def _pass_at_k_bands(
     *,
     resamples: int,
     seed: int,
-) -> dict[int, dict[str, Any] | None]:
+) -> dict[int, Interval | None]:
     """Mean pass@k with its cluster-bootstrap interval (problems resampled), for each k that
     every problem has samples for."""
-    bands: dict[int, dict[str, Any] | None] = {}
+    bands: dict[int, Interval | None] = {}
     for k in ks:
         values = [pass_at_k(n[p], c[p], k) for p in problems]
         if any(v is None for v in values):
@@ -236,25 +249,24 @@ def _pass_at_k_bands(
         interval = cluster_bootstrap_mean(
             [float(v) for v in values if v is not None], resamples=resamples, seed=seed
         )
-        bands[k] = asdict(interval)
+        bands[k] = interval
     return bands
 
 
-def run_provenance(files: RunFiles) -> dict[str, Any]:
+def run_provenance(files: RunFiles) -> RunProvenance:
     """Which run made the generations and the verdicts, and when: their manifests' record."""
 
-    def made(folder: Path) -> dict[str, Any]:
+    def made(folder: Path) -> MadeBy:
         manifest = read_manifest(folder)
-        return {
-            "run_id": manifest.get("run_id"),
-            "started_at": manifest["started_at"],
-            "finished_at": manifest["finished_at"],
-        }
+        return MadeBy(
+            run_id=manifest.get("run_id"),
+            started_at=manifest["started_at"],
+            finished_at=manifest["finished_at"],
+        )
 
-    return {
-        "generations": made(files.generations.parent),
-        "verdicts": made(files.verdicts.parent),
-    }
+    return RunProvenance(
+        generations=made(files.generations.parent), verdicts=made(files.verdicts.parent)
+    )
 
 
 def _verdict_counts(run: RunData, stages: Counter[str]) -> dict[str, int]:
@@ -270,7 +282,7 @@ def _verdict_counts(run: RunData, stages: Counter[str]) -> dict[str, int]:
     }
 
 
-def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
+def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int) -> SystemSummary:
     """The per-system table of one run."""
     problems = [p.problem_id for p in run.problems]
     per_problem_n = {p: len(run.accepted[p]) for p in problems}
@@ -290,39 +302,38 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
         1 for v in run.verdicts.values() if v.accepted and v.displayed_statement_faithful is False
     )
     metas = list(run.meta.values())
-    return {
-        "system": run.files.system,
-        "eval_set": run.files.eval_set,
-        "cap": run.files.cap,
-        "model_revs": sorted(run.model_revs),
-        "problems": len(problems),
-        "samples": len(run.verdicts),
-        "samples_per_problem": min(per_problem_n.values()),
-        "solved_at_k": solved,
-        "pass_at_k": pass_k,
-        "pass_at_k_cluster": pass_k_bands,
-        "pass1_cluster": asdict(pass1),
-        "pass1_pooled_wilson": {
-            "estimate": total_c / total_n,
-            "low": pooled_low,
-            "high": pooled_high,
-            "note": "anti-conservative: treats every sample as independent",
-        },
-        "nominal_cap": run.files.cap,
-        "mean_effective_max_tokens": sum(m["max_tokens"] for m in metas) / len(metas),
-        "mean_completion_tokens": sum(m["completion_tokens"] for m in metas) / len(metas),
-        "accepted_samples": total_c,
-        "hit_cap_share": sum(m["finish_reason"] == "length" for m in metas) / len(metas),
-        "context_clipped_share": sum(m["context_clipped"] for m in metas) / len(metas),
-        "stages": dict(stages),
-        "reasons": dict(reasons.most_common()),
+    return SystemSummary(
+        system=run.files.system,
+        eval_set=run.files.eval_set,
+        cap=run.files.cap,
+        model_revs=sorted(run.model_revs),
+        problems=len(problems),
+        samples=len(run.verdicts),
+        samples_per_problem=min(per_problem_n.values()),
+        solved_at_k=solved,
+        pass_at_k=pass_k,
+        pass_at_k_cluster=pass_k_bands,
+        pass1_cluster=pass1,
+        pass1_pooled_wilson=PooledWilson(
+            estimate=total_c / total_n,
+            low=pooled_low,
+            high=pooled_high,
+            note="anti-conservative: treats every sample as independent",
+        ),
+        mean_effective_max_tokens=sum(m["max_tokens"] for m in metas) / len(metas),
+        mean_completion_tokens=sum(m["completion_tokens"] for m in metas) / len(metas),
+        accepted_samples=total_c,
+        hit_cap_share=sum(m["finish_reason"] == "length" for m in metas) / len(metas),
+        context_clipped_share=sum(m["context_clipped"] for m in metas) / len(metas),
+        stages=dict(stages),
+        reasons=dict(reasons.most_common()),
         **_verdict_counts(run, stages),
-        "accepted_but_rewritten": rewritten,
-        "verifier": run.identity,
-        "simulated": run.simulated,
-        "per_problem": {p: {"n": per_problem_n[p], "c": per_problem_c[p]} for p in problems},
-        "provenance": run_provenance(run.files),
-    }
+        accepted_but_rewritten=rewritten,
+        verifier=run.identity,
+        simulated=run.simulated,
+        per_problem={p: ProblemCounts(n=per_problem_n[p], c=per_problem_c[p]) for p in problems},
+        provenance=run_provenance(run.files),
+    )
 
 
 def decide(candidate_only: int, baseline_only: int, p_value: float, alpha: float) -> str:
@@ -332,35 +343,6 @@ def decide(candidate_only: int, baseline_only: int, p_value: float, alpha: float
     if p_value < alpha and candidate_only < baseline_only:
         return DECISIONS[1]
     return DECISIONS[2]
-
-
-@dataclass
-class Comparison:
-    """Baseline against candidate on one eval set and cap: the table, McNemar, intervals,
-    decision."""
-
-    eval_set: str
-    cap: int
-    k: int
-    table: dict[str, int]
-    p_value: float
-    alpha: float
-    decision: str
-    pass1_difference: dict[str, Any]
-    solved_difference: dict[str, Any]
-    per_problem: list[dict[str, Any]]
-    primary: bool
-    secondary_reasons: list[str]
-    design_override: str | None
-    baseline: dict[str, Any] = field(default_factory=dict)
-    candidate: dict[str, Any] = field(default_factory=dict)
-    exploratory: bool = False  # past the registered design: another iteration, seed or pairing
-
-    @property
-    def label(self) -> str:
-        if self.exploratory:
-            return "exploratory"
-        return "PRIMARY" if self.primary else "secondary"
 
 
 def _sampling_words(values: tuple[float | int | None, ...]) -> str:
@@ -514,7 +496,7 @@ def _refuse_incomparable(
         )
 
 
-_CELL = {
+_CELL: dict[tuple[bool, bool], Cell] = {
     (True, True): "both",
     (True, False): "baseline_only",
     (False, True): "candidate_only",
@@ -522,15 +504,18 @@ _CELL = {
 }
 
 
-def _paired_table(baseline: RunData, candidate: RunData, k: int) -> dict[str, int]:
-    """Problems by (baseline solved@k, candidate solved@k): the McNemar table."""
-    table = {"both": 0, "baseline_only": 0, "candidate_only": 0, "neither": 0}
-    for row in _per_problem(baseline, candidate, k):
-        table[row["cell"]] += 1
-    return table
+def mcnemar_table(rows: Sequence[PairedProblem]) -> McNemarTable:
+    """Problems by (baseline solved@k, candidate solved@k): the McNemar table of `rows`."""
+    counts = Counter(row.cell for row in rows)
+    return McNemarTable(
+        both=counts["both"],
+        baseline_only=counts["baseline_only"],
+        candidate_only=counts["candidate_only"],
+        neither=counts["neither"],
+    )
 
 
-def _per_problem(baseline: RunData, candidate: RunData, k: int) -> list[dict[str, Any]]:
+def _per_problem(baseline: RunData, candidate: RunData, k: int) -> list[PairedProblem]:
     """Each problem: accepted c of n samples and solved@k per system, and its McNemar cell."""
     rows = []
     for problem in baseline.problems:
@@ -538,27 +523,27 @@ def _per_problem(baseline: RunData, candidate: RunData, k: int) -> list[dict[str
         cand = candidate.accepted[problem.problem_id]
         solved = (solved_at_k(base, k), solved_at_k(cand, k))
         rows.append(
-            {
-                "problem_id": problem.problem_id,
-                "baseline": {"c": sum(base.values()), "n": len(base), "solved": solved[0]},
-                "candidate": {"c": sum(cand.values()), "n": len(cand), "solved": solved[1]},
-                "cell": _CELL[solved],
-            }
+            PairedProblem(
+                problem_id=problem.problem_id,
+                baseline=ProblemSide(c=sum(base.values()), n=len(base), solved=solved[0]),
+                candidate=ProblemSide(c=sum(cand.values()), n=len(cand), solved=solved[1]),
+                cell=_CELL[solved],
+            )
         )
     return rows
 
 
-def _system_side(run: RunData, k: int) -> dict[str, Any]:
+def _system_side(run: RunData, k: int) -> ComparedSystem:
     """One side of a comparison: which system, which model, solved@k, and which runs made it."""
     solved = sum(solved_at_k(run.accepted[p.problem_id], k) for p in run.problems)
-    return {
-        "system": run.files.system,
-        "model_revs": sorted(run.model_revs),
-        "problems": len(run.problems),
-        "solved_at_k": solved,
-        "wilson": list(wilson_interval(solved, len(run.problems))),
-        "provenance": run_provenance(run.files),
-    }
+    return ComparedSystem(
+        system=run.files.system,
+        model_revs=sorted(run.model_revs),
+        problems=len(run.problems),
+        solved_at_k=solved,
+        wilson=wilson_interval(solved, len(run.problems)),
+        provenance=run_provenance(run.files),
+    )
 
 
 def compare_runs(
@@ -579,8 +564,8 @@ def compare_runs(
     is one made while runs read past a failed gate (`gate_overrides`)."""
     _refuse_incomparable(baseline, candidate, allow_design_mismatch)
     per_problem = _per_problem(baseline, candidate, k)
-    table = _paired_table(baseline, candidate, k)
-    p_value = mcnemar_exact(table["candidate_only"], table["baseline_only"])
+    table = mcnemar_table(per_problem)
+    p_value = mcnemar_exact(table.candidate_only, table.baseline_only)
     ids = [p.problem_id for p in baseline.problems]
     difference = paired_bootstrap_difference(
         [sum(baseline.accepted[p].values()) / len(baseline.accepted[p]) for p in ids],
@@ -589,8 +574,8 @@ def compare_runs(
         seed=seed,
     )
     solved_difference = paired_bootstrap_difference(
-        [float(row["baseline"]["solved"]) for row in per_problem],
-        [float(row["candidate"]["solved"]) for row in per_problem],
+        [float(row.baseline.solved) for row in per_problem],
+        [float(row.candidate.solved) for row in per_problem],
         resamples=resamples,
         seed=seed,
     )
@@ -606,9 +591,9 @@ def compare_runs(
         table=table,
         p_value=p_value,
         alpha=alpha,
-        decision=decide(table["candidate_only"], table["baseline_only"], p_value, alpha),
-        pass1_difference=asdict(difference),
-        solved_difference=asdict(solved_difference),
+        decision=decide(table.candidate_only, table.baseline_only, p_value, alpha),
+        pass1_difference=difference,
+        solved_difference=solved_difference,
         per_problem=per_problem,
         primary=not reasons,
         secondary_reasons=reasons,
@@ -629,7 +614,7 @@ def power_table(
     }
 
 
-def correction_lift(rounds: Sequence[tuple[Path, Path]]) -> list[dict[str, Any]]:
+def correction_lift(rounds: Sequence[tuple[Path, Path]]) -> list[LiftRow]:
     """Per pool round: problems unsolved before it, converted in it, samples and tokens spent."""
     solved: set[str] = set()
     problems: set[str] = set()
@@ -647,13 +632,13 @@ def correction_lift(rounds: Sequence[tuple[Path, Path]]) -> list[dict[str, Any]]
         converted = solved_now - solved
         solved |= solved_now
         rows.append(
-            {
-                "round": index,
-                "problems_entering": entering,
-                "converted": len(converted),
-                "solved_cumulative": len(solved),
-                "samples": len(judged),
-                "completion_tokens": tokens,
-            }
+            LiftRow(
+                round=index,
+                problems_entering=entering,
+                converted=len(converted),
+                solved_cumulative=len(solved),
+                samples=len(judged),
+                completion_tokens=tokens,
+            )
         )
     return rows

@@ -26,6 +26,7 @@ from prover_assets.records import (
 )
 from prover_assets.records.manifest import portable_path, recorded_path
 from prover_assets.records.outputs import StageResult
+from prover_assets.report.summary import ReportSummary
 
 __all__ = ["BundleCheck", "ReportResult", "bundle_name", "publish_bundle", "verify_bundle"]
 
@@ -60,7 +61,7 @@ def publish_bundle(
     *,
     markdown: str,
     html: str,
-    summary: Mapping[str, Any],
+    summary: ReportSummary,
     plots: Mapping[str, bytes],
     inputs: Sequence[Path],
     config: Mapping[str, Any],
@@ -70,9 +71,7 @@ def publish_bundle(
     with publish_folder(folder) as staging:
         (staging / REPORT_FILE).write_text(markdown, encoding="utf-8")
         (staging / HTML_FILE).write_text(html, encoding="utf-8")
-        (staging / SUMMARY_FILE).write_text(
-            json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n"
-        )
+        (staging / SUMMARY_FILE).write_text(summary.model_dump_json(indent=1) + "\n")
         (staging / PLOTS_DIR).mkdir()
         for name, png in plots.items():
             (staging / PLOTS_DIR / name).write_bytes(png)
@@ -89,12 +88,12 @@ def publish_bundle(
             outputs=artifacts,
             config=config,
             counts=ReportResult(
-                comparisons=len(summary.get("comparisons", [])),
+                comparisons=len(summary.comparisons),
                 plots=len(plots),
-                simulated=bool(summary.get("simulated")),
+                simulated=summary.simulated,
             ).model_dump(mode="json"),
             started_at=started_at,
-            extra={"package_version": __version__, "pins": summary.get("pins")},
+            extra={"package_version": __version__, "pins": summary.pins},
         )
         write_manifest(staging, manifest)
     return manifest

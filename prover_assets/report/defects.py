@@ -12,27 +12,31 @@ simulated verifier ran is listed and never applied: its rule decides nothing abo
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from prover_assets.problems.defects import DefectKind, DefectList
 from prover_assets.records import sha256_file
-from prover_assets.report.analysis import INVALID, Comparison, decide
+from prover_assets.report.analysis import INVALID, decide, mcnemar_table
+from prover_assets.report.summary import (
+    Comparison,
+    DefectFreeComparison,
+    DefectFreeSummary,
+    DefectiveProblem,
+    DefectListRef,
+    FoundByLean,
+)
 from prover_assets.stats import mcnemar_exact
 from prover_assets.verify.audit import AuditFinding
 
 __all__ = [
-    "DefectFreeComparison",
-    "DefectiveProblem",
     "EvalSetDefects",
     "defect_free_summary",
     "without_known_defects",
 ]
-
-CELLS = ("both", "baseline_only", "candidate_only", "neither")
 
 
 class Defect(Protocol):
@@ -71,51 +75,6 @@ class EvalSetDefects:
         return [p for p in (self.known and self.known.path, self.audit) if p is not None]
 
 
-@dataclass(frozen=True)
-class DefectiveProblem:
-    """A problem of the comparison with a known or found defect, and whether each system
-    solved it."""
-
-    problem_id: str
-    kinds: tuple[str, ...]
-    descriptions: tuple[str, ...]
-    sources: tuple[str, ...]
-    baseline_solved: bool
-    candidate_solved: bool
-
-
-@dataclass(frozen=True)
-class DefectFreeComparison:
-    """The comparison on the problems with no known or found defect (secondary)."""
-
-    problems: int  # kept: the comparison's problems less the defective ones
-    excluded: int
-    table: dict[str, int]
-    p_value: float
-    decision: str
-    registered_decision: str
-    baseline_solved: int
-    candidate_solved: int
-    defective: tuple[DefectiveProblem, ...]
-
-    @property
-    def decision_changes(self) -> bool:
-        return self.decision != self.registered_decision
-
-    @property
-    def sentence(self) -> str:
-        """Whether the decision changes without the defective problems, in one sentence."""
-        if not self.excluded:
-            return "No problem of this comparison has a known defect: nothing changes."
-        problems = "problem" if self.excluded == 1 else f"{self.excluded} problems"
-        if self.decision_changes:
-            return (
-                f"Without the defective {problems} the decision changes: "
-                f"{self.registered_decision} -> {self.decision}."
-            )
-        return f"Without the defective {problems} the decision is the same: {self.decision}."
-
-
 def without_known_defects(
     comparison: Comparison, defects: Sequence[Defect]
 ) -> DefectFreeComparison:
@@ -124,26 +83,25 @@ def without_known_defects(
     by_problem: dict[str, list[Defect]] = defaultdict(list)
     for defect in defects:
         by_problem[defect.problem_id].append(defect)
-    kept = [row for row in comparison.per_problem if row["problem_id"] not in by_problem]
-    counts = Counter(row["cell"] for row in kept)
-    table = {cell: counts[cell] for cell in CELLS}
-    p_value = mcnemar_exact(table["candidate_only"], table["baseline_only"])
+    kept = [row for row in comparison.per_problem if row.problem_id not in by_problem]
+    table = mcnemar_table(kept)
+    p_value = mcnemar_exact(table.candidate_only, table.baseline_only)
     decision = (
         INVALID
         if comparison.decision == INVALID
-        else decide(table["candidate_only"], table["baseline_only"], p_value, comparison.alpha)
+        else decide(table.candidate_only, table.baseline_only, p_value, comparison.alpha)
     )
     defective = tuple(
         DefectiveProblem(
-            problem_id=row["problem_id"],
-            kinds=tuple(d.kind.value for d in by_problem[row["problem_id"]]),
-            descriptions=tuple(d.description for d in by_problem[row["problem_id"]]),
-            sources=tuple(d.source for d in by_problem[row["problem_id"]]),
-            baseline_solved=bool(row["baseline"]["solved"]),
-            candidate_solved=bool(row["candidate"]["solved"]),
+            problem_id=row.problem_id,
+            kinds=tuple(d.kind.value for d in by_problem[row.problem_id]),
+            descriptions=tuple(d.description for d in by_problem[row.problem_id]),
+            sources=tuple(d.source for d in by_problem[row.problem_id]),
+            baseline_solved=row.baseline.solved,
+            candidate_solved=row.candidate.solved,
         )
         for row in comparison.per_problem
-        if row["problem_id"] in by_problem
+        if row.problem_id in by_problem
     )
     return DefectFreeComparison(
         problems=len(kept),
@@ -152,34 +110,30 @@ def without_known_defects(
         p_value=p_value,
         decision=decision,
         registered_decision=comparison.decision,
-        baseline_solved=sum(bool(row["baseline"]["solved"]) for row in kept),
-        candidate_solved=sum(bool(row["candidate"]["solved"]) for row in kept),
+        baseline_solved=sum(row.baseline.solved for row in kept),
+        candidate_solved=sum(row.candidate.solved for row in kept),
         defective=defective,
     )
 
 
-def defect_free_summary(comparison: Comparison, defects: EvalSetDefects) -> dict[str, Any]:
+def defect_free_summary(comparison: Comparison, defects: EvalSetDefects) -> DefectFreeSummary:
     """The summary's entry for `comparison`: the comparison without its eval set's applied
-    defects, its sentence, where the defects came from, and the audit's findings (applied or,
-    from a simulated verifier, only listed)."""
+    defects, where the defects came from, and the audit's findings (applied or, from a
+    simulated verifier, only listed)."""
     found = without_known_defects(comparison, defects.applied)
-    return {
-        **asdict(found),
-        "decision_changes": found.decision_changes,
-        "sentence": found.sentence,
-        "list": None
-        if defects.known is None
-        else {"file": defects.known.path.name, "sha256": sha256_file(defects.known.path)},
-        "known": 0 if defects.known is None else len(defects.known.defects),
-        "audit": None if defects.audit is None else sha256_file(defects.audit),
-        "found_by_lean": [
-            {
-                "problem_id": f.problem_id,
-                "kind": f.kind.value,
-                "check": f.check,
-                "description": f.description,
-            }
+    known = defects.known
+    return DefectFreeSummary(
+        **dict(found),
+        known_list=None
+        if known is None
+        else DefectListRef(file=known.path.name, sha256=sha256_file(known.path)),
+        known=0 if known is None else len(known.defects),
+        audit=None if defects.audit is None else sha256_file(defects.audit),
+        found_by_lean=[
+            FoundByLean(
+                problem_id=f.problem_id, kind=f.kind.value, check=f.check, description=f.description
+            )
             for f in defects.found
         ],
-        "found_applied": not defects.found_simulated,
-    }
+        found_applied=not defects.found_simulated,
+    )

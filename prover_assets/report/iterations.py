@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prover_assets.generation.stages import solved_problems
 from prover_assets.report.analysis import RunData, RunFiles, compare_runs, correction_lift
+from prover_assets.report.summary import (
+    Comparison,
+    CurvePoint,
+    ExploratoryComparison,
+    SeedRow,
+    SeedSpreadRow,
+)
 
 __all__ = [
     "CandidateRuns",
@@ -60,7 +66,7 @@ def exploratory_comparisons(
     alpha: float,
     resamples: int,
     seed: int,
-) -> list[dict[str, Any]]:
+) -> list[ExploratoryComparison]:
     """Every comparison but the registered one, each labelled exploratory: each iteration and
     seed against the baseline, and each iteration of the registered seed against the one before.
     `load` reads a run's files (`RunFiles -> RunData`)."""
@@ -74,16 +80,16 @@ def exploratory_comparisons(
 
     comparisons = []
     for candidate in inputs.candidates:
-        pairs: list[tuple[str, RunData | None, dict[str, Any]]] = []
+        pairs: list[tuple[str, RunData, str, RunKey]] = []  # (words, against, whom, key)
         for key, baseline in baselines.items():
-            who = {"iteration": candidate.iteration, "seed": candidate.seed}
             if not inputs.registered(candidate):
                 pairs.append(
                     (
                         f"iteration {candidate.iteration}, seed {candidate.seed} against "
                         "the baseline",
                         baseline,
-                        {**who, "against": "baseline", "key": key},
+                        "baseline",
+                        key,
                     )
                 )
             if candidate.iteration > 1 and candidate.seed == inputs.registered_seed:
@@ -93,11 +99,11 @@ def exploratory_comparisons(
                         f"iteration {candidate.iteration} against iteration "
                         f"{candidate.iteration - 1}, seed {candidate.seed}",
                         run(before, key),
-                        {**who, "against": f"iteration {candidate.iteration - 1}", "key": key},
+                        f"iteration {candidate.iteration - 1}",
+                        key,
                     )
                 )
-        for words, against, where in pairs:
-            key = where.pop("key")
+        for words, against, whom, key in pairs:
             comparison = compare_runs(
                 against,
                 run(candidate, key),
@@ -107,23 +113,31 @@ def exploratory_comparisons(
                 seed=seed,
                 exploratory=words,
             )
-            comparisons.append({**asdict(comparison), **where, "what": words})
+            comparisons.append(
+                ExploratoryComparison(
+                    **dict(comparison),
+                    iteration=candidate.iteration,
+                    seed=candidate.seed,
+                    against=whom,
+                    what=words,
+                )
+            )
     return comparisons
 
 
 def seed_spread(
-    registered: Mapping[str, Any],
-    exploratory: Sequence[Mapping[str, Any]],
+    registered: Comparison,
+    exploratory: Sequence[ExploratoryComparison],
     inputs: IterationInputs,
-) -> list[dict[str, Any]]:
+) -> list[SeedSpreadRow]:
     """Per iteration, on the registered eval set and cap: each seed's solved@k against the
     baseline and its decision, their range and standard deviation (n - 1), and whether every
     seed's decision agrees with the registered seed's, said in a sentence."""
     eval_set, cap = inputs.primary
-    against_baseline = {
-        (c["iteration"], c["seed"]): c
+    against_baseline: dict[tuple[int, int], Comparison] = {
+        (c.iteration, c.seed): c
         for c in exploratory
-        if c["against"] == "baseline" and (c["eval_set"], c["cap"]) == (eval_set, cap)
+        if c.against == "baseline" and (c.eval_set, c.cap) == (eval_set, cap)
     }
     against_baseline[(1, inputs.registered_seed)] = registered
     seeds = [
@@ -133,98 +147,96 @@ def seed_spread(
     rows = []
     for iteration in sorted({c.iteration for c in inputs.candidates}):
         per_seed = [
-            {
-                "seed": s,
-                "solved_at_k": against_baseline[(iteration, s)]["candidate"]["solved_at_k"],
-                "decision": against_baseline[(iteration, s)]["decision"],
-                "registered": iteration == 1 and s == inputs.registered_seed,
-            }
+            SeedRow(
+                seed=s,
+                solved_at_k=against_baseline[(iteration, s)].candidate.solved_at_k,
+                decision=against_baseline[(iteration, s)].decision,
+                registered=iteration == 1 and s == inputs.registered_seed,
+            )
             for s in seeds
         ]
-        solved = [row["solved_at_k"] for row in per_seed]
-        reference = per_seed[0]["decision"]
-        disagreeing = [row["seed"] for row in per_seed if row["decision"] != reference]
+        solved = [row.solved_at_k for row in per_seed]
+        reference = per_seed[0].decision
+        disagreeing = [row.seed for row in per_seed if row.decision != reference]
         rows.append(
-            {
-                "iteration": iteration,
-                "eval_set": eval_set,
-                "cap": cap,
-                "k": registered["k"],
-                "problems": registered["candidate"]["problems"],
-                "baseline_solved_at_k": registered["baseline"]["solved_at_k"],
-                "seeds": per_seed,
-                "min": min(solved),
-                "max": max(solved),
-                "sd": statistics.stdev(solved) if len(solved) > 1 else None,
-                "agree": not disagreeing,
-                "sentence": _agreement(iteration, per_seed, disagreeing),
-            }
+            SeedSpreadRow(
+                iteration=iteration,
+                eval_set=eval_set,
+                cap=cap,
+                k=registered.k,
+                problems=registered.candidate.problems,
+                baseline_solved_at_k=registered.baseline.solved_at_k,
+                seeds=per_seed,
+                min=min(solved),
+                max=max(solved),
+                sd=statistics.stdev(solved) if len(solved) > 1 else None,
+                agree=not disagreeing,
+                sentence=_agreement(iteration, per_seed, disagreeing),
+            )
         )
     return rows
 
 
-def _agreement(
-    iteration: int, per_seed: Sequence[Mapping[str, Any]], disagreeing: list[int]
-) -> str:
+def _agreement(iteration: int, per_seed: Sequence[SeedRow], disagreeing: list[int]) -> str:
     first = per_seed[0]
-    whose = f"the registered seed's ({first['seed']})"
+    whose = f"the registered seed's ({first.seed})"
     if len(per_seed) == 1:
         return f"Iteration {iteration}: one training seed, so no spread is measured."
     if not disagreeing:
         return (
             f"Iteration {iteration}: every one of the {len(per_seed)} training seeds agrees with "
-            f"{whose} decision: {first['decision']}."
+            f"{whose} decision: {first.decision}."
         )
     return (
         f"Iteration {iteration}: {len(disagreeing)} of {len(per_seed)} training seeds "
         f"(seed {', '.join(map(str, disagreeing))}) disagree with {whose} decision "
-        f"({first['decision']}): training variance alone could change the answer."
+        f"({first.decision}): training variance alone could change the answer."
     )
 
 
 def iteration_curve(
-    registered: Mapping[str, Any],
-    exploratory: Sequence[Mapping[str, Any]],
+    registered: Comparison,
+    exploratory: Sequence[ExploratoryComparison],
     inputs: IterationInputs,
-) -> list[dict[str, Any]]:
+) -> list[CurvePoint]:
     """Per iteration (0: the baseline): pool problems solved so far, pool samples and completion
     tokens spent in it, and the registered seed's solved@k on the registered eval set and cap
     with its Wilson interval."""
     eval_set, cap = inputs.primary
-    evaluations = {
-        c["iteration"]: c
+    evaluations: dict[int, Comparison] = {
+        c.iteration: c
         for c in exploratory
-        if c["against"] == "baseline"
-        and c["seed"] == inputs.registered_seed
-        and (c["eval_set"], c["cap"]) == (eval_set, cap)
+        if c.against == "baseline"
+        and c.seed == inputs.registered_seed
+        and (c.eval_set, c.cap) == (eval_set, cap)
     }
     evaluations[1] = registered
-    baseline = registered["baseline"]
+    baseline = registered.baseline
     rows = [
-        {
-            "iteration": 0,
-            "pool_solved_cumulative": 0,
-            "pool_samples": 0,
-            "pool_completion_tokens": 0,
-            "solved_at_k": baseline["solved_at_k"],
-            "wilson": baseline["wilson"],
-            "problems": baseline["problems"],
-        }
+        CurvePoint(
+            iteration=0,
+            pool_solved_cumulative=0,
+            pool_samples=0,
+            pool_completion_tokens=0,
+            solved_at_k=baseline.solved_at_k,
+            wilson=baseline.wilson,
+            problems=baseline.problems,
+        )
     ]
     solved: set[str] = set()
     for iteration, rounds in enumerate(inputs.pool_rounds, start=1):
         lift = correction_lift(rounds)
         solved |= solved_problems(rounds)
-        side = evaluations[iteration]["candidate"]
+        side = evaluations[iteration].candidate
         rows.append(
-            {
-                "iteration": iteration,
-                "pool_solved_cumulative": len(solved),
-                "pool_samples": sum(r["samples"] for r in lift),
-                "pool_completion_tokens": sum(r["completion_tokens"] for r in lift),
-                "solved_at_k": side["solved_at_k"],
-                "wilson": side["wilson"],
-                "problems": side["problems"],
-            }
+            CurvePoint(
+                iteration=iteration,
+                pool_solved_cumulative=len(solved),
+                pool_samples=sum(r.samples for r in lift),
+                pool_completion_tokens=sum(r.completion_tokens for r in lift),
+                solved_at_k=side.solved_at_k,
+                wilson=side.wilson,
+                problems=side.problems,
+            )
         )
     return rows

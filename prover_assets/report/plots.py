@@ -10,6 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from prover_assets.report.summary import CurvePoint, LiftRow, McNemarTable, SeedSpreadRow
+
 __all__ = [
     "DPI",
     "bar_plot",
@@ -226,15 +228,15 @@ def solved_plot(
     return _png(plt, figure)
 
 
-def discordance_plot(table: Mapping[str, int], *, title: str) -> bytes:
+def discordance_plot(table: McNemarTable, *, title: str) -> bytes:
     """The McNemar 2x2 table drawn as a table: counts in labelled cells, the discordant ones
     (which the test uses) shaded; with none discordant, the title says so."""
     plt, figure, axes = _figure(4.8, 3.4)
     cells = [
-        [table["both"], table["baseline_only"]],
-        [table["candidate_only"], table["neither"]],
+        [table.both, table.baseline_only],
+        [table.candidate_only, table.neither],
     ]
-    discordant = table["baseline_only"] + table["candidate_only"]
+    discordant = table.discordant
     for row in range(2):
         for column in range(2):
             shaded = row != column
@@ -293,18 +295,18 @@ def reasons_plot(groups: Mapping[str, Mapping[str, int]], *, title: str) -> byte
     return _png(plt, figure)
 
 
-def lift_plot(rows: Sequence[Mapping[str, int]], *, title: str) -> bytes:
+def lift_plot(rows: Sequence[LiftRow], *, title: str) -> bytes:
     """Per correction round: problems converted (bars) and solved so far (line), y from 0."""
     plt, figure, axes = _figure(5.6, 3.8)
-    rounds = [r["round"] for r in rows]
+    rounds = [r.round for r in rows]
     bars = axes.bar(
         rounds,
-        [r["converted"] for r in rows],
+        [r.converted for r in rows],
         color=_style(0)[0],
         width=0.5,
         label="converted in the round (count on the bar)",
     )
-    converted = [r["converted"] for r in rows]
+    converted = [r.converted for r in rows]
     axes.bar_label(
         bars,
         labels=[str(c) if c else "" for c in converted],
@@ -318,22 +320,22 @@ def lift_plot(rows: Sequence[Mapping[str, int]], *, title: str) -> bytes:
             axes.annotate("0", (x, 0), xytext=(0, 3), textcoords="offset points", ha="center")
     cumulative = axes.plot(
         rounds,
-        [r["solved_cumulative"] for r in rows],
+        [r.solved_cumulative for r in rows],
         color=_style(1)[0],
         marker=_style(1)[1],
         label="solved so far (cumulative)",
     )
     for x, row in zip(rounds, rows, strict=True):
         axes.annotate(
-            str(row["solved_cumulative"]),
-            (x, row["solved_cumulative"]),
+            str(row.solved_cumulative),
+            (x, row.solved_cumulative),
             xytext=(0, 6),
             textcoords="offset points",
             ha="center",
             color=cumulative[0].get_color(),
         )
     axes.set_xticks(rounds, [str(r) for r in rounds])
-    top = max([r["solved_cumulative"] for r in rows] + [1])
+    top = max([r.solved_cumulative for r in rows] + [1])
     axes.set_ylim(0, math.ceil(top * 1.25) + 1)
     _integer_axis(axes.yaxis)
     axes.set(title=title, xlabel="round (0: first samples; then corrections)", ylabel="problems")
@@ -389,25 +391,25 @@ def time_plot(steps: Sequence[tuple[str, str, float, float]], *, title: str) -> 
     return _png(plt, figure)
 
 
-def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: str) -> bytes:
+def iteration_curve_plot(rows: Sequence[CurvePoint], *, k: int, title: str) -> bytes:
     """The expert-iteration curve, three panels by iteration (0: the baseline): pool problems
     solved so far; evaluation solved@k with 95 % Wilson bars; pool samples and completion
     tokens spent."""
     plt, figure, (pool, evaluation, spent) = _figure(10.5, 3.4, columns=3)
-    iterations = [r["iteration"] for r in rows]
+    iterations = [r.iteration for r in rows]
     colour, marker, line = _style(0)
     pool.plot(
         iterations,
-        [r["pool_solved_cumulative"] for r in rows],
+        [r.pool_solved_cumulative for r in rows],
         color=colour,
         marker=marker,
         linestyle=line,
     )
     pool.set(title="pool problems solved so far", xlabel="iteration", ylabel="problems")
     pool.set_ylim(bottom=0)
-    solved = [r["solved_at_k"] / r["problems"] for r in rows]
-    low = [s - r["wilson"][0] for s, r in zip(solved, rows, strict=True)]
-    high = [r["wilson"][1] - s for s, r in zip(solved, rows, strict=True)]
+    solved = [r.solved_at_k / r.problems for r in rows]
+    low = [s - r.wilson[0] for s, r in zip(solved, rows, strict=True)]
+    high = [r.wilson[1] - s for s, r in zip(solved, rows, strict=True)]
     colour, marker, line = _style(1)
     evaluation.errorbar(
         iterations, solved, yerr=[low, high], color=colour, marker=marker, linestyle=line, capsize=3
@@ -416,14 +418,12 @@ def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: st
         title=f"evaluation solved@{k} (95 % Wilson)", xlabel="iteration", ylabel="share solved"
     )
     evaluation.set_ylim(0, 1)
-    spent_rows = [r for r in rows if r["iteration"] > 0]
-    x = [r["iteration"] for r in spent_rows]
-    spent.bar(x, [r["pool_samples"] for r in spent_rows], color=_style(0)[0], width=0.5)
+    spent_rows = [r for r in rows if r.iteration > 0]
+    x = [r.iteration for r in spent_rows]
+    spent.bar(x, [r.pool_samples for r in spent_rows], color=_style(0)[0], width=0.5)
     spent.set(title="pool samples (bars), tokens (line)", xlabel="iteration", ylabel="samples")
     tokens = spent.twinx()
-    tokens.plot(
-        x, [r["pool_completion_tokens"] for r in spent_rows], color=_style(2)[0], marker="^"
-    )
+    tokens.plot(x, [r.pool_completion_tokens for r in spent_rows], color=_style(2)[0], marker="^")
     tokens.set_ylabel("completion tokens")
     tokens.set_ylim(bottom=0)
     tokens.grid(False)  # the samples' grid is the panel's; a second one doubled every line
@@ -434,15 +434,15 @@ def iteration_curve_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: st
     return _png(plt, figure)
 
 
-def seed_spread_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: str) -> bytes:
+def seed_spread_plot(rows: Sequence[SeedSpreadRow], *, k: int, title: str) -> bytes:
     """Solved@k of each training seed, per iteration: one point per seed, the registered seed's
     filled, the range over seeds as a grey bar where they differ (where they agree a bar of no
     length drew a bare grey square), the baseline as a dotted line; y from 0 to the problems."""
     plt, figure, axes = _figure(5.6, 3.4)
     ranged = False
     for row in rows:
-        x = row["iteration"]
-        values = [s["solved_at_k"] for s in row["seeds"]]
+        x = row.iteration
+        values = [s.solved_at_k for s in row.seeds]
         if max(values) > min(values):
             axes.vlines(
                 x,
@@ -454,24 +454,22 @@ def seed_spread_plot(rows: Sequence[Mapping[str, Any]], *, k: int, title: str) -
                 label=None if ranged else "range over seeds",
             )
             ranged = True
-        for index, seed in enumerate(row["seeds"]):
+        for index, seed in enumerate(row.seeds):
             colour, marker, _ = _style(index)
             axes.plot(
                 x + 0.06 * (index - (len(values) - 1) / 2),
-                seed["solved_at_k"],
+                seed.solved_at_k,
                 marker=marker,
                 color=colour,
-                markerfacecolor=colour if seed["registered"] or index == 0 else "white",
+                markerfacecolor=colour if seed.registered or index == 0 else "white",
                 linestyle="none",
-                label=f"seed {seed['seed']}" if x == rows[0]["iteration"] else None,
+                label=f"seed {seed.seed}" if x == rows[0].iteration else None,
             )
-    axes.axhline(rows[0]["baseline_solved_at_k"], color="#555555", linestyle=":", label="baseline")
-    axes.set_xticks([row["iteration"] for row in rows])
-    axes.set_xlim(rows[0]["iteration"] - 0.5, rows[-1]["iteration"] + 0.5)
-    axes.set_ylim(0, rows[0]["problems"] * 1.06)
+    axes.axhline(rows[0].baseline_solved_at_k, color="#555555", linestyle=":", label="baseline")
+    axes.set_xticks([row.iteration for row in rows])
+    axes.set_xlim(rows[0].iteration - 0.5, rows[-1].iteration + 0.5)
+    axes.set_ylim(0, rows[0].problems * 1.06)
     _integer_axis(axes.yaxis)
-    axes.set(
-        title=title, xlabel="iteration", ylabel=f"problems solved@{k} (of {rows[0]['problems']})"
-    )
+    axes.set(title=title, xlabel="iteration", ylabel=f"problems solved@{k} (of {rows[0].problems})")
     axes.legend(fontsize=8, loc="lower right")
     return _png(plt, figure)

@@ -1,15 +1,16 @@
 """The report as a document and its plots, from the computed summary (nothing is computed here).
 
-`render_markdown(summary, image)` writes the document; `image(name, alt)` says how a plot is
-shown: `plots/<name>` beside `report.md`, embedded for `report.html` and the UI, so the three
-are one document. `render_plots(summary)` draws every plot the document names.
+`render_markdown(summary)` writes the document once, its plots as files beside it
+(`plots/<name>`); `embedded_plots` puts the same plots into it as data URIs for `report.html`
+and the UI, so the three are one document. `render_plots(summary)` draws every plot it names.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,25 @@ from prover_assets.report.plots import (
     solved_plot,
     time_plot,
 )
+from prover_assets.report.summary import (
+    Comparison,
+    CurvePoint,
+    DefectFreeSummary,
+    ExploratoryComparison,
+    LiftRow,
+    MadeBy,
+    PreregSummary,
+    RegisteredComparison,
+    ReportSummary,
+    SeedSpreadRow,
+    SystemSummary,
+    ValidityJudgement,
+)
 
 __all__ = [
     "GLOSSARY",
-    "ImageLink",
     "cost_section",
-    "embedded_image",
+    "embedded_plots",
     "file_image",
     "limitations",
     "plot_name",
@@ -41,7 +55,6 @@ __all__ = [
     "render_plots",
 ]
 
-ImageLink = Callable[[str, str], str]  # (plot file name, alt text) -> markdown image
 PLOTS_DIR = "plots"
 SIMULATED_BANNER = (
     "# SIMULATED - NOT EVIDENCE\n\nEvery verdict below comes from the demo's simulated verifier "
@@ -96,14 +109,20 @@ def file_image(name: str, alt: str) -> str:
     return f"![{alt}]({PLOTS_DIR}/{name})"
 
 
-def embedded_image(plots: Mapping[str, bytes]) -> ImageLink:
-    """Plots embedded as data URIs: the document stands alone (HTML, the UI's markdown)."""
+_PLOT_LINK = re.compile(rf"\]\({PLOTS_DIR}/([^)]+)\)")
 
-    def image(name: str, alt: str) -> str:
-        data = base64.b64encode(plots[name]).decode("ascii")
-        return f"![{alt}](data:image/png;base64,{data})"
 
-    return image
+def embedded_plots(markdown: str, plots: Mapping[str, bytes]) -> str:
+    """`markdown` with each plot it links (`plots/<name>`) embedded as a data URI: the document
+    stands alone (the HTML page, the UI's markdown). A link to a plot not in `plots` is refused."""
+
+    def embedded(link: re.Match[str]) -> str:
+        name = link.group(1)
+        if name not in plots:
+            raise ValueError(f"the report links {PLOTS_DIR}/{name}, which is not among its plots")
+        return f"](data:image/png;base64,{base64.b64encode(plots[name]).decode('ascii')})"
+
+    return _PLOT_LINK.sub(embedded, markdown)
 
 
 def _pct(value: float | None) -> str:
@@ -125,7 +144,7 @@ TIME_PLOT = "round_time.png"
 SPREAD_PLOT = "seed_spread.png"
 
 
-def _system_table(summaries: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
+def _system_table(summaries: Sequence[SystemSummary], ks: Sequence[int]) -> str:
     headers = [
         "system",
         "problems",
@@ -145,83 +164,79 @@ def _system_table(summaries: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> 
     for s in summaries:
         solved = []
         for k in ks:
-            cell = s["solved_at_k"].get(k)
+            cell = s.solved_at_k.get(k)
             solved.append(
                 "null"
                 if cell is None
-                else f"{cell['solved']}/{s['problems']} ({_pct(cell['share'])}) "
-                f"[{_pct(cell['wilson_low'])}, {_pct(cell['wilson_high'])}]"
+                else f"{cell.solved}/{s.problems} ({_pct(cell.share)}) "
+                f"[{_pct(cell.wilson_low)}, {_pct(cell.wilson_high)}]"
             )
-        pass1 = s["pass1_cluster"]
+        pass1 = s.pass1_cluster
         rows.append(
             [
-                s["system"],
-                s["problems"],
-                s["samples"],
+                s.system,
+                s.problems,
+                s.samples,
                 *solved,
-                *[_pct(s["pass_at_k"].get(k)) for k in ks],
-                f"{_pct(pass1['estimate'])} [{_pct(pass1['low'])}, {_pct(pass1['high'])}]",
-                f"{s['mean_completion_tokens']:.0f}",
-                f"{s['mean_effective_max_tokens']:.0f} of {s['nominal_cap']}",
-                _pct(s["hit_cap_share"]),
-                f"{s.get('timeouts_before_recheck', s['timeouts'])} → {s['timeouts']}",
-                s["infrastructure"],
-                s["accepted_but_rewritten"],
-                s.get("verdicts_copied", 0),
+                *[_pct(s.pass_at_k.get(k)) for k in ks],
+                f"{_pct(pass1.estimate)} [{_pct(pass1.low)}, {_pct(pass1.high)}]",
+                f"{s.mean_completion_tokens:.0f}",
+                f"{s.mean_effective_max_tokens:.0f} of {s.cap}",
+                _pct(s.hit_cap_share),
+                f"{s.timeouts_before_recheck} → {s.timeouts}",
+                s.infrastructure,
+                s.accepted_but_rewritten,
+                s.verdicts_copied,
             ]
         )
     return markdown_table(headers, rows)
 
 
-def _reasons_table(summaries: Sequence[Mapping[str, Any]]) -> str:
+def _reasons_table(summaries: Sequence[SystemSummary]) -> str:
     """Samples by outcome per system: accepted, then every rejection reason, then the total
     (a sample may carry several reasons, so the reasons can add up to more than the rejected)."""
     reasons = sorted(
-        {r for s in summaries for r in s["reasons"]},
-        key=lambda r: (-sum(s["reasons"].get(r, 0) for s in summaries), r),
+        {r for s in summaries for r in s.reasons},
+        key=lambda r: (-sum(s.reasons.get(r, 0) for s in summaries), r),
     )
-    rows = [["**accepted**", *[s["accepted_samples"] for s in summaries]]]
-    rows += [[r, *[s["reasons"].get(r, 0) for s in summaries]] for r in reasons]
-    rows.append(["**samples (total)**", *[s["samples"] for s in summaries]])
-    return markdown_table(["outcome", *[s["system"] for s in summaries]], rows)
+    rows = [["**accepted**", *[s.accepted_samples for s in summaries]]]
+    rows += [[r, *[s.reasons.get(r, 0) for s in summaries]] for r in reasons]
+    rows.append(["**samples (total)**", *[s.samples for s in summaries]])
+    return markdown_table(["outcome", *[s.system for s in summaries]], rows)
 
 
-def _when(made: Mapping[str, Any]) -> str:
-    run = made.get("run_id")
-    span = f"{made['started_at']} to {made['finished_at']}"
-    return f"run `{run}`, {span}" if run else span
+def _when(made: MadeBy) -> str:
+    span = f"{made.started_at} to {made.finished_at}"
+    return f"run `{made.run_id}`, {span}" if made.run_id else span
 
 
-def _systems_part(comparison: Mapping[str, Any]) -> str:
-    rows = []
-    for side in ("baseline", "candidate"):
-        system = comparison[side]
-        provenance = system["provenance"]
-        rows.append(
-            [
-                system["system"],
-                ", ".join(f"`{rev}`" for rev in system["model_revs"]),
-                _when(provenance["generations"]),
-                _when(provenance["verdicts"]),
-            ]
-        )
+def _systems_part(comparison: Comparison) -> str:
+    rows = [
+        [
+            system.system,
+            ", ".join(f"`{rev}`" for rev in system.model_revs),
+            _when(system.provenance.generations),
+            _when(system.provenance.verdicts),
+        ]
+        for system in (comparison.baseline, comparison.candidate)
+    ]
     return markdown_table(["system", "model revision", "generated", "verified"], rows)
 
 
-def _per_problem_table(comparison: Mapping[str, Any]) -> str:
+def _per_problem_table(comparison: Comparison) -> str:
     marks = {"candidate_only": "**candidate only**", "baseline_only": "**baseline only**"}
     rows = [
         [
-            f"`{row['problem_id']}`",
-            f"{row['baseline']['c']}/{row['baseline']['n']}",
-            "yes" if row["baseline"]["solved"] else "no",
-            f"{row['candidate']['c']}/{row['candidate']['n']}",
-            "yes" if row["candidate"]["solved"] else "no",
-            marks.get(row["cell"], ""),
+            f"`{row.problem_id}`",
+            f"{row.baseline.c}/{row.baseline.n}",
+            "yes" if row.baseline.solved else "no",
+            f"{row.candidate.c}/{row.candidate.n}",
+            "yes" if row.candidate.solved else "no",
+            marks.get(row.cell, ""),
         ]
-        for row in comparison["per_problem"]
+        for row in comparison.per_problem
     ]
-    k = comparison["k"]
+    k = comparison.k
     return markdown_table(
         [
             "problem",
@@ -235,15 +250,14 @@ def _per_problem_table(comparison: Mapping[str, Any]) -> str:
     )
 
 
-def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
-    table = comparison["table"]
-    eval_set, cap, k = comparison["eval_set"], comparison["cap"], comparison["k"]
-    discordant = table["candidate_only"] + table["baseline_only"]
-    invalid = comparison["decision"] == INVALID
-    label = "INVALID" if invalid else "PRIMARY" if comparison["primary"] else "secondary"
+def _comparison_part(comparison: RegisteredComparison) -> str:
+    table = comparison.table
+    eval_set, cap, k = comparison.eval_set, comparison.cap, comparison.k
+    invalid = comparison.decision == INVALID
+    label = "INVALID" if invalid else "PRIMARY" if comparison.primary else "secondary"
     lines = [f"### {eval_set}, cap {cap}: solved@{k} — **{label}**", ""]
-    if comparison.get("endpoint"):
-        lines += [f"Endpoint (as the config names it): {comparison['endpoint']}.", ""]
+    if comparison.endpoint:
+        lines += [f"Endpoint (as the config names it): {comparison.endpoint}.", ""]
     if invalid:
         lines += [
             '<span style="color:red">**INVALID: a validity condition failed.** The test below '
@@ -251,43 +265,45 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
             "</span>",
             "",
         ]
-    if not comparison["primary"]:
+    if not comparison.primary:
         because = "Invalid and not PRIMARY because:" if invalid else "Secondary because:"
-        lines += [because, *[f"- {r}" for r in comparison["secondary_reasons"]], ""]
+        lines += [because, *[f"- {r}" for r in comparison.secondary_reasons], ""]
     lines += [
         _systems_part(comparison),
         "",
         markdown_table(
             ["", "candidate solved", "candidate not solved"],
             [
-                ["baseline solved", table["both"], table["baseline_only"]],
-                ["baseline not solved", table["candidate_only"], table["neither"]],
+                ["baseline solved", table.both, table.baseline_only],
+                ["baseline not solved", table.candidate_only, table.neither],
             ],
         ),
         "",
-        f"Discordant problems: {discordant} (candidate only {table['candidate_only']}, baseline "
-        f"only {table['baseline_only']}). Exact two-sided McNemar p = "
-        f"{comparison['p_value']:.4g} (alpha {comparison['alpha']}).",
+        f"Discordant problems: {table.discordant} (candidate only {table.candidate_only}, "
+        f"baseline only {table.baseline_only}). Exact two-sided McNemar p = "
+        f"{comparison.p_value:.4g} (alpha {comparison.alpha}).",
         "",
-        f"**Decision (applied by code): {comparison['decision']}.**",
+        f"**Decision (applied by code): {comparison.decision}.**",
         "",
     ]
-    for label, key in (("pass@1", "pass1_difference"), (f"solved@{k}", "solved_difference")):
-        diff = comparison[key]
+    for label, diff in (
+        ("pass@1", comparison.pass1_difference),
+        (f"solved@{k}", comparison.solved_difference),
+    ):
         lines.append(
-            f"- {label} difference (candidate - baseline): {_points(diff['estimate'])} points "
-            f"[{_points(diff['low'])}, {_points(diff['high'])}] ({diff['method']}, "
-            f"{diff['resamples']} resamples, seed {diff['seed']})"
+            f"- {label} difference (candidate - baseline): {_points(diff.estimate)} points "
+            f"[{_points(diff.low)}, {_points(diff.high)}] ({diff.method}, "
+            f"{diff.resamples} resamples, seed {diff.seed})"
         )
-    if comparison["design_override"]:
-        lines += ["", f"Design mismatch overridden: {comparison['design_override']}"]
+    if comparison.design_override:
+        lines += ["", f"Design mismatch overridden: {comparison.design_override}"]
     lines += [
         "",
-        image(plot_name("solved", eval_set, cap), f"solved@{k}, {eval_set} cap {cap}"),
+        file_image(plot_name("solved", eval_set, cap), f"solved@{k}, {eval_set} cap {cap}"),
         "",
-        image(plot_name("discordance", eval_set, cap), f"discordance, {eval_set} cap {cap}"),
+        file_image(plot_name("discordance", eval_set, cap), f"discordance, {eval_set} cap {cap}"),
         "",
-        f"Per problem ({len(comparison['per_problem'])} problems):",
+        f"Per problem ({len(comparison.per_problem)} problems):",
         "",
         _per_problem_table(comparison),
         "",
@@ -296,54 +312,54 @@ def _comparison_part(comparison: Mapping[str, Any], image: ImageLink) -> str:
     return "\n".join(lines)
 
 
-def _defect_free_part(comparison: Mapping[str, Any]) -> list[str]:
+def _defect_free_part(comparison: RegisteredComparison) -> list[str]:
     """The comparison again without the problems known or found to be defective: secondary,
     after the registered result; or why there is none."""
-    found = comparison.get("without_known_defects")
+    found = comparison.without_known_defects
     lines = ["#### Without the statements known or found to be defective (secondary)", ""]
     if found is None:
         return [*lines, "Not judged: no defect list or statement audit was given.", ""]
-    table, k = found["table"], comparison["k"]
+    table, k = found.table, comparison.k
     lines += [*_defect_sources(found), ""]
     lines += [
-        f"{found['problems']} problems with no known or found defect ({found['excluded']} left "
-        f"out): baseline solved@{k} {found['baseline_solved']}, candidate "
-        f"{found['candidate_solved']}; discordant candidate only {table['candidate_only']}, "
-        f"baseline only {table['baseline_only']}; exact McNemar p = {found['p_value']:.4g}; "
-        f"decision {found['decision']}. This does not replace the registered decision above.",
+        f"{found.problems} problems with no known or found defect ({found.excluded} left "
+        f"out): baseline solved@{k} {found.baseline_solved}, candidate "
+        f"{found.candidate_solved}; discordant candidate only {table.candidate_only}, "
+        f"baseline only {table.baseline_only}; exact McNemar p = {found.p_value:.4g}; "
+        f"decision {found.decision}. This does not replace the registered decision above.",
         "",
-        f"**{found['sentence']}**",
+        f"**{found.sentence}**",
         "",
     ]
-    if found["defective"]:
+    if found.defective:
         rows = [
             [
-                f"`{d['problem_id']}`",
-                ", ".join(d["kinds"]),
-                "yes" if d["baseline_solved"] else "no",
-                "yes" if d["candidate_solved"] else "no",
-                "; ".join(d["sources"]),
+                f"`{d.problem_id}`",
+                ", ".join(d.kinds),
+                "yes" if d.baseline_solved else "no",
+                "yes" if d.candidate_solved else "no",
+                "; ".join(d.sources),
             ]
-            for d in found["defective"]
+            for d in found.defective
         ]
         headers = ["problem", "defect", f"baseline solved@{k}", f"candidate solved@{k}", "source"]
         lines += [markdown_table(headers, rows), ""]
     return lines
 
 
-def _defect_sources(found: Mapping[str, Any]) -> list[str]:
+def _defect_sources(found: DefectFreeSummary) -> list[str]:
     """Where the defects came from: the shipped list, the statement audit, and whether the
     audit's findings were applied."""
-    listed = found["list"]
+    listed = found.known_list
     lines = [
         "- Known: no defect list is shipped for this eval set's copy (by its sha256)."
         if listed is None
-        else f"- Known: {found['known']} from `{listed['file']}` (sha256 `{listed['sha256'][:12]}`)."
+        else f"- Known: {found.known} from `{listed.file}` (sha256 `{listed.sha256[:12]}`)."
     ]
-    audit, by_lean = found["audit"], found["found_by_lean"]
+    audit, by_lean = found.audit, found.found_by_lean
     if audit is None:
         lines.append("- Found by Lean: the statement audit was not given.")
-    elif not found["found_applied"]:
+    elif not found.found_applied:
         lines.append(
             f"- Found by Lean: the statement audit (sha256 `{audit[:12]}`) ran on the SIMULATED "
             f"verifier; its {len(by_lean)} findings are listed in its asset and NOT applied "
@@ -356,7 +372,7 @@ def _defect_sources(found: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _validity_parts(validity: Sequence[Mapping[str, Any]]) -> list[str]:
+def _validity_parts(validity: Sequence[ValidityJudgement]) -> list[str]:
     """Each comparison's validity conditions, judged by the report from the files it read:
     held or failed, what was found, and the files with their sha256."""
     parts = [
@@ -365,59 +381,58 @@ def _validity_parts(validity: Sequence[Mapping[str, Any]]) -> list[str]:
         "call: a failure makes its comparison INVALID whichever checks ran in which run.\n",
     ]
     for pair in validity:
-        held = sum(c["held"] for c in pair["conditions"])
-        verdict = "every condition holds" if pair["held"] else "**INVALID**"
+        held = sum(c.held for c in pair.conditions)
+        verdict = "every condition holds" if pair.held else "**INVALID**"
         parts.append(
-            f"{pair['eval_set']}, cap {pair['cap']}: {held} of {len(pair['conditions'])} "
+            f"{pair.eval_set}, cap {pair.cap}: {held} of {len(pair.conditions)} "
             f"conditions hold ({verdict}).\n"
         )
         rows = [
             [
-                f"`{c['name']}`",
-                c["subject"],
-                "held" if c["held"] else "**FAILED**",
-                c["found"],
-                "<br>".join(f"`{Path(f['path']).name}` {f['sha256'][:12]}" for f in c["files"]),
+                f"`{c.name}`",
+                c.subject,
+                "held" if c.held else "**FAILED**",
+                c.found,
+                "<br>".join(f"`{Path(f.path).name}` {f.sha256[:12]}" for f in c.files),
             ]
-            for c in pair["conditions"]
+            for c in pair.conditions
         ]
         parts += [markdown_table(["condition", "judged", "", "found", "files"], rows), ""]
     return parts
 
 
-def _prereg_part(prereg: Mapping[str, Any] | None) -> str:
+def _prereg_part(prereg: PreregSummary | None) -> str:
     if prereg is None:
         return "Pre-registration: none given.\n"
-    if prereg["hash_matches"]:
+    if prereg.hash_matches:
         return (
-            f"Pre-registration `{prereg['path']}`: block sha256 `{prereg['sha256']}` matches the "
+            f"Pre-registration `{prereg.path}`: block sha256 `{prereg.sha256}` matches the "
             "recorded hash.\n"
         )
     return (
-        f'<span style="color:red">**Pre-registration MISMATCH**: block sha256 `{prereg["sha256"]}` '
-        f"does not match the recorded `{prereg['recorded_sha256']}`.</span>\n"
+        f'<span style="color:red">**Pre-registration MISMATCH**: block sha256 `{prereg.sha256}` '
+        f"does not match the recorded `{prereg.recorded_sha256}`.</span>\n"
     )
 
 
-def _systems_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
+def _systems_parts(summary: ReportSummary) -> list[str]:
     parts = ["## Per system\n"]
-    ks = summary["ks"]
-    for key, group in summary["systems"].items():
-        eval_set, cap = group[0]["eval_set"], group[0]["cap"]
+    for key, group in summary.systems.items():
+        eval_set, cap = group[0].eval_set, group[0].cap
         pooled = [
-            f"{s['system']} {_pct(s['pass1_pooled_wilson']['estimate'])} "
-            f"[{_pct(s['pass1_pooled_wilson']['low'])}, {_pct(s['pass1_pooled_wilson']['high'])}]"
+            f"{s.system} {_pct(s.pass1_pooled_wilson.estimate)} "
+            f"[{_pct(s.pass1_pooled_wilson.low)}, {_pct(s.pass1_pooled_wilson.high)}]"
             for s in group
         ]
         parts += [
             f"### {key}\n",
-            _system_table(group, ks) + "\n",
-            image(plot_name("pass_at_k", eval_set, cap), f"pass@k, {key}") + "\n",
+            _system_table(group, summary.ks) + "\n",
+            file_image(plot_name("pass_at_k", eval_set, cap), f"pass@k, {key}") + "\n",
             "pass@1 pooled over samples with a Wilson interval (ANTI-CONSERVATIVE: the samples of "
             "a problem are not independent): " + "; ".join(pooled) + ".\n",
             "Samples by outcome:\n",
             _reasons_table(group) + "\n",
-            image(plot_name("outcomes", eval_set, cap), f"samples by outcome, {key}") + "\n",
+            file_image(plot_name("outcomes", eval_set, cap), f"samples by outcome, {key}") + "\n",
         ]
     return parts
 
@@ -438,7 +453,7 @@ def _earlier(attempts: Sequence[Mapping[str, Any]]) -> str:
     return f"{kinds}: wall {clock_time(wall)}, CPU {clock_time(cpu)}"
 
 
-def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> list[str]:
+def _round_time_parts(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each step of the round: what its completing attempt used, what its earlier attempts
     did, and the plot of wall times."""
     if not steps:
@@ -490,7 +505,7 @@ def _round_time_parts(steps: Sequence[Mapping[str, Any]], image: ImageLink) -> l
         if s.get("tokens_trained") is not None
     ]
     if _timed_steps(steps):
-        parts.append(image(TIME_PLOT, "wall time of each step of the round") + "\n")
+        parts.append(file_image(TIME_PLOT, "wall time of each step of the round") + "\n")
     return parts
 
 
@@ -630,7 +645,6 @@ def _result_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
 def cost_section(
     costs: Sequence[Mapping[str, Any]],
     steps: Sequence[Mapping[str, Any]] = (),
-    image: ImageLink = file_image,
     eta: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Each run's cost (secondary): what its generation and verdict steps used, as their
@@ -658,17 +672,17 @@ def cost_section(
         "result's cost). Waste: samples cut at the cap, timeouts run again, verdicts of "
         "infrastructure failures verified again, earlier attempts. Solved: by any of the run's "
         "samples. Peak RSS: of the step's process over its life.\n",
-        *_round_time_parts(steps, image),
+        *_round_time_parts(steps),
         *(_eta_parts(eta) if steps else []),
     ]
 
 
-def _power_parts(summary: Mapping[str, Any]) -> list[str]:
-    power = summary["power"]
+def _power_parts(summary: ReportSummary) -> list[str]:
+    power = summary.power
     gains = list(next(iter(power.values())))
     return [
-        f"## Power of the registered design ({summary['power_problems']} problems, exact McNemar, "
-        f"alpha {summary['alpha']})\n",
+        f"## Power of the registered design ({summary.power_problems} problems, exact McNemar, "
+        f"alpha {summary.alpha})\n",
         "The chance that the registered test detects a true gain of the size in each column, for "
         "each share of discordant problems.\n",
         markdown_table(
@@ -679,46 +693,52 @@ def _power_parts(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
-_LIFT_COLUMNS = (
-    ("round", "round"),
-    ("problems entering", "problems_entering"),
-    ("converted", "converted"),
-    ("solved (cumulative)", "solved_cumulative"),
-    ("samples", "samples"),
-    ("completion tokens", "completion_tokens"),
-)
-
-
-def _lift_parts(lift: Sequence[Mapping[str, Any]], image: ImageLink) -> list[str]:
+def _lift_parts(lift: Sequence[LiftRow]) -> list[str]:
     if not lift:
         return []
     table = markdown_table(
-        [title for title, _ in _LIFT_COLUMNS],
-        [[row[name] for _, name in _LIFT_COLUMNS] for row in lift],
+        [
+            "round",
+            "problems entering",
+            "converted",
+            "solved (cumulative)",
+            "samples",
+            "completion tokens",
+        ],
+        [
+            [
+                row.round,
+                row.problems_entering,
+                row.converted,
+                row.solved_cumulative,
+                row.samples,
+                row.completion_tokens,
+            ]
+            for row in lift
+        ],
     )
     return [
         "## Correction-round lift (train pool)\n",
         table + "\n",
-        image(LIFT_PLOT, "correction-round lift") + "\n",
+        file_image(LIFT_PLOT, "correction-round lift") + "\n",
     ]
 
 
-def _exploratory_line(comparison: Mapping[str, Any]) -> list[str]:
-    table, diff, k = comparison["table"], comparison["pass1_difference"], comparison["k"]
-    before, after = comparison["baseline"], comparison["candidate"]
+def _exploratory_line(comparison: ExploratoryComparison) -> list[str]:
+    table, diff, k = comparison.table, comparison.pass1_difference, comparison.k
+    before, after = comparison.baseline, comparison.candidate
     return [
-        f"{comparison['what']}, {comparison['eval_set']} cap {comparison['cap']}: **exploratory**",
-        f"solved@{k} {before['solved_at_k']} -> {after['solved_at_k']} of {after['problems']} "
-        f"(Wilson {_pct(after['wilson'][0])} to {_pct(after['wilson'][1])})",
-        f"{table['candidate_only']} / {table['baseline_only']}",
-        f"{comparison['p_value']:.4g}",
-        f"{_points(diff['estimate'])} [{_points(diff['low'])}, {_points(diff['high'])}]",
-        comparison["decision"],
+        f"{comparison.what}, {comparison.eval_set} cap {comparison.cap}: **exploratory**",
+        f"solved@{k} {before.solved_at_k} -> {after.solved_at_k} of {after.problems} "
+        f"(Wilson {_pct(after.wilson[0])} to {_pct(after.wilson[1])})",
+        f"{table.candidate_only} / {table.baseline_only}",
+        f"{comparison.p_value:.4g}",
+        f"{_points(diff.estimate)} [{_points(diff.low)}, {_points(diff.high)}]",
+        comparison.decision,
     ]
 
 
-def _curve_table(summary: Mapping[str, Any]) -> str:
-    k = summary["k"]
+def _curve_table(curve: Sequence[CurvePoint], k: int) -> str:
     return markdown_table(
         [
             "iteration",
@@ -730,41 +750,42 @@ def _curve_table(summary: Mapping[str, Any]) -> str:
         ],
         [
             [
-                f"{r['iteration']}" + (" (baseline)" if r["iteration"] == 0 else ""),
-                r["pool_solved_cumulative"],
-                r["pool_samples"],
-                r["pool_completion_tokens"],
-                f"{r['solved_at_k']} of {r['problems']}",
-                f"{_pct(r['wilson'][0])} to {_pct(r['wilson'][1])}",
+                f"{r.iteration}" + (" (baseline)" if r.iteration == 0 else ""),
+                r.pool_solved_cumulative,
+                r.pool_samples,
+                r.pool_completion_tokens,
+                f"{r.solved_at_k} of {r.problems}",
+                f"{_pct(r.wilson[0])} to {_pct(r.wilson[1])}",
             ]
-            for r in summary["iteration_curve"]
+            for r in curve
         ],
     )
 
 
-def _spread_table(summary: Mapping[str, Any]) -> str:
+def _spread_table(spread: Sequence[SeedSpreadRow]) -> str:
     return markdown_table(
         [
             "iteration",
-            *[f"seed {s['seed']}" for s in summary["seed_spread"][0]["seeds"]],
+            *[f"seed {s.seed}" for s in spread[0].seeds],
             "min to max",
             "sd",
         ],
         [
             [
-                row["iteration"],
-                *[f"{s['solved_at_k']} ({s['decision']})" for s in row["seeds"]],
-                f"{row['min']} to {row['max']}",
-                "n/a" if row["sd"] is None else f"{row['sd']:.2f}",
+                row.iteration,
+                *[f"{s.solved_at_k} ({s.decision})" for s in row.seeds],
+                f"{row.min} to {row.max}",
+                "n/a" if row.sd is None else f"{row.sd:.2f}",
             ]
-            for row in summary["seed_spread"]
+            for row in spread
         ],
     )
 
 
-def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
+def _iteration_parts(summary: ReportSummary) -> list[str]:
     """The expert-iteration curve, the seed spread and every exploratory comparison."""
-    if "iteration_curve" not in summary:
+    curve, spread = summary.iteration_curve, summary.seed_spread
+    if curve is None or spread is None:
         return []
     explored = markdown_table(
         [
@@ -775,42 +796,41 @@ def _iteration_parts(summary: Mapping[str, Any], image: ImageLink) -> list[str]:
             "pass@1 difference (points)",
             "decision",
         ],
-        [_exploratory_line(c) for c in summary["exploratory"]],
+        [_exploratory_line(c) for c in summary.exploratory or []],
     )
-    first = summary["seed_spread"][0]
+    first = spread[0]
     return [
         "## Expert iterations and training seeds\n",
         "Only the registered comparison above (iteration 1, registered training seed, against "
         "the baseline) answers the registered question. Everything in this section is "
         "exploratory: never PRIMARY, whatever its p-value.\n",
         "### The expert-iteration curve\n",
-        _curve_table(summary) + "\n",
-        image(CURVE_PLOT, "expert-iteration curve") + "\n",
-        f"### Training-seed spread ({first['eval_set']} cap {first['cap']}, solved@{first['k']} "
+        _curve_table(curve, summary.k) + "\n",
+        file_image(CURVE_PLOT, "expert-iteration curve") + "\n",
+        f"### Training-seed spread ({first.eval_set} cap {first.cap}, solved@{first.k} "
         "against the baseline, each seed's decision)\n",
-        _spread_table(summary) + "\n",
-        *[f"- {row['sentence']}" for row in summary["seed_spread"]],
+        _spread_table(spread) + "\n",
+        *[f"- {row.sentence}" for row in spread],
         "",
-        image(SPREAD_PLOT, "training-seed spread") + "\n",
+        file_image(SPREAD_PLOT, "training-seed spread") + "\n",
         "### Exploratory comparisons\n",
         explored + "\n",
     ]
 
 
-def limitations(summary: Mapping[str, Any]) -> list[str]:
+def limitations(summary: ReportSummary) -> list[str]:
     """The report's limitations, written from this run's configuration."""
     budgets = sorted(
         {
-            s["verifier"].get("config", {}).get("budget_s")
-            for group in summary["systems"].values()
+            s.verifier.get("config", {}).get("budget_s")
+            for group in summary.systems.values()
             for s in group
         }
         - {None}
     )
     budget = " and ".join(f"{b:g} s" for b in budgets) if budgets else "the configured"
-    problems = summary["power_problems"]
-    spread = summary.get("seed_spread", [])
-    seeds = len(spread[0]["seeds"]) if spread else 1
+    problems = summary.power_problems
+    seeds = len(summary.seed_spread[0].seeds) if summary.seed_spread else 1
     variance = (
         f"Training variance is outside the p-value; it is measured over {seeds} training seeds "
         "in the seed-spread table, whose sentences say whether every seed agrees with the "
@@ -831,51 +851,46 @@ def limitations(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _simulated_parts(summary: Mapping[str, Any]) -> list[str]:
-    if not summary["simulated"]:
+def _simulated_parts(summary: ReportSummary) -> list[str]:
+    if not summary.simulated:
         return []
-    rule = summary.get("simulated_rule")
     parts = [SIMULATED_BANNER]
-    if rule:
-        parts.append(f"The simulated verifier's rule: {rule}.\n")
+    if summary.simulated_rule:
+        parts.append(f"The simulated verifier's rule: {summary.simulated_rule}.\n")
     return parts
 
 
-def render_markdown(summary: Mapping[str, Any], image: ImageLink = file_image) -> str:
+def render_markdown(summary: ReportSummary) -> str:
     """The report as one Markdown document: the banner of a simulated run and its rule, the
     pre-registration's hash, each comparison with its systems, plots and per-problem table,
     each system's tables, the correction lift, the design's power, the limitations, a
-    glossary and the provenance."""
+    glossary and the provenance. Its plots are files beside it (`embedded_plots` makes the
+    document stand alone)."""
     parts = _simulated_parts(summary)
-    parts.append(f"# Evaluation report: {summary['experiment']}\n")
-    parts.append(_prereg_part(summary["prereg"]))
-    parts += _validity_parts(summary["validity"])
+    parts.append(f"# Evaluation report: {summary.experiment}\n")
+    parts.append(_prereg_part(summary.prereg))
+    parts += _validity_parts(summary.validity)
     parts.append("## Comparisons\n")
-    parts += [_comparison_part(c, image) + "\n" for c in summary["comparisons"]]
-    parts += _iteration_parts(summary, image)
-    parts += _systems_parts(summary, image)
-    parts += _lift_parts(summary["correction_lift"], image)
+    parts += [_comparison_part(c) + "\n" for c in summary.comparisons]
+    parts += _iteration_parts(summary)
+    parts += _systems_parts(summary)
+    parts += _lift_parts(summary.correction_lift)
     parts += _power_parts(summary)
-    parts += cost_section(
-        summary.get("costs", []),
-        summary.get("round_costs", []),
-        image,
-        summary.get("eta_beside_measured"),
-    )
+    parts += cost_section(summary.costs, summary.round_costs, summary.eta_beside_measured)
     parts.append("## Limitations\n")
     parts += [f"- {item}" for item in limitations(summary)]
     parts += ["", "## Glossary\n"]
     parts += [f"- **{term}**: {meaning}." for term, meaning in GLOSSARY]
     parts += ["", "## Provenance\n"]
-    code = summary["code"]
+    code = summary.code
     parts.append(
-        f"Code: commit `{code['commit'] or 'unknown: ' + str(code['reason'])}` "
-        f"(uncommitted changes: {'yes' if code['dirty'] else 'no'}); package "
-        f"{summary['package_version']}. Every input and artifact, with its sha256, is listed in "
+        f"Code: commit `{code.commit or 'unknown: ' + str(code.reason)}` "
+        f"(uncommitted changes: {'yes' if code.dirty else 'no'}); package "
+        f"{summary.package_version}. Every input and artifact, with its sha256, is listed in "
         "`manifest.json`; `verify_bundle` re-checks them.\n"
     )
-    parts += preflight_provenance(summary["preflight_overrides"])
-    parts += gate_provenance(summary["gate_overrides"])
+    parts += preflight_provenance(summary.preflight_overrides)
+    parts += gate_provenance(summary.gate_overrides)
     return "\n".join(parts)
 
 
@@ -936,18 +951,18 @@ def render_html(markdown: str, title: str) -> str:
     return _HTML_PAGE.format(title=title, body=body)
 
 
-def _system_plots(key: str, group: Sequence[Mapping[str, Any]], k: int) -> dict[str, bytes]:
+def _system_plots(key: str, group: Sequence[SystemSummary]) -> dict[str, bytes]:
     """pass@k with its bands, samples by outcome: one eval set and cap."""
-    eval_set, cap = group[0]["eval_set"], group[0]["cap"]
+    eval_set, cap = group[0].eval_set, group[0].cap
     bands = {
-        s["system"]: [
-            (int(i), band["estimate"], band["low"], band["high"])
-            for i, band in sorted(s["pass_at_k_cluster"].items(), key=lambda item: int(item[0]))
+        s.system: [
+            (k, band.estimate, band.low, band.high)
+            for k, band in sorted(s.pass_at_k_cluster.items())
             if band is not None
         ]
         for s in group
     }
-    outcomes = {s["system"]: {"accepted": s["accepted_samples"], **s["reasons"]} for s in group}
+    outcomes = {s.system: {"accepted": s.accepted_samples, **s.reasons} for s in group}
     return {
         plot_name("pass_at_k", eval_set, cap): pass_at_k_plot(bands, title=f"pass@k, {key}"),
         plot_name("outcomes", eval_set, cap): reasons_plot(
@@ -956,44 +971,43 @@ def _system_plots(key: str, group: Sequence[Mapping[str, Any]], k: int) -> dict[
     }
 
 
-def _comparison_plots(comparison: Mapping[str, Any]) -> dict[str, bytes]:
+def _comparison_plots(comparison: Comparison) -> dict[str, bytes]:
     """solved@k with the paired difference, and the 2x2 table: one comparison."""
-    eval_set, cap, k = comparison["eval_set"], comparison["cap"], comparison["k"]
-    rows = comparison["per_problem"]
-    systems = {}
-    for side in ("baseline", "candidate"):
-        solved = comparison[side]["solved_at_k"]
-        low, high = comparison[side]["wilson"]
-        systems[comparison[side]["system"]] = (solved, len(rows), low, high)
-    diff = comparison["solved_difference"]
+    eval_set, cap, k = comparison.eval_set, comparison.cap, comparison.k
+    problems = len(comparison.per_problem)
+    systems = {
+        side.system: (side.solved_at_k, problems, *side.wilson)
+        for side in (comparison.baseline, comparison.candidate)
+    }
+    diff = comparison.solved_difference
     label = f"{eval_set} cap {cap}"
     return {
         plot_name("solved", eval_set, cap): solved_plot(
-            systems, (diff["estimate"], diff["low"], diff["high"]), k=k, title=label
+            systems, (diff.estimate, diff.low, diff.high), k=k, title=label
         ),
         plot_name("discordance", eval_set, cap): discordance_plot(
-            comparison["table"], title=f"solved@{k}, {label}"
+            comparison.table, title=f"solved@{k}, {label}"
         ),
     }
 
 
-def render_plots(summary: Mapping[str, Any]) -> dict[str, bytes]:
+def render_plots(summary: ReportSummary) -> dict[str, bytes]:
     """Every plot the document shows, as PNG bytes by file name."""
     plots: dict[str, bytes] = {}
-    for key, group in summary["systems"].items():
-        plots.update(_system_plots(key, group, summary["k"]))
-    for comparison in summary["comparisons"]:
+    for key, group in summary.systems.items():
+        plots.update(_system_plots(key, group))
+    for comparison in summary.comparisons:
         plots.update(_comparison_plots(comparison))
-    if summary["correction_lift"]:
-        plots[LIFT_PLOT] = lift_plot(summary["correction_lift"], title="correction-round lift")
-    if timed := _timed_steps(summary.get("round_costs", [])):
+    if summary.correction_lift:
+        plots[LIFT_PLOT] = lift_plot(summary.correction_lift, title="correction-round lift")
+    if timed := _timed_steps(summary.round_costs):
         plots[TIME_PLOT] = time_plot(timed, title="where the round's time went")
-    if "iteration_curve" in summary:
-        k = summary["k"]
+    if summary.iteration_curve is not None and summary.seed_spread is not None:
+        k = summary.k
         plots[CURVE_PLOT] = iteration_curve_plot(
-            summary["iteration_curve"], k=k, title="expert iteration (registered seed)"
+            summary.iteration_curve, k=k, title="expert iteration (registered seed)"
         )
         plots[SPREAD_PLOT] = seed_spread_plot(
-            summary["seed_spread"], k=k, title=f"solved@{k} per training seed"
+            summary.seed_spread, k=k, title=f"solved@{k} per training seed"
         )
     return plots

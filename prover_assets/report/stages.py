@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,6 @@ from prover_assets.records import MANIFEST_NAME, OutputExistsError, git_revision
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import (
-    Comparison,
     RunData,
     RunFiles,
     compare_runs,
@@ -47,14 +46,23 @@ from prover_assets.report.iterations import (
 )
 from prover_assets.report.prereg import Prereg, read_prereg
 from prover_assets.report.render import (
-    embedded_image,
+    embedded_plots,
     render_html,
     render_markdown,
     render_plots,
 )
+from prover_assets.report.summary import (
+    BootstrapSettings,
+    Comparison,
+    Condition,
+    PreregSummary,
+    RegisteredComparison,
+    ReportSummary,
+    SystemSummary,
+    ValidityJudgement,
+)
 from prover_assets.report.validity import (
     INVALID,
-    Condition,
     TrainingFiles,
     ValiditySettings,
     failed_conditions,
@@ -97,13 +105,13 @@ class _Measured:
     """What the pairs of runs give: per-system summaries, comparisons, and whether any verdict
     was simulated."""
 
-    systems: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    systems: dict[str, list[SystemSummary]] = field(default_factory=dict)
+    comparisons: list[RegisteredComparison] = field(default_factory=list)
     baselines: dict[tuple[str, int], RunData] = field(default_factory=dict)
     simulated: bool = False
-    pins: Any = None
+    pins: dict[str, Any] | None = None
     simulated_rule: str | None = None
-    validity: list[dict[str, Any]] = field(default_factory=list)
+    validity: list[ValidityJudgement] = field(default_factory=list)
 
 
 def _judged_valid(comparison: Comparison, conditions: Sequence[Condition]) -> Comparison:
@@ -112,11 +120,12 @@ def _judged_valid(comparison: Comparison, conditions: Sequence[Condition]) -> Co
     failures = failed_conditions(conditions)
     if not failures:
         return comparison
-    return replace(
-        comparison,
-        decision=INVALID,
-        primary=False,
-        secondary_reasons=[f"INVALID: {f}" for f in failures] + comparison.secondary_reasons,
+    return comparison.model_copy(
+        update={
+            "decision": INVALID,
+            "primary": False,
+            "secondary_reasons": [f"INVALID: {f}" for f in failures] + comparison.secondary_reasons,
+        }
     )
 
 
@@ -157,32 +166,32 @@ def _measure(
         listed = defects.get(baseline_files.eval_set)
         without_defects = None if listed is None else defect_free_summary(comparison, listed)
         measured.validity.append(
-            {
-                "eval_set": baseline_files.eval_set,
-                "cap": baseline_files.cap,
-                "held": all(c.held for c in conditions),
-                "conditions": [asdict(c) for c in conditions],
-            }
+            ValidityJudgement(
+                eval_set=baseline_files.eval_set,
+                cap=baseline_files.cap,
+                held=all(c.held for c in conditions),
+                conditions=list(conditions),
+            )
         )
         measured.comparisons.append(
-            {
-                **asdict(comparison),
-                "endpoint": settings.endpoints.get(baseline_files.eval_set),
-                "without_known_defects": without_defects,
-            }
+            RegisteredComparison(
+                **dict(comparison),
+                endpoint=settings.endpoints.get(baseline_files.eval_set),
+                without_known_defects=without_defects,
+            )
         )
     return measured
 
 
-def _prereg_summary(prereg: Prereg | None) -> dict[str, Any] | None:
+def _prereg_summary(prereg: Prereg | None) -> PreregSummary | None:
     if prereg is None:
         return None
-    return {
-        "path": str(prereg.path),
-        "sha256": prereg.sha256,
-        "recorded_sha256": prereg.recorded_sha256,
-        "hash_matches": prereg.hash_matches,
-    }
+    return PreregSummary(
+        path=str(prereg.path),
+        sha256=prereg.sha256,
+        recorded_sha256=prereg.recorded_sha256,
+        hash_matches=prereg.hash_matches,
+    )
 
 
 def _iteration_summary(
@@ -198,9 +207,7 @@ def _iteration_summary(
         resamples=settings.resamples,
         seed=settings.seed,
     )
-    registered = next(
-        c for c in measured.comparisons if (c["eval_set"], c["cap"]) == iterations.primary
-    )
+    registered = next(c for c in measured.comparisons if (c.eval_set, c.cap) == iterations.primary)
     return {
         "exploratory": exploratory,
         "seed_spread": seed_spread(registered, exploratory, iterations),
@@ -218,7 +225,7 @@ def build_report(
     defects: Mapping[str, EvalSetDefects] | None = None,
     costs: Sequence[RunCost] = (),
     round_costs: Sequence[StepCost] = (),
-) -> tuple[dict[str, Any], str, dict[str, bytes]]:
+) -> tuple[ReportSummary, str, dict[str, bytes]]:
     """Compute, then render: the summary (JSON), the markdown, the plots. `iterations` (a
     graph of several iterations or training seeds) adds the exploratory comparisons, the seed
     spread and the expert-iteration curve; the registered comparison is the same either way.
@@ -232,59 +239,53 @@ def build_report(
     power_problems = (
         prereg.design.problem_count
         if prereg
-        else max(len(g[0]["per_problem"]) for g in measured.systems.values())
+        else max(len(g[0].per_problem) for g in measured.systems.values())
     )
-    code = git_revision()
-    summary = {
-        "experiment": settings.experiment,
-        "simulated": measured.simulated,
-        "prereg": _prereg_summary(prereg),
-        "k": settings.k,
-        "ks": list(settings.ks),
-        "alpha": settings.alpha,
-        "bootstrap": {"resamples": settings.resamples, "seed": settings.seed},
-        "validity": measured.validity,
-        "comparisons": measured.comparisons,
-        "systems": measured.systems,
-        "power": power_table(
+    summary = ReportSummary(
+        experiment=settings.experiment,
+        simulated=measured.simulated,
+        prereg=_prereg_summary(prereg),
+        k=settings.k,
+        ks=list(settings.ks),
+        alpha=settings.alpha,
+        bootstrap=BootstrapSettings(resamples=settings.resamples, seed=settings.seed),
+        validity=measured.validity,
+        comparisons=measured.comparisons,
+        systems=measured.systems,
+        power=power_table(
             power_problems, settings.power_fractions, settings.power_gains_points, settings.alpha
         ),
-        "power_problems": power_problems,
-        "correction_lift": correction_lift(pool_rounds) if pool_rounds else [],
-        "pins": measured.pins,
-        "simulated_rule": measured.simulated_rule,
-        "code": {"commit": code.commit, "dirty": code.dirty, "reason": code.reason},
-        "package_version": __version__,
-        "preflight_overrides": list(settings.preflight_overrides),
-        "gate_overrides": list(settings.gate_overrides),
-        "costs": cost_rows(costs, _solved_by_run(measured)),
-        "round_costs": [
-            {**step.model_dump(mode="json"), "gpu_s": step.gpu_s} for step in round_costs
-        ],
-        "eta_beside_measured": (
+        power_problems=power_problems,
+        correction_lift=correction_lift(pool_rounds) if pool_rounds else [],
+        pins=measured.pins,
+        simulated_rule=measured.simulated_rule,
+        code=git_revision(),
+        package_version=__version__,
+        preflight_overrides=list(settings.preflight_overrides),
+        gate_overrides=list(settings.gate_overrides),
+        costs=cost_rows(costs, _solved_by_run(measured)),
+        round_costs=[{**step.model_dump(mode="json"), "gpu_s": step.gpu_s} for step in round_costs],
+        eta_beside_measured=(
             eta_beside_measured(settings.eta, round_costs) if settings.eta and round_costs else None
         ),
-    }
-    if iterations is not None:
-        summary |= _iteration_summary(measured, iterations, settings)
+        **(_iteration_summary(measured, iterations, settings) if iterations is not None else {}),
+    )
     return summary, render_markdown(summary), render_plots(summary)
 
 
 def _solved_by_run(measured: _Measured) -> dict[tuple[str, str, int], int]:
     """Problems each run solved with any of its samples, by (system, eval set, cap)."""
     return {
-        (system["system"], system["eval_set"], system["cap"]): sum(
-            1 for counts in system["per_problem"].values() if counts["c"] > 0
-        )
+        (system.system, system.eval_set, system.cap): system.solved_any
         for group in measured.systems.values()
         for system in group
     }
 
 
-def render_document(summary: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
-    """The report as one self-contained HTML page: the Markdown document, plots embedded."""
-    title = f"Evaluation report: {summary['experiment']}"
-    return render_html(render_markdown(summary, embedded_image(plots)), title)
+def render_document(summary: ReportSummary, markdown: str, plots: Mapping[str, bytes]) -> str:
+    """The report as one self-contained HTML page: its Markdown document, plots embedded."""
+    title = f"Evaluation report: {summary.experiment}"
+    return render_html(embedded_plots(markdown, plots), title)
 
 
 def _report_inputs(
@@ -366,7 +367,7 @@ def materialize_report(
         manifest = publish_bundle(
             folder,
             markdown=markdown,
-            html=render_document(summary, plots),
+            html=render_document(summary, markdown, plots),
             summary=summary,
             plots=plots,
             inputs=inputs,

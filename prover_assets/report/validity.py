@@ -27,6 +27,7 @@ from prover_assets.records.hashing import sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.report.analysis import INVALID, RunFiles
+from prover_assets.report.summary import Condition, JudgedFile
 from prover_assets.sft.stages import SftShardsResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.sft.validity import (
@@ -48,32 +49,11 @@ from prover_assets.verify.validity import (
 
 __all__ = [
     "INVALID",
-    "Condition",
     "TrainingFiles",
     "ValiditySettings",
     "failed_conditions",
     "judge_comparison",
 ]
-
-
-@dataclass(frozen=True)
-class JudgedFile:
-    """A file a condition read, by path and sha256."""
-
-    path: str
-    sha256: str
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One validity condition judged on one subject: held or not, what it found, which files
-    (with their sha256) it read."""
-
-    name: str  # the blocking check's name
-    subject: str  # what it judged: "baseline on minif2f cap 256", "SFT shards", ...
-    held: bool
-    found: str
-    files: tuple[JudgedFile, ...]
 
 
 @dataclass(frozen=True)
@@ -106,8 +86,12 @@ def _judge(
         outcome = judge()
     except (OSError, ValueError, KeyError) as exc:
         outcome = CheckOutcome(False, f"could not be judged: {type(exc).__name__}: {exc}")
-    judged = tuple(JudgedFile(str(p), sha256_file(p) if p.is_file() else "missing") for p in files)
-    return Condition(name, subject, outcome.passed, outcome.description, judged)
+    judged = tuple(
+        JudgedFile(path=str(p), sha256=sha256_file(p) if p.is_file() else "missing") for p in files
+    )
+    return Condition(
+        name=name, subject=subject, held=outcome.passed, found=outcome.description, files=judged
+    )
 
 
 def _eval_set(problems: Path, eval_set: str) -> list[Condition]:

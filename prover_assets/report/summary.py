@@ -1,0 +1,421 @@
+"""The report's contract: what `summary.json` holds, as typed models.
+
+Computed once (`report.analysis`, `report.stages`), written with `model_dump_json`, and read
+back with `read_summary` by whatever renders or judges it (the markdown, the plots, the
+`eval_report` asset and its headline metadata): one shape, checked where it is read, never a
+dictionary indexed by strings across modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from prover_assets.records.manifest import GitRevision
+from prover_assets.stats.bootstrap import Interval
+
+__all__ = [
+    "Cell",
+    "ComparedSystem",
+    "Comparison",
+    "Condition",
+    "CurvePoint",
+    "DefectFreeComparison",
+    "DefectFreeSummary",
+    "DefectiveProblem",
+    "ExploratoryComparison",
+    "JudgedFile",
+    "LiftRow",
+    "McNemarTable",
+    "PairedProblem",
+    "PreregSummary",
+    "RegisteredComparison",
+    "ReportSummary",
+    "SeedRow",
+    "SeedSpreadRow",
+    "SystemSummary",
+    "ValidityJudgement",
+    "read_summary",
+]
+
+Cell = Literal["both", "baseline_only", "candidate_only", "neither"]
+
+
+class _Summary(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SolvedShare(_Summary):
+    """solved@k of one system: the count, its share of the problems, its Wilson interval."""
+
+    solved: int
+    share: float
+    wilson_low: float
+    wilson_high: float
+
+
+class PooledWilson(_Summary):
+    """pass@1 pooled over samples with a Wilson interval (anti-conservative, said in `note`)."""
+
+    estimate: float
+    low: float
+    high: float
+    note: str
+
+
+class MadeBy(_Summary):
+    """Which run made one output, and when (its manifest's record)."""
+
+    run_id: str | None
+    started_at: str
+    finished_at: str
+
+
+class RunProvenance(_Summary):
+    """Which runs made a system's generations and its verdicts."""
+
+    generations: MadeBy
+    verdicts: MadeBy
+
+
+class ProblemCounts(_Summary):
+    """One problem's samples: `n` drawn, `c` accepted."""
+
+    n: int
+    c: int
+
+
+class SystemSummary(_Summary):
+    """The per-system table of one run (one system on one eval set at one cap). Maps keyed by
+    k hold None where a problem has fewer than k samples."""
+
+    system: str
+    eval_set: str
+    cap: int
+    model_revs: list[str]
+    problems: int
+    samples: int
+    samples_per_problem: int
+    solved_at_k: dict[int, SolvedShare | None]
+    pass_at_k: dict[int, float | None]
+    pass_at_k_cluster: dict[int, Interval | None]
+    pass1_cluster: Interval
+    pass1_pooled_wilson: PooledWilson
+    mean_effective_max_tokens: float
+    mean_completion_tokens: float
+    accepted_samples: int
+    hit_cap_share: float
+    context_clipped_share: float
+    stages: dict[str, int]
+    reasons: dict[str, int]  # by count, most frequent first
+    timeouts: int  # after the re-check
+    timeouts_before_recheck: int  # every verdict whose first attempt timed out
+    verdicts_copied: int
+    infrastructure: int
+    accepted_but_rewritten: int
+    # the verifier's compared identity (`verify.validity.verdict_identity`): its pins and the
+    # configuration that must agree between compared verdicts, as the verdicts record them
+    verifier: dict[str, Any]
+    simulated: bool
+    per_problem: dict[str, ProblemCounts]
+    provenance: RunProvenance
+
+    @property
+    def solved_any(self) -> int:
+        """Problems solved by any of the system's samples."""
+        return sum(1 for counts in self.per_problem.values() if counts.c > 0)
+
+
+class McNemarTable(_Summary):
+    """Problems by (baseline solved@k, candidate solved@k)."""
+
+    both: int
+    baseline_only: int
+    candidate_only: int
+    neither: int
+
+    @property
+    def discordant(self) -> int:
+        return self.candidate_only + self.baseline_only
+
+
+class ProblemSide(_Summary):
+    """One system on one problem of a comparison: accepted `c` of `n`, and solved@k."""
+
+    c: int
+    n: int
+    solved: bool
+
+
+class PairedProblem(_Summary):
+    """One problem of a comparison: each side, and its McNemar cell."""
+
+    problem_id: str
+    baseline: ProblemSide
+    candidate: ProblemSide
+    cell: Cell
+
+
+class ComparedSystem(_Summary):
+    """One side of a comparison: which system, which model, solved@k with its Wilson
+    interval, and which runs made it."""
+
+    system: str
+    model_revs: list[str]
+    problems: int
+    solved_at_k: int
+    wilson: tuple[float, float]
+    provenance: RunProvenance
+
+
+class Comparison(_Summary):
+    """Baseline against candidate on one eval set and cap: the table, McNemar, intervals,
+    decision."""
+
+    eval_set: str
+    cap: int
+    k: int
+    table: McNemarTable
+    p_value: float
+    alpha: float
+    decision: str
+    pass1_difference: Interval
+    solved_difference: Interval
+    per_problem: list[PairedProblem]
+    primary: bool
+    secondary_reasons: list[str]
+    design_override: str | None
+    baseline: ComparedSystem
+    candidate: ComparedSystem
+    exploratory: bool = False  # past the registered design: another iteration, seed or pairing
+
+    @property
+    def label(self) -> str:
+        if self.exploratory:
+            return "exploratory"
+        return "PRIMARY" if self.primary else "secondary"
+
+
+class DefectiveProblem(_Summary):
+    """A problem of the comparison with a known or found defect, and whether each system
+    solved it."""
+
+    problem_id: str
+    kinds: tuple[str, ...]
+    descriptions: tuple[str, ...]
+    sources: tuple[str, ...]
+    baseline_solved: bool
+    candidate_solved: bool
+
+
+class DefectFreeComparison(_Summary):
+    """The comparison on the problems with no known or found defect (secondary)."""
+
+    problems: int  # kept: the comparison's problems less the defective ones
+    excluded: int
+    table: McNemarTable
+    p_value: float
+    decision: str
+    registered_decision: str
+    baseline_solved: int
+    candidate_solved: int
+    defective: tuple[DefectiveProblem, ...]
+
+    @property
+    def decision_changes(self) -> bool:
+        return self.decision != self.registered_decision
+
+    @property
+    def sentence(self) -> str:
+        """Whether the decision changes without the defective problems, in one sentence."""
+        if not self.excluded:
+            return "No problem of this comparison has a known defect: nothing changes."
+        problems = "problem" if self.excluded == 1 else f"{self.excluded} problems"
+        if self.decision_changes:
+            return (
+                f"Without the defective {problems} the decision changes: "
+                f"{self.registered_decision} -> {self.decision}."
+            )
+        return f"Without the defective {problems} the decision is the same: {self.decision}."
+
+
+class DefectListRef(_Summary):
+    """The shipped defect list a comparison applied."""
+
+    file: str
+    sha256: str
+
+
+class FoundByLean(_Summary):
+    """One finding of the statement audit."""
+
+    problem_id: str
+    kind: str
+    check: str
+    description: str
+
+
+class DefectFreeSummary(DefectFreeComparison):
+    """The summary's entry for a comparison without its defective problems: the comparison,
+    and where the defects came from."""
+
+    known_list: DefectListRef | None  # the shipped list applied; None: none for this copy
+    known: int
+    audit: str | None  # the statement audit's sha256
+    found_by_lean: list[FoundByLean]
+    found_applied: bool  # False: the audit ran on the simulated verifier; listed, not applied
+
+
+class RegisteredComparison(Comparison):
+    """A comparison of the registered pairs (PRIMARY or secondary): what the config calls its
+    endpoint, and the comparison without the defective problems."""
+
+    endpoint: str | None
+    without_known_defects: DefectFreeSummary | None
+
+
+class ExploratoryComparison(Comparison):
+    """A comparison past the registered design: which iteration and seed, against what."""
+
+    iteration: int
+    seed: int
+    against: str  # "baseline" or "iteration N"
+    what: str  # the comparison in words
+
+
+class JudgedFile(_Summary):
+    """A file a condition read, by path and sha256."""
+
+    path: str
+    sha256: str
+
+
+class Condition(_Summary):
+    """One validity condition judged on one subject: held or not, what it found, which files
+    (with their sha256) it read."""
+
+    name: str  # the blocking check's name
+    subject: str  # what it judged: "baseline on minif2f cap 256", "SFT shards", ...
+    held: bool
+    found: str
+    files: tuple[JudgedFile, ...]
+
+
+class ValidityJudgement(_Summary):
+    """One comparison's validity conditions, judged from the files it read."""
+
+    eval_set: str
+    cap: int
+    held: bool
+    conditions: list[Condition]
+
+
+class PreregSummary(_Summary):
+    """The pre-registration read: its block's sha256 against the recorded one."""
+
+    path: str
+    sha256: str
+    recorded_sha256: str | None
+    hash_matches: bool
+
+
+class BootstrapSettings(_Summary):
+    resamples: int
+    seed: int
+
+
+class LiftRow(_Summary):
+    """One pool round: problems unsolved before it, converted in it, samples and tokens."""
+
+    round: int
+    problems_entering: int
+    converted: int
+    solved_cumulative: int
+    samples: int
+    completion_tokens: int
+
+
+class SeedRow(_Summary):
+    """One training seed of an iteration against the baseline."""
+
+    seed: int
+    solved_at_k: int
+    decision: str
+    registered: bool
+
+
+class SeedSpreadRow(_Summary):
+    """One iteration's seeds on the registered eval set and cap, and whether they agree."""
+
+    iteration: int
+    eval_set: str
+    cap: int
+    k: int
+    problems: int
+    baseline_solved_at_k: int
+    seeds: list[SeedRow]
+    min: int
+    max: int
+    sd: float | None  # n - 1; None with one seed
+    agree: bool
+    sentence: str
+
+
+class CurvePoint(_Summary):
+    """One iteration of the expert-iteration curve (0: the baseline)."""
+
+    iteration: int
+    pool_solved_cumulative: int
+    pool_samples: int
+    pool_completion_tokens: int
+    solved_at_k: int
+    wilson: tuple[float, float]
+    problems: int
+
+
+class ReportSummary(_Summary):
+    """Everything the report says, computed: `summary.json`."""
+
+    experiment: str
+    simulated: bool
+    prereg: PreregSummary | None
+    k: int
+    ks: list[int]
+    alpha: float
+    bootstrap: BootstrapSettings
+    validity: list[ValidityJudgement]
+    comparisons: list[RegisteredComparison]
+    systems: dict[str, list[SystemSummary]]  # by "<eval set> cap <cap>": baseline, candidate
+    power: dict[str, dict[str, float]]  # discordant share -> gain in points -> power
+    power_problems: int
+    correction_lift: list[LiftRow]
+    pins: dict[str, Any] | None  # the verifier's pins, as its verdicts record them
+    simulated_rule: str | None
+    code: GitRevision
+    package_version: str
+    preflight_overrides: list[str]
+    gate_overrides: list[str]
+    # the cost section's rows (report.cost), kept in its own shapes
+    costs: list[dict[str, Any]]
+    round_costs: list[dict[str, Any]]
+    eta_beside_measured: dict[str, Any] | None
+    # with several iterations or training seeds only
+    exploratory: list[ExploratoryComparison] | None = None
+    seed_spread: list[SeedSpreadRow] | None = None
+    iteration_curve: list[CurvePoint] | None = None
+
+
+def read_summary(path: Path) -> ReportSummary:
+    """`summary.json` read back and validated; one written by an older version of this
+    package is refused with the file named and what to do."""
+    try:
+        return ReportSummary.model_validate_json(path.read_bytes())
+    except ValidationError as error:
+        raise ValueError(
+            f"{path}: not a report summary of this version ({error.error_count()} problems, "
+            f"first: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}); a bundle written "
+            "by an older prover-assets is reused only as it is: move its folder aside to "
+            "rebuild the report"
+        ) from error
