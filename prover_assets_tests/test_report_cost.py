@@ -14,6 +14,7 @@ from prover_assets.records.store import publish_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.cost import cost_rows, run_cost
 from prover_assets.report.render import cost_section
+from prover_assets.report.summary import EtaBesideMeasured, EtaRow, StepCost
 from prover_assets.sft.builder import SftCounts
 from prover_assets.sft.stages import SftShardsResult
 from prover_assets.verify.runner import VerificationResult
@@ -136,9 +137,9 @@ def test_a_runs_cost_is_what_its_two_manifests_record(tmp_path):
     assert cost.infrastructure_reverified == 1
     assert cost.generation.wall_s == 90.0 and cost.verification.children_cpu_s == 45.0
     (row,) = cost_rows([cost], {("baseline", "minif2f", 256): 3})
-    assert (row["generation_wall_s_per_solved"], row["lean_cpu_s_per_solved"]) == (30.0, 15.0)
+    assert (row.generation_wall_s_per_solved, row.lean_cpu_s_per_solved) == (30.0, 15.0)
     (none_solved,) = cost_rows([cost], {("baseline", "minif2f", 256): 0})
-    assert none_solved["lean_cpu_s_per_solved"] is None
+    assert none_solved.lean_cpu_s_per_solved is None
 
 
 # The work and waste the streams hold, whatever the manifests record: 12 samples of 3 prompt
@@ -267,10 +268,9 @@ def test_the_rounds_steps_come_in_the_order_a_round_runs_them_each_with_its_usag
         ("candidate minif2f c256: generate", "GPU", 20.0),
         ("candidate minif2f c256: verify", "Lean", 21.0),
     ]
-    dumped = [s.model_dump(mode="json") for s in steps]
-    assert cost_section([], dumped) == []  # no run costed (a bundle from before): no section
+    assert cost_section([], steps) == []  # no run costed (a bundle from before): no section
     costed = cost_rows([run_cost(pair_run("x", 1.0))], {("x", "minif2f", 256): 1})
-    section = "\n".join(cost_section(costed, dumped))
+    section = "\n".join(cost_section(costed, steps))
     assert (
         "| pool round 0: verify | Lean | not recorded | none (host) | not recorded | "
         "not recorded | not recorded | none |" in section
@@ -403,13 +403,13 @@ def test_a_runs_gpu_time_per_solved_problem_is_its_wall_times_the_gpus_held(tmp_
     manifest["engine"] = {"engine": "vllm", "gpu_slices": [[0], [1]]}
     manifest_path.write_text(json.dumps(manifest))
     (row,) = cost_rows([run_cost(files)], {("baseline", "minif2f", 256): 4})
-    assert (row["generation_gpus"], row["gpu_s_per_solved"]) == (2, 1800.0)  # 2 GPU-h / 4
-    assert row["gpu_s_per_accepted"] == 600.0  # 2 GPU-h / 12 accepted proofs
-    assert row["generation_gpu_s"] == 7200.0  # 1 h on 2 GPUs
+    assert (row.generation_gpus, row.gpu_s_per_solved) == (2, 1800.0)  # 2 GPU-h / 4
+    assert row.gpu_s_per_accepted == 600.0  # 2 GPU-h / 12 accepted proofs
+    assert row.generation_gpu_s == 7200.0  # 1 h on 2 GPUs
 
 
 def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
-    from prover_assets.report.cost import StepCost, eta_beside_measured
+    from prover_assets.report.cost import eta_beside_measured
     from prover_assets.report.eta import EtaEstimate
 
     def measured(name: str, wall: float, *earlier: float) -> StepCost:
@@ -437,55 +437,47 @@ def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
         measured("SFT training", 1800.0),  # 15 min estimated, 30 measured
     ]
     compared = eta_beside_measured(estimate, steps)
-    assert [(r["step"], r["eta_s"][1], r["measured_s"], r["ratio"]) for r in compared["rows"]] == [
+    assert [(r.step, r.eta_s[1], r.measured_s, r.ratio) for r in compared.rows] == [
         ("a: generate", 3600.0, 3600.0, 1.0),
         ("SFT shards", 0.0, 12.0, None),
         ("SFT training", 900.0, 1800.0, 2.0),
     ]
-    assert (compared["eta_s"], compared["measured_s"], compared["ratio"]) == (
+    assert (compared.eta_s, compared.measured_s, compared.ratio) == (
         4500.0,
         5412.0,
         5412 / 4500,
     )
-    assert compared["round_total_s"] == [3600.0, 7200.0, 14400.0]
-    assert (compared["materialized_at"], compared["sources"]) == (
+    assert compared.round_total_s == (3600.0, 7200.0, 14400.0)
+    assert (compared.materialized_at, compared.sources) == (
         "2026-12-06T05:00:00+00:00",
         {"measured": 9, "prior": 7},
     )
     nothing = eta_beside_measured(estimate, [measured("SFT shards", 12.0)])
-    assert (nothing["eta_s"], nothing["ratio"]) == (0.0, None)
+    assert (nothing.eta_s, nothing.ratio) == (0.0, None)
 
 
 def test_the_cost_section_prints_the_eta_beside_what_was_measured(tmp_path):
-    from prover_assets.report.cost import StepCost
-
     costed = cost_rows([run_cost(run(tmp_path))], {("baseline", "minif2f", 256): 1})
     steps = [StepCost(step="SFT training", side="GPU", usage=usage(1800.0), earlier=[])]
-    dumped = [{**s.model_dump(mode="json"), "gpu_s": s.gpu_s} for s in steps]
-    compared = {
-        "materialized_at": "2026-12-06T05:00:00+00:00",
-        "sources": {"measured": 9, "preflight": 2, "prior": 5},
-        "round_total_s": [3600.0, 7200.0, 14400.0],
-        "rows": [
-            {
-                "step": "SFT training",
-                "eta_s": [360.0, 900.0, 1800.0],
-                "measured_s": 1800.0,
-                "ratio": 2.0,
-            }
+    compared = EtaBesideMeasured(
+        materialized_at="2026-12-06T05:00:00+00:00",
+        sources={"measured": 9, "preflight": 2, "prior": 5},
+        round_total_s=(3600.0, 7200.0, 14400.0),
+        rows=[
+            EtaRow(step="SFT training", eta_s=(360.0, 900.0, 1800.0), measured_s=1800.0, ratio=2.0)
         ],
-        "eta_s": 900.0,
-        "measured_s": 1800.0,
-        "ratio": 2.0,
-    }
-    section = "\n".join(cost_section(costed, dumped, eta=compared))
+        eta_s=900.0,
+        measured_s=1800.0,
+        ratio=2.0,
+    )
+    section = "\n".join(cost_section(costed, steps, eta=compared))
     assert "| SFT training | 0:15:00 (0:06:00 to 0:30:00) | 0:30:00 | 2.00 |" in section
     assert "| these steps | 0:15:00 | 0:30:00 | 2.00 |" in section
     assert (
         "Its whole round, the steps the report does not read included: 2:00:00 (1:00:00 to"
         in section
     )
-    without = "\n".join(cost_section(costed, dumped, eta=None))
+    without = "\n".join(cost_section(costed, steps, eta=None))
     assert "No `eta` was materialized for this data root" in without
     assert (
         "materialized at 2026-12-06T05:00:00+00:00 (its inputs: 9 measured by full steps, 2 from "

@@ -16,13 +16,8 @@ from prover_assets.records import MANIFEST_NAME, sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.outputs import StageResult, StepResult
 from prover_assets.records.usage import recorded_earlier_attempts, recorded_usage
-from prover_assets.report.cost import (
-    generation_work,
-    gpu_seconds,
-    gpus_held,
-    lean_runs,
-    verdict_work,
-)
+from prover_assets.report.cost import generation_work, gpus_held, verdict_work
+from prover_assets.report.summary import gpu_seconds, lean_runs
 from prover_assets.verify.audit import AuditFinding
 from prover_assets.verify.runner import VerificationResult
 

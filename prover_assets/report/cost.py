@@ -17,17 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
-
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.records import MANIFEST_NAME, Generation, Verification, iter_records
 from prover_assets.records.manifest import read_manifest
-from prover_assets.records.usage import (
-    AttemptUsage,
-    StepUsage,
-    recorded_earlier_attempts,
-    recorded_usage,
-)
+from prover_assets.records.usage import StepUsage, recorded_earlier_attempts, recorded_usage
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.eta import (
     TRAINING_STEP,
@@ -36,66 +29,30 @@ from prover_assets.report.eta import (
     run_label,
     step_names,
 )
+from prover_assets.report.summary import (
+    CostRow,
+    EtaBesideMeasured,
+    EtaRow,
+    RunCost,
+    StepCost,
+)
 from prover_assets.report.validity import TrainingFiles
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.runner import VerificationResult
 
 __all__ = [
     "GenerationWork",
-    "RunCost",
-    "StepCost",
     "VerdictWork",
     "cost_rows",
     "eta_beside_measured",
     "generation_work",
-    "gpu_seconds",
     "gpus_held",
-    "lean_runs",
     "peak_gpu_gib",
     "round_costs",
     "run_cost",
     "tokens_trained",
     "verdict_work",
 ]
-
-
-class RunCost(BaseModel):
-    """One system's run on one eval set at one cap: what its two steps used and did."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    system: str
-    eval_set: str
-    cap: int
-    generation: StepUsage | None  # None: its manifest predates `usage`
-    verification: StepUsage | None
-    generation_earlier: list[AttemptUsage]  # attempts before the completing one
-    verification_earlier: list[AttemptUsage]
-    generation_gpus: int | None  # the GPUs its engines held (0 on the host; None: not said)
-    generated: int  # samples in the stream: every attempt's, each once
-    tokens_prompted: int
-    tokens_generated: int
-    hit_cap: int
-    verified: int  # verdicts in the stream (Lean's or the cache's)
-    accepted: int
-    cached: int
-    timeouts_rechecked: int
-    infrastructure_reverified: int  # set aside and judged again by the completing attempt
-
-    @property
-    def lean_runs(self) -> int:
-        """The runs of Lean the streams show: each verdict not copied from the cache, each
-        timeout run again, each infrastructure verdict verified again (retries inside one are
-        not counted)."""
-        return lean_runs(
-            self.verified, self.cached, self.timeouts_rechecked, self.infrastructure_reverified
-        )
-
-
-def lean_runs(verdicts: int, cached: int, rechecked: int, infrastructure_reverified: int) -> int:
-    """The runs of Lean behind a verdict stream: each verdict not copied from the cache, each
-    timeout run again, each infrastructure verdict verified again."""
-    return verdicts - cached + rechecked + infrastructure_reverified
 
 
 def run_cost(files: RunFiles) -> RunCost:
@@ -172,60 +129,15 @@ def verdict_work(path: Path) -> VerdictWork:
     return VerdictWork(verdicts, accepted, cached, rechecked)
 
 
-def _per(seconds: float | None, solved: int) -> float | None:
-    return None if seconds is None or solved == 0 else seconds / solved
-
-
-def cost_rows(costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], int]) -> list[dict]:
-    """Each run's cost with its problems solved (by any of its samples) and the seconds per
-    solved problem and per accepted proof: generation wall, GPU time (wall times the GPUs
-    held), Lean CPU."""
-    rows = []
-    for cost in costs:
-        done = solved[(cost.system, cost.eval_set, cost.cap)]
-        generation_wall = cost.generation.wall_s if cost.generation else None
-        lean_cpu = cost.verification.children_cpu_s if cost.verification else None
-        gpu_s = gpu_seconds(cost.generation, cost.generation_gpus)
-        rows.append(
-            {
-                **cost.model_dump(mode="json"),
-                "solved": done,
-                "generation_gpu_s": gpu_s,
-                "lean_runs": cost.lean_runs,
-                "generation_wall_s_per_solved": _per(generation_wall, done),
-                "gpu_s_per_solved": _per(gpu_s, done),
-                "lean_cpu_s_per_solved": _per(lean_cpu, done),
-                "gpu_s_per_accepted": _per(gpu_s, cost.accepted),
-                "lean_cpu_s_per_accepted": _per(lean_cpu, cost.accepted),
-            }
-        )
-    return rows
-
-
-class StepCost(BaseModel):
-    """One step of the round and what its completing attempt used; `side`: what its work waits
-    on in the registered box (the GPUs, the Lean workers, or the host alone); `gpus`: the GPUs
-    it held (0 on the host; None where its manifest does not say)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    step: str
-    side: Literal["GPU", "Lean", "host"]
-    usage: StepUsage | None  # None: its manifest predates `usage`
-    earlier: list[AttemptUsage]  # the attempts before the completing one
-    gpus: int | None = None
-    peak_gpu_gib: float | None = None  # see `peak_gpu_gib`
-    tokens_trained: int | None = None  # training: the rows' tokens times the epochs
-
-    @property
-    def gpu_s(self) -> float | None:
-        """GPU-seconds: the completing attempt's wall times the GPUs it held."""
-        return gpu_seconds(self.usage, self.gpus)
-
-
-def gpu_seconds(usage: StepUsage | None, gpus: int | None) -> float | None:
-    """A step's GPU time: its wall times the GPUs it held (None where either is unknown)."""
-    return None if usage is None or gpus is None else usage.wall_s * gpus
+def cost_rows(
+    costs: Sequence[RunCost], solved: Mapping[tuple[str, str, int], int]
+) -> list[CostRow]:
+    """Each run's cost with its problems solved (by any of its samples), from which the cost
+    of each solved problem and accepted proof follows (`CostRow`)."""
+    return [
+        CostRow(**dict(cost), solved=solved[(cost.system, cost.eval_set, cost.cap)])
+        for cost in costs
+    ]
 
 
 def gpus_held(manifest: Mapping[str, Any]) -> int | None:
@@ -311,7 +223,7 @@ def tokens_trained(shards: Path, epochs: int) -> int:
     return SftShardsResult.read(shards).counts.tokens * epochs
 
 
-def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> dict[str, Any]:
+def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> EtaBesideMeasured:
     """The `eta` asset's hours for each step the report measured (the ETA names steps as
     `round_costs` does), beside the wall the step took: its completing attempt's and its
     earlier attempts', and their ratio; and the totals over those steps."""
@@ -323,21 +235,22 @@ def eta_beside_measured(estimate: EtaEstimate, steps: Sequence[StepCost]) -> dic
         measured = step.usage.wall_s + sum(a.usage.wall_s for a in step.earlier)
         central_s = hours[1] * 3600
         rows.append(
-            {
-                "step": step.step,
-                "eta_s": [h * 3600 for h in hours],
-                "measured_s": measured,
-                "ratio": measured / central_s if central_s else None,
-            }
+            EtaRow(
+                step=step.step,
+                eta_s=(hours[0] * 3600, central_s, hours[2] * 3600),
+                measured_s=measured,
+                ratio=measured / central_s if central_s else None,
+            )
         )
-    eta_s = sum(r["eta_s"][1] for r in rows)
-    measured_s = sum(r["measured_s"] for r in rows)
-    return {
-        "materialized_at": estimate.materialized_at,
-        "sources": dict(estimate.sources),
-        "round_total_s": [h * 3600 for h in estimate.total],
-        "rows": rows,
-        "eta_s": eta_s,
-        "measured_s": measured_s,
-        "ratio": measured_s / eta_s if eta_s else None,
-    }
+    eta_s = sum(r.eta_s[1] for r in rows)
+    measured_s = sum(r.measured_s for r in rows)
+    low, central, high = estimate.total
+    return EtaBesideMeasured(
+        materialized_at=estimate.materialized_at,
+        sources=dict(estimate.sources),
+        round_total_s=(low * 3600, central * 3600, high * 3600),
+        rows=rows,
+        eta_s=eta_s,
+        measured_s=measured_s,
+        ratio=measured_s / eta_s if eta_s else None,
+    )

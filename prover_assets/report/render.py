@@ -12,8 +12,8 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from prover_assets.records.usage import AttemptUsage
 from prover_assets.report.analysis import INVALID
 from prover_assets.report.eta import run_label
 from prover_assets.report.markdown import clock_time, markdown_table
@@ -29,8 +29,10 @@ from prover_assets.report.plots import (
 )
 from prover_assets.report.summary import (
     Comparison,
+    CostRow,
     CurvePoint,
     DefectFreeSummary,
+    EtaBesideMeasured,
     ExploratoryComparison,
     LiftRow,
     MadeBy,
@@ -38,6 +40,7 @@ from prover_assets.report.summary import (
     RegisteredComparison,
     ReportSummary,
     SeedSpreadRow,
+    StepCost,
     SystemSummary,
     ValidityJudgement,
 )
@@ -441,49 +444,47 @@ def _seconds(value: float | None) -> str:
     return "not recorded" if value is None else clock_time(value)
 
 
-def _earlier(attempts: Sequence[Mapping[str, Any]]) -> str:
+def _earlier(attempts: Sequence[AttemptUsage]) -> str:
     """The earlier attempts of a step, each as its journal last recorded it: how many, how
     they ended, and their wall and CPU time together."""
     if not attempts:
         return "none"
-    ended = Counter(a["ended"] or "killed" for a in attempts)
-    wall = sum(a["usage"]["wall_s"] for a in attempts)
-    cpu = sum(a["usage"]["cpu_s"] + a["usage"]["children_cpu_s"] for a in attempts)
+    ended = Counter(a.ended or "killed" for a in attempts)
+    wall = sum(a.usage.wall_s for a in attempts)
+    cpu = sum(a.usage.cpu_s + a.usage.children_cpu_s for a in attempts)
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ended.items()))
     return f"{kinds}: wall {clock_time(wall)}, CPU {clock_time(cpu)}"
 
 
-def _round_time_parts(steps: Sequence[Mapping[str, Any]]) -> list[str]:
+def _peak(step: StepCost) -> str:
+    mib = step.usage.peak_rss_mib if step.usage else None
+    host = "not recorded" if mib is None else f"{mib / 1024:.2f} GiB"
+    gpu = step.peak_gpu_gib
+    return host if gpu is None else f"{host}; GPU {gpu:.1f} GiB"
+
+
+def _step_gpu_time(step: StepCost) -> str:
+    if step.gpus == 0:
+        return "none (host)"
+    gpu_s = step.gpu_s
+    return "not recorded" if gpu_s is None else f"{clock_time(gpu_s)} ({step.gpus} GPU)"
+
+
+def _round_time_parts(steps: Sequence[StepCost]) -> list[str]:
     """Each step of the round: what its completing attempt used, what its earlier attempts
     did, and the plot of wall times."""
     if not steps:
         return []
-
-    def used(step: Mapping[str, Any], field: str) -> str:
-        return _seconds(step["usage"][field] if step["usage"] else None)
-
-    def peak(step: Mapping[str, Any]) -> str:
-        mib = (step["usage"] or {}).get("peak_rss_mib")
-        host = "not recorded" if mib is None else f"{mib / 1024:.2f} GiB"
-        gpu = step.get("peak_gpu_gib")
-        return host if gpu is None else f"{host}; GPU {gpu:.1f} GiB"
-
-    def gpu_time(step: Mapping[str, Any]) -> str:
-        if step.get("gpus") == 0:
-            return "none (host)"
-        gpu_s = step.get("gpu_s")
-        return "not recorded" if gpu_s is None else f"{clock_time(gpu_s)} ({step['gpus']} GPU)"
-
     rows = [
         [
-            s["step"],
-            s["side"],
-            used(s, "wall_s"),
-            gpu_time(s),
-            used(s, "cpu_s"),
-            used(s, "children_cpu_s"),
-            peak(s),
-            _earlier(s.get("earlier", [])),
+            s.step,
+            s.side,
+            _seconds(s.usage.wall_s if s.usage else None),
+            _step_gpu_time(s),
+            _seconds(s.usage.cpu_s if s.usage else None),
+            _seconds(s.usage.children_cpu_s if s.usage else None),
+            _peak(s),
+            _earlier(s.earlier),
         ]
         for s in steps
     ]
@@ -499,28 +500,23 @@ def _round_time_parts(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
     parts = ["### Where the round's time went\n", markdown_table(headers, rows) + "\n"]
     parts += [
-        f"{s['step']}: {s['tokens_trained']:,} tokens trained (the SFT rows' prompt and "
+        f"{s.step}: {s.tokens_trained:,} tokens trained (the SFT rows' prompt and "
         "completion tokens times the epochs).\n"
         for s in steps
-        if s.get("tokens_trained") is not None
+        if s.tokens_trained is not None
     ]
     if _timed_steps(steps):
         parts.append(file_image(TIME_PLOT, "wall time of each step of the round") + "\n")
     return parts
 
 
-def _timed_steps(steps: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float, float]]:
+def _timed_steps(steps: Sequence[StepCost]) -> list[tuple[str, str, float, float]]:
     """(step, side, wall seconds, earlier attempts' wall seconds) of the steps whose usage was
     recorded."""
     return [
-        (
-            s["step"],
-            s["side"],
-            s["usage"]["wall_s"],
-            sum(a["usage"]["wall_s"] for a in s.get("earlier", [])),
-        )
+        (s.step, s.side, s.usage.wall_s, sum(a.usage.wall_s for a in s.earlier))
         for s in steps
-        if s["usage"]
+        if s.usage
     ]
 
 
@@ -531,45 +527,37 @@ ETA_SOURCES = {
 }
 
 
-def _sources(eta: Mapping[str, Any]) -> str:
-    return ", ".join(
-        f"{n} {ETA_SOURCES.get(source, source)}" for source, n in eta["sources"].items()
-    )
+def _sources(eta: EtaBesideMeasured) -> str:
+    return ", ".join(f"{n} {ETA_SOURCES.get(source, source)}" for source, n in eta.sources.items())
 
 
-def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _eta_parts(eta: EtaBesideMeasured | None) -> list[str]:
     """The `eta` asset's estimate of each step the report measured, beside what it took."""
-    if not eta:
+    if eta is None:
         return [
             "No `eta` was materialized for this data root: materialize it (any time, before the "
             "round for a forecast) to see its estimate beside what the round took.\n"
         ]
-
-    def ratio(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.2f}"
-
     rows = [
         [
-            r["step"],
-            f"{clock_time(r['eta_s'][1])} ({clock_time(r['eta_s'][0])} to "
-            f"{clock_time(r['eta_s'][2])})",
-            clock_time(r["measured_s"]),
-            ratio(r["ratio"]),
+            r.step,
+            f"{clock_time(r.eta_s[1])} ({clock_time(r.eta_s[0])} to {clock_time(r.eta_s[2])})",
+            clock_time(r.measured_s),
+            _ratio(r.ratio),
         ]
-        for r in eta["rows"]
+        for r in eta.rows
     ]
     rows.append(
-        [
-            "these steps",
-            clock_time(eta["eta_s"]),
-            clock_time(eta["measured_s"]),
-            ratio(eta["ratio"]),
-        ]
+        ["these steps", clock_time(eta.eta_s), clock_time(eta.measured_s), _ratio(eta.ratio)]
     )
-    low, central, high = eta["round_total_s"]
+    low, central, high = eta.round_total_s
     return [
         "### The ETA beside what was measured\n",
-        f"The `eta` materialized at {eta['materialized_at']} (its inputs: {_sources(eta)}; an "
+        f"The `eta` materialized at {eta.materialized_at} (its inputs: {_sources(eta)}; an "
         "`eta` made after the round measured it by the round itself): its central estimate (low "
         "to high) of each step the report reads, beside the step's wall, the completing "
         "attempt's and its earlier attempts' together. Its whole round, the steps the report "
@@ -579,73 +567,70 @@ def _eta_parts(eta: Mapping[str, Any] | None) -> list[str]:
     ]
 
 
-def _run_label(cost: Mapping[str, Any]) -> str:
-    return run_label(cost["system"], cost["eval_set"], cost["cap"])
+def _run_label(cost: CostRow) -> str:
+    return run_label(cost.system, cost.eval_set, cost.cap)
 
 
-def _gpu_time(cost: Mapping[str, Any], field: str) -> str:
-    return "none (host)" if cost.get("generation_gpus") == 0 else _seconds(cost.get(field))
+def _gpu_time(cost: CostRow, seconds: float | None) -> str:
+    return "none (host)" if cost.generation_gpus == 0 else _seconds(seconds)
 
 
-def _machine_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+def _machine_rows(costs: Sequence[CostRow]) -> list[list[str]]:
     """Each run's steps: what the completing attempts used, and the earlier ones apart."""
-    rows = []
-    for c in costs:
-        generation, verification = c["generation"] or {}, c["verification"] or {}
-        rows.append(
-            [
-                _run_label(c),
-                _seconds(generation.get("wall_s")),
-                _gpu_time(c, "generation_gpu_s"),
-                _seconds(generation.get("cpu_s")),
-                _seconds(verification.get("wall_s")),
-                _seconds(verification.get("children_cpu_s")),
-                _earlier([*c.get("generation_earlier", []), *c.get("verification_earlier", [])]),
-            ]
-        )
-    return rows
-
-
-def _work_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-    """Each run's work, counted in its streams, and its waste."""
     return [
         [
             _run_label(c),
-            c["generated"],
-            c.get("tokens_prompted", "not recorded"),
-            c["tokens_generated"],
-            c["hit_cap"],
-            c["verified"],
-            c["cached"],
-            c.get("lean_runs", "not recorded"),  # a bundle from before it was counted
-            c["timeouts_rechecked"],
-            c["infrastructure_reverified"],
+            _seconds(c.generation.wall_s if c.generation else None),
+            _gpu_time(c, c.generation_gpu_s),
+            _seconds(c.generation.cpu_s if c.generation else None),
+            _seconds(c.verification.wall_s if c.verification else None),
+            _seconds(c.verification.children_cpu_s if c.verification else None),
+            _earlier([*c.generation_earlier, *c.verification_earlier]),
         ]
         for c in costs
     ]
 
 
-def _result_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+def _work_rows(costs: Sequence[CostRow]) -> list[list[str | int]]:
+    """Each run's work, counted in its streams, and its waste."""
+    return [
+        [
+            _run_label(c),
+            c.generated,
+            c.tokens_prompted,
+            c.tokens_generated,
+            c.hit_cap,
+            c.verified,
+            c.cached,
+            c.lean_runs,
+            c.timeouts_rechecked,
+            c.infrastructure_reverified,
+        ]
+        for c in costs
+    ]
+
+
+def _result_rows(costs: Sequence[CostRow]) -> list[list[str | int]]:
     """Each run's cost per problem solved and per accepted proof."""
     return [
         [
             _run_label(c),
-            c["solved"],
-            c.get("accepted", "not recorded"),
-            _seconds(c["generation_wall_s_per_solved"]),
-            _gpu_time(c, "gpu_s_per_solved"),
-            _seconds(c["lean_cpu_s_per_solved"]),
-            _gpu_time(c, "gpu_s_per_accepted"),
-            _seconds(c.get("lean_cpu_s_per_accepted")),
+            c.solved,
+            c.accepted,
+            _seconds(c.generation_wall_s_per_solved),
+            _gpu_time(c, c.gpu_s_per_solved),
+            _seconds(c.lean_cpu_s_per_solved),
+            _gpu_time(c, c.gpu_s_per_accepted),
+            _seconds(c.lean_cpu_s_per_accepted),
         ]
         for c in costs
     ]
 
 
 def cost_section(
-    costs: Sequence[Mapping[str, Any]],
-    steps: Sequence[Mapping[str, Any]] = (),
-    eta: Mapping[str, Any] | None = None,
+    costs: Sequence[CostRow],
+    steps: Sequence[StepCost] = (),
+    eta: EtaBesideMeasured | None = None,
 ) -> list[str]:
     """Each run's cost (secondary): what its generation and verdict steps used, as their
     manifests record it, the work and waste its streams hold, and what each problem solved and

@@ -29,8 +29,6 @@ from prover_assets.report.bundle import (
     verify_bundle,
 )
 from prover_assets.report.cost import (
-    RunCost,
-    StepCost,
     cost_rows,
     eta_beside_measured,
     round_costs,
@@ -58,6 +56,8 @@ from prover_assets.report.summary import (
     PreregSummary,
     RegisteredComparison,
     ReportSummary,
+    RunCost,
+    StepCost,
     SystemSummary,
     ValidityJudgement,
 )
@@ -264,7 +264,7 @@ def build_report(
         preflight_overrides=list(settings.preflight_overrides),
         gate_overrides=list(settings.gate_overrides),
         costs=cost_rows(costs, _solved_by_run(measured)),
-        round_costs=[{**step.model_dump(mode="json"), "gpu_s": step.gpu_s} for step in round_costs],
+        round_costs=list(round_costs),
         eta_beside_measured=(
             eta_beside_measured(settings.eta, round_costs) if settings.eta and round_costs else None
         ),
