@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets_tests.conftest import ROOT
+from prover_assets_tests.support import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 

@@ -16,7 +16,7 @@ import dagster as dg
 import yaml
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import dagster_home, full_demo_run_config
+from prover_assets_tests.support import dagster_home, full_demo_run_config
 
 __all__ = ["run_demo_round", "run_job"]
 

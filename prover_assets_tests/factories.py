@@ -34,7 +34,7 @@ from prover_assets.report.summary import (
 )
 from prover_assets.sft.stages import TrainingResult
 from prover_assets.stats import Interval
-from prover_assets_tests.conftest import full_demo_run_config
+from prover_assets_tests.support import full_demo_run_config
 
 # What a strict verifier records of its policy and backend (StrictVerifier.info.config).
 VERIFIER_CONFIG = {

@@ -94,7 +94,7 @@ def dagster_dev(tmp: Path, run_config: dict) -> Iterator[DagsterDev]:
     and the definitions built from `run_config`."""
     import dagster as dg
 
-    from prover_assets_tests.conftest import dagster_home
+    from prover_assets_tests.support import dagster_home
 
     home = dagster_home(tmp / "dagster_home")
     with dg.DagsterInstance.from_config(str(home)):
@@ -148,7 +148,7 @@ def pool_waiting_steps(home: Path, pool: str = "heavy") -> int:
 def dagster_webserver(tmp: Path, config: Path) -> Iterator[str]:
     """`dagster-webserver` alone (no daemon: nothing here launches) on 127.0.0.1 with a fresh
     DAGSTER_HOME under `tmp` and the definitions built from the config file `config`; its URL."""
-    from prover_assets_tests.conftest import dagster_home
+    from prover_assets_tests.support import dagster_home
 
     home = dagster_home(tmp / "dagster_home")
     env = {**os.environ, "DAGSTER_HOME": str(home), "PROVER_ASSETS_CONFIG": str(config)}

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import demo_run_config
+from prover_assets_tests.support import demo_run_config
 
 PROBLEM_JOB = "problems"
 
@@ -150,7 +150,7 @@ def test_eval_file_with_wrong_sha256_fails_and_publishes_nothing(tmp_path):
 def test_malformed_eval_file_fails_naming_file_and_line(tmp_path, bad_line):
     from prover_assets.problems.eval_sets import load_minif2f
     from prover_assets.records import RecordError
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
     path = tmp_path / "minif2f.jsonl"
@@ -162,7 +162,7 @@ def test_malformed_eval_file_fails_naming_file_and_line(tmp_path, bad_line):
 def test_duplicate_problem_id_in_eval_file_fails(tmp_path):
     from prover_assets.problems.eval_sets import load_minif2f
     from prover_assets.records import DuplicateKeyError
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
     path = tmp_path / "minif2f.jsonl"
@@ -172,7 +172,7 @@ def test_duplicate_problem_id_in_eval_file_fails(tmp_path):
 
 
 def _mobench_rows() -> list[dict]:
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     path = ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -188,7 +188,7 @@ def _stands_alone(lean4_code: str) -> bool:
 
 def test_mobench_whole_holds_all_but_the_problem_whose_preamble_asserts_an_axiom():
     from prover_assets.problems.eval_sets import load_mobench
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     rows = _mobench_rows()
     supported, unsupported = load_mobench(
@@ -205,7 +205,7 @@ def test_mobench_whole_holds_all_but_the_problem_whose_preamble_asserts_an_axiom
 
 def test_mobench_without_preambles_is_exactly_the_registered_subset_of_theorems_that_stand_alone():
     from prover_assets.problems.eval_sets import load_mobench
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     rows = _mobench_rows()
     supported, unsupported = load_mobench(
@@ -237,7 +237,7 @@ def test_an_empty_eval_set_is_refused_unless_the_config_expects_it(tmp_path):
 def test_an_empty_problem_id_names_the_file_and_line(tmp_path):
     from prover_assets.problems.eval_sets import load_minif2f
     from prover_assets.records import RecordError
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
     row = json.loads(source[1])
@@ -254,7 +254,7 @@ def test_an_id_padded_with_a_space_or_holding_a_bom_names_the_file_line_and_fiel
 ):
     from prover_assets.problems.eval_sets import load_minif2f
     from prover_assets.records import RecordError
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
     row = json.loads(source[1])
@@ -267,7 +267,7 @@ def test_an_id_padded_with_a_space_or_holding_a_bom_names_the_file_line_and_fiel
 
 def test_a_minif2f_statement_with_an_empty_type_is_refused_naming_file_line_and_id(tmp_path):
     from prover_assets.problems.eval_sets import EvalSetError, load_minif2f
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     source = (ROOT / "prover_assets/data/goedel-prover-v2/minif2f.jsonl").read_bytes().splitlines()
     row = json.loads(source[2])
@@ -300,7 +300,7 @@ def test_goedel_normalisation_check_holds_where_the_rule_applies_and_names_the_o
     from prover_assets.problems.eval_sets import load_mobench
     from prover_assets.problems.validity import check_goedel_normalisation
     from prover_assets.records import publish_records
-    from prover_assets_tests.conftest import ROOT
+    from prover_assets_tests.support import ROOT
 
     source = ROOT / "prover_assets/data/goedel-prover-v2/MOBench.jsonl"
     problems, _ = load_mobench(source)

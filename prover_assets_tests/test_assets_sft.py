@@ -10,7 +10,7 @@ from prover_assets.assets.sft import sft_assets, sft_rounds, training_start
 from prover_assets.config import load_run_config
 from prover_assets.iteration import OutputRef
 from prover_assets.records.layout import folder_path
-from prover_assets_tests.conftest import CONFIGS
+from prover_assets_tests.support import CONFIGS
 
 SPEC = load_run_config(CONFIGS / "demo-iterations.yaml").experiment
 

@@ -13,7 +13,6 @@ from prover_assets.verify.backends import RemoteBackend, backend_from_settings, 
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
 from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
-from prover_assets_tests.conftest import LEAN_WORKSPACE_ENV, lean_workspace
 from prover_assets_tests.doubles.kimina_server import KiminaDouble
 from prover_assets_tests.factories import make_generation, make_pins, make_problem
 from prover_assets_tests.lean_double import (
@@ -22,6 +21,7 @@ from prover_assets_tests.lean_double import (
     repl_log,
     working_instrument,
 )
+from prover_assets_tests.support import LEAN_WORKSPACE_ENV, lean_workspace
 
 SIGNATURE = "theorem t (x : ℕ) (h₀ : 0 < x) : 0 < x + 1 := by"
 

@@ -18,7 +18,7 @@ from prover_assets.definitions import build_definitions
 from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.sft.stages import TrainingResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
-from prover_assets_tests.conftest import CONFIGS, demo_run_config
+from prover_assets_tests.support import CONFIGS, demo_run_config
 
 
 def check_results(result) -> dict[tuple[str, str], dict]:

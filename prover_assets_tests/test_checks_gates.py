@@ -28,8 +28,8 @@ from prover_assets.records.outputs import StageResult, Step, StepInputs
 from prover_assets.resources import ExperimentConfig, ExperimentResource
 from prover_assets.sft.stages import TrainingResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE
-from prover_assets_tests.conftest import CONFIGS
 from prover_assets_tests.factories import make_training_result
+from prover_assets_tests.support import CONFIGS
 
 READER = dg.AssetKey("reader")
 

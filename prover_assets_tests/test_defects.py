@@ -88,7 +88,7 @@ REGISTERED_MINIF2F = {
 
 def registered_eval_sets():
     from prover_assets.config import load_run_config
-    from prover_assets_tests.conftest import CONFIGS
+    from prover_assets_tests.support import CONFIGS
 
     return load_run_config(CONFIGS / "p2.yaml").experiment.eval_sets
 

@@ -10,8 +10,8 @@ import yaml
 
 from prover_assets.assets.keys import generations_key, verdicts_key
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import CONFIGS, ROOT, dagster_home
 from prover_assets_tests.dagster_ui import shown_in_a_link
+from prover_assets_tests.support import CONFIGS, ROOT, dagster_home
 
 
 @pytest.mark.parametrize("config", ["p2.yaml", "demo.yaml"])

@@ -30,11 +30,11 @@ from prover_assets.report.validity import TrainingFiles, ValiditySettings, judge
 from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
 from prover_assets.verify.runner import VerificationResult
 from prover_assets_tests import seams
-from prover_assets_tests.conftest import (
+from prover_assets_tests.demo_round import run_job
+from prover_assets_tests.support import (
     assert_tuning_shipped,
     full_demo_run_config,
 )
-from prover_assets_tests.demo_round import run_job
 
 # The whole demo loop, its format tuning included when it is the session's first: a bound of its
 # own on a hung loop, not an expectation of speed (two test processes share 2 cores).

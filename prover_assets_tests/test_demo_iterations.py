@@ -23,7 +23,7 @@ import yaml
 
 from prover_assets.generation.stages import round0_problems
 from prover_assets.records import Generation, Problem, iter_records, read_records
-from prover_assets_tests.conftest import ROOT, dagster_home, mechanics_size, shipped_config
+from prover_assets_tests.support import ROOT, dagster_home, mechanics_size, shipped_config
 
 # Two whole iterations, a kill -9 and the rerun, within a bound of its own on a hung loop rather
 # than the suite's 10 minutes a test.

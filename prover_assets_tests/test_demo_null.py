@@ -22,8 +22,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from prover_assets_tests.conftest import dagster_home, mechanics_size, shipped_config
 from prover_assets_tests.seams import report_folder
+from prover_assets_tests.support import dagster_home, mechanics_size, shipped_config
 
 # The whole demo loop: a bound of its own on a hung loop, not an expectation of speed.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]

@@ -22,8 +22,8 @@ from prover_assets.generation.revision import model_revision
 from prover_assets.generation.vllm_child import VllmSpec
 from prover_assets.generation.vllm_engine import VllmEngine
 from prover_assets.records import SAMPLING_FIELDS
-from prover_assets_tests.conftest import gpu_missing
 from prover_assets_tests.factories import make_opening
+from prover_assets_tests.support import gpu_missing
 
 MISSING = gpu_missing()
 needs_gpu = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")

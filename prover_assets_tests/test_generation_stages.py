@@ -18,8 +18,8 @@ from prover_assets.generation.stages import (
 from prover_assets.records import Appender, Generation
 from prover_assets.records.outputs import EmptyOutputError
 from prover_assets.records.store import RecordError
-from prover_assets_tests.conftest import CONFIGS
 from prover_assets_tests.factories import make_generation, make_opening, make_problem
+from prover_assets_tests.support import CONFIGS
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 

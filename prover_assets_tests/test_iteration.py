@@ -19,7 +19,7 @@ from prover_assets.iteration import (
     solved_before_refs,
     training_start,
 )
-from prover_assets_tests.conftest import CONFIGS
+from prover_assets_tests.support import CONFIGS
 
 SPEC = load_run_config(CONFIGS / "demo-iterations.yaml").experiment
 assert SPEC.corrections.rounds == 1  # round 0 and one correction round: r0, r1

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import assert_tuning_shipped
 from prover_assets_tests.processes import launch, launch_and_wait
+from prover_assets_tests.support import assert_tuning_shipped
 
 pytestmark = pytest.mark.slow  # a whole loop
 

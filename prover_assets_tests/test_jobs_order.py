@@ -13,7 +13,7 @@ from prover_assets.assets.keys import schedule_of
 from prover_assets.config import load_run_config
 from prover_assets.definitions import build_definitions
 from prover_assets.jobs import jobs_making, unmaterialized_message
-from prover_assets_tests.conftest import CONFIGS, demo_run_config
+from prover_assets_tests.support import CONFIGS, demo_run_config
 
 # By hand, from each job's selection in jobs.py: the narrowest job first, the whole round last.
 ONE_ITERATION = {

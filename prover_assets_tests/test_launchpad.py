@@ -12,12 +12,12 @@ import yaml
 from prover_assets.config import placeholders
 from prover_assets.definitions import build_definitions
 from prover_assets.records import MANIFEST_NAME
-from prover_assets_tests.conftest import CONFIGS
 from prover_assets_tests.output_faults import repeated_micro_step, rewrite, rows
 from prover_assets_tests.processes import LAUNCH, SELECTOR, graphql
 from prover_assets_tests.processes import launch_from_launchpad as launch
 from prover_assets_tests.processes import launchpad_scaffold as scaffold
 from prover_assets_tests.processes import wait_for_run as wait_for
+from prover_assets_tests.support import CONFIGS
 
 pytestmark = pytest.mark.slow
 

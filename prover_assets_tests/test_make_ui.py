@@ -18,8 +18,8 @@ def test_dagster_dev_as_make_ui_runs_it_stops_on_one_sigterm_with_its_whole_tree
 
     import psutil
 
-    from prover_assets_tests.conftest import ROOT, dagster_home
     from prover_assets_tests.processes import BIN, free_port, wait_until_serving
+    from prover_assets_tests.support import ROOT, dagster_home
 
     env = {
         **os.environ,

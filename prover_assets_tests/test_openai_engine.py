@@ -12,13 +12,13 @@ from prover_assets.generation.engines import GenerationRequest, SamplingSettings
 from prover_assets.generation.openai_engine import OpenAICompletionsEngine, ReplicaError
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.records import Appender, Generation, read_records
-from prover_assets_tests.conftest import gpu_missing
 from prover_assets_tests.doubles.completions_server import (
     CompletionsDouble,
     completion_ids,
     serving,
 )
 from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_opening, make_problem
+from prover_assets_tests.support import gpu_missing
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
 

@@ -18,7 +18,7 @@ from dagster._core.execution.plan.instance_concurrency_context import InstanceCo
 from dagster._core.storage.dagster_run import DagsterRun
 
 from prover_assets.pool_storage import LOCK_FILE, PoolSafeSqliteEventLogStorage, SlotLock
-from prover_assets_tests.conftest import ROOT, dagster_home
+from prover_assets_tests.support import ROOT, dagster_home
 
 CLAIMERS, TRIALS = 6, 8
 

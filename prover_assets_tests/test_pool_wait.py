@@ -10,8 +10,8 @@ import time
 import psutil
 import pytest
 
-from prover_assets_tests.conftest import dagster_home
 from prover_assets_tests.processes import pool_waiting_steps, start_pool_run, until
+from prover_assets_tests.support import dagster_home
 
 WINDOW_S = 4.0
 

@@ -8,8 +8,8 @@ from prover_assets.config import parse_run_config
 from prover_assets.preflight.attention import attention_check
 from prover_assets.preflight.model import CheckStatus
 from prover_assets.sft.trainer import AttentionUnavailable, attention_implementation
-from prover_assets_tests.conftest import full_demo_run_config
 from prover_assets_tests.factories import registered_like
+from prover_assets_tests.support import full_demo_run_config
 
 
 def gpu_config(tmp_path, attention: str):

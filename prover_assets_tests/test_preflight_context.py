@@ -15,7 +15,7 @@ from prover_assets.preflight.context import (
     longest_prompts,
 )
 from prover_assets.preflight.model import CheckStatus
-from prover_assets_tests.conftest import CONFIGS
+from prover_assets_tests.support import CONFIGS
 
 
 def demo_raw(**changes) -> dict:

@@ -13,7 +13,6 @@ from prover_assets.config import RunConfig, parse_run_config
 from prover_assets.preflight import CheckStatus
 from prover_assets.preflight import environment as env
 from prover_assets.preflight.smoke import SmokeModel, memory_plan_check
-from prover_assets_tests.conftest import full_demo_run_config
 from prover_assets_tests.factories import (
     fake_workspace,
     preflight_config,
@@ -21,6 +20,7 @@ from prover_assets_tests.factories import (
     with_local_lean,
 )
 from prover_assets_tests.lean_double import DOUBLE
+from prover_assets_tests.support import full_demo_run_config
 
 
 def test_a_placeholder_left_fails_its_check_naming_the_key(tmp_path):

@@ -25,8 +25,8 @@ from prover_assets.preflight.model import CheckStatus, PreflightCheck, Preflight
 from prover_assets.records import GitRevision
 from prover_assets.report.render import preflight_provenance
 from prover_assets.resources import build_resources, launch_validation
-from prover_assets_tests.conftest import full_demo_run_config
 from prover_assets_tests.factories import fake_workspace, with_local_lean
+from prover_assets_tests.support import full_demo_run_config
 
 
 @pytest.fixture

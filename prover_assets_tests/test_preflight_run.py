@@ -10,8 +10,8 @@ import pytest
 from prover_assets.config import parse_run_config
 from prover_assets.preflight import CheckStatus, PreflightCheck, PreflightSettings, run_preflight
 from prover_assets.preflight.gate import report_path, require_passing_preflight
-from prover_assets_tests.conftest import full_demo_run_config
 from prover_assets_tests.factories import fake_workspace, preflight_config, with_local_lean
+from prover_assets_tests.support import full_demo_run_config
 
 # The order the issue asks for: config, Lean, GPUs and the prompt, the smoke round, the disk.
 ORDER = [

@@ -29,7 +29,6 @@ from prover_assets.sft.shards import ROWS_FILE
 from prover_assets.sft.stages import eos_token_ids, materialize_shards
 from prover_assets.sft.trainer import DATA_ORDER_FILE
 from prover_assets.verify.runner import CHUNKS_FILE, CommitChunk
-from prover_assets_tests.conftest import CONFIGS
 from prover_assets_tests.factories import (
     GOEDEL_HEADER,
     finish_step_folder,
@@ -40,6 +39,7 @@ from prover_assets_tests.factories import (
     make_training_result,
     make_verification,
 )
+from prover_assets_tests.support import CONFIGS
 
 PROBLEMS = ["p0", "p1", "p2", "p3"]
 SAMPLES = 4

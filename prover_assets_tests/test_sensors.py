@@ -17,7 +17,7 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._grpc.types import ExecuteRunArgs
 
 from prover_assets.sensors import process_alive_since, reap_dead_runs, sweep
-from prover_assets_tests.conftest import ROOT, dagster_home
+from prover_assets_tests.support import ROOT, dagster_home
 
 MODULE = "prover_assets_tests.heavy_defs"
 

@@ -14,7 +14,7 @@ from prover_assets.sft.export import MERGE_TOLERANCE, ExportResult, export_merge
 from prover_assets.sft.shards import ShardWriter
 from prover_assets.sft.stages import parity_inputs
 from prover_assets.sft.trainer import FINAL_ADAPTER, TrainRun, train
-from prover_assets_tests.conftest import gpu_missing
+from prover_assets_tests.support import gpu_missing
 
 
 @pytest.fixture(scope="module")

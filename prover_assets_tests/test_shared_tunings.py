@@ -244,10 +244,10 @@ def data_root_tuned_from(tmp_path: Path, entry: Path) -> Path:
 
 
 def test_the_suite_tells_a_shipped_tuning_from_a_stale_and_a_missing_one(tmp_path, monkeypatch):
-    from prover_assets_tests import conftest
+    from prover_assets_tests import support
 
     shipped = an_entry(tmp_path / "shipped", tmp_path)  # settings TINY, inputs {"eval": "ab"}
-    monkeypatch.setattr(conftest, "SHIPPED_TUNINGS", tmp_path / "shipped")
+    monkeypatch.setattr(support, "SHIPPED_TUNINGS", tmp_path / "shipped")
     model = tmp_path / "tuned"
 
     def published(inputs: dict, settings: dict) -> Path:
@@ -258,7 +258,7 @@ def test_the_suite_tells_a_shipped_tuning_from_a_stale_and_a_missing_one(tmp_pat
     other_recipe = published({"eval": "ab"}, {**TINY, "recipe": "other code"})
     other_statements = published({"eval": "cd"}, TINY)
     states = [
-        conftest.shipped_tuning_state(data_root_tuned_from(tmp_path / name, entry))
+        support.shipped_tuning_state(data_root_tuned_from(tmp_path / name, entry))
         for name, entry in (("a", shipped), ("b", other_recipe), ("c", other_statements))
     ]
     assert states == ["shipped", "stale", "missing"]

@@ -20,7 +20,6 @@ from prover_assets_tests.browser import (
     is_launch_mutation,
     wait_for_status,
 )
-from prover_assets_tests.conftest import ROOT, demo_run_config
 from prover_assets_tests.dagster_ui import shown_in_a_link
 from prover_assets_tests.processes import (
     LOCATION,
@@ -32,6 +31,7 @@ from prover_assets_tests.processes import (
     start_pool_run,
     until,
 )
+from prover_assets_tests.support import ROOT, demo_run_config
 
 pytestmark = BROWSER_MARKS
 

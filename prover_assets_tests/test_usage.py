@@ -31,7 +31,7 @@ from prover_assets.records.usage import (
     usage_since,
 )
 from prover_assets.verify.stages import StatementAuditResult
-from prover_assets_tests.conftest import ROOT
+from prover_assets_tests.support import ROOT
 
 # A child that burns CPU until its own clock says `seconds`, then prints what it spent.
 BURN = """
@@ -223,7 +223,7 @@ sys.path.insert(0, {root!r})
 from prover_assets.records import usage
 from prover_assets.records.outputs import Step, StepInputs
 from prover_assets.verify.stages import StatementAuditResult
-from prover_assets_tests.conftest import ROOT
+from prover_assets_tests.support import ROOT
 step = Step(Path({folder!r}), "asset", StatementAuditResult, StepInputs.hash({{}}), {{}})
 with step.journaled(every_s=0.05):
     while True:

@@ -26,7 +26,7 @@ import yaml
 
 from prover_assets.assets.keys import DEMO_BASE_MODEL
 from prover_assets.definitions import build_definitions
-from prover_assets_tests.conftest import (
+from prover_assets_tests.support import (
     SHARED_ENV,
     SHIPPED_TUNINGS,
     dagster_home,
