@@ -152,6 +152,10 @@ def test_a_job_launched_after_a_gate_failed_stops_at_its_first_step_and_the_asse
     finally:
         for name, data in kept.items():
             (checkpoint / name).write_bytes(data)
+    # The shared server as this test found it: the restored checkpoint judged again, so that a
+    # later test's jobs are not refused by the failure judged here, whatever order they run in.
+    rejudged = execute_check(webserver, ["sft_checkpoint"], "data_order")
+    assert wait_for(webserver, rejudged["run"]["runId"]).startswith("SUCCESS")
     assert outcome.startswith("FAILURE"), outcome
     assert "refusing to read" in outcome, outcome
     assert f"sft_checkpoint: check `data_order` failed in run {judged_run}" in outcome, outcome
