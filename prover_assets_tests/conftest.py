@@ -31,6 +31,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 # the Launchpad, the browser) together, and the groups that run a whole loop or a daemon first,
 # longest first, so that no process is left alone with one at the end. xdist's own `loadgroup`
 # cannot say this: under pytest 9 its `xdist_group` marks never reach the scheduler.
+TEST_PACKAGE = "prover_assets_tests"
 SHARED_PROCESS_GROUPS = {
     "test_demo.py": "demo",
     "test_demo_gates.py": "demo",
@@ -44,16 +45,24 @@ SHARED_PROCESS_GROUPS = {
 LONGEST_GROUPS_FIRST = (
     *("dagster_dev", "demo", "test_demo_iterations.py", "test_demo_null.py"),
     *("test_ui_edges.py", "test_make_ui.py"),
-    *("test_sft_trainer.py", "test_sensors.py", "test_preflight_run.py", "test_problems_pool.py"),
-    *("test_worker.py", "test_openai_engine.py", "test_report.py", "test_repl.py"),
-    *("test_verifier.py", "test_sft_export.py", "test_verify_runner.py"),
+    *("sft/test_trainer.py", "test_sensors.py", "preflight/test_run.py", "problems/test_pool.py"),
+    *(
+        "verify/test_worker.py",
+        "generation/test_openai_engine.py",
+        "report/test_analysis.py",
+        "lean/test_repl.py",
+    ),
+    *("verify/test_verifier.py", "sft/test_export.py", "verify/test_runner.py"),
 )
 
 
 def group_of(nodeid: str) -> str:
-    """The group of the test `nodeid`: its module's file name, or the group it shares."""
-    module = Path(nodeid.split("::", 1)[0]).name
-    return SHARED_PROCESS_GROUPS.get(module, module)
+    """The group of the test `nodeid`: its module's path under prover_assets_tests/, or the
+    group it shares."""
+    module = Path(nodeid.split("::", 1)[0])
+    if module.parts and module.parts[0] == TEST_PACKAGE:
+        module = module.relative_to(TEST_PACKAGE)
+    return SHARED_PROCESS_GROUPS.get(str(module), str(module))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

@@ -9,8 +9,8 @@ the export).
 
 `reference_elaborates` has no case here: under the demo's simulated verifier every statement
 elaborates (the simulator answers `by sorry` with its warning), so no fault of the data makes it
-fail; its failure across runs is `test_checks_gates.py`'s recorded-evaluation case, and its rule
-`test_elaboration.py`'s."""
+fail; its failure across runs is `checks/test_gates.py`'s recorded-evaluation case, and its rule
+`verify/test_elaboration.py`'s."""
 
 from __future__ import annotations
 

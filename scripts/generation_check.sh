@@ -15,4 +15,4 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
 "$PYTHON" -c "import torch, vllm; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| vllm', vllm.__version__, '| GPUs', torch.cuda.device_count())"
-timeout 900 "$PYTHON" -m pytest -m gpu -q -rs prover_assets_tests/test_engines.py prover_assets_tests/test_openai_engine.py
+timeout 900 "$PYTHON" -m pytest -m gpu -q -rs prover_assets_tests/generation/test_engines.py prover_assets_tests/generation/test_openai_engine.py

@@ -31,71 +31,86 @@ TESTS = "prover_assets_tests"
 # module (under prover_assets/) -> the test files that are its own
 TARGETS: dict[str, list[str]] = {
     # The red team and the real data judge the gate and the protocol's transforms together.
-    "lean/gate.py": ["test_gate.py", "test_gate_redteam.py", "test_gate_real_data.py"],
-    "lean/statements.py": ["test_statements.py"],
-    "lean/extract.py": ["test_extract.py", "test_gate_redteam.py", "test_gate_real_data.py"],
-    "lean/repl.py": ["test_repl.py"],
+    "lean/gate.py": [
+        "lean/test_gate.py",
+        "lean/test_gate_redteam.py",
+        "lean/test_gate_real_data.py",
+    ],
+    "lean/statements.py": ["lean/test_statements.py"],
+    "lean/extract.py": [
+        "lean/test_extract.py",
+        "lean/test_gate_redteam.py",
+        "lean/test_gate_real_data.py",
+    ],
+    "lean/repl.py": ["lean/test_repl.py"],
     # The structure of the text Lean compiles: one theorem, data-only configurations, the
     # runners of Mathlib as data; each judged by its own tests and by the red team.
-    "lean/proof_block.py": ["test_proof_block.py", "test_gate_redteam.py"],
-    "lean/config_values.py": ["test_config_values.py", "test_gate_redteam.py"],
-    "lean/gate_data.py": ["test_gate_data.py"],
-    "lean/canary.py": ["test_canary.py"],
+    "lean/proof_block.py": ["lean/test_proof_block.py", "lean/test_gate_redteam.py"],
+    "lean/config_values.py": ["lean/test_config_values.py", "lean/test_gate_redteam.py"],
+    "lean/gate_data.py": ["lean/test_gate_data.py"],
+    "lean/canary.py": ["lean/test_canary.py"],
     # The host's memory cap and the REPL's direct start, each with its stand-in tools.
-    "lean/memory_cap.py": ["test_memory_cap.py"],
-    "lean/launch.py": ["test_launch.py", "test_workspace.py"],
+    "lean/memory_cap.py": ["lean/test_memory_cap.py"],
+    "lean/launch.py": ["lean/test_launch.py", "verify/test_workspace.py"],
     # How many workers a host holds and what they take.
-    "verify/sizing.py": ["test_sizing.py", "test_preflight_balance.py"],
+    "verify/sizing.py": ["verify/test_sizing.py", "preflight/test_balance.py"],
     # The verifier's cache, batch duplicates and copies are tested with the cache.
-    "verify/verifier.py": ["test_verifier.py", "test_cache.py"],
-    "verify/cache.py": ["test_cache.py"],
+    "verify/verifier.py": ["verify/test_verifier.py", "verify/test_cache.py"],
+    "verify/cache.py": ["verify/test_cache.py"],
     # Header imports and memory reports are read through the backend and the verdict step.
     "verify/pool.py": [
-        *["test_pool.py", "test_verifier.py", "test_worker.py"],
-        *["test_backends.py", "test_verify_stages.py"],
+        *["verify/test_pool.py", "verify/test_verifier.py", "verify/test_worker.py"],
+        *["verify/test_backends.py", "verify/test_stages.py"],
     ],
-    "generation/openai_engine.py": ["test_openai_engine.py"],
+    "generation/openai_engine.py": ["generation/test_openai_engine.py"],
     # The transformers engine's loop, token for token against HF `generate`, batched or alone.
-    "generation/engines.py": ["test_transformers_engine.py", "test_engines.py"],
-    "generation/factory.py": ["test_engines.py"],
-    "generation/vllm_child.py": ["test_vllm_child.py"],
+    "generation/engines.py": [
+        "generation/test_transformers_engine.py",
+        "generation/test_engines.py",
+    ],
+    "generation/factory.py": ["generation/test_engines.py"],
+    "generation/vllm_child.py": ["generation/test_vllm_child.py"],
     # The children run the SIMULATED vllm: every slice, killed engines, the identity check.
-    "generation/vllm_engine.py": ["test_vllm_engine.py"],
+    "generation/vllm_engine.py": ["generation/test_vllm_engine.py"],
     # The recycling and axiom behaviour of the worker is tested through the verifier.
-    "verify/worker.py": ["test_worker.py", "test_verifier.py"],
-    "records/store.py": ["test_records.py"],
+    "verify/worker.py": ["verify/test_worker.py", "verify/test_verifier.py"],
+    "records/store.py": ["records/test_records.py"],
     # Folders named for their owner, swept once it is gone.
-    "records/owned.py": ["test_owned.py"],
+    "records/owned.py": ["records/test_owned.py"],
     # Which outputs a step may read across runs: lineage and the gate rule.
-    "records/gates.py": ["test_gates.py"],
-    "records/layout.py": ["test_layout.py"],
-    "stats/core.py": ["test_stats.py"],
-    "stats/bootstrap.py": ["test_stats.py"],
-    "report/analysis.py": ["test_report.py", "test_report_iterations.py"],
-    "report/iterations.py": ["test_report_iterations.py"],
-    "sft/builder.py": ["test_sft_builder.py"],
-    "sft/memory.py": ["test_sft_memory.py"],
-    "sft/loss.py": ["test_sft_loss.py"],
+    "records/gates.py": ["records/test_gates.py"],
+    "records/layout.py": ["records/test_layout.py"],
+    "stats/core.py": ["stats/test_stats.py"],
+    "stats/bootstrap.py": ["stats/test_stats.py"],
+    "report/analysis.py": ["report/test_analysis.py", "report/test_iterations.py"],
+    "report/iterations.py": ["report/test_iterations.py"],
+    "sft/builder.py": ["sft/test_builder.py"],
+    "sft/memory.py": ["sft/test_memory.py"],
+    "sft/loss.py": ["sft/test_loss.py"],
     # Stamps are read back through manifests (outputs) and model revisions.
-    "records/hashing.py": ["test_records.py", "test_consumers.py", "test_revision.py"],
+    "records/hashing.py": [
+        "records/test_records.py",
+        "records/test_consumers.py",
+        "generation/test_revision.py",
+    ],
     # The statement audit's checks and findings, and the report's comparison without them.
-    "verify/audit.py": ["test_audit.py"],
-    "report/defects.py": ["test_report_defects.py"],
-    "generation/revision.py": ["test_revision.py"],
+    "verify/audit.py": ["verify/test_audit.py"],
+    "report/defects.py": ["report/test_defects.py"],
+    "generation/revision.py": ["generation/test_revision.py"],
     # Which preflight lets a heavy job launch. (The checks themselves, preflight/environment.py,
     # are not a target: 64 % measured, most survivors in the wording of thresholds and remedies
     # and in the GPU query that needs a GPU.)
-    "preflight/gate.py": ["test_preflight_gate.py"],
+    "preflight/gate.py": ["preflight/test_gate.py"],
     # The report's validity conditions, each broken by hand (the SFT ones on a round whose
     # shards the SFT step itself builds).
-    "report/validity.py": ["test_report_validity.py"],
+    "report/validity.py": ["report/test_validity.py"],
     # What a round cost: each step's usage and attempt journal, and the report's sums of them.
-    "records/usage.py": ["test_usage.py", "test_report_cost.py"],
-    "report/cost.py": ["test_report_cost.py"],
+    "records/usage.py": ["records/test_usage.py", "report/test_cost.py"],
+    "report/cost.py": ["report/test_cost.py"],
     # The experiment's rules across iterations, pure: each against a hand-built table.
-    "iteration.py": ["test_iteration.py", "test_assets_sft.py"],
+    "iteration.py": ["test_iteration.py", "assets/test_sft.py"],
     # The registered config's placeholders as required values of the Launchpad's schema.
-    "resources/typed_config.py": ["test_typed_config.py", "test_config.py"],
+    "resources/typed_config.py": ["resources/test_typed_config.py", "test_config.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.
 CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}
