@@ -33,10 +33,7 @@ from prover_assets.assets.metadata import display_number, latest_result, step_wa
 from prover_assets.config import ExperimentSpec, assemble_run_config, is_placeholder
 from prover_assets.generation.runner import GenerationBatchResult
 from prover_assets.gpus import training_ranks
-from prover_assets.preflight.gate import preflight_figures
-from prover_assets.problems.stages import EvalSetResult
-from prover_assets.records.outputs import StageResult
-from prover_assets.report.eta import (
+from prover_assets.operations.eta import (
     BOUNDS,
     RoundPlan,
     StepBalance,
@@ -46,6 +43,9 @@ from prover_assets.report.eta import (
     round_plan,
     step_balances,
 )
+from prover_assets.preflight.gate import preflight_figures
+from prover_assets.problems.stages import EvalSetResult
+from prover_assets.records.outputs import StageResult
 from prover_assets.report.markdown import clock_time, png_image
 from prover_assets.report.plots import bar_plot
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource

@@ -28,7 +28,8 @@ from prover_assets.assets.metadata import (
     partition_of,
     step_materialization,
 )
-from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
+from prover_assets.assets.progress import ProgressReporter
+from prover_assets.assets.retries import fail_fast, start_attempt
 from prover_assets.config import ConfigError, ExperimentSpec
 from prover_assets.generation.engines import EngineOpening
 from prover_assets.generation.revision import MODEL_DIR, model_revision

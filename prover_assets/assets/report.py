@@ -31,6 +31,7 @@ from prover_assets.assets.sft import sft_rounds
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.iteration import iteration_partition
+from prover_assets.operations.eta import EtaEstimate
 from prover_assets.preflight import HEAVY_JOBS
 from prover_assets.problems.defects import known_defects_of
 from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE
@@ -38,7 +39,6 @@ from prover_assets.records import Problem, read_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
 from prover_assets.report.defects import EvalSetDefects
-from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.render import embedded_plots
 from prover_assets.report.stages import ReportSettings, materialize_report

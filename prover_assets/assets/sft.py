@@ -23,7 +23,8 @@ from prover_assets.assets.metadata import (
     partition_of,
     step_materialization,
 )
-from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
+from prover_assets.assets.progress import ProgressReporter
+from prover_assets.assets.retries import fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.revision import MODEL_DIR
 from prover_assets.iteration import OutputRef, sft_round_refs

@@ -28,7 +28,8 @@ from prover_assets.assets.metadata import (
     step_materialization,
     verdict_work_metadata,
 )
-from prover_assets.assets.progress import ProgressReporter, fail_fast, start_attempt
+from prover_assets.assets.progress import ProgressReporter
+from prover_assets.assets.retries import fail_fast, start_attempt
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.stages import GENERATIONS_FILE
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE

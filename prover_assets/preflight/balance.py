@@ -9,9 +9,14 @@ from collections.abc import Mapping
 
 from prover_assets.config import RemoteLeanSettings, RunConfig
 from prover_assets.gpus import training_ranks
+from prover_assets.operations.eta import (
+    eta_table,
+    eval_problems_upper_bound,
+    round_plan,
+    step_balances,
+)
 from prover_assets.preflight.environment import timed
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
-from prover_assets.report.eta import eta_table, eval_problems_upper_bound, round_plan, step_balances
 from prover_assets.verify.sizing import HostShape, sized_workers
 
 __all__ = ["RATE_INPUTS", "balance_check"]

@@ -42,9 +42,9 @@ from prover_assets.lean.launch import repl_launch
 from prover_assets.lean.memory_cap import memory_cap
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplProcess, describe_containment
+from prover_assets.operations.eta import PRIORS, eval_problems_upper_bound
 from prover_assets.preflight.model import CheckStatus, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
-from prover_assets.report.eta import PRIORS, eval_problems_upper_bound
 from prover_assets.sft.export import planned_export
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
 from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from prover_assets.generation.runner import GenerationBatchResult
-from prover_assets.records import MANIFEST_NAME, Generation, Verification, iter_records
-from prover_assets.records.manifest import read_manifest
-from prover_assets.records.usage import StepUsage, recorded_earlier_attempts, recorded_usage
-from prover_assets.report.analysis import RunFiles
-from prover_assets.report.eta import (
+from prover_assets.operations.eta import (
     TRAINING_STEP,
     EtaEstimate,
     pool_round_label,
     run_label,
     step_names,
 )
+from prover_assets.records import MANIFEST_NAME, Generation, Verification, iter_records
+from prover_assets.records.manifest import read_manifest
+from prover_assets.records.usage import StepUsage, recorded_earlier_attempts, recorded_usage
+from prover_assets.report.analysis import RunFiles
 from prover_assets.report.summary import (
     CostRow,
     EtaBesideMeasured,

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from prover_assets.operations.eta import run_label
 from prover_assets.records.usage import AttemptUsage
 from prover_assets.report.analysis import INVALID
-from prover_assets.report.eta import run_label
 from prover_assets.report.markdown import clock_time, markdown_table
 from prover_assets.report.plots import (
     discordance_plot,

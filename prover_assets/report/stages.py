@@ -10,6 +10,7 @@ from typing import Any
 
 from prover_assets import __version__
 from prover_assets.config import PLACE_FIELDS
+from prover_assets.operations.eta import EtaEstimate
 from prover_assets.records import MANIFEST_NAME, OutputExistsError, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
@@ -35,7 +36,6 @@ from prover_assets.report.cost import (
     run_cost,
 )
 from prover_assets.report.defects import EvalSetDefects, defect_free_summary
-from prover_assets.report.eta import EtaEstimate
 from prover_assets.report.iterations import (
     IterationInputs,
     exploratory_comparisons,

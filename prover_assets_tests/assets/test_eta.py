@@ -10,10 +10,10 @@ from prover_assets.assets.metadata import OUTPUT_DIR, step_wall_s
 from prover_assets.config import RunConfig, load_run_config
 from prover_assets.definitions import build_definitions
 from prover_assets.generation.runner import CorrectionCounts, GenerationBatchResult, SamplePlan
+from prover_assets.operations.eta import INPUTS, RoundPlan, eta_table, fixed_steps, measured_inputs
 from prover_assets.preflight import CheckStatus, PreflightCheck, PreflightReport
 from prover_assets.preflight.gate import preflight_identity, write_report
 from prover_assets.records.outputs import Step, StepInputs
-from prover_assets.report.eta import INPUTS, RoundPlan, eta_table, fixed_steps, measured_inputs
 from prover_assets.sft.builder import SftCounts
 from prover_assets.sft.stages import SftShardsResult, TrainingResult
 from prover_assets.verify.elaboration import ElaborationCounts
@@ -430,7 +430,7 @@ def test_measured_rates_are_the_configured_boxs_own_and_never_scaled():
 
 
 def test_each_sampling_steps_balance_names_its_bound_and_the_workers_that_even_it():
-    from prover_assets.report.eta import step_balances
+    from prover_assets.operations.eta import step_balances
 
     # From the hand-computed table above: generation 105 s / 205 s / 105 s, verification
     # 23 s / 43 s / 23 s at 8 workers; 8 x 43 / 205 = 1.68 -> 2 workers would balance round 0.

@@ -7,7 +7,7 @@ import dagster as dg
 
 from prover_assets.assets.keys import ETA_KEY
 from prover_assets.assets.report import headline_metadata, latest_eta
-from prover_assets.report.eta import EtaEstimate
+from prover_assets.operations.eta import EtaEstimate
 from prover_assets.report.summary import McNemarTable, PairedProblem, ProblemSide
 from prover_assets_tests.factories import make_comparison, make_interval, make_side
 

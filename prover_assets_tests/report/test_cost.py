@@ -409,8 +409,8 @@ def test_a_runs_gpu_time_per_solved_problem_is_its_wall_times_the_gpus_held(tmp_
 
 
 def test_the_eta_of_each_measured_step_is_set_beside_its_wall_and_their_ratio():
+    from prover_assets.operations.eta import EtaEstimate
     from prover_assets.report.cost import eta_beside_measured
-    from prover_assets.report.eta import EtaEstimate
 
     def measured(name: str, wall: float, *earlier: float) -> StepCost:
         attempts = [attempt(None, w, 0.0, 0.0) for w in earlier]
