@@ -54,7 +54,7 @@ demo-tunings: install
 # WORKSPACE=<dir>. Resumable: a rerun skips what is done.
 LEAN_CONFIG ?= configs/p2.yaml
 lean-workspace: install
-	$(BIN)/python -m prover_assets.verify.workspace --config $(LEAN_CONFIG) $(if $(WORKSPACE),--workspace $(WORKSPACE))
+	$(BIN)/python -m prover_assets.lean.workspace --config $(LEAN_CONFIG) $(if $(WORKSPACE),--workspace $(WORKSPACE))
 
 # Every check a round needs (config, model, Lean, memory, GPUs, prompt, a smoke round, disk), in
 # minutes: heavy jobs refuse to launch without a passing one for the same config, pins and code.

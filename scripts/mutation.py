@@ -51,7 +51,7 @@ TARGETS: dict[str, list[str]] = {
     "lean/canary.py": ["lean/test_canary.py"],
     # The host's memory cap and the REPL's direct start, each with its stand-in tools.
     "lean/memory_cap.py": ["lean/test_memory_cap.py"],
-    "lean/launch.py": ["lean/test_launch.py", "verify/test_workspace.py"],
+    "lean/launch.py": ["lean/test_launch.py", "lean/test_workspace.py"],
     # How many workers a host holds and what they take.
     "verify/sizing.py": ["verify/test_sizing.py", "preflight/test_balance.py"],
     # The verifier's cache, batch duplicates and copies are tested with the cache.

@@ -8,8 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
-from prover_assets.verify.workspace import (
+from prover_assets.lean.workspace import (
     CACHE_ATTEMPTS,
     CACHE_DONE,
     NO_CACHE_ON_UPDATE,
@@ -20,6 +21,7 @@ from prover_assets.verify.workspace import (
     main,
 )
 from prover_assets_tests.doubles.lean_tools import use_stand_ins
+from prover_assets_tests.support import CONFIGS
 
 PINS = WorkspacePins(lean_version="v4.9.0-rc1", mathlib_rev="d1d1e4b7", repl_rev="7df77c0a")
 
@@ -140,17 +142,30 @@ def test_without_elan_it_says_how_to_install_it(tmp_path, stand_ins):
         build_workspace(tmp_path / "workspace", PINS)
 
 
-def write_config(tmp_path: Path, workspace: str) -> Path:
+def write_config(tmp_path: Path, workspace: str, **local: object) -> Path:
+    """configs/p2.yaml as shipped (its other placeholders left), its Lean workspace `workspace`
+    and its pins `PINS`, with `local` set in its local Lean settings."""
+    raw = yaml.safe_load((CONFIGS / "p2.yaml").read_text())
+    settings = raw["resources"]["lean"]["config"]["settings"]["local"]
+    settings.update(workspace=workspace, expected_pins=vars(PINS), **local)
     config = tmp_path / "p2.yaml"
-    settings = {
-        "workspace": workspace,
-        "command": ["lake", "exe", "repl"],
-        "expected_pins": vars(PINS),
-    }
-    config.write_text(
-        json.dumps({"resources": {"lean": {"config": {"settings": {"local": settings}}}}})
-    )
+    config.write_text(yaml.safe_dump(raw))
     return config
+
+
+def test_a_config_without_all_three_pins_is_refused_naming_the_missing(tmp_path, capsys):
+    config = write_config(tmp_path, str(tmp_path / "workspace"))
+    raw = yaml.safe_load(config.read_text())
+    del raw["resources"]["lean"]["config"]["settings"]["local"]["expected_pins"]["repl_rev"]
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["--config", str(config)]) == 1
+    assert "expected_pins lacks ['repl_rev']" in capsys.readouterr().err
+
+
+def test_a_config_the_run_would_refuse_is_refused_here_too(tmp_path, capsys):
+    config = write_config(tmp_path, str(tmp_path / "workspace"), memory_cap_mb=-1)
+    assert main(["--config", str(config)]) == 1
+    assert "memory_cap_mb" in capsys.readouterr().err
 
 
 def test_make_lean_workspace_builds_reads_the_pins_back_and_passes_the_self_test(

@@ -19,7 +19,7 @@ Steps, each printed with the command it runs, each skipped when its result is al
    `expected_pins`, then the verifier's self-test on one REPL of the workspace, started as the
    workers start it.
 
-`python -m prover_assets.verify.workspace --config configs/p2.yaml [--workspace DIR]`.
+`python -m prover_assets.lean.workspace --config configs/p2.yaml [--workspace DIR]`.
 """
 
 from __future__ import annotations
@@ -30,20 +30,31 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-import yaml
-
-from prover_assets.config import is_placeholder
+from prover_assets.config import (
+    ConfigError,
+    LocalLeanSettings,
+    is_placeholder,
+    load_run_config,
+)
 from prover_assets.lean.launch import LaunchError
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Pins, publish_text
 from prover_assets.verify.backends import LocalReplBackend, self_test
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
 
-__all__ = ["WorkspaceError", "WorkspacePins", "build_workspace", "lakefile", "main"]
+__all__ = [
+    "WorkspaceError",
+    "WorkspacePins",
+    "build_workspace",
+    "lakefile",
+    "local_lean_settings",
+    "main",
+    "workspace_pins",
+]
 
 MATHLIB_GIT = "https://github.com/leanprover-community/mathlib4"
 REPL_GIT = "https://github.com/leanprover-community/repl"
@@ -72,6 +83,9 @@ class WorkspacePins:
     @property
     def toolchain(self) -> str:
         return f"leanprover/lean4:{self.lean_version}"
+
+
+WORKSPACE_PINS = tuple(f.name for f in fields(WorkspacePins))
 
 
 def lakefile(pins: WorkspacePins) -> str:
@@ -253,14 +267,26 @@ def run_self_test(folder: Path, pins: Pins, command: Sequence[str], budget_s: fl
     return outcome.passed
 
 
-def _lean_settings(config: Path) -> dict:
-    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-    try:
-        return raw["resources"]["lean"]["config"]["settings"]["local"]
-    except (KeyError, TypeError) as exc:
+def local_lean_settings(config: Path) -> LocalLeanSettings:
+    """The local Lean backend's settings of the run config `config`, read and validated as every
+    run reads them (`config.load_run_config`); another backend is refused saying so."""
+    lean = load_run_config(config).lean
+    if not isinstance(lean, LocalLeanSettings):
         raise WorkspaceError(
-            f"{config}: no resources.lean.config.settings.local (the local Lean backend)"
-        ) from exc
+            f"{config}: resources.lean.config.settings.backend is {lean.backend!r}; a workspace "
+            "is built for the local Lean backend"
+        )
+    return lean
+
+
+def workspace_pins(config: Path, expected: Mapping[str, str]) -> WorkspacePins:
+    """The pins to build at: the config's `expected_pins`, every one of them named."""
+    if missing := [name for name in WORKSPACE_PINS if name not in expected]:
+        raise WorkspaceError(
+            f"{config}: resources.lean.config.settings.local.expected_pins lacks {missing}; a "
+            "workspace is built at all three"
+        )
+    return WorkspacePins(**{name: expected[name] for name in WORKSPACE_PINS})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,18 +298,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--self-test-budget-s", type=float, default=300.0)
     args = parser.parse_args(argv)
     try:
-        settings = _lean_settings(args.config)
-        folder = args.workspace or Path(settings["workspace"])
-        if args.workspace is None and is_placeholder(settings["workspace"]):
+        settings = local_lean_settings(args.config)
+        folder = args.workspace or Path(settings.workspace)
+        if args.workspace is None and is_placeholder(settings.workspace):
             raise WorkspaceError(
                 f"{args.config}: resources.lean.config.settings.local.workspace is still "
-                f"{settings['workspace']!r}; fill it in or pass WORKSPACE=<dir>"
+                f"{settings.workspace!r}; fill it in or pass WORKSPACE=<dir>"
             )
-        pins = WorkspacePins(**settings["expected_pins"])
+        pins = workspace_pins(args.config, settings.expected_pins)
         found = build_workspace(folder.resolve(), pins)
-        command = settings.get("command", ["lake", "exe", "repl"])
-        passed = run_self_test(folder.resolve(), found, command, args.self_test_budget_s)
-    except (WorkspaceError, PinError, LaunchError) as exc:
+        passed = run_self_test(folder.resolve(), found, settings.command, args.self_test_budget_s)
+    except (WorkspaceError, ConfigError, PinError, LaunchError) as exc:
         print(f"make lean-workspace: {exc}", file=sys.stderr)
         return 1
     print(f"workspace ready: {folder.resolve()}" if passed else "workspace NOT ready")
