@@ -14,7 +14,7 @@ import sys
 
 from prover_assets.config import RunConfig
 from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
 
 __all__ = ["VARLEN_FORWARD", "attention_check"]
 
@@ -46,15 +46,17 @@ def attention_check(config: RunConfig) -> PreflightCheck:
         f"training.attention: sdpa and accept about twice the step time at {tokens} tokens"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         if device != "cuda":
-            return CheckStatus.NOT_APPLICABLE, "training on CPU: SDPA, no flash-attention", {}
+            return Measurement(
+                CheckStatus.NOT_APPLICABLE, "training on CPU: SDPA, no flash-attention"
+            )
         if training.attention == "sdpa":
             text = (
                 "sdpa, as the config names it: a dense block-diagonal mask over each packed "
                 f"micro-batch of {tokens} tokens, about twice the step time of flash-attention 2"
             )
-            return CheckStatus.PASSED, text, {}
+            return Measurement(CheckStatus.PASSED, text)
         done = subprocess.run(
             [sys.executable, "-c", VARLEN_FORWARD],
             capture_output=True,
@@ -64,10 +66,14 @@ def attention_check(config: RunConfig) -> PreflightCheck:
             check=False,
         )
         if done.returncode == 0:
-            return CheckStatus.PASSED, f"flash-attn {done.stdout.strip()}: a varlen forward ran", {}
+            return Measurement(
+                CheckStatus.PASSED, f"flash-attn {done.stdout.strip()}: a varlen forward ran"
+            )
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         fallback = " (auto would fall back to SDPA)" if training.attention == "auto" else ""
-        return CheckStatus.FAILED, f"flash_attn does not import or run{fallback}: {last}", {}
+        return Measurement(
+            CheckStatus.FAILED, f"flash_attn does not import or run{fallback}: {last}"
+        )
 
     return timed("training.attention", threshold, remedy, measure)
 

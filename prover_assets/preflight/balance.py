@@ -16,7 +16,7 @@ from prover_assets.operations.eta import (
     step_balances,
 )
 from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
 from prover_assets.verify.sizing import HostShape, sized_workers
 
 __all__ = ["RATE_INPUTS", "balance_check"]
@@ -46,9 +46,9 @@ def balance_check(
         "count that balances the pool round"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         if isinstance(lean, RemoteLeanSettings):
-            return CheckStatus.NOT_APPLICABLE, "a Lean server sizes its own workers", {}
+            return Measurement(CheckStatus.NOT_APPLICABLE, "a Lean server sizes its own workers")
         shape = host or HostShape.this_host()
         sizing = sized_workers(lean, shape)
         spec = config.experiment
@@ -65,6 +65,6 @@ def balance_check(
             f"{sizing.describe()} on {shape.cores} cores and {shape.memory_mb / 1024:.0f} GiB; "
             f"rates: {rates}; {steps}"
         )
-        return CheckStatus.PASSED, text, {}
+        return Measurement(CheckStatus.PASSED, text)
 
     return timed("round.balance", threshold, remedy, measure)

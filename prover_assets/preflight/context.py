@@ -18,7 +18,7 @@ from typing import Any
 from prover_assets.config import ExperimentSpec, RunConfig, resolve_path
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
 from prover_assets.problems.stages import read_eval_set
 
 __all__ = [
@@ -105,16 +105,16 @@ def context_check(config: RunConfig, tokenizer_folder: Path) -> PreflightCheck:
         "lower the caps; at the largest cap the window clamps the completion by design"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         from transformers import AutoTokenizer
 
         longest = longest_prompts(spec, AutoTokenizer.from_pretrained(tokenizer_folder))
         figures = {"longest_prompt_tokens": float(max((p.tokens for p in longest), default=0))}
         if faults := context_faults(spec, longest):
-            return CheckStatus.FAILED, "; ".join(faults), figures
+            return Measurement(CheckStatus.FAILED, "; ".join(faults), figures)
         said = ", ".join(f"{p.eval_set} {p.tokens} ({p.problem_id})" for p in longest)
         note = correction_rows_note(spec, longest)
         measured = f"longest round-0 prompts in tokens: {said}" + (f"; {note}" if note else "")
-        return CheckStatus.PASSED, measured, figures
+        return Measurement(CheckStatus.PASSED, measured, figures)
 
     return timed("prompt.context", threshold, remedy, measure)

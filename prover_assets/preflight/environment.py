@@ -43,7 +43,7 @@ from prover_assets.lean.memory_cap import memory_cap
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.repl import ReplProcess, describe_containment
 from prover_assets.operations.eta import PRIORS, eval_problems_upper_bound
-from prover_assets.preflight.model import CheckStatus, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.sft.export import planned_export
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
@@ -89,23 +89,23 @@ def timed(
     name: str,
     threshold: str,
     remedy: str,
-    measure: Callable[[], tuple[CheckStatus, str, dict[str, float]]],
+    measure: Callable[[], Measurement],
 ) -> PreflightCheck:
-    """Run `measure` (status, what it measured, figures) as the check `name`; an exception is
-    the check's failure, its message what was measured."""
+    """Run `measure` as the check `name`; an exception is the check's failure, its message
+    what was measured."""
     started = time.monotonic()
     try:
-        status, measured, figures = measure()
+        found = measure()
     except Exception as exc:
-        status, measured, figures = CheckStatus.FAILED, f"{type(exc).__name__}: {exc}", {}
+        found = Measurement(CheckStatus.FAILED, f"{type(exc).__name__}: {exc}")
     return PreflightCheck(
         name=name,
-        status=status,
-        measured=measured,
+        status=found.status,
+        measured=found.measured,
         threshold=threshold,
         remedy=remedy,
         seconds=round(time.monotonic() - started, 3),
-        figures=figures,
+        figures=found.figures,
     )
 
 
@@ -128,10 +128,10 @@ def _verdict(ok: bool) -> CheckStatus:
 def placeholders_check(config: RunConfig) -> PreflightCheck:
     """`config.placeholders`: no `REPLACE_ME` value left in the config."""
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         found = config.placeholders
         listed = f": {', '.join(found)}" if found else ""
-        return _verdict(not found), f"{len(found)} placeholders{listed}", {}
+        return Measurement(_verdict(not found), f"{len(found)} placeholders{listed}")
 
     return timed(
         "config.placeholders",
@@ -161,7 +161,7 @@ def config_paths(config: RunConfig) -> dict[str, str]:
 def paths_check(config: RunConfig) -> PreflightCheck:
     """`config.paths`: every path the config names exists, and the data root can be made."""
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         paths = config_paths(config)
         missing = [
             f"{where} ({value})"
@@ -178,7 +178,7 @@ def paths_check(config: RunConfig) -> PreflightCheck:
         text = f"{found} of {len(paths)} paths exist" + (
             f"; missing: {', '.join(missing)}" if missing else ""
         )
-        return _verdict(not missing), text, {}
+        return Measurement(_verdict(not missing), text)
 
     return timed(
         "config.paths",
@@ -227,7 +227,7 @@ def model_files_check(folder: Path) -> PreflightCheck:
     )
     threshold = "weights, a tokenizer and a chat template"
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         found = model_files(folder)
         missing = [
             what
@@ -245,10 +245,9 @@ def model_files_check(folder: Path) -> PreflightCheck:
             f"{len(found.weights)} weight shards, tokenizer {found.tokenizer}, chat template in "
             f"{found.chat_template}"
         )
-        return (
+        return Measurement(
             _verdict(not missing),
             text + (f"; missing: {', '.join(missing)}" if missing else ""),
-            {},
         )
 
     return timed("model.files", threshold, remedy, measure)
@@ -264,8 +263,8 @@ def model_revision_check(folder: Path, declared: str | None) -> PreflightCheck:
     )
     remedy = "download the revision the config names, or correct model.revision"
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
-        return CheckStatus.PASSED, f"{folder} is {model_revision(folder, declared)}", {}
+    def measure() -> Measurement:
+        return Measurement(CheckStatus.PASSED, f"{folder} is {model_revision(folder, declared)}")
 
     return timed("model.revision", threshold, remedy, measure)
 
@@ -287,16 +286,16 @@ def pins_check(config: RunConfig) -> PreflightCheck:
     lean = config.lean
     expected = getattr(lean, "expected_pins", {})
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         pins = settings_pins(lean)
         read = ", ".join(
             f"{k} {getattr(pins, k)}" for k in ("lean_version", "mathlib_rev", "repl_rev")
         )
         if isinstance(lean, SimulatedLeanSettings):
-            return CheckStatus.NOT_APPLICABLE, f"SIMULATED verifier: {read}", {}
+            return Measurement(CheckStatus.NOT_APPLICABLE, f"SIMULATED verifier: {read}")
         if isinstance(lean, RemoteLeanSettings):
-            return CheckStatus.PASSED, f"declared by the config for the server: {read}", {}
-        return CheckStatus.PASSED, f"read from the workspace: {read}", {}
+            return Measurement(CheckStatus.PASSED, f"declared by the config for the server: {read}")
+        return Measurement(CheckStatus.PASSED, f"read from the workspace: {read}")
 
     return timed(
         "lean.pins",
@@ -386,7 +385,7 @@ def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure)
             "lean.round_trip", "a Lean server: the self-test is its round trip", threshold, remedy
         )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         answer = one_command(lean, ROUND_TRIP_COMMAND, timeout_s)
         measured.round_trip_s = answer.seconds
         # The REPL ran as the verifier runs it: say what contained it.
@@ -395,8 +394,8 @@ def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure)
             f"answered in {answer.seconds:.2f} s; contained by {held['mechanism']}: {held['how']}"
         )
         if answer.errors:
-            return CheckStatus.FAILED, f"{text} with errors: {answer.errors[:2]}", {}
-        return CheckStatus.PASSED, text, {"repl round trip s": answer.seconds}
+            return Measurement(CheckStatus.FAILED, f"{text} with errors: {answer.errors[:2]}")
+        return Measurement(CheckStatus.PASSED, text, {"repl round trip s": answer.seconds})
 
     return timed("lean.round_trip", threshold, remedy, measure)
 
@@ -423,7 +422,7 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
         "or a slow disk"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         answer = one_command(lean, GOEDEL_HEADER.strip(), lean.header_timeout_s)
         memory = answer.memory
         measured.import_s = answer.seconds
@@ -443,7 +442,7 @@ def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
             f"{memory['address_space_mb']:.0f} MiB"
             + (f"; errors: {answer.errors[:2]}" if answer.errors else "")
         )
-        return _verdict(ok), text, {"header import s": answer.seconds}
+        return Measurement(_verdict(ok), text, {"header import s": answer.seconds})
 
     return timed("lean.import", threshold, remedy, measure)
 
@@ -484,7 +483,7 @@ def host_memory_check(
         "host.memory",
         "the need below 90 % of the host's memory",
         "fewer lean workers, the exclusive schedule, or a host with more memory",
-        lambda: (_verdict(need <= 0.9 * total), text, {}),
+        lambda: Measurement(_verdict(need <= 0.9 * total), text),
     )
 
 
@@ -548,7 +547,7 @@ def gpu_check(
             "gpu.devices", "this config samples and trains on CPU", threshold, remedy
         )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         found = (query or _query_gpus)()
         problems, trains_on = _training_gpus(training, found["count"])
         wanted = sorted(set(gpu.gpus) | set(trains_on))
@@ -574,7 +573,7 @@ def gpu_check(
             f"training on GPUs {trains_on}"
         )
         figures = {"training_gpus": float(len(trains_on))}
-        return (
+        return Measurement(
             _verdict(not problems),
             text + (f"; {'; '.join(problems)}" if problems else ""),
             figures,
@@ -657,23 +656,22 @@ def golden_prompt_check(tokenizer_folder: Path) -> PreflightCheck:
         "use the registered snapshot's tokenizer_config.json (its chat_template) unchanged"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         from transformers import AutoTokenizer
 
         statement, golden = golden_prompt()
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
         rendered, _ = render_prompt(tokenizer, round0_messages(statement))
         if rendered == golden:
-            return CheckStatus.PASSED, f"identical ({len(golden.encode())} bytes)", {}
+            return Measurement(CheckStatus.PASSED, f"identical ({len(golden.encode())} bytes)")
         at = next(
             (i for i, (a, b) in enumerate(zip(rendered, golden, strict=False)) if a != b),
             min(len(rendered), len(golden)),
         )
-        return (
+        return Measurement(
             CheckStatus.FAILED,
             f"differs at character {at}: rendered {rendered[max(at - 20, 0) : at + 20]!r}, golden "
             f"{golden[max(at - 20, 0) : at + 20]!r}",
-            {},
         )
 
     return timed("prompt.golden", threshold, remedy, measure)
@@ -728,7 +726,7 @@ def disk_check(
     threshold = f"free space at least {margin:g} x the round's footprint"
     remedy = f"free space on {existing}, or move data_root to a larger disk"
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         free = (free_bytes or (lambda path: shutil.disk_usage(path).free))(existing)
         terms = round_footprint_bytes(config, model_bytes)
         need = sum(terms.values())
@@ -737,6 +735,6 @@ def disk_check(
             + ", ".join(f"{name} {value / (1 << 30):.1f}" for name, value in terms.items())
             + ")"
         )
-        return _verdict(free >= margin * need), text, {}
+        return Measurement(_verdict(free >= margin * need), text)
 
     return timed("disk.free", threshold, remedy, measure)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CheckStatus", "PreflightCheck", "PreflightIdentity", "PreflightReport"]
+__all__ = ["CheckStatus", "Measurement", "PreflightCheck", "PreflightIdentity", "PreflightReport"]
 
 
 class CheckStatus(StrEnum):
@@ -17,6 +18,17 @@ class CheckStatus(StrEnum):
     FAILED = "failed"
     BLOCKED = "blocked"  # not run: a check it needs failed (named in `measured`)
     NOT_APPLICABLE = "not applicable"  # this config does not use what it checks (said why)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one check's measure found: how it ended, what it measured in words, and the
+    numbers it measured (the ETA reads them); `environment.timed` makes it a `PreflightCheck`
+    with the check's name, threshold, remedy and seconds."""
+
+    status: CheckStatus
+    measured: str
+    figures: dict[str, float] = field(default_factory=dict)
 
 
 class PreflightCheck(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prover_assets.config import RemoteLeanSettings, RunConfig, resolve_path
@@ -20,17 +20,18 @@ from prover_assets.preflight.context import context_check
 from prover_assets.preflight.gate import PREFLIGHT_DIR, preflight_identity, write_report
 from prover_assets.preflight.model import (
     CheckStatus,
+    Measurement,
     PreflightCheck,
     PreflightIdentity,
     PreflightReport,
 )
-from prover_assets.records import now_utc, publish_text
+from prover_assets.records import Generation, now_utc, publish_text
 from prover_assets.records.hashing import sha256_text
 from prover_assets.records.owned import Removed, owned_name, remove_dead_owners
 from prover_assets.verify.backends import SELF_TEST_JOBS, backend_from_settings, self_test
 from prover_assets.verify.sizing import sized_workers
 
-__all__ = ["PreflightSettings", "run_preflight"]
+__all__ = ["STEPS", "PreflightSettings", "PreflightState", "Step", "run_preflight", "run_step"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCh
         else lean.model_copy(update={"workers": 1, "warm_spare": False})
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         started = time.monotonic()
         with backend_from_settings(one) as backend:
             outcome = self_test(backend, lean.budget_s, GOEDEL_HEADER.strip())
@@ -127,7 +128,7 @@ def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCh
             if isinstance(lean, RemoteLeanSettings)
             else {"verify_s_per_code_sample": per_proof / sized_workers(lean).workers}
         )
-        return status, text, figures
+        return Measurement(status, text, figures)
 
     return env.timed(
         "lean.self_test",
@@ -138,113 +139,153 @@ def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCh
     )
 
 
-class _Checks:
-    """The checks run so far, in order; each is told to `progress` as it is added."""
+@dataclass
+class PreflightState:
+    """What the checks have found so far, for the checks after them: the model resolved, the
+    REPL's measured seconds, the smoke round's samples, shards and checkpoint, and every check
+    done, in order."""
 
-    def __init__(self, progress: Progress) -> None:
-        self.done: list[PreflightCheck] = []
-        self._progress = progress
+    config: RunConfig
+    settings: PreflightSettings
+    work: Path
+    repl: env.ReplMeasure = field(default_factory=env.ReplMeasure)
+    model: smoke.SmokeModel | None = None
+    generations: list[Generation] = field(default_factory=list)
+    shards: Path | None = None
+    checkpoint: Path | None = None
+    done: list[PreflightCheck] = field(default_factory=list)
 
-    def add(self, check: PreflightCheck) -> None:
-        self.done.append(check)
-        self._progress(check)
+    def passed(self, name: str) -> bool:
+        return next(c for c in self.done if c.name == name).ok
 
-    def ok(self, *names: str) -> bool:
-        return all(next(c for c in self.done if c.name == name).ok for name in names)
+    @property
+    def figures(self) -> dict[str, float]:
+        """Every number the checks so far measured, by name (the round's balance reads them)."""
+        return {name: value for check in self.done for name, value in check.figures.items()}
 
-    def first_failed(self, *names: str) -> str:
-        return next(name for name in names if not self.ok(name))
+    @property
+    def model_bytes(self) -> int:
+        if self.model is None:
+            return 0
+        return sum(p.stat().st_size for p in self.model.folder.glob("*.safetensors"))
 
-    def add_if(self, needs: tuple[str, ...], run: Callable[[], PreflightCheck], name: str) -> None:
-        """`run()` when every check `needs` passed, else `name` blocked by the first that did
-        not."""
-        if self.ok(*needs):
-            self.add(run())
-        else:
-            self.add(env.blocked(name, self.first_failed(*needs), "see its row", "see above"))
+    def loaded_model(self) -> smoke.SmokeModel:
+        """The model `model.load` resolved (a step that reads it needs `model.load`)."""
+        if self.model is None:
+            raise RuntimeError("a check that reads the model ran without model.load")
+        return self.model
 
 
-def _model_checks(config: RunConfig, checks: _Checks, work: Path) -> smoke.SmokeModel | None:
-    """The model folder resolved (built, for the demo), its files and its revision."""
-    resolved: list[smoke.SmokeModel] = []
+@dataclass(frozen=True)
+class Step:
+    """One check of the preflight: its name, the checks that must have passed for it to run
+    (else it is `blocked` by the first that did not), and how it runs on the state."""
 
-    def resolve_model() -> tuple[CheckStatus, str, dict[str, float]]:
-        resolved.append(_smoke_model(config, work))
-        return CheckStatus.PASSED, f"{resolved[0].folder} is {resolved[0].revision}", {}
+    name: str
+    run: Callable[[PreflightState], PreflightCheck]
+    needs: tuple[str, ...] = ()
 
-    checks.add(
-        env.timed(
-            "model.load",
-            "the model folder resolves and its revision derives",
-            "download the snapshot into model.path and give its hub revision in model.revision",
-            resolve_model,
-        )
+
+def _load_model(state: PreflightState) -> PreflightCheck:
+    """`model.load`: the model folder resolved (built, for the demo) and its revision."""
+
+    def resolve_model() -> Measurement:
+        state.model = _smoke_model(state.config, state.work)
+        return Measurement(CheckStatus.PASSED, f"{state.model.folder} is {state.model.revision}")
+
+    return env.timed(
+        "model.load",
+        "the model folder resolves and its revision derives",
+        "download the snapshot into model.path and give its hub revision in model.revision",
+        resolve_model,
     )
-    model = resolved[0] if resolved else None
-    declared = None if config.experiment.demo else config.experiment.model.revision
-    if model is None:
-        checks.add(env.blocked("model.files", "model.load", "see its row", "see above"))
-        checks.add(env.blocked("model.revision", "model.load", "see its row", "see above"))
-    else:
-        checks.add(env.model_files_check(model.folder))
-        checks.add(env.model_revision_check(model.folder, declared))
-    return model
 
 
-def _lean_checks(config: RunConfig, checks: _Checks, settings: PreflightSettings) -> None:
-    """The pins, one round trip, one import, the self-test, and the host memory they need."""
-    measured = env.ReplMeasure()
-    checks.add(env.pins_check(config))
-    checks.add(env.round_trip_check(config, settings.round_trip_timeout_s, measured))
-    repl = ("lean.pins", "lean.round_trip")
-    checks.add_if(repl, lambda: env.import_check(config, measured), "lean.import")
-    checks.add_if(repl, lambda: self_test_check(config, measured), "lean.self_test")
-    checks.add(env.host_memory_check(config, measured))
+def _model_revision(state: PreflightState) -> PreflightCheck:
+    declared = None if state.config.experiment.demo else state.config.experiment.model.revision
+    return env.model_revision_check(state.loaded_model().folder, declared)
 
 
-def _smoke_checks(
-    config: RunConfig,
-    checks: _Checks,
-    settings: PreflightSettings,
-    model: smoke.SmokeModel | None,
-    work: Path,
-) -> None:
-    """The smoke round: samples, their verdicts, the memory plan, two steps, the export."""
-    generations: list = []
-    shards: list[Path] = []
+def _smoke_generation(state: PreflightState) -> PreflightCheck:
+    cap = state.settings.smoke_cap or min(state.config.experiment.generation.caps)
+    check, made = smoke.generation_check(
+        state.config, state.loaded_model(), state.work, state.settings.smoke_samples, cap
+    )
+    state.generations = list(made)
+    return check
 
-    def generate() -> PreflightCheck:
-        assert model is not None
-        cap = settings.smoke_cap or min(config.experiment.generation.caps)
-        check, made = smoke.generation_check(config, model, work, settings.smoke_samples, cap)
-        generations.extend(made)
-        return check
 
-    def train() -> PreflightCheck:
-        assert model is not None
-        check, shards_dir, checkpoint = smoke.training_check(config, model, work)
-        shards.extend(p for p in (shards_dir, checkpoint) if p is not None)
-        return check
+def _smoke_training(state: PreflightState) -> PreflightCheck:
+    check, state.shards, state.checkpoint = smoke.training_check(
+        state.config, state.loaded_model(), state.work
+    )
+    return check
 
-    loaded = ("model.load", "model.files", "gpu.devices")
-    checks.add_if(loaded, generate, "smoke.generation")
-    checks.add_if(
-        ("smoke.generation", "lean.self_test"),
-        lambda: smoke.verification_check(config, generations),
+
+def _smoke_export(state: PreflightState) -> PreflightCheck:
+    if state.shards is None or state.checkpoint is None:
+        raise RuntimeError("smoke.export ran without the smoke round's shards and checkpoint")
+    return smoke.export_check(
+        state.config, state.loaded_model(), state.shards, state.checkpoint, state.work
+    )
+
+
+MODEL = ("model.load",)
+REPL = ("lean.pins", "lean.round_trip")
+# Every check, in the order the report lists them.
+STEPS: tuple[Step, ...] = (
+    Step("config.placeholders", lambda s: env.placeholders_check(s.config)),
+    Step("config.paths", lambda s: env.paths_check(s.config)),
+    Step("model.load", _load_model),
+    Step("model.files", lambda s: env.model_files_check(s.loaded_model().folder), MODEL),
+    Step("model.revision", _model_revision, MODEL),
+    Step("lean.pins", lambda s: env.pins_check(s.config)),
+    Step(
+        "lean.round_trip",
+        lambda s: env.round_trip_check(s.config, s.settings.round_trip_timeout_s, s.repl),
+    ),
+    Step("lean.import", lambda s: env.import_check(s.config, s.repl), REPL),
+    Step("lean.self_test", lambda s: self_test_check(s.config, s.repl), REPL),
+    Step("host.memory", lambda s: env.host_memory_check(s.config, s.repl)),
+    Step("gpu.devices", lambda s: env.gpu_check(s.config)),
+    Step("prompt.golden", lambda s: env.golden_prompt_check(s.loaded_model().folder), MODEL),
+    Step("prompt.context", lambda s: context_check(s.config, s.loaded_model().folder), MODEL),
+    Step("smoke.generation", _smoke_generation, ("model.load", "model.files", "gpu.devices")),
+    Step(
         "smoke.verification",
-    )
-    checks.add_if(
-        ("model.load",), lambda: smoke.memory_plan_check(config, model), "training.memory_plan"
-    )
-    checks.add_if(("gpu.devices",), lambda: attention_check(config), "training.attention")
-    checks.add_if(
-        ("training.memory_plan", "gpu.devices", "training.attention"), train, "smoke.training"
-    )
-    checks.add_if(
-        ("smoke.training",),
-        lambda: smoke.export_check(config, model, shards[0], shards[1], work),
-        "smoke.export",
-    )
+        lambda s: smoke.verification_check(s.config, s.generations),
+        ("smoke.generation", "lean.self_test"),
+    ),
+    Step(
+        "training.memory_plan",
+        lambda s: smoke.memory_plan_check(s.config, s.loaded_model()),
+        MODEL,
+    ),
+    Step("training.attention", lambda s: attention_check(s.config), ("gpu.devices",)),
+    Step(
+        "smoke.training",
+        _smoke_training,
+        ("training.memory_plan", "gpu.devices", "training.attention"),
+    ),
+    Step("smoke.export", _smoke_export, ("smoke.training",)),
+    Step(
+        "disk.free",
+        lambda s: env.disk_check(s.config, s.settings.disk_margin, s.model_bytes),
+    ),
+    Step("round.balance", lambda s: balance_check(s.config, s.figures)),
+)
+
+
+def run_step(step: Step, state: PreflightState) -> PreflightCheck:
+    """`step` on `state` when every check it needs passed, else `blocked` by the first that did
+    not; a check that names itself otherwise than its step is a programming error."""
+    failed = [name for name in step.needs if not state.passed(name)]
+    if failed:
+        return env.blocked(step.name, failed[0], "see its row", "see above")
+    check = step.run(state)
+    if check.name != step.name:
+        raise RuntimeError(f"the step {step.name} made the check {check.name}")
+    return check
 
 
 def run_preflight(
@@ -264,24 +305,16 @@ def run_preflight(
     swept = sweep_work_folders(root, identity_key=key)
     work = root / owned_name(f"{WORK_PREFIX}-{key}-{time.strftime('%Y%m%dT%H%M%S')}")
     work.mkdir(parents=True, exist_ok=True)
-    checks = _Checks(progress)
-    checks.add(env.placeholders_check(config))
-    checks.add(env.paths_check(config))
-    model = _model_checks(config, checks, work)
-    _lean_checks(config, checks, settings)
-    checks.add(env.gpu_check(config))
-    checks.add_if(("model.load",), lambda: env.golden_prompt_check(model.folder), "prompt.golden")
-    checks.add_if(("model.load",), lambda: context_check(config, model.folder), "prompt.context")
-    _smoke_checks(config, checks, settings, model, work)
-    model_bytes = sum(p.stat().st_size for p in model.folder.glob("*.safetensors")) if model else 0
-    checks.add(env.disk_check(config, settings.disk_margin, model_bytes))
-    figures = {name: value for check in checks.done for name, value in check.figures.items()}
-    checks.add(balance_check(config, figures))
-    passed = all(c.ok for c in checks.done)
+    state = PreflightState(config, settings, work)
+    for step in STEPS:
+        check = run_step(step, state)
+        state.done.append(check)
+        progress(check)
+    passed = all(c.ok for c in state.done)
     report = PreflightReport(
         identity=identity,
         config_source=config.source,
-        checks=checks.done,
+        checks=state.done,
         wall_s=round(time.monotonic() - started, 1),
         finished_at=now_utc(),
         simulated=config.experiment.demo is not None or config.lean.backend == "simulated",

@@ -26,7 +26,7 @@ from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.generation.stages import sampling_settings
 from prover_assets.gpus import training_ranks
 from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.records import Appender, Generation, Problem, publish_folder, read_records
 from prover_assets.records.outputs import StageResult, Step, StepInputs
@@ -92,7 +92,7 @@ def generation_check(
         "a model folder vLLM cannot read"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         specs = round0_specs(smoke_problems(samples), 1, cap)
         opening = EngineOpening(
             model_path=model.folder,
@@ -117,7 +117,7 @@ def generation_check(
             f"{rate:.0f} tokens/s after a load of {loaded:.0f} s; {stats.no_code} without code"
         )
         figures = {"tokens_per_s": rate, "generation startup s": loaded}
-        return (
+        return Measurement(
             CheckStatus.PASSED if stats.generated_now == len(specs) else CheckStatus.FAILED,
             text,
             figures,
@@ -139,7 +139,7 @@ def verification_check(config: RunConfig, generations: list[Generation]) -> Pref
     threshold = "every sample judged, none an infrastructure failure"
     remedy = "read the REPL's stderr in the verdicts' reasons; the lean.* checks above say more"
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         by_id = {p.problem_id: p for p in smoke_problems(len(generations))}
         policy = VerifierPolicy(budget_s=lean.budget_s, feedback=False, recheck_timeouts=False)
         started = time.monotonic()
@@ -159,7 +159,7 @@ def verification_check(config: RunConfig, generations: list[Generation]) -> Pref
         ok = len(verdicts) == len(generations) and not faults
         # no rate from so few samples: the workers' start and import would dominate it (the
         # self-test's seconds a proof are the rate)
-        return CheckStatus.PASSED if ok else CheckStatus.FAILED, text, {}
+        return Measurement(CheckStatus.PASSED if ok else CheckStatus.FAILED, text)
 
     return timed("smoke.verification", threshold, remedy, measure)
 
@@ -177,16 +177,16 @@ def memory_plan_check(config: RunConfig, model: SmokeModel) -> PreflightCheck:
         "on, or set training.gpu_memory_gib to the card the box has"
     )
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         plan = planned_memory(training, model.folder, "cuda")
         on = "" if device == "cuda" else " (the plan for a GPU; this config trains on CPU)"
         if plan.fits:
-            return (
+            return Measurement(
                 CheckStatus.PASSED,
                 plan.describe() + on,
                 {"planned peak GiB": plan.peak_bytes / GIB},
             )
-        return CheckStatus.FAILED, (plan.refusal() or plan.describe()) + on, {}
+        return Measurement(CheckStatus.FAILED, (plan.refusal() or plan.describe()) + on)
 
     return timed("training.memory_plan", threshold, remedy, measure)
 
@@ -246,7 +246,7 @@ def training_check(
     )
     done: dict[str, Path] = {}
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         vocab = int(_config_value(model.folder, "vocab_size"))
         shards = _smoke_shards(folder / "shards", rows, row_tokens, vocab, training.seed)
         result = materialize_checkpoint(
@@ -263,12 +263,14 @@ def training_check(
         text = f"{result.global_step} steps, {result.micro_steps} micro-batches, {rate or 0:.0f} tokens/s"
         figures = {"sft_tokens_per_s": rate} if rate else {}
         if result.peak_memory_gib is None:
-            return CheckStatus.PASSED, text + "; peak memory not measured (CPU)", figures
+            return Measurement(
+                CheckStatus.PASSED, text + "; peak memory not measured (CPU)", figures
+            )
         plan = planned_memory(smoke, model.folder, device)
         planned = plan.peak_bytes / GIB
         text += f"; peak {result.peak_memory_gib:.1f} GiB against a planned {planned:.1f} GiB"
         ok = result.peak_memory_gib <= PEAK_TOLERANCE * planned and result.global_step == 2
-        return (
+        return Measurement(
             CheckStatus.PASSED if ok else CheckStatus.FAILED,
             text,
             figures | {"measured peak GiB": result.peak_memory_gib},
@@ -294,7 +296,7 @@ def export_check(
     )
     remedy = "the merge or the cast breaks the model: see the export's parity figures; do not train on this stack"
 
-    def measure() -> tuple[CheckStatus, str, dict[str, float]]:
+    def measure() -> Measurement:
         result = materialize_export(
             folder / "export",
             checkpoint_dir=checkpoint,
@@ -304,6 +306,6 @@ def export_check(
             cpu_threads=cpu_threads(config.gpu, config.lean).count,
             merge_on=export_merge_device(config.experiment.training, device, model.folder),
         ).result
-        return CheckStatus.PASSED, f"{result.describe()}; merged on {result.merged_on}", {}
+        return Measurement(CheckStatus.PASSED, f"{result.describe()}; merged on {result.merged_on}")
 
     return timed("smoke.export", threshold, remedy, measure)

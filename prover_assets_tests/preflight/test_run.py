@@ -10,6 +10,7 @@ import pytest
 from prover_assets.config import parse_run_config
 from prover_assets.preflight import CheckStatus, PreflightCheck, PreflightSettings, run_preflight
 from prover_assets.preflight.gate import report_path, require_passing_preflight
+from prover_assets.preflight.run import STEPS, PreflightState, Step, run_step
 from prover_assets_tests.factories import fake_workspace, preflight_config, with_local_lean
 from prover_assets_tests.support import full_demo_run_config
 
@@ -221,3 +222,56 @@ def test_kill_9_in_the_smoke_round_leaves_a_work_folder_the_next_preflight_remov
     assert report.passed, report.markdown()
     assert [line.split(" (")[0] for line in report.swept] == [str(left[0])]
     assert list((passed["data"] / "preflight").glob("work-*")) == []  # its own removed too
+
+
+def made(name: str, status: CheckStatus) -> PreflightCheck:
+    return PreflightCheck(
+        name=name, status=status, measured="m", threshold="t", remedy="r", seconds=0.0
+    )
+
+
+def state_after(tmp_path: Path, *done: PreflightCheck) -> PreflightState:
+    state = PreflightState(preflight_config(tmp_path), PreflightSettings(), tmp_path / "work")
+    state.done.extend(done)
+    return state
+
+
+def never_run(state: PreflightState) -> PreflightCheck:
+    raise AssertionError("a blocked step was run")
+
+
+def test_every_steps_needs_are_checks_that_run_before_it():
+    names = [step.name for step in STEPS]
+    assert len(set(names)) == len(names)
+    for index, step in enumerate(STEPS):
+        assert set(step.needs) <= set(names[:index]), step.name
+
+
+@pytest.mark.parametrize(
+    ("before", "blocked_by"),
+    [
+        ((("a", CheckStatus.FAILED), ("b", CheckStatus.PASSED)), "a"),
+        ((("a", CheckStatus.PASSED), ("b", CheckStatus.BLOCKED)), "b"),
+        ((("a", CheckStatus.FAILED), ("b", CheckStatus.FAILED)), "a"),  # the first it needs
+    ],
+)
+def test_a_step_whose_needs_did_not_pass_is_blocked_by_the_first_that_did_not(
+    tmp_path, before, blocked_by
+):
+    state = state_after(tmp_path, *(made(name, status) for name, status in before))
+    check = run_step(Step("c", never_run, ("a", "b")), state)
+    assert (check.name, check.status) == ("c", CheckStatus.BLOCKED)
+    assert check.measured == f"not run: {blocked_by} failed"
+
+
+def test_a_step_runs_when_its_needs_passed_or_do_not_apply(tmp_path):
+    state = state_after(
+        tmp_path, made("a", CheckStatus.PASSED), made("b", CheckStatus.NOT_APPLICABLE)
+    )
+    check = run_step(Step("c", lambda s: made("c", CheckStatus.FAILED), ("a", "b")), state)
+    assert check.status == CheckStatus.FAILED
+
+
+def test_a_step_that_makes_a_check_of_another_name_is_refused(tmp_path):
+    with pytest.raises(RuntimeError, match="the step c made the check d"):
+        run_step(Step("c", lambda s: made("d", CheckStatus.PASSED)), state_after(tmp_path))
