@@ -26,6 +26,7 @@ __all__ = [
     "passing_report",
     "preflight_figures",
     "preflight_identity",
+    "preflight_required",
     "read_report",
     "report_path",
     "require_passing_preflight",
@@ -125,6 +126,14 @@ def preflight_figures(config: RunConfig) -> dict[str, float]:
     in), never another config's or code's."""
     report = passing_report(config)
     return report.figures() if report is not None else {}
+
+
+def preflight_required(job: str, override: str | None) -> bool:
+    """The launch gate's rule, the one every launch path applies: a heavy job needs a passing
+    preflight for its config, pins and code (`require_passing_preflight`) unless the run gives
+    `preflight_override`, its reason (recorded by the run, printed by the report); any other
+    job needs none."""
+    return job in HEAVY_JOBS and not override
 
 
 def require_passing_preflight(config: RunConfig, job: str) -> PreflightReport:

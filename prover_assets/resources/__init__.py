@@ -43,7 +43,11 @@ from prover_assets.generation.engines import EngineOpening, GenerationEngine
 from prover_assets.generation.factory import open_engine
 from prover_assets.iteration import OutputRef
 from prover_assets.jobs import jobs_making, unmaterialized_message
-from prover_assets.preflight.gate import HEAVY_JOBS, PREFLIGHT_JOB, require_passing_preflight
+from prover_assets.preflight.gate import (
+    PREFLIGHT_JOB,
+    preflight_required,
+    require_passing_preflight,
+)
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.gates import refusal_message
 from prover_assets.records.layout import folder_path
@@ -115,14 +119,10 @@ class ExperimentResource(dg.ConfigurableResource):
             # Its processes are this host's: the reaper of another host sharing the instance
             # must not judge them by pids of its own.
             context.instance.add_run_tags(run.run_id, {RUN_HOST_TAG: HOST})
-        # A partitioned job has no launch-time ConfigMapping: its preflight is required here,
+        # A partitioned job has no launch-time ConfigMapping: its launch gate is applied here,
         # before any step; its run config is the file's (PartitionedConfig), so its sections are.
-        if (
-            run is not None
-            and run.job_name in HEAVY_JOBS
-            and PARTITION_TAG in run.tags
-            and not self.preflight_override
-        ):
+        partitioned = run is not None and PARTITION_TAG in run.tags
+        if partitioned and preflight_required(run.job_name, self.preflight_override):
             from_file = load_run_config(self.source)
             require_passing_preflight(
                 from_file.model_copy(update={"experiment": spec}), run.job_name
@@ -367,7 +367,7 @@ def launch_validation(resources: dict[str, dg.ConfigurableResource], job: str) -
                 require_no_placeholders(run_config, "this run's config")
             config = parse_run_config(run_config, "this run's config")
             experiment = run_config["resources"]["experiment"]["config"]
-            if job in HEAVY_JOBS and not experiment.get("preflight_override"):
+            if preflight_required(job, experiment.get("preflight_override")):
                 require_passing_preflight(config, job)
         except ConfigError as exc:
             raise invalid_config(job, exc, run_config) from None

@@ -20,7 +20,13 @@ from prover_assets.preflight import (
     preflight_identity,
     require_passing_preflight,
 )
-from prover_assets.preflight.gate import HEAVY_JOBS, passing_report, report_path, write_report
+from prover_assets.preflight.gate import (
+    HEAVY_JOBS,
+    passing_report,
+    preflight_required,
+    report_path,
+    write_report,
+)
 from prover_assets.preflight.model import CheckStatus, PreflightCheck, PreflightReport
 from prover_assets.records import GitRevision
 from prover_assets.report.render import preflight_provenance
@@ -304,3 +310,27 @@ def test_the_identity_is_the_configs_content_not_the_file_it_was_read_from(raw):
     assert preflight_identity(parse_run_config(raw, "a.yaml")) == preflight_identity(
         parse_run_config(raw, "elsewhere/b.yaml")
     )
+
+
+# The launch gate's rule by hand: which jobs spend GPU and Lean hours, and an override's reason.
+@pytest.mark.parametrize(
+    ("job", "override", "required"),
+    [
+        ("baseline", None, True),
+        ("pool_round", None, True),
+        ("sft", None, True),
+        ("candidate_eval", None, True),
+        ("full_round", None, True),
+        ("iteration", None, True),
+        ("baseline", "checked by hand on 2026-12-06", False),
+        ("baseline", "", True),  # an empty reason is no reason
+        ("preflight", None, False),
+        ("problems", None, False),
+        ("report", None, False),
+        ("operations", None, False),
+    ],
+)
+def test_a_preflight_is_required_of_exactly_the_heavy_jobs_without_an_override(
+    job, override, required
+):
+    assert preflight_required(job, override) is required
