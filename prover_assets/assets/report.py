@@ -36,8 +36,15 @@ from prover_assets.preflight import HEAVY_JOBS
 from prover_assets.problems.defects import known_defects_of
 from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE
 from prover_assets.records import Problem, read_records
+from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import RunFiles
-from prover_assets.report.bundle import HTML_FILE, PLOTS_DIR, REPORT_FILE, SUMMARY_FILE
+from prover_assets.report.bundle import (
+    HTML_FILE,
+    PLOTS_DIR,
+    REPORT_FILE,
+    SUMMARY_FILE,
+    ReportResult,
+)
 from prover_assets.report.defects import EvalSetDefects
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.render import embedded_plots
@@ -116,24 +123,30 @@ def report_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
             defects=_defect_lists(spec, experiment),
             with_costs=True,
         )
-        folder = result.folder
-        summary = read_summary(folder / SUMMARY_FILE)
-        plots = {p.name: p.read_bytes() for p in sorted((folder / PLOTS_DIR).iterdir())}
-        markdown = (folder / REPORT_FILE).read_text(encoding="utf-8")
-        metadata = {
-            OUTPUT_DIR: dg.MetadataValue.path(str(folder)),
-            "report": dg.MetadataValue.md(embedded_plots(markdown, plots)),
-            "report_html": dg.MetadataValue.path(str(folder / HTML_FILE)),
-            "simulated": result.result.simulated,
-            "comparisons": result.result.comparisons,
-            "reused_complete_output": result.reused,
-        }
-        for comparison in summary.comparisons:
-            metadata.update(headline_metadata(comparison))
-        context.log.info(f"report: {folder / REPORT_FILE} (and {HTML_FILE})")
-        return dg.MaterializeResult(metadata=metadata)
+        context.log.info(f"report: {result.folder / REPORT_FILE} (and {HTML_FILE})")
+        return dg.MaterializeResult(metadata=report_metadata(result))
 
     return [eval_report]
+
+
+def report_metadata(result: StepResult[ReportResult]) -> dict[str, Any]:
+    """The report's materialization metadata: the document as the UI shows it (the bundle's
+    `report.md`, its plots embedded), its paths and counts, and each comparison's headline
+    numbers read back from its `summary.json`."""
+    folder = result.folder
+    plots = {p.name: p.read_bytes() for p in sorted((folder / PLOTS_DIR).iterdir())}
+    markdown = (folder / REPORT_FILE).read_text(encoding="utf-8")
+    metadata: dict[str, Any] = {
+        OUTPUT_DIR: dg.MetadataValue.path(str(folder)),
+        "report": dg.MetadataValue.md(embedded_plots(markdown, plots)),
+        "report_html": dg.MetadataValue.path(str(folder / HTML_FILE)),
+        "simulated": result.result.simulated,
+        "comparisons": result.result.comparisons,
+        "reused_complete_output": result.reused,
+    }
+    for comparison in read_summary(folder / SUMMARY_FILE).comparisons:
+        metadata.update(headline_metadata(comparison))
+    return metadata
 
 
 def report_reads(built: ExperimentSpec) -> list[dg.AssetKey]:

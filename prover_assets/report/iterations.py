@@ -57,6 +57,26 @@ class IterationInputs:
         return next(c for c in self.candidates if (c.iteration, c.seed) == (iteration, seed))
 
 
+def _pairings(
+    candidate: CandidateRuns, inputs: IterationInputs, keys: Sequence[RunKey]
+) -> list[tuple[str, str, RunKey, CandidateRuns | None]]:
+    """What `candidate` is compared with, on each eval set and cap: (the comparison in words,
+    against whom, the run's key, the earlier candidate or None for the baseline). The registered
+    candidate against the baseline is the registered comparison, not one of these."""
+    pairings: list[tuple[str, str, RunKey, CandidateRuns | None]] = []
+    who = f"iteration {candidate.iteration}"
+    for key in keys:
+        if not inputs.registered(candidate):
+            words = f"{who}, seed {candidate.seed} against the baseline"
+            pairings.append((words, "baseline", key, None))
+        if candidate.iteration > 1 and candidate.seed == inputs.registered_seed:
+            whom = f"iteration {candidate.iteration - 1}"
+            words = f"{who} against {whom}, seed {candidate.seed}"
+            before = inputs.of(candidate.iteration - 1, candidate.seed)
+            pairings.append((words, whom, key, before))
+    return pairings
+
+
 def exploratory_comparisons(
     baselines: Mapping[RunKey, RunData],
     inputs: IterationInputs,
@@ -80,30 +100,8 @@ def exploratory_comparisons(
 
     comparisons = []
     for candidate in inputs.candidates:
-        pairs: list[tuple[str, RunData, str, RunKey]] = []  # (words, against, whom, key)
-        for key, baseline in baselines.items():
-            if not inputs.registered(candidate):
-                pairs.append(
-                    (
-                        f"iteration {candidate.iteration}, seed {candidate.seed} against "
-                        "the baseline",
-                        baseline,
-                        "baseline",
-                        key,
-                    )
-                )
-            if candidate.iteration > 1 and candidate.seed == inputs.registered_seed:
-                before = inputs.of(candidate.iteration - 1, candidate.seed)
-                pairs.append(
-                    (
-                        f"iteration {candidate.iteration} against iteration "
-                        f"{candidate.iteration - 1}, seed {candidate.seed}",
-                        run(before, key),
-                        f"iteration {candidate.iteration - 1}",
-                        key,
-                    )
-                )
-        for words, against, whom, key in pairs:
+        for words, whom, key, before in _pairings(candidate, inputs, list(baselines)):
+            against = baselines[key] if before is None else run(before, key)
             comparison = compare_runs(
                 against,
                 run(candidate, key),
