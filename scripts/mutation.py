@@ -109,6 +109,16 @@ TARGETS: dict[str, list[str]] = {
     "report/cost.py": ["report/test_cost.py"],
     # The experiment's rules across iterations, pure: each against a hand-built table.
     "iteration.py": ["test_iteration.py", "assets/test_sft.py"],
+    # Each step's attempts, and the retry refused when it would start where the last one did.
+    "operations/retries.py": ["operations/test_retries.py", "assets/test_retries.py"],
+    # The report's contract: its derived figures (the costs per solved problem and proof, the
+    # McNemar table's discordant count, the defect-free sentence) and its reader.
+    "report/summary.py": [
+        "report/test_summary.py",
+        "report/test_cost.py",
+        "report/test_defects.py",
+        "report/test_analysis.py",
+    ],
     # The registered config's placeholders as required values of the Launchpad's schema.
     "resources/typed_config.py": ["resources/test_typed_config.py", "test_config.py"],
 }

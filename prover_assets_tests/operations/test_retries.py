@@ -54,6 +54,10 @@ def test_a_stalled_retry_counts_the_runs_attempts_it_would_have_made(tmp_path):
     with pytest.raises(StalledRetry) as stalled:
         record_attempt(tmp_path, "r1", 2, 3, clock=at(3.0))
     assert (stalled.value.progress, stalled.value.attempts) == (3, 3)
+    assert str(stalled.value) == (
+        "stalled: attempt 3 starts at 3 done, exactly where attempt 2 started; not retrying a "
+        "step that makes no progress (see the previous attempt's error)"
+    )
 
 
 def test_a_line_torn_by_a_kill_is_dropped_and_the_attempts_before_it_kept(tmp_path):

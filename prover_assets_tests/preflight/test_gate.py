@@ -22,7 +22,9 @@ from prover_assets.preflight import (
 )
 from prover_assets.preflight.gate import (
     HEAVY_JOBS,
+    config_sha256,
     passing_report,
+    preflight_figures,
     preflight_required,
     report_path,
     write_report,
@@ -334,3 +336,26 @@ def test_a_preflight_is_required_of_exactly_the_heavy_jobs_without_an_override(
     job, override, required
 ):
     assert preflight_required(job, override) is required
+
+
+def test_a_config_moved_to_another_data_root_keeps_its_preflight_identity(tmp_path, raw):
+    here = parse_run_config(raw, "test")
+    raw["resources"]["experiment"]["config"]["spec"]["data_root"] = str(tmp_path / "moved")
+    moved = parse_run_config(raw, "test")
+    assert config_sha256(moved) == config_sha256(here)
+    raw["resources"]["experiment"]["config"]["spec"]["generation"]["temperature"] = 0.7
+    assert config_sha256(parse_run_config(raw, "test")) != config_sha256(here)
+
+
+def test_the_figures_are_the_passing_preflights_of_this_identity_and_none_otherwise(raw):
+    config = parse_run_config(raw, "test")
+    assert preflight_figures(config) == {}  # none ran: the priors stand in
+    measured = check("smoke.generation", CheckStatus.PASSED).model_copy(
+        update={"figures": {"tokens_per_s": 12.5}}
+    )
+    passed = report_of(config)
+    write_report(config, passed.model_copy(update={"checks": [*passed.checks, measured]}))
+    assert preflight_figures(config) == {"tokens_per_s": 12.5}
+    failed = report_of(config, status=CheckStatus.FAILED)
+    write_report(config, failed.model_copy(update={"checks": [*failed.checks, measured]}))
+    assert preflight_figures(config) == {}  # a failed preflight's figures are never read
