@@ -47,7 +47,7 @@ from prover_assets.report.bundle import (
 )
 from prover_assets.report.defects import EvalSetDefects
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
-from prover_assets.report.render import embedded_plots
+from prover_assets.report.markdown import embedded_plots
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.report.summary import Comparison, read_summary
 from prover_assets.report.validity import TrainingFiles

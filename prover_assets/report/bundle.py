@@ -26,6 +26,7 @@ from prover_assets.records import (
 )
 from prover_assets.records.manifest import portable_path, recorded_path
 from prover_assets.records.outputs import StageResult
+from prover_assets.report.markdown import PLOTS_DIR
 from prover_assets.report.summary import ReportSummary
 
 __all__ = ["BundleCheck", "ReportResult", "bundle_name", "publish_bundle", "verify_bundle"]
@@ -33,7 +34,6 @@ __all__ = ["BundleCheck", "ReportResult", "bundle_name", "publish_bundle", "veri
 REPORT_FILE = "report.md"
 HTML_FILE = "report.html"  # the same document, self-contained (plots embedded)
 SUMMARY_FILE = "summary.json"
-PLOTS_DIR = "plots"
 
 
 class ReportResult(StageResult):

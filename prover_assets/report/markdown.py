@@ -1,12 +1,28 @@
-"""Markdown rendering shared by the report and the asset metadata."""
+"""Markdown rendering shared by the report and the asset metadata: tables, clock times, and
+the report's plots, linked as files beside it (`plots/<name>`) or embedded as data URIs."""
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["clock_time", "markdown_table", "png_image"]
+__all__ = [
+    "CURVE_PLOT",
+    "LIFT_PLOT",
+    "PLOTS_DIR",
+    "SPREAD_PLOT",
+    "TIME_PLOT",
+    "clock_time",
+    "embedded_plots",
+    "file_image",
+    "markdown_table",
+    "plot_name",
+    "png_image",
+]
+
+PLOTS_DIR = "plots"  # beside report.md in the bundle
 
 
 def clock_time(seconds: float) -> str:
@@ -31,6 +47,42 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
+def _data_uri(png: bytes) -> str:
+    return f"data:image/png;base64,{base64.b64encode(png).decode('ascii')}"
+
+
 def png_image(png: bytes, alt: str) -> str:
     """A PNG as an inline image (a data URI), which the Dagster UI renders in markdown."""
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
+    return f"![{alt}]({_data_uri(png)})"
+
+
+def plot_name(kind: str, eval_set: str, cap: int) -> str:
+    """The file name of one plot of one eval set and cap (e.g. `pass_at_k_minif2f_c256.png`)."""
+    return f"{kind}_{eval_set}_c{cap}.png"
+
+
+LIFT_PLOT = "correction_lift.png"
+CURVE_PLOT = "iteration_curve.png"
+TIME_PLOT = "round_time.png"
+SPREAD_PLOT = "seed_spread.png"
+
+
+def file_image(name: str, alt: str) -> str:
+    """A plot as the file beside the report (`plots/<name>`)."""
+    return f"![{alt}]({PLOTS_DIR}/{name})"
+
+
+_PLOT_LINK = re.compile(rf"\]\({PLOTS_DIR}/([^)]+)\)")
+
+
+def embedded_plots(markdown: str, plots: Mapping[str, bytes]) -> str:
+    """`markdown` with each plot it links (`plots/<name>`) embedded as a data URI: the document
+    stands alone (the HTML page, the UI's markdown). A link to a plot not in `plots` is refused."""
+
+    def embedded(link: re.Match[str]) -> str:
+        name = link.group(1)
+        if name not in plots:
+            raise ValueError(f"the report links {PLOTS_DIR}/{name}, which is not among its plots")
+        return f"]({_data_uri(plots[name])})"
+
+    return _PLOT_LINK.sub(embedded, markdown)

@@ -13,7 +13,7 @@ from prover_assets.records import CachedFrom
 from prover_assets.records.store import publish_records
 from prover_assets.report.analysis import RunFiles
 from prover_assets.report.cost import cost_rows, run_cost
-from prover_assets.report.render import cost_section
+from prover_assets.report.cost_section import cost_section
 from prover_assets.report.summary import EtaBesideMeasured, EtaRow, StepCost
 from prover_assets.sft.builder import SftCounts
 from prover_assets.sft.stages import SftShardsResult

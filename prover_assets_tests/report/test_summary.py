@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from prover_assets.report.render import PLOTS_DIR, embedded_plots
+from prover_assets.report.markdown import PLOTS_DIR, embedded_plots
 from prover_assets.report.stages import build_report
 from prover_assets.report.summary import ReportSummary, read_summary
 from prover_assets_tests.report.test_analysis import BASELINE, CANDIDATE, settings, write_run
