@@ -334,3 +334,14 @@ def make_comparison(**overrides: Any) -> Comparison:
     fields |= overrides
     kind = ExploratoryComparison if "iteration" in fields else Comparison
     return kind(**fields)
+
+
+def timeout_recheck(second: Stage = Stage.ACCEPTED, first_s: float = 180.0) -> dict[str, Any]:
+    """A verdict's diagnostics after its timeout was run again (`verifier._with_both_attempts`):
+    the first attempt timed out after `first_s`, the second ended `second`."""
+    return {
+        "timeout_recheck": {
+            "first": {"stage": Stage.TIMEOUT, "verify_s": first_s},
+            "second": {"stage": second, "verify_s": 3.0},
+        }
+    }

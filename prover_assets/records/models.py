@@ -9,12 +9,20 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from prover_assets.lean.statements import alpha_sha, statement_sha, theorem_signature
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AttemptOutcome",
     "CachedFrom",
     "Generation",
     "Message",
@@ -25,6 +33,8 @@ __all__ = [
     "Sampling",
     "SftRow",
     "Stage",
+    "TimeoutRecheck",
+    "VerdictDiagnostics",
     "Verification",
     "VerifierInfo",
     "reason_kind",
@@ -296,6 +306,48 @@ def reason_kind(reason: str) -> str:
     return reason.partition(":")[0]
 
 
+class AttemptOutcome(BaseModel):
+    """How one Lean attempt of a verdict ended: its stage and its seconds."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    stage: Stage
+    verify_s: Annotated[float, Field(ge=0)]
+
+
+class TimeoutRecheck(BaseModel):
+    """A verdict judged twice: the first attempt timed out, the second is the verdict's."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    first: AttemptOutcome
+    second: AttemptOutcome
+
+
+class VerdictDiagnostics(BaseModel):
+    """What the verifier noted beside a verdict, each field where it applies (written only
+    then: a field that does not apply is absent from the record, not null)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    # the theorem the code displays is the problem's, token for token (read before Lean ran)
+    displayed_statement_faithful: bool | None = None
+    code_chars: NonNegative | None = None
+    attempts: NonNegative | None = None  # Lean runs of its job (retries included)
+    worker: NonNegative | None = None  # the worker that judged it
+    warnings: NonNegative | None = None  # Lean's warnings on a complete proof
+    axioms: list[str] | None = None  # `#print axioms` of the theorem
+    statement_check: str | None = None  # the check command, where the statement changed
+    statement_errors: list[str] | None = None  # what it answered
+    failure_detail: str | None = None  # an infrastructure failure's exit and stderr
+    timeout_recheck: TimeoutRecheck | None = None
+    prior_attempts: Positive | None = None  # infrastructure verdicts of it set aside before
+
+    @model_serializer(mode="wrap")
+    def _written_where_they_apply(self, handler: SerializerFunctionWrapHandler) -> dict:
+        return {name: value for name, value in handler(self).items() if value is not None}
+
+
 class Verification(_Record):
     """One verdict: key, the code's sha256, stage, reasons, diagnostics and the verifier."""
 
@@ -310,7 +362,7 @@ class Verification(_Record):
     verifier: VerifierInfo
     code_sha256: Sha256
     stage: Stage
-    diagnostics: dict[str, Any]
+    diagnostics: VerdictDiagnostics
     repl_errors: list[dict[str, Any]] | None = None  # with feedback: the REPL's error messages
     repl_code: str | None = None  # with feedback: the compile view the error positions index
     cached_from: CachedFrom | None = None  # a copy of this verdict, not a measurement
@@ -327,15 +379,14 @@ class Verification(_Record):
     @property
     def timeout_rechecked(self) -> bool:
         """Lean ran it a second time here after a timeout (a copy of such a verdict ran none)."""
-        return "timeout_recheck" in self.diagnostics and not self.copied
+        return self.diagnostics.timeout_recheck is not None and not self.copied
 
     @property
     def first_attempt_timed_out(self) -> bool:
         """Its first attempt timed out: it is a timeout, or one re-checked after timing out."""
-        recheck = self.diagnostics.get("timeout_recheck")
-        first = recheck.get("first") if isinstance(recheck, dict) else None
+        recheck = self.diagnostics.timeout_recheck
         return self.stage is Stage.TIMEOUT or (
-            isinstance(first, dict) and first.get("stage") == Stage.TIMEOUT.value
+            recheck is not None and recheck.first.stage is Stage.TIMEOUT
         )
 
     @property
@@ -343,8 +394,7 @@ class Verification(_Record):
         """Whether the theorem its code displays is the problem's, as the verifier read it;
         None where the verdict does not record it (a verifier before that reading, or a verdict
         judged before the gate)."""
-        faithful = self.diagnostics.get("displayed_statement_faithful")
-        return faithful if isinstance(faithful, bool) else None
+        return self.diagnostics.displayed_statement_faithful
 
     @model_validator(mode="after")
     def _contract(self) -> Verification:

@@ -362,7 +362,9 @@ def verify_generations(
 
         for verdict in verifier.verify_stream(pending, stop=follow):
             if prior_attempts[verdict.key]:
-                diagnostics = {**verdict.diagnostics, "prior_attempts": prior_attempts[verdict.key]}
+                diagnostics = verdict.diagnostics.model_copy(
+                    update={"prior_attempts": prior_attempts[verdict.key]}
+                )
                 verdict = verdict.model_copy(update={"diagnostics": diagnostics})
             chunk.append(verdict)
             stats.count(verdict)

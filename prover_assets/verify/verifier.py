@@ -45,6 +45,7 @@ from prover_assets.records import (
     code_sha256,
     reason_kind,
 )
+from prover_assets.records.models import AttemptOutcome, TimeoutRecheck
 from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.cache import VerdictCache, cache_key, copy_for
 from prover_assets.verify.history import CostHistory
@@ -137,13 +138,12 @@ class _Batch:
 
 def _with_both_attempts(before: Verification, after: Verification) -> Verification:
     """The re-check's verdict, recording the timeout before it."""
-    attempts = {
-        "first": {"stage": before.stage.value, "verify_s": before.verify_s},
-        "second": {"stage": after.stage.value, "verify_s": after.verify_s},
-    }
-    return after.model_copy(
-        update={"diagnostics": {**after.diagnostics, "timeout_recheck": attempts}}
+    recheck = TimeoutRecheck(
+        first=AttemptOutcome(stage=before.stage, verify_s=before.verify_s),
+        second=AttemptOutcome(stage=after.stage, verify_s=after.verify_s),
     )
+    diagnostics = after.diagnostics.model_copy(update={"timeout_recheck": recheck})
+    return after.model_copy(update={"diagnostics": diagnostics})
 
 
 _LEAN_DONE = object()

@@ -19,7 +19,12 @@ from prover_assets.records.outputs import StepResult
 from prover_assets.records.store import publish_records
 from prover_assets.verify.runner import VerificationResult
 from prover_assets.verify.stages import StatementAuditResult
-from prover_assets_tests.factories import finish_step_folder, make_generation, make_verification
+from prover_assets_tests.factories import (
+    finish_step_folder,
+    make_generation,
+    make_verification,
+    timeout_recheck,
+)
 
 ITERATIONS = iteration_partitions(2)
 
@@ -150,7 +155,7 @@ def test_a_generation_streams_tokens_and_samples_cut_at_the_cap_are_its_metadata
 def test_a_verdict_streams_lean_runs_count_the_rechecks_and_retries_not_the_copies(tmp_path):
     generations = [make_generation("p1", i) for i in range(4)]
     copied = CachedFrom(key="a" * 64, problem_id="p9", sample_idx=0, round=0, cap_tokens=64)
-    rechecked = {"timeout_recheck": [180.0, 180.0]}
+    rechecked = timeout_recheck()
     stream = tmp_path / "verdicts.jsonl"
     publish_records(
         stream,

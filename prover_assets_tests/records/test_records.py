@@ -698,8 +698,11 @@ def test_a_reasons_kind_is_what_comes_before_its_first_colon(reason, kind):
 
 
 RECHECK_OF = {  # the first attempt's stage -> what `_with_both_attempts` records
-    stage: {"first": {"stage": stage, "verify_s": 180.0}, "second": {"stage": "accepted"}}
-    for stage in ("timeout", "compile_error")
+    stage: {
+        "first": {"stage": stage, "verify_s": 180.0},
+        "second": {"stage": Stage.ACCEPTED, "verify_s": 2.0},
+    }
+    for stage in (Stage.TIMEOUT, Stage.COMPILE_ERROR)
 }
 
 
@@ -707,10 +710,9 @@ RECHECK_OF = {  # the first attempt's stage -> what `_with_both_attempts` record
     ("stage", "diagnostics", "timed_out"),
     [
         (Stage.TIMEOUT, {}, True),  # a timeout, not re-checked
-        (Stage.ACCEPTED, {"timeout_recheck": RECHECK_OF["timeout"]}, True),  # passed its recheck
-        (Stage.ACCEPTED, {"timeout_recheck": RECHECK_OF["compile_error"]}, False),
+        (Stage.ACCEPTED, {"timeout_recheck": RECHECK_OF[Stage.TIMEOUT]}, True),  # passed it
+        (Stage.ACCEPTED, {"timeout_recheck": RECHECK_OF[Stage.COMPILE_ERROR]}, False),
         (Stage.ACCEPTED, {}, False),
-        (Stage.ACCEPTED, {"timeout_recheck": "garbled"}, False),
     ],
 )
 def test_a_verdict_says_whether_its_first_attempt_timed_out(stage, diagnostics, timed_out):
@@ -730,8 +732,34 @@ def test_a_verdict_says_whether_its_first_attempt_timed_out(stage, diagnostics, 
         ({"displayed_statement_faithful": True}, True),
         ({"displayed_statement_faithful": False}, False),
         ({}, None),  # not recorded
-        ({"displayed_statement_faithful": "yes"}, None),  # not a reading
     ],
 )
 def test_a_verdict_says_whether_its_displayed_theorem_is_the_problems(diagnostics, faithful):
     assert make_verification(diagnostics=diagnostics).displayed_statement_faithful is faithful
+
+
+@pytest.mark.parametrize(
+    "diagnostics",
+    [
+        {"timeout_recheck": "garbled"},
+        {"displayed_statement_faithful": "yes"},  # not a reading
+        {"timeout_recheck": {"first": {"stage": "timeout", "verify_s": 1.0}}},  # no second
+        {"worker": -1},
+        {"something_else": 1},  # a note no verifier writes
+    ],
+)
+def test_a_verdict_whose_diagnostics_are_not_the_verifiers_is_refused(diagnostics):
+    with pytest.raises(ValidationError):
+        make_verification(diagnostics=diagnostics)
+
+
+def test_a_verdicts_diagnostics_are_written_where_they_apply_and_read_back_typed(tmp_path):
+    verdict = make_verification(
+        diagnostics={"displayed_statement_faithful": False, "attempts": 2, "axioms": ["propext"]}
+    )
+    written = json.loads(verdict.model_dump_json())["diagnostics"]
+    assert written == {"displayed_statement_faithful": False, "attempts": 2, "axioms": ["propext"]}
+    path = tmp_path / "verdicts.jsonl"
+    path.write_text(verdict.model_dump_json() + "\n")
+    (read,) = read_records(path, Verification)
+    assert read == verdict and read.diagnostics.attempts == 2

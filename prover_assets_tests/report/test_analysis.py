@@ -42,6 +42,7 @@ from prover_assets_tests.factories import (
     make_problem,
     make_sampling,
     make_verification,
+    timeout_recheck,
 )
 
 PROBLEMS = ["p1", "p2", "p3", "p4"]
@@ -760,12 +761,14 @@ def test_timeouts_are_counted_before_and_after_their_recheck_and_copies_are_coun
     baseline, _ = runs
     first, second, *_ = sorted(baseline.verdicts)
     rechecked = baseline.verdicts[first]
-    attempts = {
-        "first": {"stage": "timeout", "verify_s": 180.0},
-        "second": {"stage": rechecked.stage.value, "verify_s": 3.0},
-    }
-    baseline.verdicts[first] = rechecked.model_copy(
-        update={"diagnostics": {**rechecked.diagnostics, "timeout_recheck": attempts}}
+    baseline.verdicts[first] = Verification.model_validate(
+        {
+            **dict(rechecked),
+            "diagnostics": {
+                **rechecked.diagnostics.model_dump(exclude_none=True),
+                **timeout_recheck(second=rechecked.stage),
+            },
+        }
     )
     pointer = CachedFrom(
         key="0" * 64,

@@ -23,6 +23,7 @@ from prover_assets_tests.factories import (
     make_generation,
     make_training_result,
     make_verification,
+    timeout_recheck,
 )
 
 GENERATED = GenerationBatchResult(
@@ -84,7 +85,7 @@ def verdict(i: int):
     return make_verification(
         generation,
         cached_from=copied if i in (0, 1, 5) else None,
-        diagnostics={"timeout_recheck": [180.0, 180.0]} if i in (2, 3, 4, 5) else {},
+        diagnostics=timeout_recheck() if i in (2, 3, 4, 5) else {},
     )
 
 

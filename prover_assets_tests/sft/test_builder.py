@@ -6,7 +6,7 @@ import pytest
 from prover_assets.config import SftSpec
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.problems.decontamination import DecontaminationSets
-from prover_assets.records import ParentRef, publish_records
+from prover_assets.records import ParentRef, VerdictDiagnostics, publish_records
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.sft.builder import SftInputError, build_sft, proof_sha, read_back
 from prover_assets.sft.shards import SftDataset, ShardWriter, pack
@@ -126,7 +126,7 @@ def test_truth_table_every_rule_counted(tmp_path):
 def test_faithfulness_is_the_verdicts_reading_not_a_second_one(tmp_path):
     generation, verdict = sample("p1", 0)  # displays the problem's theorem
     told_unfaithful = verdict.model_copy(
-        update={"diagnostics": {"displayed_statement_faithful": False}}
+        update={"diagnostics": VerdictDiagnostics(displayed_statement_faithful=False)}
     )
     result = build(tmp_path, [(generation, told_unfaithful)])
     assert result.counts.drops["statement_not_faithful"] == 1 and result.rows == []
@@ -134,7 +134,7 @@ def test_faithfulness_is_the_verdicts_reading_not_a_second_one(tmp_path):
 
 def test_an_accepted_verdict_without_the_faithfulness_reading_is_refused(tmp_path):
     generation, verdict = sample("p1", 0)
-    unread = verdict.model_copy(update={"diagnostics": {}})
+    unread = verdict.model_copy(update={"diagnostics": VerdictDiagnostics()})
     with pytest.raises(
         StaleVerdictError,
         match=r"the problem's \(displayed_statement_faithful\): verify its batch again$",

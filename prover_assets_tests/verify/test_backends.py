@@ -42,7 +42,7 @@ def test_remote_accepts_a_clean_proof_after_checking_axioms():
     with KiminaDouble() as server:
         verdict = remote_verdict(server, "omega")
         assert verdict.accepted
-        assert verdict.diagnostics["axioms"] == ["propext", "Classical.choice", "Quot.sound"]
+        assert verdict.diagnostics.axioms == ["propext", "Classical.choice", "Quot.sound"]
         (request,) = server.requests
         code = request["snippets"][0]["code"]
         assert "\n\n#print axioms _root_.t\n\n" in code
@@ -83,7 +83,7 @@ def test_remote_server_errors_are_retried_then_infrastructure_keeping_the_server
     with KiminaDouble(fail_first=5) as server:
         verdict = remote_verdict(server, "omega", retries=1, backoff_s=0.01)
     assert (verdict.stage, verdict.reasons) == (Stage.INFRASTRUCTURE, ["infrastructure:http_500"])
-    assert "scripted failure" in verdict.diagnostics["failure_detail"]
+    assert "scripted failure" in verdict.diagnostics.failure_detail
 
 
 def test_remote_proofs_reuse_one_connection_per_worker():
@@ -108,7 +108,7 @@ def test_an_unreachable_remote_server_is_infrastructure_naming_the_cause():
         url = server.url
     verdict = remote_verdict(type("Gone", (), {"url": url})(), "omega", retries=0)
     assert verdict.reasons == ["infrastructure:connection"]
-    assert "ConnectionError" in verdict.diagnostics["failure_detail"]
+    assert "ConnectionError" in verdict.diagnostics.failure_detail
 
 
 def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_path):
@@ -236,7 +236,7 @@ def test_real_repl_passes_the_self_test_with_the_workspaces_pins(real_backend):
 def test_real_repl_accepts_a_proof_with_only_the_standard_axioms(real_backend):
     verdict = real_verdict(real_backend, "omega")
     assert verdict.accepted, verdict.reasons
-    assert set(verdict.diagnostics["axioms"]) <= {"propext", "Classical.choice", "Quot.sound"}
+    assert set(verdict.diagnostics.axioms) <= {"propext", "Classical.choice", "Quot.sound"}
 
 
 @pytest.mark.lean

@@ -206,7 +206,7 @@ def test_resume_verifies_infrastructure_verdicts_again_as_new_attempts(tmp_path)
     assert (healed.already_verified, healed.infrastructure_reverified) == (2, 1)
     verdicts = {v.sample_idx: v for v in read_records(ver, Verification)}
     assert [verdicts[i].accepted for i in range(3)] == [True, True, True]
-    assert verdicts[0].diagnostics["prior_attempts"] == 2
+    assert verdicts[0].diagnostics.prior_attempts == 2
     attempts = read_records(tmp_path / ATTEMPTS_FILE, PriorAttempt)
     assert [(a.verdict.sample_idx, a.attempt, a.verdict.reasons) for a in attempts] == [
         (0, 1, ["infrastructure:proof:crash"]),
@@ -225,7 +225,7 @@ def test_each_resume_that_still_fails_records_one_more_attempt(tmp_path):
     attempts = read_records(tmp_path / ATTEMPTS_FILE, PriorAttempt)
     assert [a.attempt for a in attempts] == [1, 2]
     (last,) = [v for v in read_records(ver, Verification) if v.sample_idx == 0]
-    assert last.stage.value == "infrastructure" and last.diagnostics["prior_attempts"] == 2
+    assert last.stage.value == "infrastructure" and last.diagnostics.prior_attempts == 2
 
 
 def test_a_crash_between_recording_an_attempt_and_rewriting_the_stream_doubles_nothing(

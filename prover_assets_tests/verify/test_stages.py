@@ -324,7 +324,8 @@ def test_the_statement_audit_step_counts_by_status_and_kind_and_is_reused_when_c
             folder,
             problems_file=problems,
             open_verifier=lambda: audit_verifier(tmp_path / "repl"),
-            self_test=lambda verifier, header: self_test(verifier.backend, 5.0, header),
+            # a budget a loaded CI machine meets: the self-test is not what this test judges
+            self_test=lambda verifier, header: self_test(verifier.backend, 30.0, header),
         )
 
     first = audit()

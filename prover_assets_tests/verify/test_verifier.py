@@ -53,7 +53,7 @@ def test_clean_proof_is_accepted_with_pins_budget_and_code_hash(tmp_path):
     assert verdict.budget_s == 5.0
     assert verdict.verifier.pins.lean_version == "v4.9.0-rc1"
     assert verdict.verifier.config["statement_check"] == "reject"
-    assert verdict.diagnostics["axioms"] == ["propext", "Classical.choice", "Quot.sound"]
+    assert verdict.diagnostics.axioms == ["propext", "Classical.choice", "Quot.sound"]
 
 
 def test_header_is_sent_once_and_proofs_use_its_env(tmp_path):
@@ -131,7 +131,7 @@ def test_displayed_other_statement_is_rejected_strictly_and_only_recorded_otherw
         policy=VerifierPolicy(budget_s=5.0, feedback=False, statement_check="record"),
     )
     assert lenient.accepted
-    assert lenient.diagnostics["displayed_statement_faithful"] is False
+    assert lenient.diagnostics.displayed_statement_faithful is False
 
 
 def test_the_displayed_theorem_is_read_once_per_sample_and_the_gate_uses_that_reading(
@@ -149,7 +149,7 @@ def test_the_displayed_theorem_is_read_once_per_sample_and_the_gate_uses_that_re
     monkeypatch.setattr(verifier_module, "displayed_theorem", counted)
     monkeypatch.setattr("prover_assets.lean.gate.displayed_theorem", counted)
     verdict = verify(tmp_path, "  omega")
-    assert verdict.accepted and verdict.diagnostics["displayed_statement_faithful"] is True
+    assert verdict.accepted and verdict.diagnostics.displayed_statement_faithful is True
     assert reads == [make_generation(completion_text=completion("  omega")).lean_code]
 
 
@@ -231,10 +231,10 @@ def test_a_timeout_is_run_once_more_after_the_batch_and_the_verdict_records_both
     assert [v.sample_idx for v in verdicts] == [1, 0]  # the re-check comes after the batch
     rechecked = verdicts[1]
     assert rechecked.accepted
-    attempts = rechecked.diagnostics["timeout_recheck"]
-    assert (attempts["first"]["stage"], attempts["second"]["stage"]) == ("timeout", "accepted")
-    assert attempts["first"]["verify_s"] >= 1.0
-    assert attempts["second"]["verify_s"] == rechecked.verify_s < 1.0
+    attempts = rechecked.diagnostics.timeout_recheck
+    assert (attempts.first.stage, attempts.second.stage) == (Stage.TIMEOUT, Stage.ACCEPTED)
+    assert attempts.first.verify_s >= 1.0
+    assert attempts.second.verify_s == rechecked.verify_s < 1.0
     assert verifier.timeouts_rechecked == 1
 
 
@@ -249,7 +249,7 @@ def test_a_timeout_again_on_its_recheck_stays_a_timeout_with_both_attempts(tmp_p
         )
         restarts = backend.restarts()
     assert (verdict.stage, verdict.reasons) == (Stage.TIMEOUT, ["timeout"])
-    assert verdict.diagnostics["timeout_recheck"]["second"]["stage"] == "timeout"
+    assert verdict.diagnostics.timeout_recheck.second.stage is Stage.TIMEOUT
     assert restarts == 2
 
 
@@ -258,7 +258,7 @@ def test_persistent_fault_is_infrastructure_never_a_rejection(tmp_path):
     verdict = verify(tmp_path, "  decide", rules, retries=2, workers=1)
     assert verdict.stage is Stage.INFRASTRUCTURE
     assert verdict.reasons == ["infrastructure:proof:crash"]
-    assert verdict.diagnostics["attempts"] == 3
+    assert verdict.diagnostics.attempts == 3
 
 
 def test_an_empty_answer_to_the_proof_is_not_leans_and_is_forged_output(tmp_path):
@@ -267,7 +267,7 @@ def test_an_empty_answer_to_the_proof_is_not_leans_and_is_forged_output(tmp_path
     rules = [{"match": {"substring": "decide"}, "action": "empty"}]
     verdict = verify(tmp_path, "  decide", rules, retries=2, workers=1)
     assert (verdict.stage, verdict.reasons) == (Stage.FORGED_OUTPUT, ["forged_output"])
-    assert verdict.diagnostics["attempts"] == 1
+    assert verdict.diagnostics.attempts == 1
 
 
 def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
@@ -283,7 +283,7 @@ def test_transient_death_is_retried_on_a_fresh_repl(tmp_path):
             backend, VerifierPolicy(budget_s=5.0, feedback=False)
         ).verify_many([(problem, g) for g in generations])
     assert all(v.accepted for v in verdicts)
-    assert max(v.diagnostics["attempts"] for v in verdicts) == 2
+    assert max(v.diagnostics.attempts for v in verdicts) == 2
 
 
 def test_oom_under_the_memory_cap_is_infrastructure(tmp_path):
@@ -501,7 +501,7 @@ def test_each_answer_of_the_backend_is_judged_by_the_truth_table(
     expected |= {"worker": 3, **diagnostics}
     if "statement_check" in expected:
         expected["statement_check"] = job.statement_check
-    assert verdict.diagnostics == expected
+    assert verdict.diagnostics.model_dump(exclude_none=True) == expected
     answered = stage in (
         Stage.COMPILE_ERROR,
         Stage.INCOMPLETE,
@@ -552,7 +552,7 @@ def test_a_gate_verdict_records_the_display_and_the_code_size(tmp_path):
     generation = make_generation(completion_text=completion("  sorry"))
     verdict = prepared(tmp_path, generation)
     assert (verdict.stage, verdict.reasons, verdict.verify_s) == (Stage.GATE, ["banned:sorry"], 0.0)
-    assert verdict.diagnostics == {
+    assert verdict.diagnostics.model_dump(exclude_none=True) == {
         "displayed_statement_faithful": True,
         "code_chars": len(generation.lean_code),
     }
@@ -562,7 +562,7 @@ def test_without_the_gate_a_search_tactic_is_a_reinsertion_verdict(tmp_path):
     generation = make_generation(completion_text=completion("  exact?"))
     verdict = prepared(tmp_path, generation, gate=False)
     assert (verdict.stage, verdict.reasons) == (Stage.REINSERTION, ["reinsertion:apply?_or_exact?"])
-    assert verdict.diagnostics["code_chars"] == len(generation.lean_code)
+    assert verdict.diagnostics.code_chars == len(generation.lean_code)
 
 
 def test_in_record_mode_a_renamed_theorem_goes_to_lean(tmp_path):
@@ -587,7 +587,7 @@ def test_an_infrastructure_verdict_keeps_what_the_backend_said(tmp_path):
             make_problem(), generation
         )
     assert verdict.stage is Stage.INFRASTRUCTURE
-    detail = verdict.diagnostics["failure_detail"]
+    detail = verdict.diagnostics.failure_detail
     assert "exit code 137" in detail
     assert "died after its scripted number of commands" in detail
 
@@ -608,7 +608,7 @@ def test_an_honest_preamble_proof_is_accepted_after_the_statement_check_in_its_n
 ):
     verdict = preamble_verdict(tmp_path, preamble_code())
     assert (verdict.stage, verdict.reasons) == (Stage.ACCEPTED, [])
-    assert verdict.diagnostics["displayed_statement_faithful"] is True
+    assert verdict.diagnostics.displayed_statement_faithful is True
     commands = [
         e["request"]["cmd"] for e in repl_log(tmp_path) if e["request"].get("env") is not None
     ]
@@ -631,7 +631,7 @@ def test_in_record_mode_a_tampered_preamble_is_recorded_and_lean_compiles_the_tr
         tmp_path / "record", tampered, statement=statement, statement_check="record"
     )
     assert recorded.stage is Stage.ACCEPTED
-    assert recorded.diagnostics["displayed_statement_faithful"] is False
+    assert recorded.diagnostics.displayed_statement_faithful is False
     (proof,) = proof_commands(tmp_path / "record")
     assert "9 * Real.sqrt 2 / 32" in proof["request"]["cmd"]
     assert "/ 31" not in proof["request"]["cmd"]
@@ -642,7 +642,7 @@ def test_a_preamble_statement_check_that_fails_is_statement_changed(tmp_path):
     rules = [{"match": check, "reply": error_reply("type mismatch", 2, 0, None)}]
     verdict = preamble_verdict(tmp_path, preamble_code(), rules)
     assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])
-    assert verdict.diagnostics["statement_errors"] == ["type mismatch"]
+    assert verdict.diagnostics.statement_errors == ["type mismatch"]
 
 
 def test_a_problem_whose_trusted_statement_does_not_parse_is_refused_naming_it(tmp_path):

@@ -99,13 +99,13 @@ def test_a_fault_outside_the_proof_is_infrastructure_after_retries(tmp_path, rul
     verdict = verify(tmp_path, [rule], retries=1, budget_s=1.0)
     assert (verdict.stage, verdict.reasons) == (Stage.INFRASTRUCTURE, [reason])
     assert not verdict.accepted
-    assert verdict.diagnostics["attempts"] == 2
+    assert verdict.diagnostics.attempts == 2
 
 
 def test_only_the_proofs_own_command_over_budget_is_a_timeout(tmp_path):
     verdict = verify(tmp_path, [{"match": {"substring": "omega"}, "action": "hang"}], budget_s=0.5)
     assert (verdict.stage, verdict.reasons) == (Stage.TIMEOUT, ["timeout"])
-    assert verdict.diagnostics["attempts"] == 1  # a verdict: not retried
+    assert verdict.diagnostics.attempts == 1  # a verdict: not retried
 
 
 @pytest.mark.slow
@@ -123,7 +123,7 @@ def test_statement_that_does_not_elaborate_to_the_trusted_one_is_statement_chang
     rule = {"match": STATEMENT, "reply": error_reply("type mismatch\n  @t\nhas type", line=1)}
     verdict = verify(tmp_path, [rule])
     assert (verdict.stage, verdict.reasons) == (Stage.STATEMENT_CHANGED, ["statement_changed"])
-    assert verdict.diagnostics["statement_errors"] == ["type mismatch\n  @t\nhas type"]
+    assert verdict.diagnostics.statement_errors == ["type mismatch\n  @t\nhas type"]
 
 
 def test_statement_check_is_sent_in_the_proofs_env_at_the_root(tmp_path):
@@ -308,7 +308,7 @@ def test_a_verdict_records_how_long_lean_took_and_which_worker_ran_it(tmp_path):
     # Durations, not speed targets: a wall-clock time since the job started, never an epoch.
     assert 0.0 < accepted.verify_s < 60.0
     assert 0.5 <= timed_out.verify_s < 60.0
-    assert accepted.diagnostics["worker"] == timed_out.diagnostics["worker"] == 0
+    assert accepted.diagnostics.worker == timed_out.diagnostics.worker == 0
 
 
 def test_a_restart_after_a_timeout_takes_the_warm_spare_and_imports_nothing(tmp_path):
@@ -632,8 +632,8 @@ def test_answers_a_proof_prints_are_forged_output_never_accepted(tmp_path, text,
     assert (honest.stage, honest.reasons) == (Stage.COMPILE_ERROR, ["compile_error"])
     assert (forged.stage, forged.reasons) == (Stage.FORGED_OUTPUT, ["forged_output"])
     assert not forged.accepted
-    assert forged.diagnostics["attempts"] == 1  # never retried: a retry is the forger's next try
-    detail = forged.diagnostics["failure_detail"]
+    assert forged.diagnostics.attempts == 1  # never retried: a retry is the forger's next try
+    detail = forged.diagnostics.failure_detail
     assert detail.startswith(f"{caught_at}: ") and said in detail
     assert detail != f"{caught_at}: None"  # what was read is said, not lost
 
@@ -687,7 +687,7 @@ def test_text_read_on_a_repl_an_earlier_job_ran_on_is_judged_on_a_fresh_one(
     rules = [rule if times is None else {**rule, "times": times}]
     verdicts, pids = verify_in_turn(tmp_path, rules, ["  omega", "  simp"], warm_spare=False)
     assert [v.stage for v in verdicts] == [Stage.ACCEPTED, stage]
-    assert verdicts[1].diagnostics["attempts"] == attempts
+    assert verdicts[1].diagnostics.attempts == attempts
     assert pids["  omega"][0] == pids["  simp"][0] != pids["  simp"][1]
 
 
