@@ -34,7 +34,7 @@ TUNE = """
 import json, shutil, sys, time
 from pathlib import Path
 import torch
-from prover_assets.generation.tiny_model import teach_output_format
+from prover_assets.demo.tiny_model import teach_output_format
 from prover_assets.problems.eval_sets import load_minif2f
 model, work, data, steps, threads = sys.argv[1:6]
 if threads != "default":
@@ -97,7 +97,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    from prover_assets.generation.tiny_model import build_tiny_model
+    from prover_assets.demo.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-threads-"))
     model = build_tiny_model(work / "model", hidden_size=128, layers=2, vocab_size=1024)

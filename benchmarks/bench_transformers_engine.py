@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from prover_assets.demo.tiny_model import build_tiny_model
 from prover_assets.generation.engines import GenerationRequest, SamplingSettings, TransformersEngine
-from prover_assets.generation.tiny_model import build_tiny_model
 
 DEMO_SAMPLING = SamplingSettings(temperature=0.6, top_p=0.95, top_k=0)
 PROMPT = (

@@ -137,7 +137,7 @@ def demo_config_file(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny Qwen3-architecture model and tokenizer, built once per test session."""
-    from prover_assets.generation.tiny_model import build_tiny_model
+    from prover_assets.demo.tiny_model import build_tiny_model
 
     return build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "model", hidden_size=64, layers=2, vocab_size=1024

@@ -50,7 +50,7 @@ def shipped_tuning_state(data_root: Path) -> str:
     "stale" (tuned now: a shipped entry has its statements and settings but another recipe, so
     the tuning's code, its untuned model or the libraries that build it changed), or "missing"
     (tuned now, and no shipped entry is of its statements and settings)."""
-    from prover_assets.generation.shared_tunings import read_tuning
+    from prover_assets.demo.shared_tunings import read_tuning
 
     manifest = json.loads((data_root / "demo_base_model" / "manifest.json").read_text())
     entry = Path(manifest["shared_tuning"]["entry"])

@@ -16,6 +16,13 @@ from typing import Any
 
 from prover_assets.config import ExperimentSpec, require_filled, resolve_path
 from prover_assets.cpu_threads import torch_threads
+from prover_assets.demo.shared_tunings import (
+    copy_tuning,
+    holding_entry,
+    publish_tuning,
+    tuning_key,
+)
+from prover_assets.demo.tiny_model import FormatTuningResult, tuning_recipe
 from prover_assets.generation.corrections import correction_specs, plan_corrections
 from prover_assets.generation.engines import EngineOpening, GenerationEngine, SamplingSettings
 from prover_assets.generation.revision import model_revision
@@ -28,13 +35,6 @@ from prover_assets.generation.runner import (
     generate_samples,
     round0_specs,
 )
-from prover_assets.generation.shared_tunings import (
-    copy_tuning,
-    holding_entry,
-    publish_tuning,
-    tuning_key,
-)
-from prover_assets.generation.tiny_model import FormatTuningResult, tuning_recipe
 from prover_assets.records import (
     Appender,
     Generation,
@@ -353,7 +353,7 @@ def materialize_demo_model(
 
 def _build_demo_model(model_dir: Path, config: dict[str, int]) -> None:
     """The untuned tiny model: its tokenizer trained, its weights drawn from the seed."""
-    from prover_assets.generation.tiny_model import build_tiny_model
+    from prover_assets.demo.tiny_model import build_tiny_model
 
     build_tiny_model(
         model_dir,
@@ -370,7 +370,7 @@ def _tune_demo_model(
     config: dict[str, int],
     progress: TrainingProgressCallback | None,
 ) -> FormatTuningResult:
-    from prover_assets.generation.tiny_model import teach_output_format
+    from prover_assets.demo.tiny_model import teach_output_format
 
     return teach_output_format(
         model_dir, statements, steps=config["steps"], seed=config["seed"], progress=progress

@@ -52,7 +52,7 @@ def _smoke_model(config: RunConfig, work: Path) -> smoke.SmokeModel:
     model built here (the demo's own is format-tuned later, by its asset)."""
     spec = config.experiment
     if spec.demo is not None:
-        from prover_assets.generation.tiny_model import build_tiny_model
+        from prover_assets.demo.tiny_model import build_tiny_model
 
         folder = build_tiny_model(
             work / "tiny-model",

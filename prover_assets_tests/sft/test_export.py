@@ -343,7 +343,7 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
-from prover_assets.generation.tiny_model import build_tiny_model
+from prover_assets.demo.tiny_model import build_tiny_model
 from prover_assets.sft.export import export_merged
 
 def anonymous():

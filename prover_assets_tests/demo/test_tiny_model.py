@@ -2,8 +2,8 @@
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from prover_assets.demo.tiny_model import EOS_TOKEN
 from prover_assets.generation.revision import model_revision, weights_sha256
-from prover_assets.generation.tiny_model import EOS_TOKEN
 
 
 def test_loads_with_auto_classes_as_qwen3(tiny_model_dir):
@@ -52,7 +52,7 @@ def test_the_format_corpus_closes_each_statement_once_with_each_tactic_and_corre
 ):
     from transformers import AutoTokenizer
 
-    from prover_assets.generation.tiny_model import _format_examples
+    from prover_assets.demo.tiny_model import _format_examples
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     examples = _format_examples(tokenizer, STATEMENTS)
@@ -75,7 +75,7 @@ def test_the_format_corpus_closes_each_statement_once_with_each_tactic_and_corre
 def test_format_tuning_visits_every_example_equally_often():
     import torch
 
-    from prover_assets.generation.tiny_model import _epochs
+    from prover_assets.demo.tiny_model import _epochs
 
     order = _epochs(7, 7 * 3 + 2, torch.Generator().manual_seed(1))
     counts = [order.count(i) for i in range(7)]

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets.generation.shared_tunings import (
+from prover_assets.demo.shared_tunings import (
     SharedTuningError,
     copy_tuning,
     holding_entry,
     publish_tuning,
     tuning_key,
 )
+from prover_assets.demo.tiny_model import FormatTuningResult
 from prover_assets.generation.stages import materialize_demo_model
-from prover_assets.generation.tiny_model import FormatTuningResult
 from prover_assets.records import publish_records
 from prover_assets.records.hashing import sha256_file
 from prover_assets_tests.factories import make_problem
@@ -188,7 +188,7 @@ def test_without_a_shared_folder_each_data_root_tunes_its_own(tmp_path):
 
 
 def test_the_recipe_of_two_builds_of_one_seed_is_the_same(tmp_path):
-    from prover_assets.generation.tiny_model import build_tiny_model, tuning_recipe
+    from prover_assets.demo.tiny_model import build_tiny_model, tuning_recipe
 
     twice = [
         tuning_recipe(
@@ -205,7 +205,7 @@ def test_the_recipe_of_two_builds_of_one_seed_is_the_same(tmp_path):
 
 
 def test_the_recipe_changes_with_the_statements_and_with_the_weights(tmp_path):
-    from prover_assets.generation.tiny_model import build_tiny_model, tuning_recipe
+    from prover_assets.demo.tiny_model import build_tiny_model, tuning_recipe
 
     one = build_tiny_model(tmp_path / "a", hidden_size=16, layers=1, vocab_size=300, seed=3)
     other = build_tiny_model(tmp_path / "b", hidden_size=16, layers=1, vocab_size=300, seed=4)

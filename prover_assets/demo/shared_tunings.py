@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from prover_assets.generation.tiny_model import FormatTuningResult
+from prover_assets.demo.tiny_model import FormatTuningResult
 from prover_assets.records.hashing import sha256_file, sha256_text
 from prover_assets.records.store import publish_folder
 
