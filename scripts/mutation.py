@@ -98,8 +98,9 @@ TARGETS: dict[str, list[str]] = {
     "report/defects.py": ["report/test_defects.py"],
     "generation/revision.py": ["generation/test_revision.py"],
     # Which preflight lets a heavy job launch. (The checks themselves, preflight/environment.py,
-    # are not a target: 64 % measured, most survivors in the wording of thresholds and remedies
-    # and in the GPU query that needs a GPU.)
+    # lean_checks.py and model_checks.py, one module before 2026-12-06, are not a target: 64 %
+    # measured, most survivors in the wording of thresholds and remedies and in the GPU query
+    # that needs a GPU.)
     "preflight/gate.py": ["preflight/test_gate.py"],
     # The report's validity conditions, each broken by hand (the SFT ones on a round whose
     # shards the SFT step itself builds).

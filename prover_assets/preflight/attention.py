@@ -13,8 +13,7 @@ import subprocess
 import sys
 
 from prover_assets.config import RunConfig
-from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck, timed
 
 __all__ = ["VARLEN_FORWARD", "attention_check"]
 

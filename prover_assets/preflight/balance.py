@@ -15,8 +15,7 @@ from prover_assets.operations.eta import (
     round_plan,
     step_balances,
 )
-from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck, timed
 from prover_assets.verify.sizing import HostShape, sized_workers
 
 __all__ = ["RATE_INPUTS", "balance_check"]

@@ -17,8 +17,7 @@ from typing import Any
 
 from prover_assets.config import ExperimentSpec, RunConfig, resolve_path
 from prover_assets.generation.prompts import render_prompt, round0_messages
-from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck, timed
 from prover_assets.problems.stages import read_eval_set
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""The preflight's checks of the environment: the config, the model folder, the Lean workspace,
-host memory, the GPUs, the prompt the tokenizer renders, the disk.
+"""The preflight's checks of the environment: the config, host memory, the GPUs, the disk. The
+Lean workspace's checks are `lean_checks.py`'s, the model folder's and its prompt's
+`model_checks.py`'s; the check type and its constructors are `model.py`'s.
 
 Each check is a function returning a `PreflightCheck` with what it measured, the threshold, and
 what to do when it fails. A check never raises for what it checks: an exception is its failure,
@@ -15,10 +16,7 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,99 +28,39 @@ from prover_assets.config import (
     LocalLeanSettings,
     RemoteLeanSettings,
     RunConfig,
-    SimulatedLeanSettings,
     TrainingSpec,
     is_placeholder,
     resolve_path,
 )
-from prover_assets.generation.prompts import render_prompt, round0_messages
-from prover_assets.generation.revision import model_revision
 from prover_assets.gpus import visible_gpu_count
-from prover_assets.lean.launch import repl_launch
-from prover_assets.lean.memory_cap import memory_cap
-from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.repl import ReplProcess, describe_containment
 from prover_assets.operations.eta import PRIORS, eval_problems_upper_bound
-from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
-from prover_assets.problems.eval_sets import load_minif2f
+from prover_assets.preflight.lean_checks import ReplMeasure
+from prover_assets.preflight.model import (
+    Measurement,
+    PreflightCheck,
+    not_applicable,
+    passed_or_failed,
+    timed,
+)
 from prover_assets.sft.export import planned_export
 from prover_assets.sft.memory import QWEN3_8B, ModelShape
-from prover_assets.verify.backends import SIMULATOR_MODULE, settings_pins
 from prover_assets.verify.sizing import lean_host_mb, sized_workers
 
 __all__ = [
-    "GOLDEN_PROBLEM",
-    "GOLDEN_PROMPT",
     "MIB",
-    "ReplAnswer",
-    "ReplMeasure",
-    "blocked",
     "config_paths",
     "disk_check",
-    "golden_prompt_check",
     "gpu_check",
     "host_memory_check",
-    "import_check",
-    "model_files_check",
-    "model_revision_check",
-    "one_command",
     "paths_check",
-    "pins_check",
     "placeholders_check",
-    "repl_settings",
     "round_footprint_bytes",
-    "round_trip_check",
-    "timed",
 ]
 
 MIB = 1 << 20
-GOLDEN_PROBLEM = "mathd_algebra_478"  # the first miniF2F problem of the shipped copy
-GOLDEN_PROMPT = f"golden/minif2f-{GOLDEN_PROBLEM}.prompt.txt"  # under prover_assets/data
-# A REPL command that needs no import: the round trip measures the REPL, not Mathlib.
-ROUND_TRIP_COMMAND = "example : 1 + 1 = 2 := rfl"
 # Host memory a vLLM engine child holds beside its GPU (CUDA context, the scheduler, the
 # tokenizer, pinned buffers): a stated prior, never measured here (no GPU), said in the check.
 ENGINE_HOST_GIB = 6.0
-
-
-def timed(
-    name: str,
-    threshold: str,
-    remedy: str,
-    measure: Callable[[], Measurement],
-) -> PreflightCheck:
-    """Run `measure` as the check `name`; an exception is the check's failure, its message
-    what was measured."""
-    started = time.monotonic()
-    try:
-        found = measure()
-    except Exception as exc:
-        found = Measurement(CheckStatus.FAILED, f"{type(exc).__name__}: {exc}")
-    return PreflightCheck(
-        name=name,
-        status=found.status,
-        measured=found.measured,
-        threshold=threshold,
-        remedy=remedy,
-        seconds=round(time.monotonic() - started, 3),
-        figures=found.figures,
-    )
-
-
-def blocked(name: str, needs: str, threshold: str, remedy: str) -> PreflightCheck:
-    """A check not run because `needs` failed."""
-    return PreflightCheck(
-        name=name,
-        status=CheckStatus.BLOCKED,
-        measured=f"not run: {needs} failed",
-        threshold=threshold,
-        remedy=f"fix {needs} first; then: {remedy}",
-        seconds=0.0,
-    )
-
-
-def _verdict(ok: bool) -> CheckStatus:
-    return CheckStatus.PASSED if ok else CheckStatus.FAILED
 
 
 def placeholders_check(config: RunConfig) -> PreflightCheck:
@@ -131,7 +69,7 @@ def placeholders_check(config: RunConfig) -> PreflightCheck:
     def measure() -> Measurement:
         found = config.placeholders
         listed = f": {', '.join(found)}" if found else ""
-        return Measurement(_verdict(not found), f"{len(found)} placeholders{listed}")
+        return Measurement(passed_or_failed(not found), f"{len(found)} placeholders{listed}")
 
     return timed(
         "config.placeholders",
@@ -178,7 +116,7 @@ def paths_check(config: RunConfig) -> PreflightCheck:
         text = f"{found} of {len(paths)} paths exist" + (
             f"; missing: {', '.join(missing)}" if missing else ""
         )
-        return Measurement(_verdict(not missing), text)
+        return Measurement(passed_or_failed(not missing), text)
 
     return timed(
         "config.paths",
@@ -190,261 +128,6 @@ def paths_check(config: RunConfig) -> PreflightCheck:
 
 def _writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    """What a model folder holds: weight shards, tokenizer files, and its chat template's
-    file (None without one)."""
-
-    weights: list[str]
-    tokenizer: list[str]
-    chat_template: str | None
-
-
-def model_files(folder: Path) -> ModelFiles:
-    """What a model folder holds of weights, tokenizer and chat template."""
-    weights = sorted(p.name for p in folder.glob("*.safetensors"))
-    tokenizer = sorted(
-        name
-        for name in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
-        if (folder / name).is_file()
-    )
-    template = None
-    if (folder / "chat_template.jinja").is_file():
-        template = "chat_template.jinja"
-    elif (folder / "tokenizer_config.json").is_file():
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        template = "tokenizer_config.json" if config.get("chat_template") else None
-    return ModelFiles(weights, tokenizer, template)
-
-
-def model_files_check(folder: Path) -> PreflightCheck:
-    """`model.files`: the model folder holds weights, a tokenizer and a chat template."""
-    remedy = (
-        "download the whole snapshot (weights *.safetensors, tokenizer.json, tokenizer_config.json "
-        "with its chat template) into model.path"
-    )
-    threshold = "weights, a tokenizer and a chat template"
-
-    def measure() -> Measurement:
-        found = model_files(folder)
-        missing = [
-            what
-            for what, present in (
-                ("weights", found.weights),
-                (
-                    "tokenizer",
-                    "tokenizer_config.json" in found.tokenizer and len(found.tokenizer) > 1,
-                ),
-                ("chat template", found.chat_template),
-            )
-            if not present
-        ]
-        text = (
-            f"{len(found.weights)} weight shards, tokenizer {found.tokenizer}, chat template in "
-            f"{found.chat_template}"
-        )
-        return Measurement(
-            _verdict(not missing),
-            text + (f"; missing: {', '.join(missing)}" if missing else ""),
-        )
-
-    return timed("model.files", threshold, remedy, measure)
-
-
-def model_revision_check(folder: Path, declared: str | None) -> PreflightCheck:
-    """`model.revision`: the folder is the revision the config declares, or the one this
-    project recorded for it, checked against its weights."""
-    threshold = (
-        f"the folder is model.revision {declared}"
-        if declared
-        else "the revision this project recorded matches the weights"
-    )
-    remedy = "download the revision the config names, or correct model.revision"
-
-    def measure() -> Measurement:
-        return Measurement(CheckStatus.PASSED, f"{folder} is {model_revision(folder, declared)}")
-
-    return timed("model.revision", threshold, remedy, measure)
-
-
-def _not_applicable(name: str, why: str, threshold: str, remedy: str) -> PreflightCheck:
-    return PreflightCheck(
-        name=name,
-        status=CheckStatus.NOT_APPLICABLE,
-        measured=why,
-        threshold=threshold,
-        remedy=remedy,
-        seconds=0.0,
-    )
-
-
-def pins_check(config: RunConfig) -> PreflightCheck:
-    """`lean.pins`: the workspace's Lean, Mathlib and REPL revisions are the ones the config
-    expects (a simulated verifier says it has none)."""
-    lean = config.lean
-    expected = getattr(lean, "expected_pins", {})
-
-    def measure() -> Measurement:
-        pins = settings_pins(lean)
-        read = ", ".join(
-            f"{k} {getattr(pins, k)}" for k in ("lean_version", "mathlib_rev", "repl_rev")
-        )
-        if isinstance(lean, SimulatedLeanSettings):
-            return Measurement(CheckStatus.NOT_APPLICABLE, f"SIMULATED verifier: {read}")
-        if isinstance(lean, RemoteLeanSettings):
-            return Measurement(CheckStatus.PASSED, f"declared by the config for the server: {read}")
-        return Measurement(CheckStatus.PASSED, f"read from the workspace: {read}")
-
-    return timed(
-        "lean.pins",
-        f"each expected pin a prefix of the workspace's ({expected or 'none expected'})",
-        "build the registered workspace (`make lean-workspace`), or point lean.workspace at it",
-        measure,
-    )
-
-
-@dataclass(frozen=True)
-class ReplAnswer:
-    """One command's answer from a fresh REPL: its errors, the seconds from start to answer,
-    and the REPL's memory once it answered."""
-
-    errors: list[dict[str, Any]]
-    seconds: float
-    memory: dict[str, float]
-
-
-def repl_settings(config: RunConfig) -> SimulatedLeanSettings | LocalLeanSettings | None:
-    """The settings of REPLs this host starts (None for a Lean server)."""
-    lean = config.lean
-    return None if isinstance(lean, RemoteLeanSettings) else lean
-
-
-def one_command(
-    lean: SimulatedLeanSettings | LocalLeanSettings, command: str, timeout_s: float
-) -> ReplAnswer:
-    """Start one REPL as the verifier starts it (its command, workspace, memory cap and
-    sandbox), send `command`, and end it."""
-    if isinstance(lean, SimulatedLeanSettings):
-        argv = [
-            sys.executable,
-            "-m",
-            SIMULATOR_MODULE,
-            "--rule",
-            lean.rule,
-            "--seed",
-            str(lean.seed),
-        ]
-        cwd = None
-    else:
-        argv, cwd = list(lean.command), Path(lean.workspace)
-    launch = repl_launch(argv, cwd)  # the direct start the workers use, proved to answer
-    started = time.monotonic()
-    process = ReplProcess(
-        launch.argv,
-        cwd=cwd,
-        memory_cap_mb=lean.memory_cap_mb,
-        sandbox=lean.sandbox,
-        extra_env=launch.env,
-    )
-    process.start()
-    try:
-        answer = process.send({"cmd": command}, timeout_s)
-        memory = process.memory_report()
-    finally:
-        process.close()
-    errors = [m for m in answer.get("messages", []) if m.get("severity") == "error"]
-    return ReplAnswer(errors, time.monotonic() - started, memory)
-
-
-@dataclass
-class ReplMeasure:
-    """What the REPL checks measured, for the checks after them."""
-
-    round_trip_s: float | None = None
-    import_s: float | None = None
-    resident_mb: float | None = None
-    address_space_mb: float | None = None
-    anonymous_mb: float | None = None  # the warmed REPL's own (anonymous) memory
-    mapped_mb: float | None = None  # the rest of its resident memory: the mapped .oleans
-
-
-def round_trip_check(config: RunConfig, timeout_s: float, measured: ReplMeasure) -> PreflightCheck:
-    """`lean.round_trip`: a REPL started as the verifier starts it answers one command within
-    `timeout_s` (`measured`: that start, made once for the Lean checks)."""
-    threshold = f"an answer within {timeout_s:g} s of starting the REPL"
-    remedy = (
-        "start the REPL by hand in the workspace (`lake exe repl`, then "
-        '`{"cmd": "example : 1 + 1 = 2 := rfl"}` and a blank line): if it never answers, rebuild '
-        "it (`lake build repl`); if it answers slowly, the host is overloaded"
-    )
-    lean = repl_settings(config)
-    if lean is None:
-        return _not_applicable(
-            "lean.round_trip", "a Lean server: the self-test is its round trip", threshold, remedy
-        )
-
-    def measure() -> Measurement:
-        answer = one_command(lean, ROUND_TRIP_COMMAND, timeout_s)
-        measured.round_trip_s = answer.seconds
-        # The REPL ran as the verifier runs it: say what contained it.
-        held = describe_containment(lean.sandbox)
-        text = (
-            f"answered in {answer.seconds:.2f} s; contained by {held['mechanism']}: {held['how']}"
-        )
-        if answer.errors:
-            return Measurement(CheckStatus.FAILED, f"{text} with errors: {answer.errors[:2]}")
-        return Measurement(CheckStatus.PASSED, text, {"repl round trip s": answer.seconds})
-
-    return timed("lean.round_trip", threshold, remedy, measure)
-
-
-def import_check(config: RunConfig, measured: ReplMeasure) -> PreflightCheck:
-    """One `import Mathlib` (the protocol's header), timed, with the warmed REPL's memory against
-    the worker's cap."""
-    lean = repl_settings(config)
-    if lean is None:
-        return _not_applicable(
-            "lean.import", "a Lean server sizes its own workers", "", "see the server's own logs"
-        )
-    cap = memory_cap()
-    mechanism = cap.mechanism
-    limit = "resident" if mechanism == "cgroup" else "address space"
-    threshold = (
-        f"within header_timeout_s {lean.header_timeout_s:g} s; {limit} below memory_cap_mb "
-        f"{lean.memory_cap_mb} ({mechanism}: {cap.evidence}); own (anonymous) memory below "
-        f"memory_ceiling_mb {lean.memory_ceiling_mb}"
-    )
-    remedy = (
-        "raise memory_cap_mb / memory_ceiling_mb to what a warmed REPL needs (measured here), or "
-        "fewer lean workers; an import past the timeout: a cold .olean cache (`lake exe cache get`) "
-        "or a slow disk"
-    )
-
-    def measure() -> Measurement:
-        answer = one_command(lean, GOEDEL_HEADER.strip(), lean.header_timeout_s)
-        memory = answer.memory
-        measured.import_s = answer.seconds
-        measured.resident_mb = memory["resident_mb"]
-        measured.address_space_mb = memory["address_space_mb"]
-        measured.anonymous_mb = memory["anonymous_mb"]
-        measured.mapped_mb = memory["mapped_mb"]
-        held = memory["resident_mb"] if mechanism == "cgroup" else memory["address_space_mb"]
-        ok = (
-            not answer.errors
-            and held < lean.memory_cap_mb
-            and memory["anonymous_mb"] < lean.memory_ceiling_mb
-        )
-        text = (
-            f"{answer.seconds:.1f} s, resident {memory['resident_mb']:.0f} MiB (own "
-            f"{memory['anonymous_mb']:.0f}, mapped {memory['mapped_mb']:.0f}), address space "
-            f"{memory['address_space_mb']:.0f} MiB"
-            + (f"; errors: {answer.errors[:2]}" if answer.errors else "")
-        )
-        return Measurement(_verdict(ok), text, {"header import s": answer.seconds})
-
-    return timed("lean.import", threshold, remedy, measure)
 
 
 def host_memory_check(
@@ -483,7 +166,7 @@ def host_memory_check(
         "host.memory",
         "the need below 90 % of the host's memory",
         "fewer lean workers, the exclusive schedule, or a host with more memory",
-        lambda: Measurement(_verdict(need <= 0.9 * total), text),
+        lambda: Measurement(passed_or_failed(need <= 0.9 * total), text),
     )
 
 
@@ -543,7 +226,7 @@ def gpu_check(
         "or set gpu.gpus / training.gpus to the GPUs the box has"
     )
     if gpu.device == "cpu" and gpu.engine != "vllm":
-        return _not_applicable(
+        return not_applicable(
             "gpu.devices", "this config samples and trains on CPU", threshold, remedy
         )
 
@@ -574,7 +257,7 @@ def gpu_check(
         )
         figures = {"training_gpus": float(len(trains_on))}
         return Measurement(
-            _verdict(not problems),
+            passed_or_failed(not problems),
             text + (f"; {'; '.join(problems)}" if problems else ""),
             figures,
         )
@@ -639,44 +322,6 @@ def _query_gpus() -> dict[str, Any]:
     }
 
 
-def golden_prompt() -> tuple[str, str]:
-    """The golden problem's statement (from the shipped miniF2F) and its golden rendered prompt."""
-    data = Path(str(importlib.resources.files("prover_assets") / "data"))
-    problems = load_minif2f(data / "goedel-prover-v2" / "minif2f.jsonl")
-    statement = next(p.formal_statement for p in problems if p.problem_id == GOLDEN_PROBLEM)
-    return statement, (data / GOLDEN_PROMPT).read_text(encoding="utf-8")
-
-
-def golden_prompt_check(tokenizer_folder: Path) -> PreflightCheck:
-    """`prompt.golden`: the tokenizer's chat template renders the golden problem's prompt
-    byte for byte as the baseline was evaluated with."""
-    threshold = f"the render of miniF2F {GOLDEN_PROBLEM} byte-identical to prover_assets/data/{GOLDEN_PROMPT}"
-    remedy = (
-        "the model's chat template renders another prompt than the baseline was evaluated with: "
-        "use the registered snapshot's tokenizer_config.json (its chat_template) unchanged"
-    )
-
-    def measure() -> Measurement:
-        from transformers import AutoTokenizer
-
-        statement, golden = golden_prompt()
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
-        rendered, _ = render_prompt(tokenizer, round0_messages(statement))
-        if rendered == golden:
-            return Measurement(CheckStatus.PASSED, f"identical ({len(golden.encode())} bytes)")
-        at = next(
-            (i for i, (a, b) in enumerate(zip(rendered, golden, strict=False)) if a != b),
-            min(len(rendered), len(golden)),
-        )
-        return Measurement(
-            CheckStatus.FAILED,
-            f"differs at character {at}: rendered {rendered[max(at - 20, 0) : at + 20]!r}, golden "
-            f"{golden[max(at - 20, 0) : at + 20]!r}",
-        )
-
-    return timed("prompt.golden", threshold, remedy, measure)
-
-
 def round_footprint_bytes(config: RunConfig, model_bytes: int) -> dict[str, int]:
     """The bytes a full round writes under data_root, term by term, from the config's counts as
     the `eta` asset plans them and its high prior of completion length (at most the largest
@@ -735,6 +380,6 @@ def disk_check(
             + ", ".join(f"{name} {value / (1 << 30):.1f}" for name, value in terms.items())
             + ")"
         )
-        return Measurement(_verdict(free >= margin * need), text)
+        return Measurement(passed_or_failed(free >= margin * need), text)
 
     return timed("disk.free", threshold, remedy, measure)

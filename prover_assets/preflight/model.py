@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CheckStatus", "Measurement", "PreflightCheck", "PreflightIdentity", "PreflightReport"]
+__all__ = [
+    "CheckStatus",
+    "Measurement",
+    "PreflightCheck",
+    "PreflightIdentity",
+    "PreflightReport",
+    "blocked",
+    "not_applicable",
+    "passed_or_failed",
+    "timed",
+]
 
 
 class CheckStatus(StrEnum):
@@ -143,3 +155,56 @@ class PreflightReport(BaseModel):
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def timed(
+    name: str,
+    threshold: str,
+    remedy: str,
+    measure: Callable[[], Measurement],
+) -> PreflightCheck:
+    """Run `measure` as the check `name`; an exception is the check's failure, its message
+    what was measured."""
+    started = time.monotonic()
+    try:
+        found = measure()
+    except Exception as exc:
+        found = Measurement(CheckStatus.FAILED, f"{type(exc).__name__}: {exc}")
+    return PreflightCheck(
+        name=name,
+        status=found.status,
+        measured=found.measured,
+        threshold=threshold,
+        remedy=remedy,
+        seconds=round(time.monotonic() - started, 3),
+        figures=found.figures,
+    )
+
+
+def blocked(name: str, needs: str, threshold: str, remedy: str) -> PreflightCheck:
+    """A check not run because `needs` failed."""
+    return PreflightCheck(
+        name=name,
+        status=CheckStatus.BLOCKED,
+        measured=f"not run: {needs} failed",
+        threshold=threshold,
+        remedy=f"fix {needs} first; then: {remedy}",
+        seconds=0.0,
+    )
+
+
+def passed_or_failed(ok: bool) -> CheckStatus:
+    """PASSED when `ok`, else FAILED."""
+    return CheckStatus.PASSED if ok else CheckStatus.FAILED
+
+
+def not_applicable(name: str, why: str, threshold: str, remedy: str) -> PreflightCheck:
+    """A check this config does not use, and why."""
+    return PreflightCheck(
+        name=name,
+        status=CheckStatus.NOT_APPLICABLE,
+        measured=why,
+        threshold=threshold,
+        remedy=remedy,
+        seconds=0.0,
+    )

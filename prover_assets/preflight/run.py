@@ -13,7 +13,7 @@ from prover_assets.generation.revision import model_revision
 from prover_assets.generation.stages import hub_model
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.preflight import environment as env
-from prover_assets.preflight import smoke
+from prover_assets.preflight import lean_checks, model_checks, smoke
 from prover_assets.preflight.attention import attention_check
 from prover_assets.preflight.balance import balance_check
 from prover_assets.preflight.context import context_check
@@ -24,6 +24,8 @@ from prover_assets.preflight.model import (
     PreflightCheck,
     PreflightIdentity,
     PreflightReport,
+    blocked,
+    timed,
 )
 from prover_assets.records import Generation, now_utc, publish_text
 from prover_assets.records.hashing import sha256_text
@@ -104,7 +106,7 @@ def _identity(config: RunConfig) -> PreflightIdentity:
         return preflight_identity(config, pins_unreadable=str(exc))
 
 
-def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCheck:
+def self_test_check(config: RunConfig, measured: lean_checks.ReplMeasure) -> PreflightCheck:
     """The self-test on one worker; its seconds per proof (past the header import the round
     measured before) give the ETA's verification rate at the configured workers."""
     lean = config.lean
@@ -130,7 +132,7 @@ def self_test_check(config: RunConfig, measured: env.ReplMeasure) -> PreflightCh
         )
         return Measurement(status, text, figures)
 
-    return env.timed(
+    return timed(
         "lean.self_test",
         "known-good accepted, known-bad rejected, the preamble and statement-check pairs held",
         "the verifier misjudges known proofs: rebuild the workspace at the pins "
@@ -148,7 +150,7 @@ class PreflightState:
     config: RunConfig
     settings: PreflightSettings
     work: Path
-    repl: env.ReplMeasure = field(default_factory=env.ReplMeasure)
+    repl: lean_checks.ReplMeasure = field(default_factory=lean_checks.ReplMeasure)
     model: smoke.SmokeModel | None = None
     generations: list[Generation] = field(default_factory=list)
     shards: Path | None = None
@@ -193,7 +195,7 @@ def _load_model(state: PreflightState) -> PreflightCheck:
         state.model = _smoke_model(state.config, state.work)
         return Measurement(CheckStatus.PASSED, f"{state.model.folder} is {state.model.revision}")
 
-    return env.timed(
+    return timed(
         "model.load",
         "the model folder resolves and its revision derives",
         "download the snapshot into model.path and give its hub revision in model.revision",
@@ -203,7 +205,7 @@ def _load_model(state: PreflightState) -> PreflightCheck:
 
 def _model_revision(state: PreflightState) -> PreflightCheck:
     declared = None if state.config.experiment.demo else state.config.experiment.model.revision
-    return env.model_revision_check(state.loaded_model().folder, declared)
+    return model_checks.model_revision_check(state.loaded_model().folder, declared)
 
 
 def _smoke_generation(state: PreflightState) -> PreflightCheck:
@@ -237,18 +239,20 @@ STEPS: tuple[Step, ...] = (
     Step("config.placeholders", lambda s: env.placeholders_check(s.config)),
     Step("config.paths", lambda s: env.paths_check(s.config)),
     Step("model.load", _load_model),
-    Step("model.files", lambda s: env.model_files_check(s.loaded_model().folder), MODEL),
+    Step("model.files", lambda s: model_checks.model_files_check(s.loaded_model().folder), MODEL),
     Step("model.revision", _model_revision, MODEL),
-    Step("lean.pins", lambda s: env.pins_check(s.config)),
+    Step("lean.pins", lambda s: lean_checks.pins_check(s.config)),
     Step(
         "lean.round_trip",
-        lambda s: env.round_trip_check(s.config, s.settings.round_trip_timeout_s, s.repl),
+        lambda s: lean_checks.round_trip_check(s.config, s.settings.round_trip_timeout_s, s.repl),
     ),
-    Step("lean.import", lambda s: env.import_check(s.config, s.repl), REPL),
+    Step("lean.import", lambda s: lean_checks.import_check(s.config, s.repl), REPL),
     Step("lean.self_test", lambda s: self_test_check(s.config, s.repl), REPL),
     Step("host.memory", lambda s: env.host_memory_check(s.config, s.repl)),
     Step("gpu.devices", lambda s: env.gpu_check(s.config)),
-    Step("prompt.golden", lambda s: env.golden_prompt_check(s.loaded_model().folder), MODEL),
+    Step(
+        "prompt.golden", lambda s: model_checks.golden_prompt_check(s.loaded_model().folder), MODEL
+    ),
     Step("prompt.context", lambda s: context_check(s.config, s.loaded_model().folder), MODEL),
     Step("smoke.generation", _smoke_generation, ("model.load", "model.files", "gpu.devices")),
     Step(
@@ -281,7 +285,7 @@ def run_step(step: Step, state: PreflightState) -> PreflightCheck:
     not; a check that names itself otherwise than its step is a programming error."""
     failed = [name for name in step.needs if not state.passed(name)]
     if failed:
-        return env.blocked(step.name, failed[0], "see its row", "see above")
+        return blocked(step.name, failed[0], "see its row", "see above")
     check = step.run(state)
     if check.name != step.name:
         raise RuntimeError(f"the step {step.name} made the check {check.name}")

@@ -25,8 +25,7 @@ from prover_assets.generation.factory import open_engine
 from prover_assets.generation.runner import generate_samples, round0_specs
 from prover_assets.generation.stages import sampling_settings
 from prover_assets.gpus import training_ranks
-from prover_assets.preflight.environment import timed
-from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck
+from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck, timed
 from prover_assets.problems.eval_sets import load_minif2f
 from prover_assets.records import Appender, Generation, Problem, publish_folder, read_records
 from prover_assets.records.outputs import StageResult, Step, StepInputs

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from prover_assets.config import RunConfig, parse_run_config
-from prover_assets.preflight import CheckStatus
+from prover_assets.preflight import CheckStatus, lean_checks, model_checks
 from prover_assets.preflight import environment as env
+from prover_assets.preflight.model import timed
 from prover_assets.preflight.smoke import SmokeModel, memory_plan_check
 from prover_assets_tests.factories import (
     fake_workspace,
@@ -62,7 +63,7 @@ def test_a_wrong_pin_fails_the_pins_check_naming_the_pin(tmp_path):
     raw = with_local_lean(
         full_demo_run_config(tmp_path / "data"), workspace, expected_pins={"mathlib_rev": "c" * 7}
     )
-    check = env.pins_check(parse_run_config(raw, "test config"))
+    check = lean_checks.pins_check(parse_run_config(raw, "test config"))
     assert check.status == CheckStatus.FAILED
     assert "mathlib_rev" in check.measured and "a" * 40 in check.measured
 
@@ -72,7 +73,7 @@ def test_the_expected_pins_pass_and_are_what_was_read(tmp_path):
     raw = with_local_lean(
         full_demo_run_config(tmp_path / "data"), workspace, expected_pins={"mathlib_rev": "aaaa"}
     )
-    check = env.pins_check(parse_run_config(raw, "test config"))
+    check = lean_checks.pins_check(parse_run_config(raw, "test config"))
     assert check.status == CheckStatus.PASSED
     assert f"mathlib_rev {'a' * 40}" in check.measured
 
@@ -82,7 +83,9 @@ def test_a_repl_that_never_answers_fails_the_round_trip_within_its_timeout(tmp_p
     raw = with_local_lean(
         full_demo_run_config(tmp_path / "data"), workspace, command=["sleep", "600"]
     )
-    check = env.round_trip_check(parse_run_config(raw, "test config"), 1.0, env.ReplMeasure())
+    check = lean_checks.round_trip_check(
+        parse_run_config(raw, "test config"), 1.0, lean_checks.ReplMeasure()
+    )
     assert check.status == CheckStatus.FAILED
     assert "timeout" in check.measured
     assert check.seconds < 30
@@ -90,9 +93,9 @@ def test_a_repl_that_never_answers_fails_the_round_trip_within_its_timeout(tmp_p
 
 def test_the_simulated_repl_answers_the_round_trip_and_its_import_is_measured(tmp_path):
     config = preflight_config(tmp_path / "data")
-    measured = env.ReplMeasure()
-    assert env.round_trip_check(config, 30.0, measured).status == CheckStatus.PASSED
-    assert env.import_check(config, measured).status == CheckStatus.PASSED
+    measured = lean_checks.ReplMeasure()
+    assert lean_checks.round_trip_check(config, 30.0, measured).status == CheckStatus.PASSED
+    assert lean_checks.import_check(config, measured).status == CheckStatus.PASSED
     assert measured.resident_mb is not None and measured.resident_mb > 0
     assert measured.address_space_mb is not None and measured.address_space_mb > 0
 
@@ -100,7 +103,9 @@ def test_the_simulated_repl_answers_the_round_trip_and_its_import_is_measured(tm
 def test_a_warmed_repl_over_its_memory_ceiling_fails_the_import_check(tmp_path):
     raw = full_demo_run_config(tmp_path / "data")
     raw["resources"]["lean"]["config"]["settings"]["simulated"]["memory_ceiling_mb"] = 1
-    check = env.import_check(parse_run_config(raw, "test config"), env.ReplMeasure())
+    check = lean_checks.import_check(
+        parse_run_config(raw, "test config"), lean_checks.ReplMeasure()
+    )
     assert check.status == CheckStatus.FAILED
     assert "resident" in check.measured
 
@@ -114,17 +119,17 @@ def test_a_chat_template_that_renders_another_prompt_fails_the_golden_prompt(
     # a system turn the baseline was not evaluated with
     system = "{{ '<|im_start|>system\nYou are a prover.<|im_end|>\n' }}"
     template.write_text(system + template.read_text())
-    check = env.golden_prompt_check(folder)
+    check = model_checks.golden_prompt_check(folder)
     assert check.status == CheckStatus.FAILED
     assert "differs at character 12" in check.measured  # after "<|im_start|>"
 
 
 def test_the_tiny_models_chat_template_renders_the_golden_prompt(tiny_model_dir):
-    assert env.golden_prompt_check(tiny_model_dir).status == CheckStatus.PASSED
+    assert model_checks.golden_prompt_check(tiny_model_dir).status == CheckStatus.PASSED
 
 
 def test_the_golden_prompt_is_the_protocol_text_in_qwens_turn_markers():
-    statement, golden = env.golden_prompt()
+    statement, golden = model_checks.golden_prompt()
     assert golden.startswith("<|im_start|>user\nComplete the following Lean 4 code:\n\n```lean4\n")
     assert golden.endswith(
         "proof structures that will guide the construction of the final formal proof.<|im_end|>\n<|im_start|>assistant\n"
@@ -136,7 +141,7 @@ def test_a_model_folder_without_weights_or_template_fails_naming_each(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "tokenizer_config.json").write_text("{}")
-    check = env.model_files_check(folder)
+    check = model_checks.model_files_check(folder)
     assert check.status == CheckStatus.FAILED
     assert "missing: weights, tokenizer, chat template" in check.measured
 
@@ -176,7 +181,7 @@ def test_the_footprint_counts_every_sample_of_the_round_by_hand(tmp_path):
 def test_a_model_folder_whose_revision_differs_fails_naming_both(tmp_path):
     snapshot = tmp_path / ("a" * 40)
     snapshot.mkdir()
-    check = env.model_revision_check(snapshot, "b" * 40)
+    check = model_checks.model_revision_check(snapshot, "b" * 40)
     assert check.status == CheckStatus.FAILED
     assert "a" * 40 in check.measured and "b" * 40 in check.measured
 
@@ -240,7 +245,7 @@ def test_a_driver_newer_than_torchs_cuda_passes(tmp_path):
 
 def test_host_memory_too_small_for_the_workers_fails(tmp_path):
     config = preflight_config(tmp_path / "data")
-    measured = env.ReplMeasure(resident_mb=8000.0, anonymous_mb=3000.0, mapped_mb=5000.0)
+    measured = lean_checks.ReplMeasure(resident_mb=8000.0, anonymous_mb=3000.0, mapped_mb=5000.0)
     # (2 workers + the spare) x 3000 MiB own + 5000 MiB mapped once = 14000 MiB = 13.7 GiB:
     # within 90 % of a 16 GiB host (14.4), not of a 15 GiB one (13.5). Resident memory summed
     # (3 x 8000 MiB = 23.4 GiB) would have refused both.
@@ -257,7 +262,7 @@ def test_overlapped_workers_and_engines_need_host_memory_together(tmp_path):
         "schedule": "overlapped",
     }
     config = parse_run_config(raw, "test config")
-    measured = env.ReplMeasure(anonymous_mb=512.0, mapped_mb=512.0)
+    measured = lean_checks.ReplMeasure(anonymous_mb=512.0, mapped_mb=512.0)
     # (2 workers + the spare) x 0.5 GiB + 0.5 GiB shared beside 2 engines x 6 GiB: 14 GiB,
     # within 90 % of 16 GiB, not of 15
     assert env.host_memory_check(config, measured, 16 << 30).status == CheckStatus.PASSED
@@ -277,7 +282,9 @@ def test_a_round_trip_answered_with_an_error_fails_quoting_it(tmp_path):
     raw = with_local_lean(
         full_demo_run_config(tmp_path / "d"), fake_workspace(tmp_path / "ws"), command=command
     )
-    check = env.round_trip_check(parse_run_config(raw, "test config"), 30.0, env.ReplMeasure())
+    check = lean_checks.round_trip_check(
+        parse_run_config(raw, "test config"), 30.0, lean_checks.ReplMeasure()
+    )
     assert check.status == CheckStatus.FAILED
     assert "with errors" in check.measured and "unknown constant" in check.measured
 
@@ -287,7 +294,9 @@ def test_an_import_answered_with_an_error_fails_quoting_it(tmp_path):
     raw = with_local_lean(
         full_demo_run_config(tmp_path / "d"), fake_workspace(tmp_path / "ws"), command=command
     )
-    check = env.import_check(parse_run_config(raw, "test config"), env.ReplMeasure())
+    check = lean_checks.import_check(
+        parse_run_config(raw, "test config"), lean_checks.ReplMeasure()
+    )
     assert check.status == CheckStatus.FAILED
     assert "unknown package 'Mathlib'" in check.measured
 
@@ -297,9 +306,9 @@ def test_the_round_trip_and_the_import_of_a_healthy_repl_pass_recording_their_se
         full_demo_run_config(tmp_path / "d"), fake_workspace(tmp_path / "ws"), command=DOUBLE
     )
     config = parse_run_config(raw, "test config")
-    measured = env.ReplMeasure()
-    trip = env.round_trip_check(config, 30.0, measured)
-    imported = env.import_check(config, measured)
+    measured = lean_checks.ReplMeasure()
+    trip = lean_checks.round_trip_check(config, 30.0, measured)
+    imported = lean_checks.import_check(config, measured)
     assert (trip.status, imported.status) == (CheckStatus.PASSED, CheckStatus.PASSED)
     assert 0 < measured.round_trip_s == trip.figures["repl round trip s"] < 30
     assert config.lean.sandbox is False  # the test configs' REPLs run uncontained, and say so
@@ -335,34 +344,34 @@ def test_a_chat_template_in_the_tokenizer_config_counts_and_an_empty_one_does_no
     (folder / "model-00001-of-00002.safetensors").write_bytes(b"")
     (folder / "tokenizer.json").write_text("{}")
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ x }}"}))
-    check = env.model_files_check(folder)
+    check = model_checks.model_files_check(folder)
     assert check.status == CheckStatus.PASSED
     assert check.measured == (
         "1 weight shards, tokenizer ['tokenizer.json', 'tokenizer_config.json'], chat template "
         "in tokenizer_config.json"
     )
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": ""}))
-    assert env.model_files_check(folder).measured.endswith("; missing: chat template")
+    assert model_checks.model_files_check(folder).measured.endswith("; missing: chat template")
 
 
 def test_a_measurement_that_raises_is_the_checks_failure_with_the_exception(tmp_path):
     def broken():
         raise RuntimeError("no such device")
 
-    check = env.timed("gpu.devices", "t", "r", broken)
+    check = timed("gpu.devices", "t", "r", broken)
     assert (check.status, check.measured) == (CheckStatus.FAILED, "RuntimeError: no such device")
 
 
 def test_the_host_memory_text_states_each_term(tmp_path):
     config = preflight_config(tmp_path / "data")
-    measured = env.ReplMeasure(anonymous_mb=512.0, mapped_mb=512.0)
+    measured = lean_checks.ReplMeasure(anonymous_mb=512.0, mapped_mb=512.0)
     check = env.host_memory_check(config, measured, 16 << 30)
     assert check.measured == (
         "need 2.0 GiB (2 workers + the warm spare x 512 MiB own measured + 512 MiB mapped "
         ".oleans once; the transformers engine's model 0.0 GiB; the export's fp32 merge on the "
         "host 0.0 GiB; schedule exclusive) of 16.0 GiB"
     )
-    unmeasured = env.host_memory_check(config, env.ReplMeasure(), 64 << 30)
+    unmeasured = env.host_memory_check(config, lean_checks.ReplMeasure(), 64 << 30)
     # the ceiling stands in, as if all of it were each worker's own
     assert "the warm spare x 8192 MiB own memory_ceiling_mb + 0 MiB mapped" in (unmeasured.measured)
 
@@ -397,7 +406,7 @@ def test_the_exports_fp32_merge_on_the_host_counts_beside_the_lean_workers_when_
     # its headroom, 38.1 GiB, do not fit one: merged on the host): 4 vLLM children x 6 GiB =
     # 24 GiB, so under overlapped the export is the GPU side's larger term, beside 2 pinned
     # workers + the spare x 1 GiB own + 1 GiB mapped = 4 GiB of Lean: 34.5 GiB.
-    measured = env.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
+    measured = lean_checks.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
     check = env.host_memory_check(p2_on_four_gpus(32.0), measured, 1 << 40)
     assert "the export's fp32 merge on the host 30.5 GiB" in check.measured
     assert check.measured.startswith("need 34.5 GiB")
@@ -406,7 +415,7 @@ def test_the_exports_fp32_merge_on_the_host_counts_beside_the_lean_workers_when_
 def test_the_exports_fp32_merge_on_a_gpu_holds_one_weight_file_on_the_host():
     # On 80 GiB cards the merge runs on a GPU: the host holds one 2 GiB file while it is
     # written; the vLLM children's 24 GiB are the GPU side's larger term: 28.0 GiB.
-    measured = env.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
+    measured = lean_checks.ReplMeasure(anonymous_mb=1024.0, mapped_mb=1024.0)
     check = env.host_memory_check(p2_on_four_gpus(80.0), measured, 1 << 40)
     assert "the export's fp32 merge on a GPU 2.0 GiB" in check.measured
     assert check.measured.startswith("need 28.0 GiB")
