@@ -5,6 +5,7 @@ import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from prover_assets.records import (
     read_records,
     write_manifest,
 )
+from prover_assets.records.outputs import StepResult
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.report.analysis import (
     ComparisonRefused,
@@ -32,7 +34,7 @@ from prover_assets.report.analysis import (
     power_table,
     summarize_run,
 )
-from prover_assets.report.bundle import verify_bundle
+from prover_assets.report.bundle import ReportResult, verify_bundle
 from prover_assets.report.prereg import read_prereg
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.stats import MissingSamplesError, mcnemar_power
@@ -57,6 +59,9 @@ def statement(problem_id: str) -> str:
         GOEDEL_HEADER
         + f"theorem {problem_id} (x : ℕ) (h₀ : 0 < x) : 0 < x + {PROBLEMS.index(problem_id)} := by sorry"
     )
+
+
+SFT_REVISION = "sft-" + "b" * 64  # the candidate's model: an SFT export of this project
 
 
 def write_run(
@@ -132,7 +137,7 @@ def runs(tmp_path):
     return (
         load_run(write_run(tmp_path, "baseline", BASELINE), samples_required=4),
         load_run(
-            write_run(tmp_path, "candidate", CANDIDATE, revision="sft-" + "b" * 64),
+            write_run(tmp_path, "candidate", CANDIDATE, revision=SFT_REVISION),
             samples_required=4,
         ),
     )
@@ -445,7 +450,7 @@ def test_simulated_verdicts_are_never_primary_and_the_report_says_so(tmp_path):
             tmp_path,
             "candidate",
             CANDIDATE,
-            revision="sft-" + "b" * 64,
+            revision=SFT_REVISION,
             pins=make_pins(simulated=True),
         ),
         samples_required=4,
@@ -473,21 +478,36 @@ def settings(**overrides) -> ReportSettings:
     return ReportSettings(**fields)
 
 
+def written_pair(folder: Path) -> tuple[RunFiles, RunFiles]:
+    """BASELINE and CANDIDATE written under `folder` as a baseline's and an SFT export's runs."""
+    return (
+        write_run(folder, "baseline", BASELINE),
+        write_run(folder, "candidate", CANDIDATE, revision=SFT_REVISION),
+    )
+
+
+def reported(
+    tmp_path: Path, pair: tuple[RunFiles, RunFiles] | None = None, **options: Any
+) -> StepResult[ReportResult]:
+    """The report bundle of `pair` (by default `written_pair` under tmp_path/runs) under
+    tmp_path/report, with the tests' settings and no pre-registration; `options` (prereg_path,
+    settings, config, defects) replace those."""
+    fields: dict[str, Any] = {
+        "prereg_path": None,
+        "config_files": [],
+        "settings": settings(),
+        "config": {},
+    }
+    pair = pair or written_pair(tmp_path / "runs")
+    return materialize_report(tmp_path / "report", [pair], [], **(fields | options))
+
+
 def test_bundle_is_published_verifiable_and_never_overwritten(tmp_path):
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    pair = written_pair(tmp_path / "runs")
     prereg = registered_prereg(tmp_path)
 
     def publish():
-        return materialize_report(
-            tmp_path / "report",
-            [(base, cand)],
-            [],
-            prereg_path=prereg,
-            config_files=[],
-            settings=settings(),
-            config={"name": "test"},
-        )
+        return reported(tmp_path, pair, prereg_path=prereg, config={"name": "test"})
 
     result = publish()
     folder = result.folder
@@ -529,19 +549,10 @@ def test_a_bundle_whose_manifest_names_an_artifact_outside_it_is_refused(tmp_pat
 def test_a_bundle_another_run_publishes_while_this_one_builds_is_reused(tmp_path, monkeypatch):
     import prover_assets.report.stages as stages
 
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    pair = written_pair(tmp_path / "runs")
 
     def publish():
-        return materialize_report(
-            tmp_path / "report",
-            [(base, cand)],
-            [],
-            prereg_path=None,
-            config_files=[],
-            settings=settings(),
-            config={"name": "test"},
-        )
+        return reported(tmp_path, pair, config={"name": "test"})
 
     real_build, others, builds = stages.build_report, [], []
 
@@ -585,10 +596,7 @@ def test_a_bundle_in_a_copied_data_root_is_found_by_the_same_name_and_verifies(t
         )
 
     old = mark_data_root(tmp_path / "old")
-    runs = (
-        write_run(old / "runs", "baseline", BASELINE),
-        write_run(old / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64),
-    )
+    runs = written_pair(old / "runs")
     made = report_in(old)
     shutil.copytree(old, tmp_path / "new")
     shutil.rmtree(old)
@@ -598,17 +606,8 @@ def test_a_bundle_in_a_copied_data_root_is_found_by_the_same_name_and_verifies(t
 
 
 def test_bundle_notices_a_changed_input(tmp_path):
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    result = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=None,
-        config_files=[],
-        settings=settings(),
-        config={},
-    )
+    _, cand = pair = written_pair(tmp_path / "runs")
+    result = reported(tmp_path, pair)
     cand.verdicts.write_text(
         cand.verdicts.read_text().replace('"verify_s":0.5', '"verify_s":0.6', 1)
     )
@@ -809,7 +808,7 @@ def secondary_reasons(tmp_path, *, prereg=True, override=None, registered=None, 
     """The PRIMARY guard's reasons for the tiny registered design with `changes` to both runs
     (`baseline_revision`, `candidate_revision` to one)."""
     baseline_revision = changes.pop("baseline_revision", REVISION)
-    candidate_revision = changes.pop("candidate_revision", "sft-" + "b" * 64)
+    candidate_revision = changes.pop("candidate_revision", SFT_REVISION)
     edit = changes.pop("edit", None)
     baseline = load_run(
         write_run(tmp_path, "baseline", BASELINE, revision=baseline_revision, **changes),
@@ -1059,7 +1058,7 @@ def test_each_side_of_a_comparison_names_its_system_model_and_runs(runs):
     comparison = compare(baseline, candidate)
     assert comparison.baseline.system == "baseline"
     assert comparison.baseline.model_revs == [REVISION]
-    assert comparison.candidate.model_revs == ["sft-" + "b" * 64]
+    assert comparison.candidate.model_revs == [SFT_REVISION]
     assert (comparison.baseline.solved_at_k, comparison.candidate.solved_at_k) == (2, 2)
     made = comparison.candidate.provenance.generations
     assert made.started_at == "t" and made.finished_at
@@ -1076,21 +1075,12 @@ def test_pass_at_k_bands_hold_the_estimate_and_are_absent_where_samples_are_too_
 
 def report_folder(tmp_path, *, run_id=None):
     """The bundle of the BASELINE / CANDIDATE runs; `run_id` recorded as the runs' maker."""
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
+    pair = written_pair(tmp_path / "runs")
     if run_id is not None:
         manifest = json.loads((tmp_path / "runs" / "manifest.json").read_text())
         write_manifest(tmp_path / "runs", {**manifest, "run_id": run_id})
-    result = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=registered_prereg(tmp_path),
-        config_files=[],
-        settings=settings(),
-        config={"name": "test"},
-    )
-    return result.folder
+    prereg = registered_prereg(tmp_path)
+    return reported(tmp_path, pair, prereg_path=prereg, config={"name": "test"}).folder
 
 
 def test_report_md_shows_every_plot_under_its_section_from_the_plots_folder(tmp_path):
@@ -1140,7 +1130,7 @@ def test_summary_json_fills_both_sides_of_each_comparison(tmp_path):
     summary = json.loads((report_folder(tmp_path) / "summary.json").read_text())
     (comparison,) = summary["comparisons"]
     assert comparison["baseline"]["system"] == "baseline"
-    assert comparison["candidate"]["model_revs"] == ["sft-" + "b" * 64]
+    assert comparison["candidate"]["model_revs"] == [SFT_REVISION]
 
 
 def test_the_report_names_the_run_that_made_each_system_s_samples(tmp_path):
@@ -1218,15 +1208,10 @@ def test_per_problem_rows_and_sides_hold_each_system_s_own_counts(runs):
 
 
 def test_each_comparison_says_the_endpoint_its_eval_set_is_configured_as(tmp_path):
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
     endpoint = "further secondary, not registered: MOBench whole"
-    result = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
+    result = reported(
+        tmp_path,
         prereg_path=registered_prereg(tmp_path),
-        config_files=[],
         settings=settings(endpoints={"minif2f": endpoint}),
         config={"name": "test"},
     )

@@ -14,7 +14,6 @@ from prover_assets.problems.defects import DefectKind, DefectList, KnownDefect
 from prover_assets.records import sha256_file
 from prover_assets.report.analysis import INVALID, mcnemar_table
 from prover_assets.report.defects import EvalSetDefects, without_known_defects
-from prover_assets.report.stages import materialize_report
 from prover_assets.report.summary import (
     Comparison,
     PairedProblem,
@@ -24,7 +23,7 @@ from prover_assets.report.summary import (
 )
 from prover_assets.verify.audit import AuditFinding
 from prover_assets_tests.factories import make_comparison
-from prover_assets_tests.report.test_analysis import BASELINE, CANDIDATE, settings, write_run
+from prover_assets_tests.report.test_analysis import reported
 
 SOLVED = {  # cell -> (baseline solved, candidate solved)
     "both": (True, True),
@@ -124,21 +123,10 @@ def test_an_invalid_comparison_stays_invalid_without_its_defective_problems():
 def report_with(
     tmp_path, defects: EvalSetDefects | None
 ) -> tuple[RegisteredComparison, dict[str, str], str]:
-    """report/test_analysis's runs at k = 2 (p1 both, p2 candidate only, p3 neither, p4 baseline only),
-    reported with `defects` for minif2f; hand-built runs with no eval set or SFT outputs behind
-    them fail validity: INVALID, and so the secondary too."""
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    result = materialize_report(
-        tmp_path / "report",
-        [(base, cand)],
-        [],
-        prereg_path=None,
-        config_files=[],
-        settings=settings(),
-        config={},
-        defects=None if defects is None else {"minif2f": defects},
-    )
+    """report/test_analysis's runs at k = 2 (p1 both, p2 candidate only, p3 neither, p4
+    baseline only), reported with `defects` for minif2f; hand-built runs with no eval set or SFT
+    outputs behind them fail validity: INVALID, and so the secondary too."""
+    result = reported(tmp_path, defects=None if defects is None else {"minif2f": defects})
     (compared,) = read_summary(result.folder / "summary.json").comparisons
     inputs = json.loads((result.folder / "manifest.json").read_text())["inputs"]
     hashes = {entry["path"].rsplit("/", 1)[-1]: entry["sha256"] for entry in inputs}

@@ -13,14 +13,12 @@ import pytest
 from prover_assets.report.markdown import PLOTS_DIR, embedded_plots
 from prover_assets.report.stages import build_report
 from prover_assets.report.summary import ReportSummary, read_summary
-from prover_assets_tests.report.test_analysis import BASELINE, CANDIDATE, settings, write_run
+from prover_assets_tests.report.test_analysis import settings, written_pair
 
 
 @pytest.fixture
 def built(tmp_path) -> tuple[ReportSummary, str, dict[str, bytes]]:
-    base = write_run(tmp_path / "runs", "baseline", BASELINE)
-    cand = write_run(tmp_path / "runs", "candidate", CANDIDATE, revision="sft-" + "b" * 64)
-    return build_report([(base, cand)], [], None, settings())
+    return build_report([written_pair(tmp_path / "runs")], [], None, settings())
 
 
 def test_a_written_summary_reads_back_equal_to_what_was_computed(built, tmp_path):
