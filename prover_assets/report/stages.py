@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from prover_assets import __version__
 from prover_assets.config import PLACE_FIELDS
@@ -49,10 +49,13 @@ from prover_assets.report.summary import (
     BootstrapSettings,
     Comparison,
     Condition,
+    CurvePoint,
+    ExploratoryComparison,
     PreregSummary,
     RegisteredComparison,
     ReportSummary,
     RunCost,
+    SeedSpreadRow,
     StepCost,
     SystemSummary,
     ValidityJudgement,
@@ -190,10 +193,19 @@ def _prereg_summary(prereg: Prereg | None) -> PreregSummary | None:
     )
 
 
+class _IterationSummary(NamedTuple):
+    exploratory: list[ExploratoryComparison] | None = None
+    seed_spread: list[SeedSpreadRow] | None = None
+    iteration_curve: list[CurvePoint] | None = None
+
+
 def _iteration_summary(
-    measured: _Measured, iterations: IterationInputs, settings: ReportSettings
-) -> dict[str, Any]:
-    """The exploratory comparisons, the seed spread and the expert-iteration curve."""
+    measured: _Measured, iterations: IterationInputs | None, settings: ReportSettings
+) -> _IterationSummary:
+    """The exploratory comparisons, the seed spread and the expert-iteration curve; none of
+    them without `iterations` (a graph of one iteration and one training seed)."""
+    if iterations is None:
+        return _IterationSummary()
     exploratory = exploratory_comparisons(
         measured.baselines,
         iterations,
@@ -204,11 +216,11 @@ def _iteration_summary(
         seed=settings.seed,
     )
     registered = next(c for c in measured.comparisons if (c.eval_set, c.cap) == iterations.primary)
-    return {
-        "exploratory": exploratory,
-        "seed_spread": seed_spread(registered, exploratory, iterations),
-        "iteration_curve": iteration_curve(registered, exploratory, iterations),
-    }
+    return _IterationSummary(
+        exploratory,
+        seed_spread(registered, exploratory, iterations),
+        iteration_curve(registered, exploratory, iterations),
+    )
 
 
 def build_report(
@@ -264,7 +276,7 @@ def build_report(
         eta_beside_measured=(
             eta_beside_measured(settings.eta, round_costs) if settings.eta and round_costs else None
         ),
-        **(_iteration_summary(measured, iterations, settings) if iterations is not None else {}),
+        **_iteration_summary(measured, iterations, settings)._asdict(),
     )
     return summary, render_markdown(summary), render_plots(summary)
 
