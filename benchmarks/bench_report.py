@@ -31,7 +31,7 @@ def write_runs() -> list:
         publish_records,
         write_manifest,
     )
-    from prover_assets.report.analysis import RunFiles
+    from prover_assets.report.runs import RunFiles
 
     rng = random.Random(11)
     shutil.rmtree(OUT, ignore_errors=True)

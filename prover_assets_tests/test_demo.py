@@ -25,7 +25,7 @@ from prover_assets.generation.revision import MODEL_DIR, model_revision
 from prover_assets.records import MANIFEST_NAME
 from prover_assets.records.gates import materialization_of
 from prover_assets.records.manifest import read_manifest, recorded_path
-from prover_assets.report.analysis import RunFiles
+from prover_assets.report.runs import RunFiles
 from prover_assets.report.validity import TrainingFiles, ValiditySettings, judge_comparison
 from prover_assets.verify.history import COST_HISTORY_DIR, read_costs
 from prover_assets.verify.runner import VerificationResult

@@ -83,6 +83,8 @@ TARGETS: dict[str, list[str]] = {
     "stats/core.py": ["stats/test_stats.py"],
     "stats/bootstrap.py": ["stats/test_stats.py"],
     "report/analysis.py": ["report/test_analysis.py", "report/test_iterations.py"],
+    "report/runs.py": ["report/test_analysis.py", "report/test_iterations.py"],
+    "verify/validity.py": ["verify/test_validity.py", "report/test_validity.py"],
     "report/iterations.py": ["report/test_iterations.py"],
     "sft/builder.py": ["sft/test_builder.py"],
     "sft/memory.py": ["sft/test_memory.py"],

@@ -37,7 +37,6 @@ from prover_assets.problems.defects import known_defects_of
 from prover_assets.problems.stages import PROBLEMS_FILE, SETS_FILE
 from prover_assets.records import Problem, read_records
 from prover_assets.records.outputs import StepResult
-from prover_assets.report.analysis import RunFiles
 from prover_assets.report.bundle import (
     HTML_FILE,
     PLOTS_DIR,
@@ -48,6 +47,7 @@ from prover_assets.report.bundle import (
 from prover_assets.report.defects import EvalSetDefects
 from prover_assets.report.iterations import CandidateRuns, IterationInputs
 from prover_assets.report.markdown import embedded_plots
+from prover_assets.report.runs import RunFiles
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.report.summary import Comparison, read_summary
 from prover_assets.report.validity import TrainingFiles

@@ -1,8 +1,9 @@
 """What the report says, computed: per-system tables, the paired comparison, the guard that
 decides PRIMARY, and the refusals.
 
-A run is one system's generations and verdicts on one evaluation set at one cap. Every number
-is computed from the files; nothing is carried over from a manifest's counts. Comparisons are
+A run (`report.runs`) is one system's generations and verdicts on one evaluation set at one
+cap. Every number is computed from the files; nothing is carried over from a manifest's counts.
+Comparisons are
 refused when they cannot be made honestly: different caps, different problems, missing
 samples, stale verdicts, different verifiers; different sampling or prompts unless an override
 is given (and then recorded).
@@ -10,48 +11,40 @@ is given (and then recorded).
 
 from __future__ import annotations
 
-import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prover_assets.generation.engines import SamplingSettings
-from prover_assets.generation.prompts import round0_messages
 from prover_assets.records import (
     SAMPLING_FIELDS,
     Generation,
-    Problem,
     SampleKey,
     Stage,
     Verification,
     code_sha256,
     iter_records,
-    read_records,
     reason_kind,
 )
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.staleness import current_verdicts_by_hash
-from prover_assets.report.prereg import Prereg
+from prover_assets.report.prereg import Prereg, RegisteredVerifier
+from prover_assets.report.runs import ComparisonRefused, RunData, run_provenance
 from prover_assets.report.summary import (
     Cell,
     ComparedSystem,
     Comparison,
     LiftRow,
-    MadeBy,
     McNemarTable,
     PairedProblem,
     PooledWilson,
     ProblemCounts,
     ProblemSide,
-    RunProvenance,
     SolvedShare,
     SystemSummary,
 )
 from prover_assets.stats import (
     Interval,
-    MissingSamplesError,
     cluster_bootstrap_mean,
     mcnemar_exact,
     mcnemar_power,
@@ -60,21 +53,16 @@ from prover_assets.stats import (
     solved_at_k,
     wilson_interval,
 )
-from prover_assets.verify.validity import verdict_identity
+from prover_assets.verify.validity import VerifierIdentity
 
 __all__ = [
     "DECISIONS",
     "INVALID",
-    "ComparisonRefused",
-    "RunData",
-    "RunFiles",
     "compare_runs",
     "correction_lift",
     "decide",
-    "load_run",
     "mcnemar_table",
     "power_table",
-    "run_provenance",
     "summarize_run",
 ]
 
@@ -82,118 +70,6 @@ DECISIONS = ("success", "significant degradation", "no detectable improvement")
 # The decision of a comparison with a failed validity condition (report.validity), whatever its
 # test says: the pre-registration calls such a run pair invalid, not negative.
 INVALID = "INVALID"
-
-
-class ComparisonRefused(ValueError):
-    """The two runs cannot be compared honestly; the message says why."""
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """The files of one system's run on one eval set at one cap."""
-
-    system: str
-    eval_set: str
-    cap: int
-    problems: Path
-    generations: Path
-    verdicts: Path
-
-
-@dataclass
-class RunData:
-    """One run read and validated: problems, accepted samples, their metadata and verdicts."""
-
-    files: RunFiles
-    problems: list[Problem]
-    accepted: dict[str, dict[int, bool]]  # problem -> sample_idx -> accepted (round 0)
-    # key -> max_tokens, finish_reason, context_clipped, design identity, sampling, model_rev
-    meta: dict[SampleKey, dict[str, Any]]
-    verdicts: dict[SampleKey, Verification]
-    identity: dict[str, Any]
-    simulated: bool
-    simulated_rule: str | None = None  # the simulated verifier's rule in words
-
-    @property
-    def sampling(self) -> set[tuple]:
-        return {m["sampling"] for m in self.meta.values()}
-
-    @property
-    def model_revs(self) -> set[str]:
-        return {m["model_rev"] for m in self.meta.values()}
-
-
-def _read_generations(
-    files: RunFiles, problems: list[Problem]
-) -> tuple[dict[SampleKey, dict[str, Any]], dict[SampleKey, str]]:
-    """Each generation's metadata and code sha256, by key; a generation of another problem or
-    at another cap is refused."""
-    problem_ids = {p.problem_id for p in problems}
-    expected = {p.problem_id: round0_messages(p.formal_statement) for p in problems}
-    meta: dict[SampleKey, dict[str, Any]] = {}
-    code_shas: dict[SampleKey, str] = {}
-    for generation in iter_records(files.generations, Generation):
-        if generation.problem_id not in problem_ids:
-            raise ComparisonRefused(
-                f"{files.generations}: {generation.key} is not a problem of {files.problems}"
-            )
-        if generation.cap_tokens != files.cap:
-            raise ComparisonRefused(
-                f"{files.generations}: {generation.key} has cap {generation.cap_tokens}, "
-                f"not {files.cap}: caps are never pooled"
-            )
-        code_shas[generation.key] = code_sha256(generation.lean_code)
-        meta[generation.key] = {
-            "max_tokens": generation.sampling.max_tokens,
-            "finish_reason": generation.finish_reason,
-            "context_clipped": generation.context_clipped,
-            "design": generation.design_identity,
-            "statement_prompt": generation.messages == expected[generation.problem_id],
-            "sampling": generation.sampling.values,
-            "model_rev": generation.model_rev,
-            "completion_tokens": len(generation.completion_ids),
-        }
-    return meta, code_shas
-
-
-def load_run(files: RunFiles, *, samples_required: int) -> RunData:
-    """Read and validate one run; every problem must have samples 0..samples_required-1."""
-    problems = read_records(files.problems, Problem)
-    problem_ids = {p.problem_id for p in problems}
-    meta, code_shas = _read_generations(files, problems)
-    verdicts = current_verdicts_by_hash(code_shas, iter_records(files.verdicts, Verification))
-    unjudged = sorted(set(code_shas) - set(verdicts))
-    if unjudged:
-        raise MissingSamplesError(
-            f"{files.verdicts}: {len(unjudged)} samples have no verdict (e.g. {unjudged[0]})"
-        )
-    accepted: dict[str, dict[int, bool]] = defaultdict(dict)
-    for key, verdict in verdicts.items():
-        if key.round == 0:
-            accepted[key.problem_id][key.sample_idx] = verdict.accepted
-    short = sorted(
-        p
-        for p in problem_ids
-        if len(accepted.get(p, {})) < samples_required
-        or any(i not in accepted[p] for i in range(samples_required))
-    )
-    if short:
-        raise MissingSamplesError(
-            f"{files.system} on {files.eval_set} at cap {files.cap}: {len(short)} problems lack samples "
-            f"0..{samples_required - 1} (e.g. {short[0]}); missing problems are never scored as failures"
-        )
-    identities = {
-        json.dumps(verdict_identity(v.verifier), sort_keys=True) for v in verdicts.values()
-    }
-    if len(identities) > 1:
-        raise ComparisonRefused(
-            f"{files.verdicts}: verdicts from {len(identities)} different verifiers"
-        )
-    identity = json.loads(identities.pop()) if identities else {}
-    simulated = any(v.verifier.pins.simulated for v in verdicts.values())
-    rules = {v.verifier.config.get("simulated_rule") for v in verdicts.values()} - {None}
-    rule = "; ".join(sorted(rules)) or None
-    return RunData(files, problems, dict(accepted), meta, verdicts, identity, simulated, rule)
 
 
 GROUPED_REASON_KINDS = frozenset({"axiom", "infrastructure", "reinsertion", "no_code"})
@@ -253,22 +129,6 @@ def _pass_at_k_bands(
     return bands
 
 
-def run_provenance(files: RunFiles) -> RunProvenance:
-    """Which run made the generations and the verdicts, and when: their manifests' record."""
-
-    def made(folder: Path) -> MadeBy:
-        manifest = read_manifest(folder)
-        return MadeBy(
-            run_id=manifest.get("run_id"),
-            started_at=manifest["started_at"],
-            finished_at=manifest["finished_at"],
-        )
-
-    return RunProvenance(
-        generations=made(files.generations.parent), verdicts=made(files.verdicts.parent)
-    )
-
-
 def _verdict_counts(run: RunData, stages: Counter[str]) -> dict[str, int]:
     """Timeouts (after their re-check, and before it: every verdict whose first attempt timed
     out), copied verdicts, and infrastructure verdicts (not judgements: scored as unsolved
@@ -301,7 +161,7 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
     rewritten = sum(
         1 for v in run.verdicts.values() if v.accepted and v.displayed_statement_faithful is False
     )
-    metas = list(run.meta.values())
+    samples = list(run.samples.values())
     return SystemSummary(
         system=run.files.system,
         eval_set=run.files.eval_set,
@@ -320,11 +180,11 @@ def summarize_run(run: RunData, *, ks: Sequence[int], resamples: int, seed: int)
             high=pooled_high,
             note="anti-conservative: treats every sample as independent",
         ),
-        mean_effective_max_tokens=sum(m["max_tokens"] for m in metas) / len(metas),
-        mean_completion_tokens=sum(m["completion_tokens"] for m in metas) / len(metas),
+        mean_effective_max_tokens=sum(s.max_tokens for s in samples) / len(samples),
+        mean_completion_tokens=sum(s.completion_tokens for s in samples) / len(samples),
         accepted_samples=total_c,
-        hit_cap_share=sum(m["finish_reason"] == "length" for m in metas) / len(metas),
-        context_clipped_share=sum(m["context_clipped"] for m in metas) / len(metas),
+        hit_cap_share=sum(s.finish_reason == "length" for s in samples) / len(samples),
+        context_clipped_share=sum(s.context_clipped for s in samples) / len(samples),
         stages=dict(stages),
         reasons=dict(reasons.most_common()),
         **_verdict_counts(run, stages),
@@ -387,8 +247,8 @@ def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
         )
     differing = [
         k
-        for k in set(baseline.meta) & set(candidate.meta)
-        if k.round == 0 and baseline.meta[k]["design"] != candidate.meta[k]["design"]
+        for k in set(baseline.samples) & set(candidate.samples)
+        if k.round == 0 and baseline.samples[k].design != candidate.samples[k].design
     ]
     if differing:
         problems.append(
@@ -433,7 +293,7 @@ def _primary_reasons(
             reasons.append(
                 f"{run.files.system} sampling {_samplings(run)} is not the registered one"
             )
-        if not all(m["statement_prompt"] for m in run.meta.values()):
+        if not all(s.statement_prompt for s in run.samples.values()):
             reasons.append(
                 f"{run.files.system} prompts are not the registered {design.handler} round-0 prompts"
             )
@@ -457,19 +317,18 @@ def _primary_reasons(
     return reasons
 
 
-def _verifier_reasons(identity: Mapping[str, Any], registered: Any) -> list[str]:
-    """How the verifier that judged the runs (`identity`: pins and config) differs from the
-    registered one."""
-    pins, config = identity.get("pins", {}), identity.get("config", {})
+def _verifier_reasons(identity: VerifierIdentity, registered: RegisteredVerifier) -> list[str]:
+    """How the verifier that judged the runs differs from the registered one (a pin may be
+    registered by a prefix of its revision)."""
     reasons = [
-        f"verifier {name} {pins.get(name)}, registered {getattr(registered, name)}"
+        f"verifier {name} {getattr(identity.pins, name)}, registered {getattr(registered, name)}"
         for name in ("lean_version", "mathlib_rev", "repl_rev")
-        if not str(pins.get(name)).startswith(getattr(registered, name))
+        if not getattr(identity.pins, name).startswith(getattr(registered, name))
     ]
     return reasons + [
-        f"verifier {name} {config.get(name)}, registered {getattr(registered, name)}"
+        f"verifier {name} {getattr(identity.config, name)}, registered {getattr(registered, name)}"
         for name in ("budget_s", "statement_check", "gate", "axiom_check")
-        if config.get(name) != getattr(registered, name)
+        if getattr(identity.config, name) != getattr(registered, name)
     ]
 
 
@@ -486,8 +345,8 @@ def _refuse_incomparable(
         raise ComparisonRefused("the runs are on different problems")
     if baseline.identity != candidate.identity:
         raise ComparisonRefused(
-            "verifier pins, configuration or budget differ between the runs: the comparison is invalid "
-            f"(baseline {baseline.identity}, candidate {candidate.identity})"
+            "verifier pins, configuration or budget differ between the runs: the comparison is "
+            f"invalid (baseline, candidate: {'; '.join(baseline.identity.differences(candidate.identity))})"
         )
     mismatches = _design_mismatches(baseline, candidate)
     if mismatches and allow_design_mismatch is None:

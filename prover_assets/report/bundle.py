@@ -93,7 +93,10 @@ def publish_bundle(
                 simulated=summary.simulated,
             ).model_dump(mode="json"),
             started_at=started_at,
-            extra={"package_version": __version__, "pins": summary.pins},
+            extra={
+                "package_version": __version__,
+                "pins": summary.pins.model_dump(mode="json") if summary.pins else None,
+            },
         )
         write_manifest(staging, manifest)
     return manifest

@@ -28,7 +28,7 @@ from prover_assets.operations.eta import (
 from prover_assets.records import MANIFEST_NAME, Generation, Verification, iter_records
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.usage import StepUsage, recorded_earlier_attempts, recorded_usage
-from prover_assets.report.analysis import RunFiles
+from prover_assets.report.runs import RunFiles
 from prover_assets.report.summary import (
     CostRow,
     EtaBesideMeasured,

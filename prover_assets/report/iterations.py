@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prover_assets.generation.stages import solved_problems
-from prover_assets.report.analysis import RunData, RunFiles, compare_runs, correction_lift
+from prover_assets.report.analysis import compare_runs, correction_lift
+from prover_assets.report.runs import RunData, RunFiles
 from prover_assets.report.summary import (
     Comparison,
     CurvePoint,

@@ -550,12 +550,7 @@ def _iteration_parts(summary: ReportSummary) -> list[str]:
 def limitations(summary: ReportSummary) -> list[str]:
     """The report's limitations, written from this run's configuration."""
     budgets = sorted(
-        {
-            s.verifier.get("config", {}).get("budget_s")
-            for group in summary.systems.values()
-            for s in group
-        }
-        - {None}
+        {s.verifier.config.budget_s for group in summary.systems.values() for s in group} - {None}
     )
     budget = " and ".join(f"{b:g} s" for b in budgets) if budgets else "the configured"
     problems = summary.power_problems

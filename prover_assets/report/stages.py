@@ -11,15 +11,12 @@ from typing import Any, NamedTuple
 from prover_assets import __version__
 from prover_assets.config import PLACE_FIELDS
 from prover_assets.operations.eta import EtaEstimate
-from prover_assets.records import MANIFEST_NAME, OutputExistsError, git_revision, now_utc
+from prover_assets.records import MANIFEST_NAME, OutputExistsError, Pins, git_revision, now_utc
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.outputs import StepResult
 from prover_assets.report.analysis import (
-    RunData,
-    RunFiles,
     compare_runs,
     correction_lift,
-    load_run,
     power_table,
     summarize_run,
 )
@@ -45,6 +42,7 @@ from prover_assets.report.iterations import (
 from prover_assets.report.markdown import embedded_plots
 from prover_assets.report.prereg import Prereg, read_prereg
 from prover_assets.report.render import render_html, render_markdown, render_plots
+from prover_assets.report.runs import RunData, RunFiles, load_run
 from prover_assets.report.summary import (
     BootstrapSettings,
     Comparison,
@@ -108,7 +106,7 @@ class _Measured:
     comparisons: list[RegisteredComparison] = field(default_factory=list)
     baselines: dict[tuple[str, int], RunData] = field(default_factory=dict)
     simulated: bool = False
-    pins: dict[str, Any] | None = None
+    pins: Pins | None = None
     simulated_rule: str | None = None
     validity: list[ValidityJudgement] = field(default_factory=list)
 
@@ -141,7 +139,7 @@ def _measure(
         baseline = load_run(baseline_files, samples_required=settings.samples_required)
         candidate = load_run(candidate_files, samples_required=settings.samples_required)
         measured.simulated |= baseline.simulated or candidate.simulated
-        measured.pins = measured.pins or baseline.identity.get("pins")
+        measured.pins = measured.pins or baseline.identity.pins
         measured.simulated_rule = measured.simulated_rule or baseline.simulated_rule
         measured.baselines[(baseline_files.eval_set, baseline_files.cap)] = baseline
         key = f"{baseline_files.eval_set} cap {baseline_files.cap}"

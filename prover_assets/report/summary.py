@@ -9,13 +9,15 @@ dictionary indexed by strings across modules.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from prover_assets.records import Pins
 from prover_assets.records.manifest import GitRevision
 from prover_assets.records.usage import AttemptUsage, StepUsage
 from prover_assets.stats.bootstrap import Interval
+from prover_assets.verify.validity import VerifierIdentity
 
 __all__ = [
     "Cell",
@@ -123,9 +125,7 @@ class SystemSummary(_Summary):
     verdicts_copied: int
     infrastructure: int
     accepted_but_rewritten: int
-    # the verifier's compared identity (`verify.validity.verdict_identity`): its pins and the
-    # configuration that must agree between compared verdicts, as the verdicts record them
-    verifier: dict[str, Any]
+    verifier: VerifierIdentity  # the one verifier that judged every sample
     simulated: bool
     per_problem: dict[str, ProblemCounts]
     provenance: RunProvenance
@@ -523,7 +523,7 @@ class ReportSummary(_Summary):
     power: dict[str, dict[str, float]]  # discordant share -> gain in points -> power
     power_problems: int
     correction_lift: list[LiftRow]
-    pins: dict[str, Any] | None  # the verifier's pins, as its verdicts record them
+    pins: Pins | None  # the verifier's pins, as its verdicts record them
     simulated_rule: str | None
     code: GitRevision
     package_version: str

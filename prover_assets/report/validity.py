@@ -26,7 +26,8 @@ from prover_assets.records import Problem, read_manifest, read_records
 from prover_assets.records.hashing import sha256_file
 from prover_assets.records.manifest import recorded_path
 from prover_assets.records.validity import CheckOutcome
-from prover_assets.report.analysis import INVALID, RunFiles
+from prover_assets.report.analysis import INVALID
+from prover_assets.report.runs import RunFiles
 from prover_assets.report.summary import Condition, JudgedFile
 from prover_assets.sft.stages import SftShardsResult
 from prover_assets.sft.trainer import DATA_ORDER_FILE

@@ -106,6 +106,12 @@ class StatementAuditResult(StageResult):
     simulated: bool
 
 
+def _identity_record(verifier: StrictVerifier) -> dict[str, Any]:
+    """The verifier's identity as a step's config records it (what a resumed stream and a
+    reused output must share)."""
+    return verdict_identity(verifier.info).model_dump(mode="json")
+
+
 def materialize_statement_audit(
     folder: Path,
     *,
@@ -118,7 +124,7 @@ def materialize_statement_audit(
     inputs = StepInputs.hash({"problems": problems_file})
     with open_verifier() as verifier:
         budget_s = min(verifier.policy.budget_s, AUDIT_BUDGET_S)
-        identity = {**verdict_identity(verifier.info), "budget_s": budget_s}
+        identity = {**_identity_record(verifier), "budget_s": budget_s}
         step = Step(folder, str(folder), StatementAuditResult, inputs, identity)
         if (reused := step.reused()) is not None:
             return reused
@@ -165,7 +171,7 @@ def _verify_into(
 ) -> VerifyStats:
     """Pin the verifier as the stream's identity, refuse a broken instrument, then verify
     (`settings` go to `verify_generations`)."""
-    begin_stream(stream.folder, verdict_identity(verifier.info))
+    begin_stream(stream.folder, _identity_record(verifier))
     problems = {p.problem_id: p for p in read_records(stream.problems_file, Problem)}
     self_test(verifier, batch_header(p.header for p in problems.values()))
     return verify_generations(
@@ -194,9 +200,7 @@ def materialize_verdicts(
     manifest, with `run_id`, the orchestrator's run that completes it."""
     inputs = StepInputs.hash({"generations": generations_file, "problems": problems_file})
     with open_verifier() as verifier:
-        step = Step(
-            folder, str(folder), VerificationResult, inputs, verdict_identity(verifier.info)
-        )
+        step = Step(folder, str(folder), VerificationResult, inputs, _identity_record(verifier))
         if (reused := step.reused()) is not None:
             if not _holds_infrastructure(folder / VERDICTS_FILE):
                 return reused
@@ -380,7 +384,7 @@ def materialize_train_pool(
     """The first `size` candidates, in rank order, whose statements elaborate."""
     inputs = StepInputs.hash({"candidates": candidates_file})
     with open_verifier() as verifier:
-        identity = {**verdict_identity(verifier.info), "size": size}
+        identity = {**_identity_record(verifier), "size": size}
         step = Step(folder, str(folder), TrainPoolResult, inputs, identity)
         if (reused := step.reused()) is not None:
             return reused

@@ -7,11 +7,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prover_assets.records import Generation, Stage, Verification, VerifierInfo, iter_records
+from pydantic import BaseModel, ConfigDict
+
+from prover_assets.records import (
+    Generation,
+    Pins,
+    Stage,
+    Verification,
+    VerifierInfo,
+    iter_records,
+)
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.runner import CommitChunk, chunk_died
 
 __all__ = [
+    "ComparedConfig",
+    "VerifierIdentity",
     "check_chunks",
     "check_infrastructure_share",
     "check_no_length_capped_accepted",
@@ -20,49 +31,74 @@ __all__ = [
     "verdict_identity",
 ]
 
-# What must be identical for two verdict files to be comparable: pins, budget and policy.
-# Worker count, command paths and recycling do not change a verdict.
-_COMPARED_CONFIG = (
-    "budget_s",
-    "feedback",
-    "statement_check",
-    "gate",
-    "axiom_check",
-    "backend",
-    "memory_cap_mb",
-    "memory_limit",
-    "rules_sha256",
-    "infrastructure_retries",
-    "sandbox",
-)
+
+class ComparedConfig(BaseModel):
+    """The verifier configuration that must be identical for two verdict files to be
+    comparable: budget and policy. Worker count, command paths and recycling do not change a
+    verdict, so they are not here. None: the verdicts' verifier did not record the field (a
+    remote server has no memory cap), which then agrees only with another None."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget_s: float | None
+    feedback: bool | None
+    statement_check: str | None
+    gate: bool | None
+    axiom_check: bool | None
+    backend: str | None
+    memory_cap_mb: int | None
+    memory_limit: dict[str, Any] | None  # `lean.memory_cap.describe_memory_limit`
+    rules_sha256: str | None
+    infrastructure_retries: int | None
+    sandbox: dict[str, Any] | None  # the backend's containment record
 
 
-def verdict_identity(info: VerifierInfo) -> dict[str, Any]:
-    """The part of a verifier's description that must agree between verdicts that are compared."""
-    return {
-        "pins": info.pins.model_dump(mode="json"),
-        "config": {key: info.config.get(key) for key in _COMPARED_CONFIG},
-    }
+class VerifierIdentity(BaseModel):
+    """The part of a verifier's description that must agree between verdicts that are
+    compared: its pins and its compared configuration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pins: Pins
+    config: ComparedConfig
+
+    @property
+    def key(self) -> str:
+        """Canonical JSON of the identity: equal exactly when the identities are (a model with
+        a dict field has no hash)."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+    def differences(self, other: VerifierIdentity) -> list[str]:
+        """`name ours, theirs` for each pin or compared field that differs from `other`'s."""
+        return [
+            f"{name} {getattr(ours, name)}, {getattr(theirs, name)}"
+            for ours, theirs in ((self.pins, other.pins), (self.config, other.config))
+            for name in type(ours).model_fields
+            if getattr(ours, name) != getattr(theirs, name)
+        ]
 
 
-def _identities(path: Path) -> dict[str, int]:
-    seen: dict[str, int] = {}
-    for verdict in iter_records(path, Verification):
-        identity = json.dumps(verdict_identity(verdict.verifier), sort_keys=True)
-        seen[identity] = seen.get(identity, 0) + 1
-    return seen
+def verdict_identity(info: VerifierInfo) -> VerifierIdentity:
+    """The identity of the verifier `info` describes (what compared verdicts must share)."""
+    compared = {name: info.config.get(name) for name in ComparedConfig.model_fields}
+    return VerifierIdentity(pins=info.pins, config=ComparedConfig(**compared))
+
+
+def _identities(path: Path) -> dict[str, VerifierIdentity]:
+    """Each distinct verifier identity of a verdict file, by its key."""
+    identities = (verdict_identity(v.verifier) for v in iter_records(path, Verification))
+    return {identity.key: identity for identity in identities}
 
 
 def check_verifier_identical(paths: Sequence[Path]) -> CheckOutcome:
     """Pins, verifier config and budget identical across every row of these verdict files."""
-    identities: dict[str, int] = {}
+    identities: dict[str, VerifierIdentity] = {}
     for path in paths:
-        for identity, count in _identities(path).items():
-            identities[identity] = identities.get(identity, 0) + count
+        identities.update(_identities(path))
     return CheckOutcome(
         len(identities) <= 1,
         f"{len(identities)} distinct verifier identities across {len(paths)} verdict files",
-        {"identities": [json.loads(i) for i in identities][:5]},
+        {"identities": [i.model_dump(mode="json") for i in identities.values()][:5]},
     )
 
 

@@ -15,6 +15,7 @@ from prover_assets.records import (
     Generation,
     Message,
     Problem,
+    SampleKey,
     Stage,
     Verification,
     build_manifest,
@@ -25,17 +26,15 @@ from prover_assets.records import (
 from prover_assets.records.outputs import StepResult
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.report.analysis import (
-    ComparisonRefused,
-    RunFiles,
     compare_runs,
     correction_lift,
     decide,
-    load_run,
     power_table,
     summarize_run,
 )
 from prover_assets.report.bundle import ReportResult, verify_bundle
 from prover_assets.report.prereg import read_prereg
+from prover_assets.report.runs import ComparisonRefused, RunFiles, load_run
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.stats import MissingSamplesError, mcnemar_power
 from prover_assets_tests.factories import (
@@ -348,11 +347,12 @@ def test_verifier_mismatch_is_refused(tmp_path):
         write_run(tmp_path, "candidate", CANDIDATE, pins=make_pins(mathlib_rev="ffffffff")),
         samples_required=4,
     )
-    with pytest.raises(
-        ComparisonRefused,
-        match=r"^verifier pins, configuration or budget differ between the runs: the comparison is invalid",
-    ):
+    with pytest.raises(ComparisonRefused) as refused:
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
+    assert str(refused.value) == (
+        "verifier pins, configuration or budget differ between the runs: the comparison is "
+        f"invalid (baseline, candidate: mathlib_rev {make_pins().mathlib_rev}, ffffffff)"
+    )
 
 
 def test_stale_verdict_is_refused(tmp_path):
@@ -747,11 +747,11 @@ def test_every_count_of_the_system_table_by_hand(tmp_path):
         "verdicts_copied": 0,
         "infrastructure": 1,
         "accepted_but_rewritten": 1,
-        "verifier": run.identity,
+        "verifier": run.identity.model_dump(),
         "simulated": False,
         "per_problem": {"p1": {"n": 2, "c": 1}, "p2": {"n": 2, "c": 0}},
     }
-    assert run.identity["pins"]["lean_version"] == "v4.9.0-rc1"
+    assert run.identity.pins.lean_version == "v4.9.0-rc1"
 
 
 def test_timeouts_are_counted_before_and_after_their_recheck_and_copies_are_counted(runs):
@@ -833,7 +833,8 @@ def secondary_reasons(tmp_path, *, prereg=True, override=None, registered=None, 
 def with_config(name, value):
     def edit(*runs):
         for run in runs:
-            run.identity["config"][name] = value
+            config = run.identity.config.model_copy(update={name: value})
+            run.identity = run.identity.model_copy(update={"config": config})
 
     return edit
 
@@ -917,15 +918,14 @@ def test_each_deviation_from_the_registered_design_is_named(tmp_path, changes, r
     assert secondary_reasons(tmp_path, **changes) == reasons
 
 
-def test_a_verifier_without_recorded_pins_or_config_is_never_primary(tmp_path):
+def test_a_verifier_without_a_recorded_policy_is_never_primary(tmp_path):
     def forget(*runs):
         for run in runs:
-            run.identity.clear()
+            unrecorded = {name: None for name in type(run.identity.config).model_fields}
+            config = run.identity.config.model_copy(update=unrecorded)
+            run.identity = run.identity.model_copy(update={"config": config})
 
     assert secondary_reasons(tmp_path, edit=forget) == [
-        "verifier lean_version None, registered v4.9.0-rc1",
-        "verifier mathlib_rev None, registered d1d1e4b7",
-        "verifier repl_rev None, registered 7df77c0a",
         "verifier budget_s None, registered 180.0",
         "verifier statement_check None, registered reject",
         "verifier gate None, registered True",
@@ -953,8 +953,8 @@ def test_a_prompt_that_differs_on_one_sample_is_named_with_the_other_mismatch(tm
     assert str(refused.value) == (
         "sampling differs: baseline temperature 1.0, top_p 0.95, top_k none, candidate "
         "temperature 0.5, top_p 0.95, top_k none; "
-        f"round-0 prompts or sampling differ on {len(candidate.meta)} samples "
-        f"(e.g. {min(candidate.meta)}) "
+        f"round-0 prompts or sampling differ on {len(candidate.samples)} samples "
+        f"(e.g. {min(candidate.samples)}) "
         "(pass allow_design_mismatch with a reason to compare anyway)"
     )
 
@@ -978,7 +978,8 @@ def test_samples_whose_requests_left_top_k_to_the_server_are_refused_naming_the_
 def test_one_sample_whose_prompt_differs_is_named(tmp_path, runs):
     baseline, _ = runs
     candidate = load_run(write_run(tmp_path, "candidate", CANDIDATE), samples_required=4)
-    candidate.meta[("p2", 1, 0, 64)]["design"] = ()
+    key = SampleKey("p2", 1, 0, 64)
+    candidate.samples[key] = replace(candidate.samples[key], design=())
     with pytest.raises(ComparisonRefused) as refused:
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
     assert str(refused.value) == (
@@ -1193,7 +1194,8 @@ def test_samplings_are_written_out_in_words_naming_a_changed_or_unset_field():
 
 def test_two_baseline_revisions_are_both_named(tmp_path):
     def two_revisions(baseline, _):
-        next(iter(baseline.meta.values()))["model_rev"] = "d" * 40
+        key = next(iter(baseline.samples))
+        baseline.samples[key] = replace(baseline.samples[key], model_rev="d" * 40)
 
     reasons = secondary_reasons(tmp_path, edit=two_revisions)
     assert f"baseline revision {'a' * 40}, {'d' * 40}, registered {REVISION}" in reasons

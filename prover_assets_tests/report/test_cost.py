@@ -11,9 +11,9 @@ import pytest
 from prover_assets.generation.runner import GenerationBatchResult, SamplePlan
 from prover_assets.records import CachedFrom
 from prover_assets.records.store import publish_records
-from prover_assets.report.analysis import RunFiles
 from prover_assets.report.cost import cost_rows, run_cost
 from prover_assets.report.cost_section import cost_section
+from prover_assets.report.runs import RunFiles
 from prover_assets.report.summary import EtaBesideMeasured, EtaRow, StepCost
 from prover_assets.sft.builder import SftCounts
 from prover_assets.sft.stages import SftShardsResult

@@ -8,7 +8,6 @@ import statistics
 import pytest
 
 from prover_assets.records import publish_records
-from prover_assets.report.analysis import load_run
 from prover_assets.report.iterations import (
     CandidateRuns,
     IterationInputs,
@@ -16,6 +15,7 @@ from prover_assets.report.iterations import (
     iteration_curve,
     seed_spread,
 )
+from prover_assets.report.runs import load_run
 from prover_assets.report.stages import materialize_report
 from prover_assets.report.summary import Comparison, ExploratoryComparison, read_summary
 from prover_assets_tests.factories import (

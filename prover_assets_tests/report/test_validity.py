@@ -16,7 +16,8 @@ from prover_assets.generation.prompts import round0_messages
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import EvalSetResult
 from prover_assets.records import Stage, build_manifest, publish_records, write_manifest
-from prover_assets.report.analysis import DECISIONS, INVALID, RunFiles
+from prover_assets.report.analysis import DECISIONS, INVALID
+from prover_assets.report.runs import RunFiles
 from prover_assets.report.stages import ReportSettings, build_report
 from prover_assets.report.validity import (
     JudgedFile,
