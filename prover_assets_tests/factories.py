@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from prover_assets.config import RunConfig, parse_run_config
+from prover_assets.config import RunConfig, TrainingSpec, parse_run_config
 from prover_assets.generation.engines import EngineOpening, SamplingSettings
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import alpha_sha, statement_sha
@@ -234,6 +234,12 @@ def with_local_lean(raw: dict, workspace: Path, **settings: Any) -> dict:
         "local": {"workspace": str(workspace), "sandbox": False, **settings}
     }
     return raw
+
+
+def training_spec(**changes: Any) -> TrainingSpec:
+    """The shipped demo's training section with `changes`."""
+    shipped = full_demo_run_config(Path("data"))["resources"]["experiment"]["config"]["spec"]
+    return TrainingSpec(**(shipped["training"] | changes))
 
 
 def registered_like(tmp_path: Path, *, attention: str | None = None, **training: Any) -> RunConfig:

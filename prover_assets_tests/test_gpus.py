@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from prover_assets import gpus
-from prover_assets_tests.test_config import training_spec
+from prover_assets_tests.factories import training_spec
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ TARGETS: dict[str, list[str]] = {
         "report/test_analysis.py",
     ],
     # The registered config's placeholders as required values of the Launchpad's schema.
-    "resources/typed_config.py": ["resources/test_typed_config.py", "test_config.py"],
+    "resources/typed_config.py": ["resources/test_typed_config.py", "config/test_experiment.py"],
 }
 # A run the mutant ended with a signal (it signalled the test process itself) did not pass.
 CAUGHT = {"killed", "timeout", "segfault", "killed by a signal", "caught by type check"}
