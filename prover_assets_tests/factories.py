@@ -30,6 +30,7 @@ from prover_assets.report.summary import (
     ExploratoryComparison,
     MadeBy,
     McNemarTable,
+    RegisteredComparison,
     RunProvenance,
 )
 from prover_assets.sft.stages import TrainingResult
@@ -319,7 +320,8 @@ def make_side(system: str, solved: int, problems: int = 4, **overrides: Any) -> 
 def make_comparison(**overrides: Any) -> Comparison:
     """A secondary comparison on minif2f at cap 64, k 2, both systems solving 2 of 4, no
     per-problem rows; `overrides` set any field (an `ExploratoryComparison` when `iteration`,
-    `seed`, `against` and `what` are among them)."""
+    `seed`, `against` and `what` are among them, a `RegisteredComparison` when `endpoint` and
+    `without_known_defects` are)."""
     fields: dict[str, Any] = {
         "eval_set": "minif2f",
         "cap": 64,
@@ -338,7 +340,13 @@ def make_comparison(**overrides: Any) -> Comparison:
         "candidate": make_side("candidate", 2),
     }
     fields |= overrides
-    kind = ExploratoryComparison if "iteration" in fields else Comparison
+    kind = (
+        ExploratoryComparison
+        if "iteration" in fields
+        else RegisteredComparison
+        if "endpoint" in fields
+        else Comparison
+    )
     return kind(**fields)
 
 

@@ -205,32 +205,11 @@ def decide(candidate_only: int, baseline_only: int, p_value: float, alpha: float
     return DECISIONS[2]
 
 
-def _sampling_words(values: tuple[float | int | None, ...]) -> str:
-    """`temperature 1.0, top_p 0.95, top_k none`, then any field that is not neutral (or was
-    left to the server: `min_p unset`)."""
-    named = dict(zip(SAMPLING_FIELDS, values, strict=True))
-    neutral = SamplingSettings(temperature=0.0, top_p=1.0, top_k=0).carried()
-    words = []
-    for name, value in named.items():
-        if value is None:
-            words.append(f"{name} unset")
-        elif name == "top_k":
-            words.append(f"top_k {value or 'none'}")
-        elif name in ("temperature", "top_p") or value != neutral[name]:
-            words.append(f"{name} {value}")
-    return ", ".join(words)
-
-
-def _samplings(run: RunData) -> str:
-    """The run's sampling settings in words: `temperature 1.0, top_p 0.95, top_k none`."""
-    return "; ".join(_sampling_words(values) for values in sorted(run.sampling, key=str))
-
-
 def _design_mismatches(baseline: RunData, candidate: RunData) -> list[str]:
     problems = []
     if baseline.sampling != candidate.sampling or len(baseline.sampling) != 1:
         problems.append(
-            f"sampling differs: baseline {_samplings(baseline)}, candidate {_samplings(candidate)}"
+            f"sampling differs: baseline {baseline.sampling_in_words}, candidate {candidate.sampling_in_words}"
         )
     unset = sorted(
         {
@@ -291,7 +270,7 @@ def _primary_reasons(
     for run in (baseline, candidate):
         if run.sampling != registered_sampling:
             reasons.append(
-                f"{run.files.system} sampling {_samplings(run)} is not the registered one"
+                f"{run.files.system} sampling {run.sampling_in_words} is not the registered one"
             )
         if not all(s.statement_prompt for s in run.samples.values()):
             reasons.append(

@@ -1,9 +1,11 @@
-"""Markdown rendering shared by the report and the asset metadata: tables, clock times, and
-the report's plots, linked as files beside it (`plots/<name>`) or embedded as data URIs."""
+"""Markdown rendering shared by the report and the asset metadata: tables, clock times,
+percentages and points, the report's plots, linked as files beside it (`plots/<name>`) or
+embedded as data URIs, and the document as one HTML page."""
 
 from __future__ import annotations
 
 import base64
+import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -18,8 +20,11 @@ __all__ = [
     "embedded_plots",
     "file_image",
     "markdown_table",
+    "percent",
     "plot_name",
     "png_image",
+    "points",
+    "render_html",
 ]
 
 PLOTS_DIR = "plots"  # beside report.md in the bundle
@@ -30,6 +35,16 @@ def clock_time(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def percent(share: float | None) -> str:
+    """A share as a percentage to a tenth (`12.5%`); `null` for a share not computed."""
+    return "null" if share is None else f"{100 * share:.1f}%"
+
+
+def points(difference: float) -> str:
+    """A difference of shares in percentage points, signed (`+4.1`, `-0.8`)."""
+    return f"{100 * difference:+.1f}"
 
 
 def _cell(value: Any) -> str:
@@ -86,3 +101,27 @@ def embedded_plots(markdown: str, plots: Mapping[str, bytes]) -> str:
         return f"]({_data_uri(plots[name])})"
 
     return _PLOT_LINK.sub(embedded, markdown)
+
+
+_HTML_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
+       line-height: 1.45; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.8rem 0; font-size: 0.85rem; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; }}
+th {{ background: #f4f4f4; }}
+img {{ max-width: 100%; }}
+code {{ font-size: 0.85em; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def render_html(markdown: str, title: str) -> str:
+    """The Markdown document as one self-contained HTML page (its images already embedded)."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    return _HTML_PAGE.format(title=html.escape(title), body=body)

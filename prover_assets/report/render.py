@@ -3,7 +3,9 @@
 `render_markdown(summary)` writes the document once, its plots as files beside it
 (`plots/<name>`); `markdown.embedded_plots` puts the same plots into it as data URIs for
 `report.html` and the UI, so the three are one document. `render_plots(summary)` draws every
-plot it names. The cost section is `cost_section.py`'s.
+plot it names. Its sections of comparisons, costs and iterations are
+`comparison_section.py`'s, `cost_section.py`'s and `iteration_section.py`'s; the HTML page is
+`markdown.render_html`'s.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from prover_assets.report.analysis import INVALID
+from prover_assets.report.comparison_section import comparison_part
 from prover_assets.report.cost_section import cost_section, timed_steps
+from prover_assets.report.iteration_section import iteration_parts
 from prover_assets.report.markdown import (
     CURVE_PLOT,
     LIFT_PLOT,
@@ -20,6 +23,7 @@ from prover_assets.report.markdown import (
     TIME_PLOT,
     file_image,
     markdown_table,
+    percent,
     plot_name,
 )
 from prover_assets.report.plots import (
@@ -34,15 +38,9 @@ from prover_assets.report.plots import (
 )
 from prover_assets.report.summary import (
     Comparison,
-    CurvePoint,
-    DefectFreeSummary,
-    ExploratoryComparison,
     LiftRow,
-    MadeBy,
     PreregSummary,
-    RegisteredComparison,
     ReportSummary,
-    SeedSpreadRow,
     SystemSummary,
     ValidityJudgement,
 )
@@ -52,7 +50,6 @@ __all__ = [
     "gate_provenance",
     "limitations",
     "preflight_provenance",
-    "render_html",
     "render_markdown",
     "render_plots",
 ]
@@ -105,14 +102,6 @@ GLOSSARY = (
 )
 
 
-def _pct(value: float | None) -> str:
-    return "null" if value is None else f"{100 * value:.1f}%"
-
-
-def _points(value: float) -> str:
-    return f"{100 * value:+.1f}"
-
-
 def _system_table(summaries: Sequence[SystemSummary], ks: Sequence[int]) -> str:
     headers = [
         "system",
@@ -137,8 +126,8 @@ def _system_table(summaries: Sequence[SystemSummary], ks: Sequence[int]) -> str:
             solved.append(
                 "null"
                 if cell is None
-                else f"{cell.solved}/{s.problems} ({_pct(cell.share)}) "
-                f"[{_pct(cell.wilson_low)}, {_pct(cell.wilson_high)}]"
+                else f"{cell.solved}/{s.problems} ({percent(cell.share)}) "
+                f"[{percent(cell.wilson_low)}, {percent(cell.wilson_high)}]"
             )
         pass1 = s.pass1_cluster
         rows.append(
@@ -147,11 +136,11 @@ def _system_table(summaries: Sequence[SystemSummary], ks: Sequence[int]) -> str:
                 s.problems,
                 s.samples,
                 *solved,
-                *[_pct(s.pass_at_k.get(k)) for k in ks],
-                f"{_pct(pass1.estimate)} [{_pct(pass1.low)}, {_pct(pass1.high)}]",
+                *[percent(s.pass_at_k.get(k)) for k in ks],
+                f"{percent(pass1.estimate)} [{percent(pass1.low)}, {percent(pass1.high)}]",
                 f"{s.mean_completion_tokens:.0f}",
                 f"{s.mean_effective_max_tokens:.0f} of {s.cap}",
-                _pct(s.hit_cap_share),
+                percent(s.hit_cap_share),
                 f"{s.timeouts_before_recheck} → {s.timeouts}",
                 s.infrastructure,
                 s.accepted_but_rewritten,
@@ -172,173 +161,6 @@ def _reasons_table(summaries: Sequence[SystemSummary]) -> str:
     rows += [[r, *[s.reasons.get(r, 0) for s in summaries]] for r in reasons]
     rows.append(["**samples (total)**", *[s.samples for s in summaries]])
     return markdown_table(["outcome", *[s.system for s in summaries]], rows)
-
-
-def _when(made: MadeBy) -> str:
-    span = f"{made.started_at} to {made.finished_at}"
-    return f"run `{made.run_id}`, {span}" if made.run_id else span
-
-
-def _systems_part(comparison: Comparison) -> str:
-    rows = [
-        [
-            system.system,
-            ", ".join(f"`{rev}`" for rev in system.model_revs),
-            _when(system.provenance.generations),
-            _when(system.provenance.verdicts),
-        ]
-        for system in (comparison.baseline, comparison.candidate)
-    ]
-    return markdown_table(["system", "model revision", "generated", "verified"], rows)
-
-
-def _per_problem_table(comparison: Comparison) -> str:
-    marks = {"candidate_only": "**candidate only**", "baseline_only": "**baseline only**"}
-    rows = [
-        [
-            f"`{row.problem_id}`",
-            f"{row.baseline.c}/{row.baseline.n}",
-            "yes" if row.baseline.solved else "no",
-            f"{row.candidate.c}/{row.candidate.n}",
-            "yes" if row.candidate.solved else "no",
-            marks.get(row.cell, ""),
-        ]
-        for row in comparison.per_problem
-    ]
-    k = comparison.k
-    return markdown_table(
-        [
-            "problem",
-            "baseline accepted c/n",
-            f"baseline solved@{k}",
-            "candidate accepted c/n",
-            f"candidate solved@{k}",
-            "discordant",
-        ],
-        rows,
-    )
-
-
-def _comparison_part(comparison: RegisteredComparison) -> str:
-    table = comparison.table
-    eval_set, cap, k = comparison.eval_set, comparison.cap, comparison.k
-    invalid = comparison.decision == INVALID
-    label = "INVALID" if invalid else "PRIMARY" if comparison.primary else "secondary"
-    lines = [f"### {eval_set}, cap {cap}: solved@{k} — **{label}**", ""]
-    if comparison.endpoint:
-        lines += [f"Endpoint (as the config names it): {comparison.endpoint}.", ""]
-    if invalid:
-        lines += [
-            '<span style="color:red">**INVALID: a validity condition failed.** The test below '
-            "answers nothing; the pre-registration calls this run pair invalid, not negative."
-            "</span>",
-            "",
-        ]
-    if not comparison.primary:
-        because = "Invalid and not PRIMARY because:" if invalid else "Secondary because:"
-        lines += [because, *[f"- {r}" for r in comparison.secondary_reasons], ""]
-    lines += [
-        _systems_part(comparison),
-        "",
-        markdown_table(
-            ["", "candidate solved", "candidate not solved"],
-            [
-                ["baseline solved", table.both, table.baseline_only],
-                ["baseline not solved", table.candidate_only, table.neither],
-            ],
-        ),
-        "",
-        f"Discordant problems: {table.discordant} (candidate only {table.candidate_only}, "
-        f"baseline only {table.baseline_only}). Exact two-sided McNemar p = "
-        f"{comparison.p_value:.4g} (alpha {comparison.alpha}).",
-        "",
-        f"**Decision (applied by code): {comparison.decision}.**",
-        "",
-    ]
-    for label, diff in (
-        ("pass@1", comparison.pass1_difference),
-        (f"solved@{k}", comparison.solved_difference),
-    ):
-        lines.append(
-            f"- {label} difference (candidate - baseline): {_points(diff.estimate)} points "
-            f"[{_points(diff.low)}, {_points(diff.high)}] ({diff.method}, "
-            f"{diff.resamples} resamples, seed {diff.seed})"
-        )
-    if comparison.design_override:
-        lines += ["", f"Design mismatch overridden: {comparison.design_override}"]
-    lines += [
-        "",
-        file_image(plot_name("solved", eval_set, cap), f"solved@{k}, {eval_set} cap {cap}"),
-        "",
-        file_image(plot_name("discordance", eval_set, cap), f"discordance, {eval_set} cap {cap}"),
-        "",
-        f"Per problem ({len(comparison.per_problem)} problems):",
-        "",
-        _per_problem_table(comparison),
-        "",
-        *_defect_free_part(comparison),
-    ]
-    return "\n".join(lines)
-
-
-def _defect_free_part(comparison: RegisteredComparison) -> list[str]:
-    """The comparison again without the problems known or found to be defective: secondary,
-    after the registered result; or why there is none."""
-    found = comparison.without_known_defects
-    lines = ["#### Without the statements known or found to be defective (secondary)", ""]
-    if found is None:
-        return [*lines, "Not judged: no defect list or statement audit was given.", ""]
-    table, k = found.table, comparison.k
-    lines += [*_defect_sources(found), ""]
-    lines += [
-        f"{found.problems} problems with no known or found defect ({found.excluded} left "
-        f"out): baseline solved@{k} {found.baseline_solved}, candidate "
-        f"{found.candidate_solved}; discordant candidate only {table.candidate_only}, "
-        f"baseline only {table.baseline_only}; exact McNemar p = {found.p_value:.4g}; "
-        f"decision {found.decision}. This does not replace the registered decision above.",
-        "",
-        f"**{found.sentence}**",
-        "",
-    ]
-    if found.defective:
-        rows = [
-            [
-                f"`{d.problem_id}`",
-                ", ".join(d.kinds),
-                "yes" if d.baseline_solved else "no",
-                "yes" if d.candidate_solved else "no",
-                "; ".join(d.sources),
-            ]
-            for d in found.defective
-        ]
-        headers = ["problem", "defect", f"baseline solved@{k}", f"candidate solved@{k}", "source"]
-        lines += [markdown_table(headers, rows), ""]
-    return lines
-
-
-def _defect_sources(found: DefectFreeSummary) -> list[str]:
-    """Where the defects came from: the shipped list, the statement audit, and whether the
-    audit's findings were applied."""
-    listed = found.known_list
-    lines = [
-        "- Known: no defect list is shipped for this eval set's copy (by its sha256)."
-        if listed is None
-        else f"- Known: {found.known} from `{listed.file}` (sha256 `{listed.sha256[:12]}`)."
-    ]
-    audit, by_lean = found.audit, found.found_by_lean
-    if audit is None:
-        lines.append("- Found by Lean: the statement audit was not given.")
-    elif not found.found_applied:
-        lines.append(
-            f"- Found by Lean: the statement audit (sha256 `{audit[:12]}`) ran on the SIMULATED "
-            f"verifier; its {len(by_lean)} findings are listed in its asset and NOT applied "
-            "(the simulated rule decides nothing about statements)."
-        )
-    else:
-        lines.append(
-            f"- Found by Lean: {len(by_lean)} by the statement audit (sha256 `{audit[:12]}`)."
-        )
-    return lines
 
 
 def _validity_parts(validity: Sequence[ValidityJudgement]) -> list[str]:
@@ -389,8 +211,8 @@ def _systems_parts(summary: ReportSummary) -> list[str]:
     for key, group in summary.systems.items():
         eval_set, cap = group[0].eval_set, group[0].cap
         pooled = [
-            f"{s.system} {_pct(s.pass1_pooled_wilson.estimate)} "
-            f"[{_pct(s.pass1_pooled_wilson.low)}, {_pct(s.pass1_pooled_wilson.high)}]"
+            f"{s.system} {percent(s.pass1_pooled_wilson.estimate)} "
+            f"[{percent(s.pass1_pooled_wilson.low)}, {percent(s.pass1_pooled_wilson.high)}]"
             for s in group
         ]
         parts += [
@@ -453,100 +275,6 @@ def _lift_parts(lift: Sequence[LiftRow]) -> list[str]:
     ]
 
 
-def _exploratory_line(comparison: ExploratoryComparison) -> list[str]:
-    table, diff, k = comparison.table, comparison.pass1_difference, comparison.k
-    before, after = comparison.baseline, comparison.candidate
-    return [
-        f"{comparison.what}, {comparison.eval_set} cap {comparison.cap}: **exploratory**",
-        f"solved@{k} {before.solved_at_k} -> {after.solved_at_k} of {after.problems} "
-        f"(Wilson {_pct(after.wilson[0])} to {_pct(after.wilson[1])})",
-        f"{table.candidate_only} / {table.baseline_only}",
-        f"{comparison.p_value:.4g}",
-        f"{_points(diff.estimate)} [{_points(diff.low)}, {_points(diff.high)}]",
-        comparison.decision,
-    ]
-
-
-def _curve_table(curve: Sequence[CurvePoint], k: int) -> str:
-    return markdown_table(
-        [
-            "iteration",
-            "pool problems solved so far",
-            "pool samples",
-            "pool completion tokens",
-            f"eval solved@{k}",
-            "95 % Wilson",
-        ],
-        [
-            [
-                f"{r.iteration}" + (" (baseline)" if r.iteration == 0 else ""),
-                r.pool_solved_cumulative,
-                r.pool_samples,
-                r.pool_completion_tokens,
-                f"{r.solved_at_k} of {r.problems}",
-                f"{_pct(r.wilson[0])} to {_pct(r.wilson[1])}",
-            ]
-            for r in curve
-        ],
-    )
-
-
-def _spread_table(spread: Sequence[SeedSpreadRow]) -> str:
-    return markdown_table(
-        [
-            "iteration",
-            *[f"seed {s.seed}" for s in spread[0].seeds],
-            "min to max",
-            "sd",
-        ],
-        [
-            [
-                row.iteration,
-                *[f"{s.solved_at_k} ({s.decision})" for s in row.seeds],
-                f"{row.min} to {row.max}",
-                "n/a" if row.sd is None else f"{row.sd:.2f}",
-            ]
-            for row in spread
-        ],
-    )
-
-
-def _iteration_parts(summary: ReportSummary) -> list[str]:
-    """The expert-iteration curve, the seed spread and every exploratory comparison."""
-    curve, spread = summary.iteration_curve, summary.seed_spread
-    if curve is None or spread is None:
-        return []
-    explored = markdown_table(
-        [
-            "comparison",
-            "solved",
-            "discordant (new / lost)",
-            "McNemar p",
-            "pass@1 difference (points)",
-            "decision",
-        ],
-        [_exploratory_line(c) for c in summary.exploratory or []],
-    )
-    first = spread[0]
-    return [
-        "## Expert iterations and training seeds\n",
-        "Only the registered comparison above (iteration 1, registered training seed, against "
-        "the baseline) answers the registered question. Everything in this section is "
-        "exploratory: never PRIMARY, whatever its p-value.\n",
-        "### The expert-iteration curve\n",
-        _curve_table(curve, summary.k) + "\n",
-        file_image(CURVE_PLOT, "expert-iteration curve") + "\n",
-        f"### Training-seed spread ({first.eval_set} cap {first.cap}, solved@{first.k} "
-        "against the baseline, each seed's decision)\n",
-        _spread_table(spread) + "\n",
-        *[f"- {row.sentence}" for row in spread],
-        "",
-        file_image(SPREAD_PLOT, "training-seed spread") + "\n",
-        "### Exploratory comparisons\n",
-        explored + "\n",
-    ]
-
-
 def limitations(summary: ReportSummary) -> list[str]:
     """The report's limitations, written from this run's configuration."""
     budgets = sorted(
@@ -595,8 +323,8 @@ def render_markdown(summary: ReportSummary) -> str:
     parts.append(_prereg_part(summary.prereg))
     parts += _validity_parts(summary.validity)
     parts.append("## Comparisons\n")
-    parts += [_comparison_part(c) + "\n" for c in summary.comparisons]
-    parts += _iteration_parts(summary)
+    parts += [comparison_part(c) + "\n" for c in summary.comparisons]
+    parts += iteration_parts(summary)
     parts += _systems_parts(summary)
     parts += _lift_parts(summary.correction_lift)
     parts += _power_parts(summary)
@@ -649,30 +377,6 @@ def gate_provenance(overrides: Sequence[str]) -> list[str]:
         *(f"- {line}" for line in overrides),
         "",
     ]
-
-
-_HTML_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
-       line-height: 1.45; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.8rem 0; font-size: 0.85rem; }}
-th, td {{ border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; }}
-th {{ background: #f4f4f4; }}
-img {{ max-width: 100%; }}
-code {{ font-size: 0.85em; }}
-</style></head><body>
-{body}
-</body></html>
-"""
-
-
-def render_html(markdown: str, title: str) -> str:
-    """The Markdown document as one self-contained HTML page (its images already embedded)."""
-    from markdown_it import MarkdownIt
-
-    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
-    return _HTML_PAGE.format(title=title, body=body)
 
 
 def _system_plots(key: str, group: Sequence[SystemSummary]) -> dict[str, bytes]:

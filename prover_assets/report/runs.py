@@ -12,8 +12,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from prover_assets.generation.engines import SamplingSettings
 from prover_assets.generation.prompts import round0_messages
 from prover_assets.records import (
+    SAMPLING_FIELDS,
     Generation,
     Problem,
     SampleKey,
@@ -35,6 +37,7 @@ __all__ = [
     "SampleFacts",
     "load_run",
     "run_provenance",
+    "sampling_words",
 ]
 
 
@@ -87,9 +90,30 @@ class RunData:
         return {facts.sampling for facts in self.samples.values()}
 
     @property
+    def sampling_in_words(self) -> str:
+        """The run's samplings in words, `; `-separated (`sampling_words`)."""
+        return "; ".join(sampling_words(values) for values in sorted(self.sampling, key=str))
+
+    @property
     def model_revs(self) -> set[str]:
         """Every model revision that sampled the run."""
         return {facts.model_rev for facts in self.samples.values()}
+
+
+def sampling_words(values: tuple[float | int | None, ...]) -> str:
+    """`temperature 1.0, top_p 0.95, top_k none`, then any field that is not neutral (or was
+    left to the server: `min_p unset`)."""
+    named = dict(zip(SAMPLING_FIELDS, values, strict=True))
+    neutral = SamplingSettings(temperature=0.0, top_p=1.0, top_k=0).carried()
+    words = []
+    for name, value in named.items():
+        if value is None:
+            words.append(f"{name} unset")
+        elif name == "top_k":
+            words.append(f"top_k {value or 'none'}")
+        elif name in ("temperature", "top_p") or value != neutral[name]:
+            words.append(f"{name} {value}")
+    return ", ".join(words)
 
 
 def _sample_facts(generation: Generation, expected_prompt: list) -> SampleFacts:

@@ -39,9 +39,9 @@ from prover_assets.report.iterations import (
     iteration_curve,
     seed_spread,
 )
-from prover_assets.report.markdown import embedded_plots
+from prover_assets.report.markdown import embedded_plots, render_html
 from prover_assets.report.prereg import Prereg, read_prereg
-from prover_assets.report.render import render_html, render_markdown, render_plots
+from prover_assets.report.render import render_markdown, render_plots
 from prover_assets.report.runs import RunData, RunFiles, load_run
 from prover_assets.report.summary import (
     BootstrapSettings,

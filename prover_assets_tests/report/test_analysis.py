@@ -34,7 +34,7 @@ from prover_assets.report.analysis import (
 )
 from prover_assets.report.bundle import ReportResult, verify_bundle
 from prover_assets.report.prereg import read_prereg
-from prover_assets.report.runs import ComparisonRefused, RunFiles, load_run
+from prover_assets.report.runs import ComparisonRefused, RunFiles, load_run, sampling_words
 from prover_assets.report.stages import ReportSettings, materialize_report
 from prover_assets.stats import MissingSamplesError, mcnemar_power
 from prover_assets_tests.factories import (
@@ -1176,20 +1176,27 @@ def test_pass_at_k_bands_skip_only_the_k_too_large_and_use_the_given_seed(runs):
     assert (bands[2].seed, bands[2].resamples) == (5, 200)
 
 
-def test_samplings_are_written_out_in_words_naming_a_changed_or_unset_field():
-    from types import SimpleNamespace
-
-    from prover_assets.report.analysis import _samplings
-
-    neutral = (1.0, 0.95, 0, 0.0, 1.0, 0.0, 0.0)
-    cut = (1.0, 0.95, 40, 0.0, 1.1, 0.0, 0.0)
-    unset = (1.0, 0.95, None, 0.0, 1.0, 0.0, 0.0)
-    run = SimpleNamespace(sampling={neutral, cut, unset})
-    assert _samplings(run) == (
-        "temperature 1.0, top_p 0.95, top_k none; "
-        "temperature 1.0, top_p 0.95, top_k 40, repetition_penalty 1.1; "
-        "temperature 1.0, top_p 0.95, top_k unset"
-    )
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ((1.0, 0.95, 0, 0.0, 1.0, 0.0, 0.0), "temperature 1.0, top_p 0.95, top_k none"),
+        (
+            (1.0, 0.95, 40, 0.0, 1.1, 0.0, 0.0),
+            "temperature 1.0, top_p 0.95, top_k 40, repetition_penalty 1.1",
+        ),
+        ((1.0, 0.95, None, 0.0, 1.0, 0.0, 0.0), "temperature 1.0, top_p 0.95, top_k unset"),
+        (
+            (0.0, 1.0, 0, 0.05, 1.0, 0.5, 0.0),
+            "temperature 0.0, top_p 1.0, top_k none, min_p 0.05, presence_penalty 0.5",
+        ),
+        (
+            (1.0, 0.95, 0, None, 1.0, 0.0, 0.0),
+            "temperature 1.0, top_p 0.95, top_k none, min_p unset",
+        ),
+    ],
+)
+def test_a_sampling_is_written_in_words_naming_a_changed_or_unset_field(values, words):
+    assert sampling_words(values) == words
 
 
 def test_two_baseline_revisions_are_both_named(tmp_path):
