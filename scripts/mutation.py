@@ -37,6 +37,8 @@ TARGETS: dict[str, list[str]] = {
         "lean/test_gate_real_data.py",
     ],
     "lean/statements.py": ["lean/test_statements.py"],
+    "lean/signature.py": ["lean/test_signature.py", "lean/test_statements.py"],
+    "lean/statement_identity.py": ["lean/test_statement_identity.py", "lean/test_statements.py"],
     "lean/extract.py": [
         "lean/test_extract.py",
         "lean/test_gate_redteam.py",

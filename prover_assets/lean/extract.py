@@ -30,15 +30,9 @@ from dataclasses import dataclass
 
 from prover_assets.lean.lexer import TRIVIA, LexError, Token, TokenKind, code_tokens, tokenize
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.statements import (
-    Signature,
-    StatementError,
-    first_theorem_signature,
-    header_end,
-    preamble_difference,
-    signature_sha,
-    statement_parts,
-)
+from prover_assets.lean.signature import Signature, first_theorem_signature
+from prover_assets.lean.statement_identity import preamble_difference, signature_sha
+from prover_assets.lean.statements import StatementError, header_end, statement_parts
 
 __all__ = [
     "DisplayedTheorem",

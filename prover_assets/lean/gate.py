@@ -81,13 +81,9 @@ from prover_assets.lean.lexer import (
 )
 from prover_assets.lean.proof_block import block_end_reason, proof_tokens
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.statements import (
-    ParsedStatement,
-    header_end,
-    parse_statement,
-    preamble_difference,
-    theorem_signature,
-)
+from prover_assets.lean.signature import theorem_signature
+from prover_assets.lean.statement_identity import preamble_difference
+from prover_assets.lean.statements import ParsedStatement, header_end, parse_statement
 from prover_assets.lean.words import BANNED_WORDS, banned_word
 
 __all__ = [

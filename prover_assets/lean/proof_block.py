@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from prover_assets.lean.gate_data import COMMANDS
 from prover_assets.lean.lexer import Token, TokenKind
-from prover_assets.lean.statements import first_theorem_signature
+from prover_assets.lean.signature import first_theorem_signature
 
 __all__ = ["ALSO_TACTICS", "COMMAND_KEYWORDS", "block_end_reason", "proof_tokens"]
 

@@ -15,7 +15,6 @@ hash: `ℝ` vs `Real`, reordered hypotheses, and an added hypothesis all change 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,28 +27,28 @@ from prover_assets.lean.lexer import (
     is_plain_identifier,
     name_components,
 )
+from prover_assets.lean.signature import (
+    Signature,
+    claim_colon,
+    signature_from,
+)
+from prover_assets.lean.statement_identity import (
+    identity_sha,
+)
 from prover_assets.lean.words import PREAMBLE_DECLARATIONS, banned_word
 
 __all__ = [
     "BY_MARKER",
     "ParsedStatement",
-    "Signature",
     "StatementError",
     "alpha_sha",
-    "claim_colon",
     "count_by_markers",
-    "first_theorem_signature",
-    "float_numerals",
     "header_end",
     "normalise_statement",
     "parse_statement",
-    "preamble_difference",
-    "signature_alpha_sha",
-    "signature_sha",
     "statement_check_command",
     "statement_parts",
     "statement_sha",
-    "theorem_signature",
 ]
 
 # `:= by` as Goedel's rule splits on it, also in the line-broken form `:=\n  by`.
@@ -143,13 +142,6 @@ PREAMBLE_COMMANDS = frozenset(
 )
 # Words that only modify the declaration command that follows them.
 _MODIFIERS = frozenset({"noncomputable", "private", "protected"})
-# Separates a preamble's tokens from the signature's in the identity hash.
-_PREAMBLE_END = "\x1e"
-
-_TYPE_BINDINGS = frozenset({"let", "have"})
-_OPENING = {"(": ")", "{": "}", "[": "]", "⦃": "⦄", "⟨": "⟩"}
-_CLOSING = frozenset(_OPENING.values())
-_BINDER_KEYWORDS = frozenset({"∀", "∃", "λ", "fun", "∑", "∏", "⋃", "⋂", "⨆", "⨅", "Π", "Σ", "∫"})
 
 
 class StatementError(ValueError):
@@ -199,16 +191,6 @@ def _theorem_index(tokens: Sequence[Token], start: int) -> int | None:
 
 
 @dataclass(frozen=True)
-class Signature:
-    """The displayed theorem: its name and the tokens between the name and its `:=`."""
-
-    name: str
-    tokens: tuple[Token, ...]
-    theorem_start: int  # offset of the `theorem` keyword
-    assign_start: int  # offset of the `:=` that ends the signature
-
-
-@dataclass(frozen=True)
 class ParsedStatement:
     """A formal statement split into its header, its preamble and its one theorem (name,
     signature, proof)."""
@@ -233,44 +215,18 @@ class ParsedStatement:
     @property
     def statement_sha(self) -> str:
         """The statement's identity: preamble and signature tokens (see `statement_sha`)."""
-        return _identity_sha(self.preamble_tokens, _require(self.signature), alpha=False)
+        return identity_sha(self.preamble_tokens, _require(self.signature), alpha=False)
 
     @property
     def alpha_sha(self) -> str:
         """The statement's identity up to renaming the signature's bound names."""
-        return _identity_sha(self.preamble_tokens, _require(self.signature), alpha=True)
+        return identity_sha(self.preamble_tokens, _require(self.signature), alpha=True)
 
 
 def _require(signature: Signature | None) -> Signature:
     if signature is None:
         raise StatementError("no `theorem <name> ... :=` found in the statement")
     return signature
-
-
-def _signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | None:
-    if theorem_index + 1 >= len(tokens) or tokens[theorem_index + 1].kind is not TokenKind.IDENT:
-        return None
-    depth = 0
-    # A `let`/`have` in the type whose `:=` is still to come (each comes before the next).
-    binding = False
-    for j in range(theorem_index + 2, len(tokens)):
-        text = tokens[j].text
-        if text in _OPENING:
-            depth += 1
-        elif text in _CLOSING:
-            depth -= 1
-        elif depth == 0 and text in _TYPE_BINDINGS and tokens[j].kind is TokenKind.IDENT:
-            binding = True
-        elif text == ":=" and depth == 0 and binding:
-            binding = False  # `let T := ...` inside the statement's type (MOBench has seven)
-        elif text == ":=" and depth == 0:
-            return Signature(
-                name=tokens[theorem_index + 1].text,
-                tokens=tuple(tokens[theorem_index + 2 : j]),
-                theorem_start=tokens[theorem_index].start,
-                assign_start=tokens[j].start,
-            )
-    return None
 
 
 def statement_check_command(statement: str) -> str | None:
@@ -311,37 +267,6 @@ def _type_reason(tokens: Sequence[Token]) -> str | None:
     if colon is None:
         return "no_type"
     return None if colon + 1 < len(tokens) else "empty_type"
-
-
-def claim_colon(tokens: Sequence[Token]) -> int | None:
-    """The index among a signature's `tokens` of its `:` outside every bracket (what comes
-    before it binds, what comes after is claimed); None when there is none."""
-    depth = 0
-    for index, token in enumerate(tokens):
-        if token.text in _OPENING:
-            depth += 1
-        elif token.text in _CLOSING:
-            depth -= 1
-        elif token.text == ":" and depth == 0:
-            return index
-    return None
-
-
-def theorem_signature(text: str) -> Signature | None:
-    """The signature of the first `theorem` in `text` (code or statement); None if there is none."""
-    try:
-        tokens = code_tokens(text)
-    except LexError:
-        return None
-    return first_theorem_signature(tokens)
-
-
-def first_theorem_signature(tokens: Sequence[Token]) -> Signature | None:
-    """The signature of the first `theorem` among `tokens`, or None when there is none."""
-    for index, token in enumerate(tokens):
-        if token.kind is TokenKind.IDENT and token.text == "theorem":
-            return _signature_from(tokens, index)
-    return None
 
 
 def header_end(tokens: Sequence[Token]) -> tuple[int, list[tuple[int, int]], str | None]:
@@ -442,7 +367,7 @@ def parse_statement(text: str) -> ParsedStatement:
         reason = _theorem_reason(tokens, preamble_end)
     signature = None
     if reason is None:
-        signature = _signature_from(tokens, preamble_end)
+        signature = signature_from(tokens, preamble_end)
         if signature is None:
             reason = "no_signature"
         elif (missing := _type_reason(signature.tokens)) is not None:
@@ -487,34 +412,6 @@ def _theorem_reason(tokens: Sequence[Token], theorem_index: int) -> str | None:
     return None
 
 
-def preamble_difference(trusted: Sequence[Token], displayed: Sequence[Token]) -> int | None:
-    """The index of the first token of the `trusted` preamble that `displayed` (the tokens a
-    candidate has after its header) does not repeat, kind and text; None when it repeats them
-    all. Comments and whitespace are not tokens, so they never count."""
-    for index, token in enumerate(trusted):
-        if index >= len(displayed) or _token_key(displayed[index]) != _token_key(token):
-            return index
-    return None
-
-
-def _hash_tokens(texts: Sequence[str]) -> str:
-    return hashlib.sha256("\x1f".join(texts).encode("utf-8")).hexdigest()
-
-
-_KIND_PREFIX = {kind: f"{kind.value}:" for kind in TokenKind}
-
-
-def _token_key(token: Token) -> str:
-    return _KIND_PREFIX[token.kind] + token.text
-
-
-def _identity_sha(preamble: Sequence[Token], signature: Signature, *, alpha: bool) -> str:
-    keys = _alpha_keys(signature) if alpha else [_token_key(t) for t in signature.tokens]
-    if not preamble:
-        return _hash_tokens(keys)  # as before preambles: miniF2F's hashes do not move
-    return _hash_tokens([*(_token_key(t) for t in preamble), _PREAMBLE_END, *keys])
-
-
 def statement_parts(text: str) -> tuple[tuple[Token, ...], Signature]:
     """The preamble tokens and the signature of `text`'s first theorem (raises without one)."""
     try:
@@ -523,208 +420,17 @@ def statement_parts(text: str) -> tuple[tuple[Token, ...], Signature]:
         raise StatementError(f"the statement does not lex: {exc}") from exc
     body_start = header_end(tokens)[0]
     index = _theorem_index(tokens, body_start)
-    signature = None if index is None else _signature_from(tokens, index)
+    signature = None if index is None else signature_from(tokens, index)
     return tuple(tokens[body_start:index]), _require(signature)
 
 
 def statement_sha(text: str) -> str:
     """sha256 of the statement's preamble and signature tokens (the theorem's name, comments and
     whitespace excluded)."""
-    return _identity_sha(*statement_parts(text), alpha=False)
-
-
-def signature_sha(signature: Signature) -> str:
-    """The sha256 of a theorem's signature, comments and whitespace aside: the statement's
-    identity when it has no preamble."""
-    return _hash_tokens([_token_key(t) for t in signature.tokens])
-
-
-def _is_simple_ident(token: Token) -> bool:
-    return token.kind is TokenKind.IDENT and "." not in token.text and token.text != "_"
-
-
-def _group_names(tokens: Sequence[Token], start: int) -> tuple[list[int], int]:
-    """Indices of the names bound by the bracket group opening at `start` (`(a b : T)`,
-    `⟨x, hx⟩`), and the index after its closing bracket. Names stop at the group's own `:`."""
-    closing = _OPENING[tokens[start].text]
-    names: list[int] = []
-    depth = 0
-    collecting = True
-    for j in range(start, len(tokens)):
-        text = tokens[j].text
-        if text in _OPENING:
-            depth += 1
-        elif text in _CLOSING:
-            depth -= 1
-            if depth == 0:
-                return names, j + 1
-        elif depth == 1 and text == ":" and closing != "⟩":
-            collecting = False
-        elif depth >= 1 and collecting and _is_simple_ident(tokens[j]):
-            names.append(j)
-    return names, len(tokens)
-
-
-def _quantified_names(tokens: Sequence[Token], keyword_index: int) -> list[int]:
-    """Names after a binder keyword: `∀ x y : T,`, `∃! n > 0,`, `∑ i in s,`, `fun ⟨a, b⟩ =>`."""
-    names: list[int] = []
-    j = keyword_index + 1
-    if j < len(tokens) and tokens[j].text == "!":
-        j += 1
-    while j < len(tokens):
-        token = tokens[j]
-        if _is_simple_ident(token) and token.text != "in":
-            names.append(j)
-            j += 1
-        elif token.text == "_":
-            j += 1
-        elif token.text in _OPENING:
-            group, j = _group_names(tokens, j)
-            names.extend(group)
-        else:
-            break
-    return names
-
-
-def _set_builder_names(tokens: Sequence[Token], brace_index: int) -> list[int]:
-    """`{x | p x}`, `{x : T | p x}`, `{(a, b) | ...}`: the names before the `|`."""
-    names: list[int] = []
-    depth = 0
-    typed = False
-    for j in range(brace_index, len(tokens)):
-        text = tokens[j].text
-        if text in _OPENING:
-            depth += 1
-        elif text in _CLOSING:
-            depth -= 1
-            if depth == 0:
-                return []
-        elif depth == 1 and text == "|":
-            return names
-        elif depth == 1 and text == ":":
-            typed = True
-        elif not typed and _is_simple_ident(tokens[j]):
-            names.append(j)
-        elif not typed and text != ",":
-            return []
-    return []
-
-
-def _binder_names(tokens: Sequence[Token]) -> list[str]:
-    """Bound variable and hypothesis names, in order of their first binding occurrence."""
-    bound: set[int] = set()
-    depth = 0
-    before_type = True
-    for i, token in enumerate(tokens):
-        text = token.text
-        if before_type and depth == 0 and text in _OPENING and text != "⟨":
-            bound.update(_group_names(tokens, i)[0])
-        if text == ":" and depth == 0:
-            before_type = False
-        if text in _BINDER_KEYWORDS:
-            bound.update(_quantified_names(tokens, i))
-        elif text == "{":
-            bound.update(_set_builder_names(tokens, i))
-        if text in _OPENING:
-            depth += 1
-        elif text in _CLOSING:
-            depth -= 1
-    order: list[str] = []
-    for index in sorted(bound):
-        if tokens[index].text not in order:
-            order.append(tokens[index].text)
-    return order
+    return identity_sha(*statement_parts(text), alpha=False)
 
 
 def alpha_sha(text: str) -> str:
     """`statement_sha` after renaming the signature's binders and hypotheses consistently, in
     order of appearance."""
-    return _identity_sha(*statement_parts(text), alpha=True)
-
-
-def signature_alpha_sha(signature: Signature) -> str:
-    """As `signature_sha`, with bound names renamed in order: a statement's identity up to
-    renaming when it has no preamble."""
-    return _hash_tokens(_alpha_keys(signature))
-
-
-def _alpha_keys(signature: Signature) -> list[str]:
-    tokens = signature.tokens
-    renaming = {name: f"\x00{index}" for index, name in enumerate(_binder_names(tokens))}
-    keys = []
-    for token in tokens:
-        if token.kind is TokenKind.IDENT:
-            head, dot, rest = token.text.partition(".")
-            if head in renaming:
-                keys.append(_KIND_PREFIX[token.kind] + renaming[head] + dot + rest)
-                continue
-        keys.append(_token_key(token))
-    return keys
-
-
-# Types a decimal literal (`2.5`, `1e-3`) elaborates in when the term it stands in has one.
-_DECIMAL_TYPES = frozenset({"ℝ", "ℚ", "ℂ", "Real", "Rat", "Complex", "NNReal", "EReal", "ENNReal"})
-
-
-def float_numerals(statement: str) -> bool:
-    """Whether a decimal literal of the statement's theorem would elaborate as `Float`.
-
-    Lean gives a decimal literal that nothing types the `Float` default instance: `(h : (1 -
-    0.3) * 0.8 = 0.56)` is a hypothesis about floats however real the rest of the theorem is. A
-    lexical reading, per binder and for the claim: a part with a decimal literal and neither a
-    decimal type (`ℝ`, `ℚ`, `Real.sqrt`, ...) nor a variable bound to one is flagged. It misses
-    what only elaboration knows (a literal typed by a function whose type is stated elsewhere).
-    """
-    signature = theorem_signature(statement)
-    if signature is None:
-        return False
-    binders, claim = _binder_groups(signature.tokens)
-    typed_names: set[str] = set()
-    for group in binders:
-        colons = [i for i, t in enumerate(group) if t.text == ":"]
-        if colons and any(_decimal_type(t) for t in group[colons[0] + 1 :]):
-            typed_names |= {t.text for t in group[: colons[0]] if t.kind is TokenKind.IDENT}
-    return any(
-        _has_decimal_literal(part)
-        and not any(_decimal_type(t) or t.text.split(".")[0] in typed_names for t in part)
-        for part in [*binders, claim]
-    )
-
-
-def _binder_groups(tokens: Sequence[Token]) -> tuple[list[list[Token]], list[Token]]:
-    """The signature's top-level bracketed binders (their inner tokens) and its claim (the
-    tokens after the top-level `:`)."""
-    groups: list[list[Token]] = []
-    depth = 0
-    for index, token in enumerate(tokens):
-        if depth == 0 and token.text == ":":
-            return groups, list(tokens[index + 1 :])
-        if token.text in _OPENING:
-            depth += 1
-            if depth == 1:
-                groups.append([])
-                continue
-        elif token.text in _CLOSING:
-            depth -= 1
-            if depth == 0:
-                continue
-        if depth > 0:
-            groups[-1].append(token)
-    return groups, []
-
-
-def _has_decimal_literal(tokens: Sequence[Token]) -> bool:
-    previous: Token | None = None
-    for token in tokens:
-        # `p.2.1` lexes as `p`, `.`, `2.1`: a projection right after a dot, not a literal.
-        projection = previous is not None and previous.text == "." and previous.end == token.start
-        previous = token
-        if token.kind is not TokenKind.NUMBER or projection or token.text[:2].lower() == "0x":
-            continue
-        if "." in token.text or "e" in token.text.lower():
-            return True
-    return False
-
-
-def _decimal_type(token: Token) -> bool:
-    return token.kind is TokenKind.IDENT and token.text.split(".")[0] in _DECIMAL_TYPES
+    return identity_sha(*statement_parts(text), alpha=True)

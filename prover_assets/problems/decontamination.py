@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prover_assets.lean.statements import theorem_signature
+from prover_assets.lean.signature import theorem_signature
 from prover_assets.records import Problem
 
 __all__ = [

@@ -29,11 +29,11 @@ from pydantic import TypeAdapter, ValidationError
 from prover_assets.config import PoolColumns, PoolSpec
 from prover_assets.lean.extract import reinsertion_keeps_statement, remove_comments
 from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.signature import float_numerals
 from prover_assets.lean.statements import (
     BY_MARKER,
     ParsedStatement,
     StatementError,
-    float_numerals,
     normalise_statement,
     parse_statement,
 )

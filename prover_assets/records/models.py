@@ -18,7 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from prover_assets.lean.statements import alpha_sha, statement_sha, theorem_signature
+from prover_assets.lean.signature import theorem_signature
+from prover_assets.lean.statements import alpha_sha, statement_sha
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prover_assets.lean.extract import compile_view
 from prover_assets.lean.protocol import STANDARD_AXIOMS
-from prover_assets.lean.statements import claim_colon, theorem_signature
+from prover_assets.lean.signature import claim_colon, theorem_signature
 from prover_assets.problems.defects import DefectKind
 from prover_assets.records import Appender, Problem, iter_records
 from prover_assets.verify.backends import LeanBackend

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from prover_assets.lean.extract import compile_view
-from prover_assets.lean.statements import theorem_signature
+from prover_assets.lean.signature import theorem_signature
 from prover_assets.records import Appender, Problem, iter_records
 from prover_assets.verify.backends import LeanBackend
 from prover_assets.verify.worker import LeanJob, LeanResult

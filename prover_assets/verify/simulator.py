@@ -50,7 +50,7 @@ from typing import Any, TextIO
 
 from prover_assets.lean.canary import canary_name
 from prover_assets.lean.lexer import LexError, code_tokens
-from prover_assets.lean.statements import first_theorem_signature
+from prover_assets.lean.signature import first_theorem_signature
 
 __all__ = [
     "DECLARED_AXIOMS",

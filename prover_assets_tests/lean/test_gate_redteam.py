@@ -104,7 +104,7 @@ def _readings(code):
     trusted `:= by`), or None when the candidate never reaches that point."""
     from prover_assets.lean.extract import ReinsertionError, lean_input
     from prover_assets.lean.lexer import LexError, code_tokens
-    from prover_assets.lean.statements import first_theorem_signature
+    from prover_assets.lean.signature import first_theorem_signature
 
     try:
         displayed = code_tokens(code)

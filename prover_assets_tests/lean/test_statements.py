@@ -6,20 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from prover_assets.lean.lexer import code_tokens
 from prover_assets.lean.protocol import GOEDEL_HEADER
+from prover_assets.lean.signature import theorem_signature
+from prover_assets.lean.statement_identity import (
+    signature_alpha_sha,
+    signature_sha,
+)
 from prover_assets.lean.statements import (
     StatementError,
     alpha_sha,
-    float_numerals,
     normalise_statement,
     parse_statement,
-    preamble_difference,
-    signature_alpha_sha,
-    signature_sha,
     statement_check_command,
     statement_sha,
-    theorem_signature,
 )
 
 DATA = Path(__file__).parents[2] / "prover_assets/data/goedel-prover-v2"
@@ -215,53 +214,6 @@ def test_the_identity_hash_is_sha256_of_the_kinded_token_texts_joined_by_unit_se
     preamble = ["ident:def", "ident:f", "symbol::=", "number:1"]
     with_preamble = hashlib.sha256("\x1f".join([*preamble, "\x1e", *keys]).encode()).hexdigest()
     assert statement_sha("def f := 1\ntheorem t (x : ℕ) : x = x := by sorry") == with_preamble
-
-
-@pytest.mark.parametrize(
-    ("statement", "floats"),
-    [
-        ("theorem t : 2.5 * 2 = 5 := by sorry", True),
-        ("theorem t : (2.5 : ℝ) * 2 = 5 := by sorry", False),
-        ("theorem t (x : ℝ) (h : x = 2.5) : 2 * x = 5 := by sorry", False),
-        ("theorem t (x : ℝ) (h : (1 - 0.3) * 0.8 = 0.56) : x = x := by sorry", True),
-        ("theorem t (f : ℝ → ℝ) (h : f 1 = 1.5) : f 1 > 1 := by sorry", False),
-        ("theorem t : Real.sqrt 2 < 1.5 := by sorry", False),
-        ("theorem t (q : ℚ) (h : q = 1e-3) : q < 1 := by sorry", False),
-        ("theorem t (h : 1e-3 < 1) : True := by sorry", True),
-        ("theorem t (p : ℕ × ℕ × ℕ) (h : p.2.1 = 1) : True := by sorry", False),
-        ("theorem t (n : ℕ) (h : n = 0x1E) : True := by sorry", False),
-        ("theorem t (n : ℕ) (h : n = 15) : n * 2 = 30 := by sorry", False),
-        ("theorem t {x : ℝ} [Fact (0 < x)] : x ^ 2 > 0.0 := by sorry", False),
-        ("theorem t : (2.5 * 2 = 5) := by sorry", True),
-        ("theorem t (x : ℝ) (y : ℝ) (h : x = 2.5) : y = y := by sorry", False),
-        ("theorem t (z : ℂ) (h : z.re = 0.5) : True := by sorry", False),
-        ("theorem t (h : (1 + 1) * 0.5 = 1) : True := by sorry", True),
-        ("theorem t (n : ℕ) (h : n = 0b101) : True := by sorry", False),
-        ("lemma l : 2.5 = 2.5 := by sorry", False),
-    ],
-    ids=[
-        "bare_decimals",
-        "ascribed",
-        "real_variable",
-        "untyped_hypothesis",
-        "real_function",
-        "real_constant",
-        "scientific_rational",
-        "untyped_scientific",
-        "projection",
-        "hex",
-        "integers",
-        "implicit_binder",
-        "parenthesised",
-        "second_of_two_typed_binders",
-        "typed_name_with_a_field",
-        "after_a_nested_group",
-        "binary",
-        "no_theorem",
-    ],
-)
-def test_a_decimal_literal_nothing_types_is_read_as_float(statement, floats):
-    assert float_numerals(statement) is floats
 
 
 def test_parse_rejects_two_by_markers_with_the_count():
@@ -491,24 +443,6 @@ def test_a_statement_that_does_not_lex_is_unsupported_with_nothing_parsed():
         (),
     )
     assert parsed.reason.startswith("lex_error:")
-
-
-def test_the_displayed_theorem_after_a_lemma_has_its_own_signature():
-    alone = "theorem t (x : ℕ) : x = x := by sorry"
-    after_a_lemma = "lemma l : True := trivial\n" + alone
-    assert signature_sha(theorem_signature(after_a_lemma)) == signature_sha(
-        theorem_signature(alone)
-    )
-
-
-def test_a_preamble_is_repeated_exactly_when_every_trusted_token_comes_first_in_order():
-    trusted = code_tokens("def f : ℕ := 1")
-    assert preamble_difference(trusted, code_tokens("def f : ℕ := -- one\n 1\nlemma l")) is None
-    assert preamble_difference(trusted, code_tokens("def f : ℕ := 2")) == 5
-    assert preamble_difference(trusted, code_tokens("def g : ℕ := 1")) == 1
-    assert preamble_difference(trusted, code_tokens("def f : ℕ :=")) == 5  # ends early
-    assert preamble_difference(trusted, code_tokens('def f : ℕ := "1"')) == 5  # kind differs
-    assert preamble_difference((), code_tokens("theorem t")) is None
 
 
 def test_a_preamble_is_part_of_the_statements_identity_and_its_comments_are_not():
