@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from prover_assets.config import SimulatedLeanSettings
 from prover_assets.lean.statements import parse_statement
 from prover_assets.records import publish_records
-from prover_assets.verify.backends import backend_from_settings, self_test
+from prover_assets.verify.backends import backend_from_settings
+from prover_assets.verify.self_test import self_test
 from prover_assets.verify.stages import materialize_verdicts
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import make_generation, make_problem

@@ -39,9 +39,9 @@ from prover_assets.records import (
 from prover_assets.records.staleness import current_verdicts
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.resources import ExperimentResource, LeanResource
-from prover_assets.verify.backends import batch_header
 from prover_assets.verify.elaboration import ElaborationStatus, elaborate_references
 from prover_assets.verify.runner import CHUNKS_FILE
+from prover_assets.verify.self_test import batch_header
 from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 from prover_assets.verify.validity import (
     check_chunks,

@@ -43,8 +43,9 @@ from prover_assets.config import (
 from prover_assets.lean.launch import LaunchError
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Pins, publish_text
-from prover_assets.verify.backends import LocalReplBackend, self_test
+from prover_assets.verify.backends import LocalReplBackend
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
+from prover_assets.verify.self_test import self_test
 
 __all__ = [
     "WorkspaceError",

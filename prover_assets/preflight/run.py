@@ -30,7 +30,8 @@ from prover_assets.preflight.model import (
 from prover_assets.records import Generation, now_utc, publish_text
 from prover_assets.records.hashing import sha256_text
 from prover_assets.records.owned import Removed, owned_name, remove_dead_owners
-from prover_assets.verify.backends import SELF_TEST_JOBS, backend_from_settings, self_test
+from prover_assets.verify.backends import backend_from_settings
+from prover_assets.verify.self_test import SELF_TEST_JOBS, self_test
 from prover_assets.verify.sizing import sized_workers
 
 __all__ = ["STEPS", "PreflightSettings", "PreflightState", "Step", "run_preflight", "run_step"]

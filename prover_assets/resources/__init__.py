@@ -55,9 +55,10 @@ from prover_assets.records.manifest import mark_data_root
 from prover_assets.records.outputs import verified_outputs
 from prover_assets.records.owned import HOST, RUN_HOST_TAG
 from prover_assets.resources.typed_config import dagster_config, placeholders_required
-from prover_assets.verify.backends import backend_from_settings, self_test
+from prover_assets.verify.backends import backend_from_settings
 from prover_assets.verify.cache import VERDICT_CACHE_DIR, VerdictCache
 from prover_assets.verify.history import COST_HISTORY_DIR, CostHistory
+from prover_assets.verify.self_test import self_test
 from prover_assets.verify.stages import lean_workers_lease
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 

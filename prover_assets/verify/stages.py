@@ -42,7 +42,6 @@ from prover_assets.verify.audit import (
     audit_statements,
     findings_of,
 )
-from prover_assets.verify.backends import batch_header
 from prover_assets.verify.elaboration import ElaborationCounts, elaborate_in_rank_order
 from prover_assets.verify.runner import (
     CHUNKS_FILE,
@@ -50,6 +49,7 @@ from prover_assets.verify.runner import (
     VerifyStats,
     verify_generations,
 )
+from prover_assets.verify.self_test import batch_header
 from prover_assets.verify.validity import verdict_identity
 from prover_assets.verify.verifier import StrictVerifier
 

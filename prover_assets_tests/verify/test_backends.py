@@ -1,4 +1,5 @@
-"""Backends: the remote (Kimina) client against a local HTTP double, settings, the self-test."""
+"""Backends: the remote (Kimina) client against a local HTTP double, settings, the simulated and
+the real REPL backends."""
 
 import json
 from pathlib import Path
@@ -9,17 +10,15 @@ from prover_assets.config import LocalLeanSettings, SimulatedLeanSettings
 from prover_assets.lean.feedback import format_error_block
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.records import Stage, Verification, publish_records, read_records
-from prover_assets.verify.backends import RemoteBackend, backend_from_settings, self_test
+from prover_assets.verify.backends import RemoteBackend, backend_from_settings
 from prover_assets.verify.pins import PinError, check_expected_pins, read_workspace_pins
 from prover_assets.verify.runner import verify_generations
+from prover_assets.verify.self_test import self_test
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.doubles.kimina_server import KiminaDouble
 from prover_assets_tests.factories import make_generation, make_pins, make_problem
 from prover_assets_tests.lean_double import (
     double_backend,
-    error_reply,
-    repl_log,
-    working_instrument,
 )
 from prover_assets_tests.support import LEAN_WORKSPACE_ENV, lean_workspace
 
@@ -109,55 +108,6 @@ def test_an_unreachable_remote_server_is_infrastructure_naming_the_cause():
     verdict = remote_verdict(type("Gone", (), {"url": url})(), "omega", retries=0)
     assert verdict.reasons == ["infrastructure:connection"]
     assert "ConnectionError" in verdict.diagnostics.failure_detail
-
-
-def test_self_test_passes_on_a_working_instrument_and_fails_on_a_broken_one(tmp_path):
-    with double_backend(tmp_path / "ok", working_instrument()) as backend:
-        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
-    assert outcome.passed, outcome.description
-    with double_backend(tmp_path / "broken") as backend:  # accepts everything: broken
-        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
-    assert not outcome.passed
-    assert "known-bad NOT rejected" in outcome.description
-    assert not outcome.metadata["bad"]["held"]
-
-
-def test_self_test_fails_when_the_statement_check_passes_a_changed_statement(tmp_path):
-    # A REPL whose statement check answers without looking (every check elaborates).
-    blind = {"match": {"regex": "(?s)^example .* <;> assumption$"}, "reply": {}}
-    with double_backend(tmp_path, [*working_instrument(), blind]) as backend:
-        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
-    assert not outcome.passed
-    assert "changed statement NOT refused by the statement check" in outcome.description
-
-
-def test_self_test_fails_where_a_statement_relying_on_an_auto_bound_implicit_fails_its_check(
-    tmp_path,
-):
-    # As a check of type equality would answer: `example : ∀ (h : a = 1), ...` binds `a` as its
-    # own parameter, and `@t` then has another type.
-    mismatch = {
-        "match": {"regex": "^example \\(h : \\(a"},
-        "reply": error_reply("type mismatch\n  @prover_assets_selftest_auto_bound", line=2),
-    }
-    with double_backend(tmp_path, [*working_instrument(), mismatch]) as backend:
-        outcome = self_test(backend, 5.0, GOEDEL_HEADER.strip())
-    assert not outcome.passed
-    assert "auto-bound implicit NOT accepted" in outcome.description
-    assert outcome.metadata["auto_bound"]["statement_errors"][0]["data"].startswith("type mis")
-
-
-def test_the_self_test_runs_under_the_header_it_is_given(tmp_path):
-    header = "import Mathlib\nset_option maxHeartbeats 400000"
-    with double_backend(tmp_path, working_instrument()) as backend:
-        outcome = self_test(backend, 5.0, header)
-    assert outcome.passed
-    # Both workers warmed, each measured for what a memory cap must allow.
-    measured = outcome.metadata["warmed_repl_memory"]
-    assert set(measured) == {"worker-0", "worker-1"}
-    assert all(m["address_space_mb"] >= m["resident_mb"] > 0 for m in measured.values())
-    imported = {e["request"]["cmd"] for e in repl_log(tmp_path) if "env" not in e["request"]}
-    assert imported == {header}
 
 
 def test_simulated_backend_is_labelled_simulated_and_passes_its_self_test(tmp_path):

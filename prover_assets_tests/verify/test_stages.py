@@ -27,8 +27,8 @@ from prover_assets.records import (
     read_records,
 )
 from prover_assets.records.owned import HOST
-from prover_assets.verify.backends import self_test
 from prover_assets.verify.runner import verify_generations
+from prover_assets.verify.self_test import self_test
 from prover_assets.verify.stages import (
     LeanWorkersBusy,
     lean_workers_lease,
