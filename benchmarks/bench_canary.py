@@ -17,7 +17,8 @@ import statistics
 import sys
 import time
 
-from prover_assets.lean.repl import ReplProcess, containment
+from prover_assets.lean.containment import containment
+from prover_assets.lean.repl import ReplProcess
 from prover_assets.verify.worker import LeanJob, ReplWorker
 from prover_assets_tests.lean_double import DOUBLE
 

@@ -46,6 +46,7 @@ TARGETS: dict[str, list[str]] = {
         "lean/test_gate_real_data.py",
     ],
     "lean/repl.py": ["lean/test_repl.py"],
+    "lean/containment.py": ["lean/test_containment.py"],
     # The structure of the text Lean compiles: one theorem, data-only configurations, the
     # runners of Mathlib as data; each judged by its own tests and by the red team.
     "lean/proof_block.py": ["lean/test_proof_block.py", "lean/test_gate_redteam.py"],

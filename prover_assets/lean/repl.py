@@ -48,7 +48,6 @@ complete means no errors, no sorries, no warning `declaration uses 'sorry'` in e
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -61,7 +60,7 @@ import tempfile
 import time
 import tty
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,19 +68,15 @@ import psutil
 
 from prover_assets.children import forget_child, spawn_tied
 from prover_assets.lean.canary import answers_canary, canary_command, new_nonce
+from prover_assets.lean.containment import contained_argv
 from prover_assets.lean.memory_cap import MALLOC_ARENA_MAX, cgroup_prefix, memory_limit
 from prover_assets.records.owned import Removed, owned_name, remove_dead_owners
 
 __all__ = [
     "AnswerBuffer",
-    "Containment",
     "ReplFailure",
     "ReplOutcome",
     "ReplProcess",
-    "bwrap_argv",
-    "contained_argv",
-    "containment",
-    "describe_containment",
     "read_answer",
     "sweep_repl_folders",
 ]
@@ -201,115 +196,9 @@ class ReplFailure(RuntimeError):
         return ReplFailure(self.kind, self.detail, stage)
 
 
-@dataclass(frozen=True)
-class Containment:
-    """What holds a REPL process in on this host."""
-
-    mechanism: str  # "bwrap", "unshare" or "none"
-    network: bool  # no network inside
-    filesystem: bool  # `/` read-only, a private writable TMPDIR, hidden folders emptied
-    how: str  # in words: what holds, or why not
-
-
 def sweep_repl_folders() -> list[Removed]:
     """Remove the temporary folders of REPLs whose verifier process is gone (on this host)."""
     return remove_dead_owners(Path(tempfile.gettempdir()), REPL_TMP_PREFIX)
-
-
-def bwrap_argv(
-    command: Sequence[str], *, tmpdir: Path, hidden: Sequence[Path] = (), cwd: Path | None = None
-) -> list[str]:
-    """`command` under bubblewrap: no network (nor IPC, nor other processes), `/` bound
-    read-only (`/tmp` included: a toolchain or workspace may live there, and reading it is
-    harmless once nothing can be written), `tmpdir` alone writable, each existing folder of
-    `hidden` replaced by an empty read-only one; `cwd` (the workspace) is bound back, read-only,
-    when it lies inside a hidden folder."""
-    argv = [
-        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--unshare-net", "--unshare-ipc", "--unshare-pid", "--die-with-parent",
-    ]  # fmt: skip
-    # A folder that does not exist cannot be mounted over (`/` is read-only by then), and
-    # there is nothing in it to hide.
-    folders = [folder.resolve() for folder in hidden if folder.is_dir()]
-    for folder in folders:
-        argv += ["--tmpfs", str(folder)]
-    if cwd is not None and any(cwd.is_relative_to(f) for f in folders):
-        argv += ["--ro-bind", str(cwd), str(cwd)]
-    # Read-only, so that a write there fails rather than lands in a tmpfs no one reads.
-    for folder in folders:
-        argv += ["--remount-ro", str(folder)]
-    argv += ["--bind", str(tmpdir), str(tmpdir)]
-    if cwd is not None:
-        argv += ["--chdir", str(cwd)]
-    return [*argv, "--", *command]
-
-
-# A containment probe that hangs (a bwrap stuck on a namespace) must not hang the verifier.
-_PROBE_TIMEOUT_S = 10.0
-
-
-def _probe(argv: Sequence[str]) -> str | None:
-    """None when `argv` runs and exits 0; else why not."""
-    try:
-        probe = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    if probe.returncode == 0:
-        return None
-    return probe.stderr.decode(errors="replace").strip()[:200] or f"exit {probe.returncode}"
-
-
-_UNSHARE = ("unshare", "--net", "--")
-_UNSHARE_USER = ("unshare", "--user", "--map-root-user", "--net", "--")
-
-
-@functools.cache
-def containment() -> Containment:
-    """The strongest containment this host runs: bubblewrap (probed with the argv a REPL gets),
-    else a network namespace (`unshare --net`, in a user namespace when not root), else none;
-    each fallback says why the stronger one does not hold."""
-    if shutil.which("bwrap") is None:
-        no_bwrap = "bwrap is not installed"
-    else:
-        with tempfile.TemporaryDirectory(prefix="lean-repl-probe-") as tmpdir:
-            refused = _probe(bwrap_argv(["true"], tmpdir=Path(tmpdir)))
-        if refused is None:
-            return Containment(
-                "bwrap",
-                True,
-                True,
-                "bubblewrap: no network, `/` read-only (workspace and toolchain), a private "
-                "writable TMPDIR, the folders it is given (the data root) emptied, read-only",
-            )
-        no_bwrap = f"bwrap refused: {refused}"
-    if shutil.which("unshare") is None:
-        return Containment("none", False, False, f"none: {no_bwrap}; unshare is not installed")
-    prefix = _UNSHARE if os.geteuid() == 0 else _UNSHARE_USER
-    refused = _probe([*prefix, "true"])
-    if refused is None:
-        how = f"{' '.join(prefix[:-1])}: the network only ({no_bwrap})"
-        return Containment("unshare", True, False, how)
-    return Containment("none", False, False, f"none: {no_bwrap}; unshare refused ({refused})")
-
-
-def describe_containment(enabled: bool) -> dict[str, object]:
-    """What a verdict records of its REPL's containment (as `describe_memory_limit` does of
-    its memory cap)."""
-    if not enabled:
-        return {"mechanism": "none", "network": False, "filesystem": False, "how": "off in config"}
-    return asdict(containment())
-
-
-def contained_argv(
-    command: Sequence[str], *, tmpdir: Path, hidden: Sequence[Path], cwd: Path | None
-) -> list[str]:
-    """`command` under this host's `containment()`."""
-    mechanism = containment().mechanism
-    if mechanism == "bwrap":
-        return bwrap_argv(command, tmpdir=tmpdir, hidden=hidden, cwd=cwd)
-    if mechanism == "unshare":
-        return [*(_UNSHARE if os.geteuid() == 0 else _UNSHARE_USER), *command]
-    return list(command)
 
 
 @dataclass

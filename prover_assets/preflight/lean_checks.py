@@ -16,10 +16,11 @@ from prover_assets.config import (
     RunConfig,
     SimulatedLeanSettings,
 )
+from prover_assets.lean.containment import describe_containment
 from prover_assets.lean.launch import repl_launch
 from prover_assets.lean.memory_cap import memory_cap
 from prover_assets.lean.protocol import GOEDEL_HEADER
-from prover_assets.lean.repl import ReplProcess, describe_containment
+from prover_assets.lean.repl import ReplProcess
 from prover_assets.preflight.model import (
     CheckStatus,
     Measurement,

@@ -31,15 +31,10 @@ from prover_assets.config import (
     require_filled,
 )
 from prover_assets.http import backoff_s, pooled_session
+from prover_assets.lean.containment import describe_containment
 from prover_assets.lean.launch import repl_launch
 from prover_assets.lean.memory_cap import describe_memory_limit
-from prover_assets.lean.repl import (
-    ReplFailure,
-    ReplProcess,
-    describe_containment,
-    read_answer,
-    sweep_repl_folders,
-)
+from prover_assets.lean.repl import ReplFailure, ReplProcess, read_answer, sweep_repl_folders
 from prover_assets.records import Pins
 from prover_assets.verify.pins import check_expected_pins, read_workspace_pins, simulated_pins
 from prover_assets.verify.pool import JobQueue, WorkStealingPool, serve_jobs

@@ -1,11 +1,9 @@
 """The REPL client: reading answers, framing requests, faults, sandbox, memory cap."""
 
-import functools
 import json
 import os
 import random
 import resource
-import shutil
 import signal
 import socket
 import stat
@@ -19,12 +17,12 @@ import psutil
 import pytest
 
 import prover_assets.lean.repl as repl_module
+from prover_assets.lean.containment import containment
 from prover_assets.lean.repl import (
     MALLOC_ARENA_MAX,
     AnswerBuffer,
     ReplFailure,
     ReplProcess,
-    containment,
     read_answer,
 )
 from prover_assets_tests.lean_double import DOUBLE, probe, rescanning_take
@@ -681,71 +679,6 @@ def test_text_a_command_prints_arrives_before_it_ends_as_on_the_real_repls_termi
 # --- containment -----------------------------------------------------------------------------
 
 
-def test_bwrap_gets_no_network_a_read_only_root_a_private_tmpdir_and_the_data_root_emptied(
-    tmp_path,
-):
-    data_root, workspace = tmp_path / "data", tmp_path / "data" / "lean"
-    workspace.mkdir(parents=True)
-    argv = repl_module.bwrap_argv(
-        ["lake", "exe", "repl"],
-        tmpdir=Path("/tmp/lean-repl-x"),
-        hidden=[data_root, tmp_path / "absent"],
-        cwd=workspace,
-    )
-    assert argv == [
-        "bwrap",
-        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
-        *("--unshare-net", "--unshare-ipc", "--unshare-pid", "--die-with-parent"),
-        *("--tmpfs", str(data_root)),
-        *("--ro-bind", str(workspace), str(workspace)),  # a workspace inside it comes back
-        *("--remount-ro", str(data_root)),
-        *("--bind", "/tmp/lean-repl-x", "/tmp/lean-repl-x"),
-        *("--chdir", str(workspace)),
-        *("--", "lake", "exe", "repl"),
-    ]  # an absent folder is not mounted over: there is nothing in it to hide
-
-
-def fresh_containment(monkeypatch, path: str) -> repl_module.Containment:
-    """This host's containment probed anew with `path` as PATH (not the session's cached one)."""
-    monkeypatch.setenv("PATH", path)
-    fresh = functools.cache(repl_module.containment.__wrapped__)
-    monkeypatch.setattr(repl_module, "containment", fresh)
-    return fresh()
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="the stand-ins run `unshare --net`, which needs root")
-def test_without_bwrap_the_network_alone_is_contained_and_the_record_says_why(
-    tmp_path, monkeypatch
-):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("unshare", "true"):  # `true`: what the probe runs
-        (bin_dir / tool).symlink_to(shutil.which(tool))
-    absent = fresh_containment(monkeypatch, str(bin_dir))
-    assert absent == repl_module.Containment(
-        "unshare", True, False, "unshare --net: the network only (bwrap is not installed)"
-    )
-    (bin_dir / "bwrap").write_text(
-        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
-    )
-    (bin_dir / "bwrap").chmod(0o755)
-    refused = fresh_containment(monkeypatch, str(bin_dir))
-    assert refused.how == (
-        "unshare --net: the network only "
-        "(bwrap refused: bwrap: No permissions to create new namespace)"
-    )
-    assert repl_module.describe_containment(True)["mechanism"] == "unshare"
-
-
-def test_a_sandbox_off_in_the_config_is_recorded_as_none():
-    assert repl_module.describe_containment(False) == {
-        "mechanism": "none",
-        "network": False,
-        "filesystem": False,
-        "how": "off in config",
-    }
-
-
 def write_from_the_repl(process: ReplProcess, path: Path) -> dict:
     spec = {"path": str(path), "text": "forged verdict"}
     answer = process.send(
@@ -809,51 +742,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_workspace_outside_every_hidden_folder_is_not_bound_back(tmp_path):
-    data_root, workspace = tmp_path / "data", tmp_path / "workspace"
-    data_root.mkdir()
-    workspace.mkdir()
-    argv = repl_module.bwrap_argv(
-        ["repl"], tmpdir=tmp_path / "t", hidden=[data_root], cwd=workspace
-    )
-    assert "--ro-bind" not in argv[argv.index("--tmpfs") :]  # `/` read-only shows it already
-    assert argv[argv.index("--chdir") + 1] == str(workspace)
-
-
-@pytest.mark.parametrize(
-    ("mechanism", "euid", "expected"),
-    [
-        ("unshare", 0, ["unshare", "--net", "--", "repl"]),
-        ("unshare", 1000, ["unshare", "--user", "--map-root-user", "--net", "--", "repl"]),
-        ("none", 1000, ["repl"]),
-    ],
-)
-def test_the_argv_under_each_containment_is_the_mechanisms_own(
-    monkeypatch, tmp_path, mechanism, euid, expected
-):
-    monkeypatch.setattr(
-        repl_module, "containment", lambda: repl_module.Containment(mechanism, False, False, "")
-    )
-    monkeypatch.setattr(repl_module.os, "geteuid", lambda: euid)
-    argv = repl_module.contained_argv(["repl"], tmpdir=tmp_path, hidden=[], cwd=None)
-    assert argv == expected
-
-
-def test_under_bwrap_the_argv_is_bwraps_for_the_same_folders_and_workspace(monkeypatch, tmp_path):
-    monkeypatch.setattr(
-        repl_module, "containment", lambda: repl_module.Containment("bwrap", True, True, "")
-    )
-    data_root = tmp_path / "data"
-    (data_root / "lean").mkdir(parents=True)
-    argv = repl_module.contained_argv(
-        ["repl"], tmpdir=tmp_path / "t", hidden=[data_root], cwd=data_root / "lean"
-    )
-    assert argv == repl_module.bwrap_argv(
-        ["repl"], tmpdir=tmp_path / "t", hidden=[data_root], cwd=data_root / "lean"
-    )
-    assert argv[argv.index("--chdir") + 1] == str(data_root / "lean")
-
-
 @pytest.mark.skipif(not containment().filesystem, reason=f"no bwrap here: {containment().how}")
 def test_a_sandboxed_repl_whose_workspace_is_inside_the_data_root_runs_in_it(tmp_path):
     data_root = tmp_path / "data"
@@ -865,31 +753,6 @@ def test_a_sandboxed_repl_whose_workspace_is_inside_the_data_root_runs_in_it(tmp
         assert probe(process)["cwd"] == str(workspace)
     finally:
         process.close()
-
-
-def test_a_probe_that_hangs_is_cut_at_its_bound_and_says_so(monkeypatch):
-    monkeypatch.setattr(repl_module, "_PROBE_TIMEOUT_S", 0.3)
-    reason = repl_module._probe(["sleep", "3"])
-    assert reason is not None and "timed out after 0.3 seconds" in reason
-
-
-def test_a_probe_that_cannot_run_names_why(tmp_path):
-    reason = repl_module._probe([str(tmp_path / "no-such-tool")])
-    assert reason is not None and "No such file or directory" in reason
-
-
-def test_a_refused_probe_quotes_its_stderr_decoded_with_replacement_and_cut_at_200(tmp_path):
-    script = tmp_path / "refuse"
-    script.write_bytes(
-        b"#!/bin/sh\nprintf 'bwrap: \\377 ' >&2\nhead -c 300 /dev/zero | tr '\\0' x >&2\nexit 1\n"
-    )
-    script.chmod(0o755)
-    reason = repl_module._probe([str(script)])
-    assert reason == ("bwrap: \ufffd " + "x" * 300)[:200]
-
-
-def test_a_refused_probe_without_stderr_gives_its_exit_code(tmp_path):
-    assert repl_module._probe(["sh", "-c", "exit 3"]) == "exit 3"
 
 
 def test_a_repls_tmpdir_is_private_to_its_user(repl):

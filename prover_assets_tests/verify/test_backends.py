@@ -423,7 +423,7 @@ def test_a_backends_config_records_which_containment_held_and_its_repls_miss_the
 ):
     from dataclasses import asdict
 
-    from prover_assets.lean.repl import containment
+    from prover_assets.lean.containment import containment
 
     with double_backend(tmp_path / "off") as off:
         assert off.config()["sandbox"] == {
