@@ -39,6 +39,7 @@ TARGETS: dict[str, list[str]] = {
     "lean/statements.py": ["lean/test_statements.py"],
     "lean/signature.py": ["lean/test_signature.py", "lean/test_statements.py"],
     "verify/self_test.py": ["verify/test_self_test.py"],
+    "problems/shards.py": ["problems/test_shards.py", "problems/test_pool.py"],
     "lean/statement_identity.py": ["lean/test_statement_identity.py", "lean/test_statements.py"],
     "lean/extract.py": [
         "lean/test_extract.py",

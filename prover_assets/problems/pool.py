@@ -15,18 +15,14 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from pydantic import TypeAdapter, ValidationError
-
-from prover_assets.config import PoolColumns, PoolSpec
+from prover_assets.config import PoolSpec
 from prover_assets.lean.extract import reinsertion_keeps_statement, remove_comments
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.signature import float_numerals
@@ -43,8 +39,16 @@ from prover_assets.problems.decontamination import (
     name_matches,
     ngram_hashes,
 )
+from prover_assets.problems.shards import (
+    PoolInputError,
+    ScanTask,
+    check_row,
+    open_shard,
+    plan_scan,
+    shard_batches,
+    shard_column,
+)
 from prover_assets.records import Problem, reason_kind, sha256_file
-from prover_assets.records.models import ProblemId
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.validity import CountsError
 
@@ -62,12 +66,6 @@ log = logging.getLogger(__name__)
 
 _BARE_TAIL = re.compile(r"\s*sorry\s*")
 Progress = Callable[[int, int], None]
-
-
-class PoolInputError(ValueError):
-    """A pool shard or its contents cannot be used (wrong columns, duplicate ids, ...)."""
-
-    pass
 
 
 # The `PoolCounts` fields that count rows dropped (besides `unsupported_shape`, by shape).
@@ -324,14 +322,6 @@ def _screen(
     )
 
 
-@dataclass(frozen=True)
-class _ScanTask:
-    path: str
-    row_groups: tuple[int, ...]
-    spec: PoolSpec
-    dataset: str
-
-
 _WORKER_SETS: DecontaminationSets | None = None
 
 
@@ -340,15 +330,7 @@ def _init_worker(sets: DecontaminationSets) -> None:
     _WORKER_SETS = sets
 
 
-def _column(batch: Any, name: str | None, path: str) -> list[Any] | None:
-    if name is None:
-        return None
-    if name not in batch.schema.names:
-        raise PoolInputError(f"{path}: no column {name!r}; columns are {batch.schema.names}")
-    return batch.column(name).to_pylist()
-
-
-def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[PoolCounts, list]:
+def _scan(task: ScanTask, sets: DecontaminationSets | None = None) -> tuple[PoolCounts, list]:
     sets = sets or _WORKER_SETS
     assert sets is not None
     spec = task.spec
@@ -361,7 +343,7 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
     embedded = sets.embedded_pattern()
     counts = PoolCounts()
     heap: list[tuple[bytes, _Ranked]] = []  # max-heap by key via inverted bytes
-    parquet = _parquet(task.path)
+    parquet = open_shard(task.path)
     missing = [c for c in wanted if c not in parquet.schema_arrow.names]
     if missing:
         raise PoolInputError(
@@ -369,14 +351,14 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
         )
     # A task's row groups are consecutive: its rows are numbered on from the first one's.
     row = sum(parquet.metadata.row_group(g).num_rows for g in range(task.row_groups[0]))
-    for batch in _batches(parquet, task, wanted):
-        ids = _column(batch, columns.problem_id, task.path)
-        texts = _column(batch, columns.formal_statement, task.path)
-        informals = _column(batch, columns.informal, task.path) or [None] * len(ids)
-        sources = _column(batch, columns.source, task.path) or [task.dataset] * len(ids)
+    for batch in shard_batches(parquet, task, wanted):
+        ids = shard_column(batch, columns.problem_id, task.path)
+        texts = shard_column(batch, columns.formal_statement, task.path)
+        informals = shard_column(batch, columns.informal, task.path) or [None] * len(ids)
+        sources = shard_column(batch, columns.source, task.path) or [task.dataset] * len(ids)
         for problem_id, text, informal, source in zip(ids, texts, informals, sources, strict=True):
             counts.rows_in += 1
-            _check_row(f"{task.path}: row {row}", problem_id, text, columns)
+            check_row(f"{task.path}: row {row}", problem_id, text, columns)
             row += 1
             ranked = _screen(
                 problem_id, text, source or task.dataset, informal, spec, sets, embedded, counts
@@ -392,72 +374,6 @@ def _scan(task: _ScanTask, sets: DecontaminationSets | None = None) -> tuple[Poo
             else:
                 counts.beyond_k += 1
     return counts, [ranked for _, ranked in heap]
-
-
-_PROBLEM_ID = TypeAdapter(ProblemId)
-
-
-def _unreadable(path: str | Path, exc: Exception) -> PoolInputError:
-    return PoolInputError(f"{path}: not a readable parquet file ({exc})")
-
-
-def _parquet(path: str | Path) -> pq.ParquetFile:
-    """The shard opened for reading, or an error naming it (pyarrow's names no file)."""
-    try:
-        return pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise _unreadable(path, exc) from exc
-
-
-def _batches(parquet: pq.ParquetFile, task: _ScanTask, columns: list[str]) -> Iterator[Any]:
-    """The task's row groups in batches; a page that cannot be read is an error naming the
-    shard (a file with bytes before its data opens, then fails here)."""
-    batches = parquet.iter_batches(
-        batch_size=task.spec.batch_rows, row_groups=list(task.row_groups), columns=columns
-    )
-    while True:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except (pa.ArrowException, OSError) as exc:
-            raise _unreadable(task.path, exc) from exc
-        yield batch
-
-
-def _check_row(where: str, problem_id: object, text: object, columns: PoolColumns) -> None:
-    """A row's id and statement are what a `Problem` takes; else an error naming the shard,
-    the row (from 0, as parquet counts) and the column."""
-    if not isinstance(problem_id, str):
-        raise PoolInputError(f"{where}: {columns.problem_id} is {problem_id!r}, not a string")
-    try:
-        _PROBLEM_ID.validate_python(problem_id)
-    except ValidationError:
-        raise PoolInputError(
-            f"{where}: {columns.problem_id} {problem_id!r} is empty, padded with whitespace or "
-            "holds a byte-order mark"
-        ) from None
-    if not isinstance(text, str):
-        raise PoolInputError(
-            f"{where} ({problem_id}): {columns.formal_statement} is {type(text).__name__}, "
-            "not a string"
-        )
-
-
-def _plan(paths: Sequence[Path], spec: PoolSpec, dataset: str) -> tuple[list[_ScanTask], int]:
-    tasks = []
-    total_rows = 0
-    for path in paths:
-        metadata = _parquet(path).metadata
-        total_rows += metadata.num_rows
-        groups = list(range(metadata.num_row_groups))
-        # A few tasks per worker so that the pool balances; each task keeps its own top K.
-        per_task = max(1, len(groups) // (spec.workers * 4) or 1)
-        for start in range(0, len(groups), per_task):
-            tasks.append(
-                _ScanTask(str(path), tuple(groups[start : start + per_task]), spec, dataset)
-            )
-    return tasks, total_rows
 
 
 def _informal_drop(informal: str | None, sets: DecontaminationSets, spec: PoolSpec) -> str | None:
@@ -529,7 +445,7 @@ def build_pool_candidates(
     progress: Progress | None = None,
 ) -> PoolBuild:
     """Stream the shards (already sha-checked by `check_shards`) into ranked candidates."""
-    tasks, total_rows = _plan(shards, spec, spec.dataset)
+    tasks, total_rows = plan_scan(shards, spec, spec.dataset)
     counts = PoolCounts()
     ranked: list[_Ranked] = []
     started = time.monotonic()
