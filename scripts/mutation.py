@@ -40,6 +40,8 @@ TARGETS: dict[str, list[str]] = {
     "lean/signature.py": ["lean/test_signature.py", "lean/test_statements.py"],
     "verify/self_test.py": ["verify/test_self_test.py"],
     "problems/shards.py": ["problems/test_shards.py", "problems/test_pool.py"],
+    "sft/attention.py": ["sft/test_attention.py", "preflight/test_attention.py"],
+    "sft/micro_batches.py": ["sft/test_micro_batches.py"],
     "lean/statement_identity.py": ["lean/test_statement_identity.py", "lean/test_statements.py"],
     "lean/extract.py": [
         "lean/test_extract.py",

@@ -37,6 +37,7 @@ from prover_assets.records.outputs import (
     verified_outputs,
 )
 from prover_assets.records.progress import LineTail, TrainingProgress, TrainingProgressCallback
+from prover_assets.sft.attention import attention_implementation
 from prover_assets.sft.builder import SftCounts, build_sft, read_back
 from prover_assets.sft.export import ExportResult
 from prover_assets.sft.memory import ModelShape, TrainingMemory, training_memory
@@ -50,7 +51,6 @@ from prover_assets.sft.trainer import (
     STOPPED_EXIT_CODE,
     SUMMARY_FILE,
     TrainRun,
-    attention_implementation,
 )
 
 __all__ = [

@@ -32,10 +32,12 @@ from typing import Any
 from prover_assets.children import FolderBusyError, die_with_parent, hold_folder
 from prover_assets.config import TrainingSpec
 from prover_assets.records.progress import TrainingProgress
+from prover_assets.sft.attention import attention_implementation
 from prover_assets.sft.loss import HiddenStatesTap
+from prover_assets.sft.micro_batches import PackedDataset, RankDataset, collate
 from prover_assets.sft.packing import Schedule, training_schedule
 from prover_assets.sft.ranks import PADDING, Ranks, rank_micro_steps
-from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, pack
+from prover_assets.sft.shards import SftDataset
 
 __all__ = [
     "CHECKPOINTS",
@@ -45,14 +47,8 @@ __all__ = [
     "METRICS_FILE",
     "PROGRESS_FILE",
     "STOPPED_EXIT_CODE",
-    "AttentionUnavailable",
-    "PackedDataset",
-    "RankDataset",
     "TrainRun",
-    "attention_implementation",
-    "collate",
     "complete_checkpoints",
-    "flash_attention_import_error",
     "main",
     "run_mean_loss",
     "train",
@@ -123,61 +119,6 @@ def _truncate_log(path: Path, field: str, below: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
-class PackedDataset:
-    """The schedule's micro-batches as torch tensors (the Trainer's dataset)."""
-
-    def __init__(self, dataset: SftDataset, schedule: Schedule) -> None:
-        self.dataset = dataset
-        self.schedule = schedule
-
-    def __len__(self) -> int:
-        return len(self.schedule)
-
-    def __getitem__(self, micro_step: int) -> dict[str, Any]:
-        import torch
-
-        batch = pack(self.dataset, self.schedule.micro_batches[micro_step])
-        return {
-            "input_ids": torch.from_numpy(batch.input_ids),
-            "labels": torch.from_numpy(batch.labels),
-            "position_ids": torch.from_numpy(batch.position_ids),
-            "micro_step": micro_step,
-        }
-
-
-class RankDataset:
-    """One rank's micro-batches, in the order it trains them (`rank_micro_steps`); a padding
-    micro-batch is the schedule's first with every label ignored."""
-
-    def __init__(self, packed: PackedDataset, micro_steps: list[int]) -> None:
-        self.packed = packed
-        self.micro_steps = micro_steps
-
-    def __len__(self) -> int:
-        return len(self.micro_steps)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        micro_step = self.micro_steps[index]
-        if micro_step != PADDING:
-            return self.packed[micro_step]
-        item = self.packed[0]
-        return {**item, "labels": item["labels"].clone().fill_(IGNORE_INDEX), "micro_step": PADDING}
-
-
-def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """One packed micro-batch per step. No attention mask and no KV cache: then transformers
-    reads the restarting position ids as sequence boundaries and masks attention across them
-    (with a cache it would not, and rows would see each other)."""
-    (item,) = items
-    return {
-        "input_ids": item["input_ids"].unsqueeze(0),
-        "labels": item["labels"].unsqueeze(0),
-        "position_ids": item["position_ids"].unsqueeze(0),
-        "use_cache": False,
-        "micro_step": item["micro_step"],
-    }
-
-
 def _warmup(arguments: type, ratio: float) -> dict[str, float]:
     """transformers 5 folded `warmup_ratio` into `warmup_steps` (a float below 1 is a ratio)."""
     import inspect
@@ -185,43 +126,6 @@ def _warmup(arguments: type, ratio: float) -> dict[str, float]:
     if "warmup_ratio" in inspect.signature(arguments.__init__).parameters:
         return {"warmup_ratio": ratio}
     return {"warmup_steps": float(ratio)}
-
-
-class AttentionUnavailable(RuntimeError):
-    """The attention the config names cannot run here; the message says what to do."""
-
-
-def flash_attention_import_error() -> str | None:
-    """None when `flash_attn` imports; else why. A wheel built for another torch is found by
-    `find_spec` and fails only on import (an undefined symbol)."""
-    try:
-        import flash_attn  # noqa: F401
-    except Exception as exc:  # ImportError, OSError of a shared object: any reason it cannot load
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-def attention_implementation(device: str, wanted: str = "auto") -> str:
-    """The attention training uses on `device`: `wanted` as the config names it, or, for auto,
-    flash-attention 2 on a GPU where it imports (it reads the packed rows' restarting position
-    ids as variable-length sequences), else SDPA (a dense block-diagonal T x T mask over the
-    micro-batch). A named attention that cannot run raises AttentionUnavailable."""
-    if wanted == "sdpa":
-        return "sdpa"
-    if device != "cuda":
-        if wanted == "flash_attention_2":
-            raise AttentionUnavailable("training.attention flash_attention_2 needs a CUDA device")
-        return "sdpa"
-    error = flash_attention_import_error()
-    if error is None:
-        return "flash_attention_2"
-    if wanted == "flash_attention_2":
-        raise AttentionUnavailable(
-            f"training.attention is flash_attention_2 but flash_attn does not import: {error}. "
-            "Install the flash-attn wheel built for this torch and CUDA (README, GPU setup), or "
-            "set training.attention: sdpa (about twice the step time at 18,432 tokens)"
-        )
-    return "sdpa"
 
 
 def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:

@@ -1,13 +1,9 @@
 """The attention a GPU run trains with: named by the config, proved by the preflight, never
 replaced without a word."""
 
-import pytest
-
-import prover_assets.sft.trainer as trainer_module
 from prover_assets.config import parse_run_config
 from prover_assets.preflight.attention import attention_check
 from prover_assets.preflight.model import CheckStatus
-from prover_assets.sft.trainer import AttentionUnavailable, attention_implementation
 from prover_assets_tests.factories import registered_like
 from prover_assets_tests.support import full_demo_run_config
 
@@ -45,31 +41,3 @@ def test_on_cpu_the_check_does_not_apply(tmp_path):
     raw = full_demo_run_config(tmp_path / "data")
     check = attention_check(parse_run_config(raw, "test config"))
     assert check.status == CheckStatus.NOT_APPLICABLE
-
-
-@pytest.mark.parametrize(
-    ("device", "wanted", "imports", "chosen"),
-    [
-        ("cuda", "auto", True, "flash_attention_2"),
-        ("cuda", "auto", False, "sdpa"),
-        ("cuda", "flash_attention_2", True, "flash_attention_2"),
-        ("cuda", "sdpa", True, "sdpa"),
-        ("cpu", "auto", True, "sdpa"),
-        ("cpu", "sdpa", False, "sdpa"),
-    ],
-)
-def test_the_trainer_takes_the_named_attention_or_for_auto_the_best_that_runs(
-    monkeypatch, device, wanted, imports, chosen
-):
-    error = None if imports else "ImportError: undefined symbol"
-    monkeypatch.setattr(trainer_module, "flash_attention_import_error", lambda: error)
-    assert attention_implementation(device, wanted) == chosen
-
-
-@pytest.mark.parametrize(("device", "reason"), [("cuda", "does not import"), ("cpu", "CUDA")])
-def test_a_named_flash_attention_that_cannot_run_refuses_the_training(monkeypatch, device, reason):
-    monkeypatch.setattr(
-        trainer_module, "flash_attention_import_error", lambda: "ImportError: undefined symbol"
-    )
-    with pytest.raises(AttentionUnavailable, match=reason):
-        attention_implementation(device, "flash_attention_2")

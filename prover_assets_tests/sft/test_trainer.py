@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from prover_assets.config import TrainingSpec
 from prover_assets.records import SftRow
+from prover_assets.sft.micro_batches import PackedDataset, collate
 from prover_assets.sft.packing import first_fit_decreasing, training_schedule
 from prover_assets.sft.shards import SftDataset, ShardWriter, pack
 from prover_assets.sft.trainer import (
@@ -26,9 +27,7 @@ from prover_assets.sft.trainer import (
     METRICS_FILE,
     PROGRESS_FILE,
     STOPPED_EXIT_CODE,
-    PackedDataset,
     TrainRun,
-    collate,
     run_mean_loss,
 )
 from prover_assets.sft.validity import check_data_order
