@@ -42,6 +42,7 @@ TARGETS: dict[str, list[str]] = {
     "problems/shards.py": ["problems/test_shards.py", "problems/test_pool.py"],
     "sft/attention.py": ["sft/test_attention.py", "preflight/test_attention.py"],
     "sft/micro_batches.py": ["sft/test_micro_batches.py"],
+    "verify/repl_stdio.py": ["verify/test_repl_stdio.py", "verify/test_simulator.py"],
     "lean/statement_identity.py": ["lean/test_statement_identity.py", "lean/test_statements.py"],
     "lean/extract.py": [
         "lean/test_extract.py",

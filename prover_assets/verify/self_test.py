@@ -16,7 +16,7 @@ from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import statement_check_command
 from prover_assets.records.validity import CheckOutcome
 from prover_assets.verify.backends import LeanBackend
-from prover_assets.verify.simulator import (
+from prover_assets.verify.known_proofs import (
     SELF_TEST_AUTO_BOUND_GOOD,
     SELF_TEST_AUTO_BOUND_STATEMENT,
     SELF_TEST_BAD,

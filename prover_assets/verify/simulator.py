@@ -39,37 +39,26 @@ import argparse
 import hashlib
 import json
 import mmap
-import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from prover_assets.lean.canary import canary_name
 from prover_assets.lean.lexer import LexError, code_tokens
 from prover_assets.lean.signature import first_theorem_signature
+from prover_assets.verify.repl_stdio import serve
 
 __all__ = [
     "DECLARED_AXIOMS",
     "DEMO_TACTICS",
     "RAW",
     "RULES",
-    "SELF_TEST_AUTO_BOUND_GOOD",
-    "SELF_TEST_AUTO_BOUND_STATEMENT",
-    "SELF_TEST_BAD",
-    "SELF_TEST_GOOD",
-    "SELF_TEST_PREAMBLE_CHANGED",
-    "SELF_TEST_PREAMBLE_GOOD",
-    "SELF_TEST_PREAMBLE_STATEMENT",
-    "SELF_TEST_VARIABLE_GOOD",
-    "SELF_TEST_VARIABLE_STATEMENT",
-    "SELF_TEST_VARIABLE_WEAKER",
     "SORRY_WARNING",
     "STANDARD_AXIOMS",
-    "CStdioStdout",
     "Env",
     "ReplSimulator",
     "closing_tactic",
@@ -77,45 +66,10 @@ __all__ = [
     "line_col",
     "main",
     "planted_tactic",
-    "read_query",
-    "serve",
 ]
 
 STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 SORRY_WARNING = {"v4.9": "declaration uses 'sorry'", "v4.28": "declaration uses `sorry`"}
-SELF_TEST_GOOD = "theorem prover_assets_selftest_good : (2 : ℕ) + 2 = 4 := by\n  norm_num"
-SELF_TEST_BAD = "theorem prover_assets_selftest_bad : (2 : ℕ) + 2 = 5 := by\n  norm_num"
-# A preamble problem for the self-test: its trusted statement, the proof of it, and a theorem of
-# another statement under its name (which the statement check must refuse).
-SELF_TEST_PREAMBLE = "abbrev prover_assets_selftest_answer : ℕ := 4\n\n"
-SELF_TEST_PREAMBLE_STATEMENT = (
-    SELF_TEST_PREAMBLE
-    + "theorem prover_assets_selftest_preamble : prover_assets_selftest_answer = 2 + 2 := by sorry"
-)
-SELF_TEST_PREAMBLE_GOOD = (
-    SELF_TEST_PREAMBLE
-    + "theorem prover_assets_selftest_preamble : prover_assets_selftest_answer = 2 + 2 := by\n  rfl"
-)
-SELF_TEST_PREAMBLE_CHANGED = (
-    SELF_TEST_PREAMBLE + "theorem prover_assets_selftest_preamble : True := by\n  trivial"
-)
-# The statement check under the pinned Lean's rules (`statement_check_command`): a signature
-# that relies on an auto-bound implicit (`a`), and a section variable (`hn`) the signature does
-# not mention, which the proof uses (Lean 4.9 then makes it a hypothesis of the theorem, as
-# MOBench's imo_sl_2009_N3 needs); a theorem that also assumes what the statement does not
-# give (`h : 1 = 2`) must not pass.
-SELF_TEST_AUTO_BOUND_STATEMENT = (
-    "theorem prover_assets_selftest_auto_bound (h : (a : ℕ) = 1) : a + 1 = 2 := by sorry"
-)
-SELF_TEST_AUTO_BOUND_GOOD = SELF_TEST_AUTO_BOUND_STATEMENT.replace("by sorry", "by\n  omega")
-SELF_TEST_VARIABLES = "variable (n : ℕ) (hn : 0 < n)\n\n"
-SELF_TEST_VARIABLE_STATEMENT = (
-    SELF_TEST_VARIABLES + "theorem prover_assets_selftest_variable : 0 < n := by sorry"
-)
-SELF_TEST_VARIABLE_GOOD = SELF_TEST_VARIABLE_STATEMENT.replace("by sorry", "by\n  exact hn")
-SELF_TEST_VARIABLE_WEAKER = SELF_TEST_VARIABLE_GOOD.replace(
-    "_variable :", "_variable (_h : 1 = 2) :"
-)
 # Keys a `judge` reply may carry for `answer`: the axioms its declarations depend on, and that
 # it is to be sent as it is (no env allocated).
 DECLARED_AXIOMS = "__axioms__"
@@ -486,87 +440,6 @@ def simulated_error(lines: list[str], target: int, draw: int) -> dict[str, Any]:
     position = {"line": target + 1, "column": column}
     end = {"line": target + 1, "column": len(text)}
     return {"messages": [{"severity": "error", "pos": position, "endPos": end, "data": error}]}
-
-
-def read_query(stdin: TextIO) -> str | None:
-    """Lines up to a whitespace-only line; None at EOF with nothing read."""
-    lines: list[str] = []
-    for line in stdin:
-        if not line.strip():
-            return "".join(lines)
-        lines.append(line)
-    return "".join(lines) if lines else None
-
-
-def parse_query(query: str) -> dict[str, Any] | int | None:
-    """The request in a query; None for a comment (no answer); an exit code for a query the
-    REPL dies on, its message on stderr as the pinned REPL's `parse` throws it
-    (`REPL/Main.lean` 283-303 at 7df77c0): a blank line alone and text that is no JSON
-    (`Could not parse JSON`), JSON that is no command (`... as a valid JSON command`)."""
-    if query.startswith(("#", "--")):  # as read: `query.startsWith`, nothing stripped
-        return None
-    try:
-        request = json.loads(query)
-    except json.JSONDecodeError as exc:
-        return _uncaught(f"Could not parse JSON:\n{exc}")
-    if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
-        return _uncaught(f"Could not parse as a valid JSON command:\n{query.strip()[:200]}")
-    return request
-
-
-def _uncaught(message: str) -> int:
-    """Lean's `uncaught exception: <error>` for an `IO.userError` out of `main`: exit 1."""
-    sys.stderr.write(f"uncaught exception: {json.dumps({'message': message})}\n")
-    return 1
-
-
-class CStdioStdout:
-    """Standard output buffered as C stdio buffers a `FILE *` that is never flushed: by line
-    when it is a terminal, in blocks of `block` bytes otherwise (glibc's buffer is the
-    descriptor's `st_blksize`, 4096 for a pipe); what is left is written at a normal exit and
-    lost to a kill, as Lean's runtime would lose it."""
-
-    def __init__(self, fd: int = 1, block: int = 4096) -> None:
-        self.fd = fd
-        self.by_line = os.isatty(fd)
-        self.block = block
-        self.pending = bytearray()
-
-    def write(self, text: str) -> None:
-        self.pending += text.encode("utf-8")
-        if self.by_line:
-            cut = self.pending.rfind(b"\n") + 1
-        else:
-            cut = len(self.pending) - len(self.pending) % self.block
-        self._emit(cut)
-
-    def close(self) -> None:
-        self._emit(len(self.pending))
-
-    def _emit(self, count: int) -> None:
-        written = 0
-        while written < count:
-            written += os.write(self.fd, self.pending[written:count])
-        del self.pending[:count]
-
-
-def serve(simulator: ReplSimulator, write: Callable[[str], None] | None = None) -> int:
-    """Answer requests from stdin until EOF (exit 0) or a query the REPL dies on; by default
-    written as the pinned REPL writes (`CStdioStdout`)."""
-    stdout = CStdioStdout()
-    emit = write or stdout.write
-    try:
-        while (query := read_query(sys.stdin)) is not None:
-            request = parse_query(query)
-            if isinstance(request, int):
-                return request
-            if request is None:
-                continue
-            simulator.commands += 1
-            emit(simulator.respond(request, query))
-        return 0
-    finally:
-        stdout.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,15 +67,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prover_assets.verify.repl_stdio import CStdioStdout, serve
 from prover_assets.verify.simulator import (
     DECLARED_AXIOMS,
     RAW,
     SORRY_WARNING,
     STANDARD_AXIOMS,
-    CStdioStdout,
     ReplSimulator,
     line_col,
-    serve,
 )
 
 _DIRECTIVE = re.compile(r"--@fake\s+(\w+)\s*(.*)$", re.MULTILINE)

@@ -6,10 +6,9 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from prover_assets.lean.repl import ReplProcess, read_answer
-from prover_assets.verify.simulator import SELF_TEST_BAD, SELF_TEST_GOOD, describe_rule
+from prover_assets.verify.known_proofs import SELF_TEST_BAD, SELF_TEST_GOOD
+from prover_assets.verify.simulator import describe_rule
 
 SIMULATOR = [sys.executable, "-m", "prover_assets.verify.simulator"]
 
@@ -213,44 +212,3 @@ def test_a_statement_check_holds_only_for_the_theorem_the_env_declared_with_that
     assert "'G.t' depends on axioms" in axioms.infos[0]["data"]
     assert not changed.passed
     assert changed.errors[0]["data"].startswith("tactic 'apply' failed")
-
-
-# As the pinned REPL's loop and `parse` (REPL/Main.lean 306-321, 283-303 at 7df77c0) answer.
-@pytest.mark.parametrize(
-    ("stdin", "answers", "code", "said"),
-    [
-        ('# note\n\n{"cmd": "import Mathlib"}\n\n', 1, 0, ""),
-        ('-- note\n\n{"cmd": "import Mathlib"}\n\n', 1, 0, ""),
-        ('  # note\n\n{"cmd": "import Mathlib"}\n\n', 0, 1, "Could not parse JSON"),
-        ('{"cmd": "import Mathlib"}\n\n\n', 1, 1, "Could not parse JSON"),
-        ('{"cmd": broken\n\n', 0, 1, "Could not parse JSON"),
-        ('{"tactic": "rfl"}\n\n', 0, 1, "Could not parse as a valid JSON command"),
-        ('{"cmd": 3}\n\n', 0, 1, "Could not parse as a valid JSON command"),
-        ("[1]\n\n", 0, 1, "Could not parse as a valid JSON command"),
-        ("", 0, 0, ""),
-    ],
-    ids=[
-        "hash_comment",
-        "dash_comment",
-        "indented_comment_is_no_comment",
-        "an_extra_blank_line",
-        "no_json",
-        "no_command",
-        "cmd_not_a_string",
-        "not_an_object",
-        "eof",
-    ],
-)
-def test_queries_are_read_and_refused_as_the_pinned_repl_reads_them(stdin, answers, code, said):
-    done = subprocess.run(
-        [*SIMULATOR, "--rule", "seeded_share", "--seed", "1"],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert len([c for c in done.stdout.split("\n\n") if c.strip()]) == answers
-    assert done.returncode == code
-    assert said in done.stderr
-    if code:
-        assert done.stderr.startswith('uncaught exception: {"message": ')
