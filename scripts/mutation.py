@@ -127,9 +127,10 @@ TARGETS: dict[str, list[str]] = {
     "operations/retries.py": ["operations/test_retries.py", "assets/test_retries.py"],
     # The report's contract: its derived figures (the costs per solved problem and proof, the
     # McNemar table's discordant count, the defect-free sentence) and its reader.
-    "report/summary.py": [
+    "report/summary/__init__.py": ["report/test_summary.py"],
+    "report/summary/costs.py": ["report/test_summary.py", "report/test_cost.py"],
+    "report/summary/comparisons.py": [
         "report/test_summary.py",
-        "report/test_cost.py",
         "report/test_defects.py",
         "report/test_analysis.py",
     ],
