@@ -61,6 +61,8 @@ RULES_MODULES = (
     "lean/lexer.py",
     "lean/words.py",
     "lean/statements.py",
+    "lean/signature.py",
+    "lean/statement_identity.py",
     "lean/extract.py",
     "lean/gate.py",
     "lean/gate_data.py",
@@ -71,6 +73,8 @@ RULES_MODULES = (
     "data/gate/mathlib_commands.jsonl",
     "lean/protocol.py",
     "lean/repl.py",
+    "lean/containment.py",
+    "lean/canary.py",
     "verify/worker.py",
     "verify/verifier.py",
 )

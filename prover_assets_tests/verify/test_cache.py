@@ -205,3 +205,46 @@ def test_every_gate_data_file_is_part_of_the_verifiers_identity():
     package = Path(verifier_module.__file__).parents[1]
     data = {str(p.relative_to(package)) for p in (package / "data" / "gate").glob("*.jsonl")}
     assert data and data <= set(verifier_module.RULES_MODULES)
+
+
+# Lean modules the verifier imports that decide no verdict, each with why: what they do is
+# recorded apart in the verdict's config.
+NOT_RULES = {
+    "lean/launch.py": "how the REPL process starts, recorded in the config as `repl_start`",
+    "lean/memory_cap.py": "the memory cap's mechanism, recorded in the config as `memory_limit`",
+}
+
+
+def lean_modules_imported_by(module: str, package: Path) -> set[str]:
+    """The `prover_assets.lean` modules `module` imports, directly or through other modules
+    of the package, as paths relative to it."""
+    import ast
+
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = package / (name.removeprefix("prover_assets.").replace(".", "/") + ".py")
+        if not path.exists():
+            path = path.with_suffix("") / "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "prover_assets."
+            ):
+                todo.append(node.module)
+    return {
+        name.removeprefix("prover_assets.").replace(".", "/") + ".py"
+        for name in seen
+        if name.startswith("prover_assets.lean.")
+    }
+
+
+def test_every_lean_module_the_verifier_imports_is_a_rule_or_says_why_not():
+    package = Path(verifier_module.__file__).parents[1]
+    imported = lean_modules_imported_by("prover_assets.verify.verifier", package)
+    rules = {m for m in verifier_module.RULES_MODULES if m.startswith("lean/")}
+    assert imported - rules == set(NOT_RULES)
+    assert rules <= imported  # no rule module the verifier no longer reads
