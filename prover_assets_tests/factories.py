@@ -351,7 +351,7 @@ def make_comparison(**overrides: Any) -> Comparison:
 
 
 def timeout_recheck(second: Stage = Stage.ACCEPTED, first_s: float = 180.0) -> dict[str, Any]:
-    """A verdict's diagnostics after its timeout was run again (`verifier._with_both_attempts`):
+    """A verdict's diagnostics after its timeout was run again (`batching._with_both_attempts`):
     the first attempt timed out after `first_s`, the second ended `second`."""
     return {
         "timeout_recheck": {

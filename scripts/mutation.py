@@ -64,6 +64,7 @@ TARGETS: dict[str, list[str]] = {
     "verify/sizing.py": ["verify/test_sizing.py", "preflight/test_balance.py"],
     # The verifier's cache, batch duplicates and copies are tested with the cache.
     "verify/verifier.py": ["verify/test_verifier.py", "verify/test_cache.py"],
+    "verify/batching.py": ["verify/test_verifier.py", "verify/test_cache.py"],
     "verify/cache.py": ["verify/test_cache.py"],
     # Header imports and memory reports are read through the backend and the verdict step.
     "verify/pool.py": [
