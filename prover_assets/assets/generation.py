@@ -367,7 +367,7 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
                 experiment.complete_file(pool_generations_key(r - 1), GENERATIONS_FILE, partition),
                 experiment.complete_file(pool_verdicts_key(r - 1), VERDICTS_FILE, partition),
                 round=r,
-                n=spec.generation.n_samples,
+                samples_per_problem=spec.generation.n_samples,
                 samples_per_parent=spec.corrections.samples_per_parent,
                 allow_empty=spec.corrections.allow_empty,
             )

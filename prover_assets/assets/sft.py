@@ -111,7 +111,7 @@ def sft_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefin
             sets_file=experiment.complete_file(DECONTAMINATION_KEY, SETS_FILE),
             base_model_dir=base_dir,
             spec=spec.sft,
-            n=spec.generation.n_samples,
+            samples_per_problem=spec.generation.n_samples,
         )
         counts = result.result.counts
         return step_materialization(

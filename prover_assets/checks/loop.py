@@ -86,15 +86,19 @@ def _generation_checks(
             "iteration solved)",
         )
         def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-            # The n of the run that made this output, and the rounds it left the solved
+            # The samples per problem of the run that made this output, and the rounds it left the solved
             # problems of out, as its manifest records them.
-            n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
+            samples_per_problem = result_of(
+                context, key, GenerationBatchResult
+            ).plan.samples_per_problem
             earlier = recorded_solved_before(made_from(context, key))
             problem_ids = [
                 p.problem_id for p in round0_problems(complete_file(context, *problems), earlier)
             ]
             generations = complete_file(context, key, GENERATIONS_FILE)
-            return to_result(context, check_samples_per_problem(generations, problem_ids, n))
+            return to_result(
+                context, check_samples_per_problem(generations, problem_ids, samples_per_problem)
+            )
 
         return [rows_satisfy_contract, samples_per_problem]
 
@@ -115,9 +119,14 @@ def _generation_checks(
             iter_records(complete_file(context, previous[1], VERDICTS_FILE), Verification),
         )
         children = read_records(complete_file(context, key, GENERATIONS_FILE), Generation)
-        n = result_of(context, key, GenerationBatchResult).plan.samples_per_problem
+        samples_per_problem = result_of(
+            context, key, GenerationBatchResult
+        ).plan.samples_per_problem
         return to_result(
-            context, check_correction_children(children, previous_generations, verdicts, n=n)
+            context,
+            check_correction_children(
+                children, previous_generations, verdicts, samples_per_problem=samples_per_problem
+            ),
         )
 
     return [rows_satisfy_contract, children_have_failed_parents]

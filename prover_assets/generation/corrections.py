@@ -46,11 +46,13 @@ def plan_corrections(
     verdicts: Mapping[SampleKey, Verification],
     *,
     round: int,
-    n: int,
+    samples_per_problem: int,
 ) -> CorrectionPlan:
     """`previous` and `verdicts` are round `round - 1`'s samples and their (current) verdicts."""
     plan = CorrectionPlan(round=round)
-    outcomes = problem_groups(previous.keys(), verdicts, n=n, round=round - 1)
+    outcomes = problem_groups(
+        previous.keys(), verdicts, samples_per_problem=samples_per_problem, round=round - 1
+    )
     for problem_id in sorted(outcomes):
         if outcomes[problem_id].solved:
             plan.solved_problems.append(problem_id)
@@ -103,12 +105,14 @@ def check_correction_children(
     previous: Mapping[SampleKey, Generation],
     verdicts: Mapping[SampleKey, Verification],
     *,
-    n: int,
+    samples_per_problem: int,
 ) -> CheckOutcome:
     """Every child has an existing, failed parent (with Lean errors) of an unsolved problem."""
     bad = []
     if children:
-        plan = plan_corrections(previous, verdicts, round=children[0].round, n=n)
+        plan = plan_corrections(
+            previous, verdicts, round=children[0].round, samples_per_problem=samples_per_problem
+        )
         parents = {g.key for g, _ in plan.parents}
         for child in children:
             parent = child.parent.key if child.parent else None

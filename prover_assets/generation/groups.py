@@ -1,6 +1,7 @@
 """Per-problem outcome groups, computed once, used by the correction selection and SFT builder.
 
-For the first `n` samples of a round (sample_idx 0..n-1, the first n if more exist):
+For the first n samples of a round (n = `samples_per_problem`, the config's
+`generation.n_samples`: sample_idx 0..n-1, the first n if more exist):
 - `all_correct`: all n accepted (solved n/n);
 - `all_wrong`: none accepted;
 - `mixed`: some accepted;
@@ -47,23 +48,23 @@ def problem_groups(
     keys: Iterable[SampleKey],
     verdicts: Mapping[SampleKey, Verification],
     *,
-    n: int,
+    samples_per_problem: int,
     round: int = 0,
 ) -> dict[str, ProblemOutcome]:
     """Outcome groups from the sample keys `(problem_id, sample_idx, round, cap_tokens)` of
     the generations and their verdicts."""
     samples: dict[str, list[SampleKey]] = defaultdict(list)
     for key in keys:
-        if key.round == round and key.sample_idx < n:
+        if key.round == round and key.sample_idx < samples_per_problem:
             samples[key.problem_id].append(key)
     outcomes = {}
     for problem_id, group in samples.items():
         judged = [verdicts.get(key) for key in group]
         accepted = sum(1 for v in judged if v is not None and v.accepted)
         broken = any(v is None or v.stage is Stage.INFRASTRUCTURE for v in judged)
-        if len(group) < n or broken:
+        if len(group) < samples_per_problem or broken:
             kind = ProblemGroup.INVALID
-        elif accepted == n:
+        elif accepted == samples_per_problem:
             kind = ProblemGroup.ALL_CORRECT
         elif accepted == 0:
             kind = ProblemGroup.ALL_WRONG

@@ -134,14 +134,14 @@ def round0_problems(
 
 def round0_samples(
     problems_file: Path,
-    n: int,
+    samples_per_problem: int,
     cap: int,
     *,
     allow_empty: bool = False,
     solved_before: Sequence[tuple[Path, Path]] = (),
 ) -> Samples:
     """The round-0 batch of the problems in `problems_file` (less those solved in
-    `solved_before`): `n` samples each at cap `cap`."""
+    `solved_before`): `samples_per_problem` samples each at cap `cap`."""
     problems = round0_problems(problems_file, solved_before)
     earlier = {
         _solved_before_name(i, kind): path
@@ -149,9 +149,9 @@ def round0_samples(
         for kind, path in zip(("generations", "verdicts"), files, strict=True)
     }
     return Samples(
-        round0_specs(problems, n, cap),
+        round0_specs(problems, samples_per_problem, cap),
         {"problems": problems_file, **earlier},
-        samples_per_problem=n,
+        samples_per_problem=samples_per_problem,
         allow_empty=allow_empty,
     )
 
@@ -178,7 +178,7 @@ def correction_samples(
     previous_verdicts: Path,
     *,
     round: int,
-    n: int,
+    samples_per_problem: int,
     samples_per_parent: int,
     allow_empty: bool = False,
 ) -> Samples:
@@ -186,7 +186,9 @@ def correction_samples(
     problems = {p.problem_id: p for p in read_records(problems_file, Problem)}
     previous = {g.key: g for g in iter_records(previous_generations, Generation)}
     verdicts = current_verdicts(previous, iter_records(previous_verdicts, Verification))
-    plan = plan_corrections(previous, verdicts, round=round, n=n)
+    plan = plan_corrections(
+        previous, verdicts, round=round, samples_per_problem=samples_per_problem
+    )
     specs = correction_specs(plan, problems, samples_per_parent=samples_per_parent)
     inputs = {
         "problems": problems_file,
@@ -194,7 +196,11 @@ def correction_samples(
         "previous_verdicts": previous_verdicts,
     }
     return Samples(
-        specs, inputs, samples_per_problem=n, corrections=plan.counts(), allow_empty=allow_empty
+        specs,
+        inputs,
+        samples_per_problem=samples_per_problem,
+        corrections=plan.counts(),
+        allow_empty=allow_empty,
     )
 
 

@@ -28,19 +28,19 @@ def check_rows_valid(path: Path, expected_rows: int | None = None) -> CheckOutco
 
 
 def check_samples_per_problem(
-    path: Path, problem_ids: Iterable[str], n: int, *, round: int = 0
+    path: Path, problem_ids: Iterable[str], samples_per_problem: int, *, round: int = 0
 ) -> CheckOutcome:
     """Every problem has samples 0..n-1 of the round (a validity condition of the design)."""
     have = Counter(
         g.problem_id
         for g in iter_records(path, Generation)
-        if g.round == round and g.sample_idx < n
+        if g.round == round and g.sample_idx < samples_per_problem
     )
-    short = sorted(p for p in problem_ids if have.get(p, 0) < n)
+    short = sorted(p for p in problem_ids if have.get(p, 0) < samples_per_problem)
     return CheckOutcome(
         not short,
-        f"{len(short)} problems have fewer than {n} samples",
-        {"short": short[:20], "n": n},
+        f"{len(short)} problems have fewer than {samples_per_problem} samples",
+        {"short": short[:20], "n": samples_per_problem},
     )
 
 

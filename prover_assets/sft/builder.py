@@ -155,7 +155,7 @@ def build_sft(
     sets: DecontaminationSets,
     *,
     spec: SftSpec,
-    n: int,
+    samples_per_problem: int,
     eos_ids: set[int],
 ) -> SftBuild:
     """The SFT rows from the pool rounds' accepted samples, by the rules of `spec`; every drop
@@ -166,7 +166,9 @@ def build_sft(
     for path in verdict_files:
         for verdict in iter_records(path, Verification):
             verdicts[verdict.key] = verdict
-    outcomes = problem_groups(verdicts.keys(), verdicts, n=n, round=0)
+    outcomes = problem_groups(
+        verdicts.keys(), verdicts, samples_per_problem=samples_per_problem, round=0
+    )
     drops = dict.fromkeys(DROP_REASONS, 0)
     candidates = 0
     seen: set[tuple] = set()

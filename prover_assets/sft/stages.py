@@ -152,20 +152,28 @@ def materialize_shards(
     sets_file: Path,
     base_model_dir: Path,
     spec: SftSpec,
-    n: int,
+    samples_per_problem: int,
 ) -> StepResult[SftShardsResult]:
     """Build and write the SFT shards (resumable, reused when current); every count in the
     manifest."""
     files = [*generation_files, *verdict_files, pool_file, sets_file]
     inputs = StepInputs.hash(distinct_names(files))
     eos = sorted(eos_token_ids(base_model_dir))
-    config = {**spec.model_dump(mode="json"), "n_samples": n, "eos_ids": eos}
+    config = {**spec.model_dump(mode="json"), "n_samples": samples_per_problem, "eos_ids": eos}
     step = Step(folder, str(folder), SftShardsResult, inputs, config)
     if (reused := step.reused()) is not None:
         return reused
     pool = read_records(pool_file, Problem)
     sets = DecontaminationSets.from_json(json.loads(sets_file.read_text(encoding="utf-8")))
-    build = build_sft(generation_files, verdict_files, pool, sets, spec=spec, n=n, eos_ids=set(eos))
+    build = build_sft(
+        generation_files,
+        verdict_files,
+        pool,
+        sets,
+        spec=spec,
+        samples_per_problem=samples_per_problem,
+        eos_ids=set(eos),
+    )
     require_rows(len(build.rows), "the SFT data", allow_empty=spec.allow_empty)
     with publish_folder(folder) as staging:
         writer = ShardWriter(staging)

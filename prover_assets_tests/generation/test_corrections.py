@@ -67,7 +67,10 @@ ROWS = [
 
 def test_groups_truth_table():
     generations, verdicts = table(ROWS)
-    groups = {p: o.group for p, o in problem_groups(generations.keys(), verdicts, n=2).items()}
+    groups = {
+        p: o.group
+        for p, o in problem_groups(generations.keys(), verdicts, samples_per_problem=2).items()
+    }
     assert groups == {
         "solved_all": ProblemGroup.ALL_CORRECT,
         "mixed": ProblemGroup.MIXED,
@@ -80,12 +83,15 @@ def test_groups_truth_table():
 
 def test_only_the_first_n_samples_count():
     generations, verdicts = table([("p", 0, "accepted"), ("p", 1, "accepted"), ("p", 2, "errors")])
-    assert problem_groups(generations.keys(), verdicts, n=2)["p"].group is ProblemGroup.ALL_CORRECT
+    assert (
+        problem_groups(generations.keys(), verdicts, samples_per_problem=2)["p"].group
+        is ProblemGroup.ALL_CORRECT
+    )
 
 
 def test_correction_parents_are_failed_samples_with_errors_of_unsolved_problems():
     generations, verdicts = table(ROWS)
-    plan = plan_corrections(generations, verdicts, round=1, n=2)
+    plan = plan_corrections(generations, verdicts, round=1, samples_per_problem=2)
     assert plan.solved_problems == ["mixed", "solved_all"]
     assert plan.unsolved_problems == ["broken", "short", "unjudged", "wrong"]
     assert sorted(g.key[:2] for g, _ in plan.parents) == [
@@ -99,7 +105,7 @@ def test_correction_parents_are_failed_samples_with_errors_of_unsolved_problems(
 
 def test_children_carry_the_conversation_and_reference_their_parent():
     generations, verdicts = table([("wrong", 0, "errors"), ("wrong", 1, "errors")])
-    plan = plan_corrections(generations, verdicts, round=1, n=2)
+    plan = plan_corrections(generations, verdicts, round=1, samples_per_problem=2)
     specs = correction_specs(plan, {"wrong": make_problem("wrong")}, samples_per_parent=2)
     assert [(s.sample_idx, s.round, s.parent.sample_idx) for s in specs] == [
         (0, 1, 0),
@@ -136,6 +142,8 @@ def test_child_check_flags_children_of_solved_or_unknown_parents():
         round=1,
         parent=ParentRef(problem_id="solved", sample_idx=1, round=0, cap_tokens=64),
     )
-    outcome = check_correction_children([good, of_solved], generations, verdicts, n=2)
+    outcome = check_correction_children(
+        [good, of_solved], generations, verdicts, samples_per_problem=2
+    )
     assert not outcome.passed
     assert outcome.metadata["invalid_children"] == [["solved", 1, 1, 64]]

@@ -343,7 +343,7 @@ def write_training(root: Path, model_dir: Path) -> TrainingFiles:
             cap=64, max_per_problem=2, exclude_solved_all=True, fill_duplicates=False,
             max_seq_len=40,
         ),
-        n=2,
+        samples_per_problem=2,
     )  # fmt: skip
     export = root / "exported_model"
     export.mkdir()

@@ -90,7 +90,7 @@ def build(tmp_path, rows, *, problems=("p1", "p2"), sft=None, n=2, leak=()):
         pool,
         sets(leak),
         spec=sft or spec(),
-        n=n,
+        samples_per_problem=n,
         eos_ids={EOS},
     )
 
@@ -302,7 +302,7 @@ def build_from(tmp_path, generations, verdicts):
         [make_problem("p1")],
         sets(),
         spec=spec(),
-        n=2,
+        samples_per_problem=2,
         eos_ids={EOS},
     )
 
