@@ -18,6 +18,7 @@ from prover_assets.records import (
     Pins,
     Problem,
     Sampling,
+    SftRow,
     Stage,
     Verification,
     VerifierInfo,
@@ -25,11 +26,14 @@ from prover_assets.records import (
 )
 from prover_assets.records.manifest import build_manifest, write_manifest
 from prover_assets.report.summary import (
+    Cell,
     ComparedSystem,
     Comparison,
     ExploratoryComparison,
     MadeBy,
     McNemarTable,
+    PairedProblem,
+    ProblemSide,
     RegisteredComparison,
     RunProvenance,
 )
@@ -297,6 +301,38 @@ def make_training_result(**overrides: Any) -> TrainingResult:
     }
     fields.update(overrides)
     return TrainingResult(**fields)
+
+
+def make_sft_row(
+    input_ids: list[int], prompt_len: int, sample_idx: int = 0, **overrides: Any
+) -> SftRow:
+    """A round-0 SFT row of `input_ids` whose first `prompt_len` tokens are the prompt (the
+    rest its completion), of problem `p<sample_idx>`."""
+    fields: dict[str, Any] = {
+        "input_ids": input_ids,
+        "prompt_len": prompt_len,
+        "kind": "first",
+        "round": 0,
+        "sample_idx": sample_idx,
+        "cap_tokens": 64,
+        "n_completion": len(input_ids) - prompt_len,
+        "proof_sha": "a" * 64,
+        "model_rev": "r",
+        "problem_id": f"p{sample_idx}",
+    }
+    return SftRow(**(fields | overrides))
+
+
+def make_paired(
+    problem_id: str, baseline: tuple[int, int, bool], candidate: tuple[int, int, bool], cell: Cell
+) -> PairedProblem:
+    """One problem's row of a comparison: each side's (accepted c, samples n, solved@k)."""
+    return PairedProblem(
+        problem_id=problem_id,
+        baseline=ProblemSide(c=baseline[0], n=baseline[1], solved=baseline[2]),
+        candidate=ProblemSide(c=candidate[0], n=candidate[1], solved=candidate[2]),
+        cell=cell,
+    )
 
 
 def make_interval(estimate: float = 0.0, low: float = 0.0, high: float = 0.0) -> Interval:

@@ -8,8 +8,8 @@ import dagster as dg
 from prover_assets.assets.keys import ETA_KEY
 from prover_assets.assets.report import headline_metadata, latest_eta
 from prover_assets.operations.eta import EtaEstimate
-from prover_assets.report.summary import McNemarTable, PairedProblem, ProblemSide
-from prover_assets_tests.factories import make_comparison, make_interval, make_side
+from prover_assets.report.summary import McNemarTable
+from prover_assets_tests.factories import make_comparison, make_interval, make_paired, make_side
 
 COMPARISON = make_comparison(
     cap=256,
@@ -21,18 +21,8 @@ COMPARISON = make_comparison(
     baseline=make_side("baseline", 10, problems=24),
     candidate=make_side("candidate", 22, problems=24),
     per_problem=[
-        PairedProblem(
-            problem_id="p1",
-            baseline=ProblemSide(c=0, n=4, solved=False),
-            candidate=ProblemSide(c=3, n=4, solved=True),
-            cell="candidate_only",
-        ),
-        PairedProblem(
-            problem_id="p2",
-            baseline=ProblemSide(c=2, n=4, solved=True),
-            candidate=ProblemSide(c=4, n=4, solved=True),
-            cell="both",
-        ),
+        make_paired("p1", (0, 4, False), (3, 4, True), "candidate_only"),
+        make_paired("p2", (2, 4, True), (4, 4, True), "both"),
     ],
 )
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from prover_assets.report.analysis import INVALID
 from prover_assets.report.comparison_section import comparison_part
-from prover_assets.report.summary import MadeBy, PairedProblem, ProblemSide, RunProvenance
-from prover_assets_tests.factories import make_comparison, make_interval, make_side
+from prover_assets.report.summary import MadeBy, RunProvenance
+from prover_assets_tests.factories import make_comparison, make_interval, make_paired, make_side
 
 
 def registered(**overrides):
@@ -56,18 +56,8 @@ def test_each_system_names_its_revisions_and_the_runs_that_made_it():
 
 def test_each_problem_is_a_row_and_a_discordant_one_is_marked():
     rows = [
-        PairedProblem(
-            problem_id="p1",
-            baseline=ProblemSide(c=0, n=8, solved=False),
-            candidate=ProblemSide(c=3, n=8, solved=True),
-            cell="candidate_only",
-        ),
-        PairedProblem(
-            problem_id="p2",
-            baseline=ProblemSide(c=8, n=8, solved=True),
-            candidate=ProblemSide(c=8, n=8, solved=True),
-            cell="both",
-        ),
+        make_paired("p1", (0, 8, False), (3, 8, True), "candidate_only"),
+        make_paired("p2", (8, 8, True), (8, 8, True), "both"),
     ]
     text = comparison_part(registered(per_problem=rows))
     assert "Per problem (2 problems):" in text

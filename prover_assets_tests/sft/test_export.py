@@ -8,12 +8,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from prover_assets.config import TrainingSpec
 from prover_assets.generation.revision import model_revision, weights_sha256
-from prover_assets.records import SftRow
 from prover_assets.sft import export
 from prover_assets.sft.export import MERGE_TOLERANCE, ExportResult, export_merged
 from prover_assets.sft.shards import ShardWriter
 from prover_assets.sft.stages import parity_inputs
 from prover_assets.sft.trainer import FINAL_ADAPTER, TrainRun, train
+from prover_assets_tests.factories import make_sft_row
 from prover_assets_tests.support import gpu_missing
 
 
@@ -25,20 +25,7 @@ def trained(tmp_path_factory, tiny_model_dir):
     writer = ShardWriter(root / "shards")
     for i in range(8):
         ids = rng.integers(3, 1000, 40).tolist()
-        writer.write_row(
-            SftRow(
-                input_ids=ids,
-                prompt_len=25,
-                kind="first",
-                round=0,
-                sample_idx=i,
-                cap_tokens=64,
-                n_completion=15,
-                proof_sha="b" * 64,
-                model_rev="r",
-                problem_id=f"p{i}",
-            )
-        )
+        writer.write_row(make_sft_row(ids, prompt_len=25, sample_idx=i, proof_sha="b" * 64))
     writer.close()
     spec = TrainingSpec(
         lora_r=4,

@@ -6,31 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from prover_assets.records import SftRow
 from prover_assets.sft.micro_batches import PackedDataset, RankDataset, collate
 from prover_assets.sft.packing import Schedule
 from prover_assets.sft.ranks import PADDING
 from prover_assets.sft.shards import IGNORE_INDEX, SftDataset, ShardWriter
+from prover_assets_tests.factories import make_sft_row
 
 
 @pytest.fixture
 def packed(tmp_path) -> PackedDataset:
     writer = ShardWriter(tmp_path)
     for i, ids in enumerate([[5, 6, 7, 8], [9, 10, 11]]):
-        writer.write_row(
-            SftRow(
-                input_ids=ids,
-                prompt_len=2,
-                kind="first",
-                round=0,
-                sample_idx=i,
-                cap_tokens=64,
-                n_completion=len(ids) - 2,
-                proof_sha="a" * 64,
-                model_rev="r",
-                problem_id=f"p{i}",
-            )
-        )
+        writer.write_row(make_sft_row(ids, prompt_len=2, sample_idx=i))
     writer.close()
     schedule = Schedule(((0,), (1,), (0, 1)), capacity=16, epochs=1, real_tokens=0)
     return PackedDataset(SftDataset(tmp_path), schedule)

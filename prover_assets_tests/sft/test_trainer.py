@@ -15,7 +15,6 @@ import torch
 from safetensors.torch import load_file
 
 from prover_assets.config import TrainingSpec
-from prover_assets.records import SftRow
 from prover_assets.sft.micro_batches import PackedDataset, collate
 from prover_assets.sft.packing import first_fit_decreasing, training_schedule
 from prover_assets.sft.shards import SftDataset, ShardWriter, pack
@@ -31,6 +30,7 @@ from prover_assets.sft.trainer import (
     run_mean_loss,
 )
 from prover_assets.sft.validity import check_data_order
+from prover_assets_tests.factories import make_sft_row
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +41,7 @@ def shards(tmp_path_factory) -> Path:
     for i in range(20):
         prompt, completion = int(rng.integers(10, 40)), int(rng.integers(4, 30))
         ids = rng.integers(3, 1000, prompt + completion).tolist()
-        writer.write_row(
-            SftRow(
-                input_ids=ids,
-                prompt_len=prompt,
-                kind="first",
-                round=0,
-                sample_idx=i,
-                cap_tokens=64,
-                n_completion=completion,
-                proof_sha="a" * 64,
-                model_rev="r",
-                problem_id=f"p{i}",
-            )
-        )
+        writer.write_row(make_sft_row(ids, prompt_len=prompt, sample_idx=i))
     writer.close()
     return folder
 
