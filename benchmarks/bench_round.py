@@ -55,7 +55,6 @@ from prover_assets.generation.engines import (
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
-    SamplingSettings,
 )
 from prover_assets.generation.stages import (
     GENERATIONS_FILE,
@@ -64,7 +63,7 @@ from prover_assets.generation.stages import (
     materialize_generations,
     round0_samples,
 )
-from prover_assets.records import publish_records
+from prover_assets.records import SamplingSettings, publish_records
 from prover_assets.verify.backends import LocalReplBackend
 from prover_assets.verify.cache import VerdictCache
 from prover_assets.verify.stages import (

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from prover_assets.demo.tiny_model import build_tiny_model
-from prover_assets.generation.engines import GenerationRequest, SamplingSettings, TransformersEngine
+from prover_assets.generation.engines import GenerationRequest, TransformersEngine
+from prover_assets.records import SamplingSettings
 
 DEMO_SAMPLING = SamplingSettings(temperature=0.6, top_p=0.95, top_k=0)
 PROMPT = (

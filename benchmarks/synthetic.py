@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from prover_assets.generation.engines import SamplingSettings
 from prover_assets.records import (
     Generation,
     Message,
     Pins,
     Sampling,
+    SamplingSettings,
     Stage,
     Verification,
     VerifierInfo,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.config import RunConfig, TrainingSpec, parse_run_config
-from prover_assets.generation.engines import EngineOpening, SamplingSettings
+from prover_assets.generation.engines import EngineOpening
 from prover_assets.lean.protocol import GOEDEL_HEADER
 from prover_assets.lean.statements import alpha_sha, statement_sha
 from prover_assets.records import (
@@ -18,6 +18,7 @@ from prover_assets.records import (
     Pins,
     Problem,
     Sampling,
+    SamplingSettings,
     SftRow,
     Stage,
     Verification,

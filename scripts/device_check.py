@@ -34,10 +34,10 @@ import numpy as np
 
 from prover_assets.config import EngineSettings, TrainingSpec
 from prover_assets.demo.tiny_model import build_tiny_model
-from prover_assets.generation.engines import EngineOpening, GenerationRequest, SamplingSettings
+from prover_assets.generation.engines import EngineOpening, GenerationRequest
 from prover_assets.generation.factory import open_engine
 from prover_assets.generation.revision import MODEL_DIR, write_local_revision
-from prover_assets.records import SftRow
+from prover_assets.records import SamplingSettings, SftRow
 from prover_assets.records.manifest import package_versions
 from prover_assets.records.outputs import StageResult, Step, StepInputs
 from prover_assets.records.usage import recorded_usage

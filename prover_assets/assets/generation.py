@@ -41,7 +41,6 @@ from prover_assets.generation.stages import (
     hub_model,
     materialize_generations,
     round0_samples,
-    sampling_settings,
 )
 from prover_assets.iteration import (
     OutputRef,
@@ -198,7 +197,7 @@ def _generation_asset(
         start_attempt(context, folder, GENERATIONS_FILE, recompute=config.recompute)
         chosen = samples(spec, experiment, partition)
         model_path, model_rev = model_for(spec, experiment, model(partition))
-        sampling = sampling_settings(spec)
+        sampling = spec.generation.sampling
         threads = gpu.cpu_threads(lean)
         alongside = (
             _alongside(verdicts, folder / GENERATIONS_FILE, spec, experiment, lean, partition)

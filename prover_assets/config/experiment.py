@@ -14,6 +14,7 @@ from prover_assets.config.base import (
     Probability,
     StrictSpec,
 )
+from prover_assets.records.models import SamplingSettings
 
 
 class EvalSetSpec(StrictSpec):
@@ -112,6 +113,14 @@ class GenerationSpec(StrictSpec):
     caps: Annotated[list[PositiveInt], Field(min_length=1)]
     seed: int
     commit_every: PositiveInt = 256  # samples generated between appends to the store
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        """What every request of the experiment carries: these three fields as given (no top-k
+        cut: 0), every other sampling field neutral."""
+        return SamplingSettings(
+            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k or 0
+        )
 
     @model_validator(mode="after")
     def _distinct_caps(self) -> GenerationSpec:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from prover_assets.records import SAMPLING_FIELDS
+from prover_assets.records import SamplingSettings
 
 __all__ = [
     "COMPLETED_FINISHES",
@@ -26,7 +26,6 @@ __all__ = [
     "GenerationEngine",
     "GenerationRequest",
     "GenerationResult",
-    "SamplingSettings",
     "TransformersEngine",
 ]
 
@@ -35,29 +34,6 @@ log = logging.getLogger(__name__)
 # The finishes that end a completion; any other (vLLM's `abort`, or a reason added later) means
 # the engine gave up on the request, an infrastructure failure to retry, never a sample
 COMPLETED_FINISHES = ("stop", "length")
-
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    """Every sampling field of every sample of a batch, each sent explicitly. The defaults are
-    the neutral values (no cut, no penalty): the registered design names only temperature,
-    top-p and top-k, and means nothing else changes the distribution."""
-
-    temperature: float
-    top_p: float
-    top_k: int  # 0: no top-k cut (vLLM's and transformers' "disabled")
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-
-    def __post_init__(self) -> None:
-        if tuple(f.name for f in fields(self)) != SAMPLING_FIELDS:
-            raise TypeError("SamplingSettings must name exactly the recorded sampling fields")
-
-    def carried(self) -> dict[str, float | int]:
-        """The fields as a request carries them, named as the record names them."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)

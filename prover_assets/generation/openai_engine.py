@@ -32,10 +32,9 @@ from prover_assets.generation.engines import (
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
-    SamplingSettings,
 )
 from prover_assets.http import backoff_s, pooled_session
-from prover_assets.records import SAMPLING_FIELDS
+from prover_assets.records import SAMPLING_FIELDS, SamplingSettings
 
 __all__ = ["OpenAICompletionsEngine", "ReplicaError"]
 

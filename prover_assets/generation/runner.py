@@ -24,7 +24,6 @@ from prover_assets.generation.engines import (
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
-    SamplingSettings,
 )
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.lean.extract import ReinsertionError, extract_lean_code, reinsert_statement
@@ -37,6 +36,7 @@ from prover_assets.records import (
     Problem,
     SampleKey,
     Sampling,
+    SamplingSettings,
 )
 from prover_assets.records.outputs import StageResult
 

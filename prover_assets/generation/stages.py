@@ -24,7 +24,7 @@ from prover_assets.demo.shared_tunings import (
 )
 from prover_assets.demo.tiny_model import FormatTuningResult, tuning_recipe
 from prover_assets.generation.corrections import correction_specs, plan_corrections
-from prover_assets.generation.engines import EngineOpening, GenerationEngine, SamplingSettings
+from prover_assets.generation.engines import EngineOpening, GenerationEngine
 from prover_assets.generation.revision import model_revision
 from prover_assets.generation.runner import (
     CorrectionCounts,
@@ -62,7 +62,6 @@ __all__ = [
     "recorded_solved_before",
     "round0_problems",
     "round0_samples",
-    "sampling_settings",
     "solved_problems",
 ]
 
@@ -93,12 +92,6 @@ class Samples:
             corrections=corrections,
         )
         self.allow_empty = allow_empty
-
-
-def sampling_settings(spec: ExperimentSpec) -> SamplingSettings:
-    """The sampling settings of the experiment's generation section (no top-k: 0)."""
-    g = spec.generation
-    return SamplingSettings(temperature=g.temperature, top_p=g.top_p, top_k=g.top_k or 0)
 
 
 def hub_model(spec: ExperimentSpec) -> tuple[Path, str]:

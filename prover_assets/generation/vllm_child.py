@@ -26,9 +26,9 @@ from typing import IO, Any, Protocol
 from pydantic import ConfigDict, TypeAdapter
 
 from prover_assets.children import hold_folder
-from prover_assets.generation.engines import COMPLETED_FINISHES, SamplingSettings
+from prover_assets.generation.engines import COMPLETED_FINISHES
 from prover_assets.generation.revision import RevisionError, model_revision
-from prover_assets.records import SAMPLING_FIELDS, publish_text
+from prover_assets.records import SAMPLING_FIELDS, SamplingSettings, publish_text
 
 __all__ = [
     "READY_FILE",

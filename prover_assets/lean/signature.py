@@ -40,6 +40,9 @@ class Signature:
 
 
 def signature_from(tokens: Sequence[Token], theorem_index: int) -> Signature | None:
+    """The signature of the `theorem` at `tokens[theorem_index]`: its name and the tokens up to
+    the `:=` at depth 0 that is not a `let`'s or `have`'s inside its type; None when there is
+    no name or no such `:=`."""
     if theorem_index + 1 >= len(tokens) or tokens[theorem_index + 1].kind is not TokenKind.IDENT:
         return None
     depth = 0

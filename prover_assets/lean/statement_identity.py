@@ -46,9 +46,12 @@ def _token_key(token: Token) -> str:
 
 
 def identity_sha(preamble: Sequence[Token], signature: Signature, *, alpha: bool) -> str:
+    """sha256 of a statement's preamble and signature tokens (`alpha`: the signature's bound
+    names renamed in order of appearance); without a preamble, of the signature's alone, as
+    before preambles were supported, so that miniF2F's hashes do not move."""
     keys = _alpha_keys(signature) if alpha else [_token_key(t) for t in signature.tokens]
     if not preamble:
-        return _hash_tokens(keys)  # as before preambles: miniF2F's hashes do not move
+        return _hash_tokens(keys)
     return _hash_tokens([*(_token_key(t) for t in preamble), _PREAMBLE_END, *keys])
 
 

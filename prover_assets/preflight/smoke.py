@@ -23,7 +23,6 @@ from prover_assets.cpu_threads import cpu_threads
 from prover_assets.generation.engines import EngineOpening
 from prover_assets.generation.factory import open_engine
 from prover_assets.generation.runner import generate_samples, round0_specs
-from prover_assets.generation.stages import sampling_settings
 from prover_assets.gpus import training_ranks
 from prover_assets.preflight.model import CheckStatus, Measurement, PreflightCheck, timed
 from prover_assets.problems.eval_sets import load_minif2f
@@ -96,7 +95,7 @@ def generation_check(
         opening = EngineOpening(
             model_path=model.folder,
             model_rev=model.revision,
-            sampling=sampling_settings(spec),
+            sampling=spec.generation.sampling,
             max_model_len=spec.model.max_model_len,
             seed=spec.generation.seed,
             workdir=folder / "engines",

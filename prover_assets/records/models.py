@@ -6,6 +6,7 @@ an int, `1` is not a bool). Readers validate every line through these models.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -32,6 +33,7 @@ __all__ = [
     "Problem",
     "SampleKey",
     "Sampling",
+    "SamplingSettings",
     "SftRow",
     "Stage",
     "TimeoutRecheck",
@@ -140,6 +142,29 @@ SAMPLING_FIELDS = (
     "presence_penalty",
     "frequency_penalty",
 )
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Every sampling field of every sample of a batch, each sent explicitly. The defaults are
+    the neutral values (no cut, no penalty): the registered design names only temperature,
+    top-p and top-k, and means nothing else changes the distribution."""
+
+    temperature: float
+    top_p: float
+    top_k: int  # 0: no top-k cut (vLLM's and transformers' "disabled")
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        if tuple(f.name for f in fields(self)) != SAMPLING_FIELDS:
+            raise TypeError("SamplingSettings must name exactly the recorded sampling fields")
+
+    def carried(self) -> dict[str, float | int]:
+        """The fields as a request carries them, named as the record names them."""
+        return asdict(self)
 
 
 class Sampling(BaseModel):

@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from prover_assets.generation.engines import SamplingSettings
 from prover_assets.records import (
     SAMPLING_FIELDS,
     Generation,
     SampleKey,
+    SamplingSettings,
     Stage,
     Verification,
     code_sha256,

@@ -12,13 +12,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from prover_assets.generation.engines import SamplingSettings
 from prover_assets.generation.prompts import round0_messages
 from prover_assets.records import (
     SAMPLING_FIELDS,
     Generation,
     Problem,
     SampleKey,
+    SamplingSettings,
     Verification,
     code_sha256,
     iter_records,

@@ -147,3 +147,22 @@ def test_dagster_s_run_config_takes_all_and_a_list_for_training_gpus():
         run_config = {"ops": {"takes": {"config": shipped | {"gpus": value}}}}
         result = dg.materialize([takes], run_config=run_config)
         assert result.output_for_node("takes") == value
+
+
+@pytest.mark.parametrize(
+    ("top_k", "carried"),
+    [(None, 0), (20, 20)],
+    ids=["no_cut", "cut"],
+)
+def test_the_generation_section_s_sampling_is_its_three_fields_and_the_rest_neutral(top_k, carried):
+    raw = load_run_config(CONFIGS / "demo.yaml").experiment.model_dump(mode="json")
+    raw["generation"].update(temperature=0.6, top_p=0.9, top_k=top_k)
+    assert parse_experiment_spec(raw).generation.sampling.carried() == {
+        "temperature": 0.6,
+        "top_p": 0.9,
+        "top_k": carried,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }

@@ -5,23 +5,18 @@ same model in vLLM and transformers agreeing on first-token logprobs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from prover_assets.config import EngineSettings
-from prover_assets.generation.engines import (
-    GenerationRequest,
-    SamplingSettings,
-    TransformersEngine,
-)
+from prover_assets.generation.engines import GenerationRequest, TransformersEngine
 from prover_assets.generation.factory import open_engine
 from prover_assets.generation.openai_engine import OpenAICompletionsEngine
 from prover_assets.generation.revision import model_revision
 from prover_assets.generation.vllm_child import VllmSpec
 from prover_assets.generation.vllm_engine import VllmEngine
-from prover_assets.records import SAMPLING_FIELDS
+from prover_assets.records import SamplingSettings
 from prover_assets_tests.factories import make_opening
 from prover_assets_tests.support import gpu_missing
 
@@ -29,55 +24,6 @@ MISSING = gpu_missing()
 needs_gpu = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 SAMPLING = SamplingSettings(temperature=1.0, top_p=0.95, top_k=0)
-
-
-def test_sampling_settings_carry_every_recorded_field_by_its_record_name():
-    settings = SamplingSettings(
-        temperature=0.6,
-        top_p=0.95,
-        top_k=20,
-        min_p=0.05,
-        repetition_penalty=1.1,
-        presence_penalty=0.2,
-        frequency_penalty=0.3,
-    )
-    assert settings.carried() == {
-        "temperature": 0.6,
-        "top_p": 0.95,
-        "top_k": 20,
-        "min_p": 0.05,
-        "repetition_penalty": 1.1,
-        "presence_penalty": 0.2,
-        "frequency_penalty": 0.3,
-    }
-    assert tuple(settings.carried()) == SAMPLING_FIELDS
-
-
-def test_settings_that_name_a_field_the_record_does_not_are_refused():
-    import dataclasses
-
-    @dataclasses.dataclass(frozen=True)
-    class WithSeed(SamplingSettings):
-        seed: int = 0  # a sampling field the records do not carry
-
-    with pytest.raises(TypeError) as refused:
-        WithSeed(temperature=1.0, top_p=1.0, top_k=0)
-    assert str(refused.value) == "SamplingSettings must name exactly the recorded sampling fields"
-
-
-def test_sampling_settings_default_to_the_neutral_values():
-    settings = SamplingSettings(temperature=1.0, top_p=1.0, top_k=0)
-    assert (settings.min_p, settings.repetition_penalty) == (0.0, 1.0)
-    assert (settings.presence_penalty, settings.frequency_penalty) == (0.0, 0.0)
-
-
-def test_sampling_settings_with_a_field_the_record_does_not_name_are_refused():
-    @dataclass(frozen=True)
-    class WithSeed(SamplingSettings):
-        seed: int = 0
-
-    with pytest.raises(TypeError, match="exactly the recorded sampling fields"):
-        WithSeed(temperature=1.0, top_p=1.0, top_k=0)
 
 
 def opened(settings: dict, model_path: Path, workdir: Path):

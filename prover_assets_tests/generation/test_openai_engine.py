@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from prover_assets.generation.engines import GenerationRequest, SamplingSettings
+from prover_assets.generation.engines import GenerationRequest
 from prover_assets.generation.openai_engine import OpenAICompletionsEngine, ReplicaError
 from prover_assets.generation.runner import generate_samples, round0_specs
-from prover_assets.records import Appender, Generation, read_records
+from prover_assets.records import Appender, Generation, SamplingSettings, read_records
 from prover_assets_tests.doubles.completions_server import (
     CompletionsDouble,
     completion_ids,

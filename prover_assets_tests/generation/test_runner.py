@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prover_assets.config import ConfigError
-from prover_assets.generation.engines import GenerationRequest, SamplingSettings, TransformersEngine
+from prover_assets.generation.engines import GenerationRequest, TransformersEngine
 from prover_assets.generation.prompts import render_prompt, round0_messages
 from prover_assets.generation.runner import (
     SampleSpec,
@@ -20,7 +20,14 @@ from prover_assets.generation.runner import (
     sample_seed,
 )
 from prover_assets.generation.stages import GENERATIONS_FILE, Samples, materialize_generations
-from prover_assets.records import Appender, Generation, Message, SampleKey, read_records
+from prover_assets.records import (
+    Appender,
+    Generation,
+    Message,
+    SampleKey,
+    SamplingSettings,
+    read_records,
+)
 from prover_assets.records.usage import recorded_earlier_attempts
 from prover_assets.report.cost import generation_work
 from prover_assets_tests.factories import STATEMENT, make_opening, make_problem

@@ -7,7 +7,6 @@ import pytest
 import yaml
 
 from prover_assets.config import parse_experiment_spec
-from prover_assets.generation.engines import SamplingSettings
 from prover_assets.generation.runner import round0_specs
 from prover_assets.generation.stages import (
     GENERATIONS_FILE,
@@ -15,7 +14,7 @@ from prover_assets.generation.stages import (
     hub_model,
     materialize_generations,
 )
-from prover_assets.records import Appender, Generation
+from prover_assets.records import Appender, Generation, SamplingSettings
 from prover_assets.records.outputs import EmptyOutputError
 from prover_assets.records.store import RecordError
 from prover_assets_tests.factories import make_generation, make_opening, make_problem

@@ -13,10 +13,10 @@ import pytest
 from prover_assets.generation.engines import (
     GenerationRequest,
     GenerationResult,
-    SamplingSettings,
     TransformersEngine,
     _same_prompt_runs,
 )
+from prover_assets.records import SamplingSettings
 
 SETTINGS = {
     "greedy": SamplingSettings(temperature=0.0, top_p=1.0, top_k=0),

@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from prover_assets.generation import vllm_child
-from prover_assets.generation.engines import SamplingSettings
 from prover_assets.generation.vllm_child import EngineAborted, stream_results
+from prover_assets.records import SamplingSettings
 from prover_assets_tests.doubles.step_engine import ContinuousBatchingDouble
 from prover_assets_tests.doubles.vllm_package.vllm.sampling_params import (
     RequestOutputKind,

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from prover_assets.generation.engines import GenerationRequest, SamplingSettings
+from prover_assets.generation.engines import GenerationRequest
 from prover_assets.generation.vllm_child import VllmSpec
 from prover_assets.generation.vllm_engine import (
     EngineIdentityError,
@@ -24,6 +24,7 @@ from prover_assets.generation.vllm_engine import (
     gpu_slices,
     slice_cache_root,
 )
+from prover_assets.records import SamplingSettings
 from prover_assets_tests.doubles.completions_server import completion_ids
 from prover_assets_tests.factories import REGISTERED_SAMPLING_SENT, make_opening
 

@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from prover_assets.records import (
+    SAMPLING_FIELDS,
     Appender,
     DuplicateKeyError,
     Generation,
@@ -20,6 +21,7 @@ from prover_assets.records import (
     ParentRef,
     Problem,
     RecordError,
+    SamplingSettings,
     SftRow,
     Stage,
     Verification,
@@ -763,3 +765,46 @@ def test_a_verdicts_diagnostics_are_written_where_they_apply_and_read_back_typed
     path.write_text(verdict.model_dump_json() + "\n")
     (read,) = read_records(path, Verification)
     assert read == verdict and read.diagnostics.attempts == 2
+
+
+# --- sampling ------------------------------------------------------------------------------
+
+
+def test_sampling_settings_carry_every_recorded_field_by_its_record_name():
+    settings = SamplingSettings(
+        temperature=0.6,
+        top_p=0.95,
+        top_k=20,
+        min_p=0.05,
+        repetition_penalty=1.1,
+        presence_penalty=0.2,
+        frequency_penalty=0.3,
+    )
+    assert settings.carried() == {
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+        "presence_penalty": 0.2,
+        "frequency_penalty": 0.3,
+    }
+    assert tuple(settings.carried()) == SAMPLING_FIELDS
+
+
+def test_settings_that_name_a_field_the_record_does_not_are_refused():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class WithSeed(SamplingSettings):
+        seed: int = 0  # a sampling field the records do not carry
+
+    with pytest.raises(TypeError) as refused:
+        WithSeed(temperature=1.0, top_p=1.0, top_k=0)
+    assert str(refused.value) == "SamplingSettings must name exactly the recorded sampling fields"
+
+
+def test_sampling_settings_default_to_the_neutral_values():
+    settings = SamplingSettings(temperature=1.0, top_p=1.0, top_k=0)
+    assert (settings.min_p, settings.repetition_penalty) == (0.0, 1.0)
+    assert (settings.presence_penalty, settings.frequency_penalty) == (0.0, 0.0)

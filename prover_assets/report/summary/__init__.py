@@ -104,6 +104,8 @@ class PreregSummary(SummaryModel):
 
 
 class BootstrapSettings(SummaryModel):
+    """How every bootstrap interval of the report was drawn: resamples and seed."""
+
     resamples: int
     seed: int
 
