@@ -9,7 +9,7 @@ verdicts of two verifiers are refused here, so the tables and comparisons never 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 from prover_assets.generation.prompts import round0_messages
@@ -104,7 +104,7 @@ def sampling_words(values: tuple[float | int | None, ...]) -> str:
     """`temperature 1.0, top_p 0.95, top_k none`, then any field that is not neutral (or was
     left to the server: `min_p unset`)."""
     named = dict(zip(SAMPLING_FIELDS, values, strict=True))
-    neutral = SamplingSettings(temperature=0.0, top_p=1.0, top_k=0).carried()
+    neutral = {f.name: f.default for f in fields(SamplingSettings) if f.default is not MISSING}
     words = []
     for name, value in named.items():
         if value is None:

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from prover_assets.config import PoolColumns, PoolSpec
-from prover_assets.problems.shards import PoolInputError, check_row, plan_scan
+from prover_assets.problems.shards import (
+    PoolInputError,
+    check_row,
+    open_shard,
+    plan_scan,
+    shard_column,
+)
 from prover_assets_tests.pool_fixtures import write_shards
 
 
@@ -73,6 +79,7 @@ COLUMNS = PoolColumns()
             "here: problem_id '' is empty, padded with whitespace or holds a byte-order mark",
         ),
         ("p1", None, "here (p1): formal_statement is NoneType, not a string"),
+        ("p1", 3, "here (p1): formal_statement is int, not a string"),
     ],
 )
 def test_a_row_a_problem_cannot_take_is_refused_naming_its_column(problem_id, text, message):
@@ -83,3 +90,26 @@ def test_a_row_a_problem_cannot_take_is_refused_naming_its_column(problem_id, te
 
 def test_a_row_a_problem_can_take_passes():
     assert check_row("here", "p1", "theorem t : True := by sorry", COLUMNS) is None
+
+
+def test_a_column_the_spec_names_and_the_shard_lacks_is_named_with_the_shards_columns(tmp_path):
+    (path,) = write_shards(rows(2), tmp_path)
+    batch = next(open_shard(path).iter_batches())
+    with pytest.raises(PoolInputError) as refused:
+        shard_column(batch, "statement", str(path))
+    assert str(refused.value) == (
+        f"{path}: no column 'statement'; columns are "
+        "['problem_id', 'formal_statement', 'informal_statement', 'source']"
+    )
+    assert shard_column(batch, None, str(path)) is None
+    assert shard_column(batch, "problem_id", str(path)) == ["p0", "p1"]
+
+
+def test_a_file_that_is_not_parquet_is_refused_with_pyarrows_reason(tmp_path):
+    path = tmp_path / "x.parquet"
+    path.write_bytes(b"not parquet at all")
+    with pytest.raises(PoolInputError) as refused:
+        open_shard(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: not a readable parquet file (")
+    assert "Parquet magic bytes not found" in message

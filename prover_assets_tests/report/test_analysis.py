@@ -314,6 +314,27 @@ def test_a_gap_in_the_first_samples_is_missing_even_when_later_samples_make_up_t
         load_run(files, samples_required=4)
 
 
+def test_a_problem_with_no_sample_at_all_is_missing_not_a_failure(tmp_path):
+    files = write_run(tmp_path, "baseline", {**BASELINE, "p3": []})
+    with pytest.raises(
+        MissingSamplesError,
+        match=r"^baseline on minif2f at cap 64: 1 problems lack samples 0\.\.3 \(e\.g\. p3\)",
+    ):
+        load_run(files, samples_required=4)
+
+
+def test_a_run_without_a_verdict_is_never_scored(tmp_path):
+    files = write_run(tmp_path, "baseline", {pid: [] for pid in PROBLEMS})
+    with pytest.raises(MissingSamplesError) as refused:
+        load_run(files, samples_required=0)
+    assert str(refused.value) == f"{files.verdicts}: no verdicts; an empty run is never scored"
+
+
+def test_a_sampling_of_another_length_than_the_recorded_fields_is_refused():
+    with pytest.raises(ValueError, match="zip"):
+        sampling_words((1.0, 0.95, 0))
+
+
 def test_a_sample_without_a_verdict_is_named(tmp_path):
     files = write_run(tmp_path, "baseline", BASELINE)
     lines = files.verdicts.read_text().splitlines(keepends=True)

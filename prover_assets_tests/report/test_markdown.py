@@ -41,6 +41,23 @@ def test_a_table_has_its_header_rule_and_one_line_per_row():
     ]
 
 
+def test_a_cell_is_null_a_float_to_four_figures_and_text_kept_on_one_line():
+    table = markdown_table(["v"], [[None], [0.123456], [12345.678], [3], ["a|b\nc"]])
+    assert table.splitlines()[2:] == [
+        "| null |",
+        "| 0.1235 |",
+        "| 1.235e+04 |",
+        "| 3 |",
+        "| a\\|b c |",
+    ]
+
+
+def test_inline_html_of_the_document_passes_into_the_page_as_html():
+    page = render_html('<span style="color:red">**INVALID**</span>', title="r")
+    assert '<span style="color:red">' in page
+    assert "&lt;span" not in page
+
+
 def test_the_html_page_renders_the_tables_under_its_title():
     page = render_html("# Report\n\n" + markdown_table(["a"], [[1]]), title="R & <D>")
     assert "<title>R &amp; &lt;D&gt;</title>" in page
