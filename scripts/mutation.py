@@ -42,7 +42,6 @@ TARGETS: dict[str, list[str]] = {
     "problems/shards.py": ["problems/test_shards.py", "problems/test_pool.py"],
     "sft/attention.py": ["sft/test_attention.py", "preflight/test_attention.py"],
     "sft/micro_batches.py": ["sft/test_micro_batches.py"],
-    "verify/repl_stdio.py": ["verify/test_repl_stdio.py", "verify/test_simulator.py"],
     "lean/statement_identity.py": ["lean/test_statement_identity.py", "lean/test_statements.py"],
     "lean/extract.py": [
         "lean/test_extract.py",
@@ -95,8 +94,11 @@ TARGETS: dict[str, list[str]] = {
     "report/runs.py": ["report/test_analysis.py", "report/test_iterations.py"],
     "verify/validity.py": ["verify/test_validity.py", "report/test_validity.py"],
     "report/iterations.py": ["report/test_iterations.py"],
-    "report/comparison_section.py": ["report/test_comparison_section.py"],
-    "report/iteration_section.py": ["report/test_iteration_section.py"],
+    "report/comparison_section.py": ["report/test_comparison_section.py", "report/test_defects.py"],
+    "report/iteration_section.py": [
+        "report/test_iteration_section.py",
+        "report/test_iterations.py",
+    ],
     "report/markdown.py": ["report/test_markdown.py", "report/test_summary.py"],
     "sft/builder.py": ["sft/test_builder.py"],
     "sft/memory.py": ["sft/test_memory.py"],

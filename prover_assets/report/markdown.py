@@ -123,5 +123,5 @@ def render_html(markdown: str, title: str) -> str:
     """The Markdown document as one self-contained HTML page (its images already embedded)."""
     from markdown_it import MarkdownIt
 
-    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    body = MarkdownIt("commonmark").enable("table").render(markdown)  # its preset passes HTML
     return _HTML_PAGE.format(title=html.escape(title), body=body)

@@ -114,3 +114,66 @@ def test_an_exploratory_comparison_is_one_row_labelled_exploratory():
         "of 4 (Wilson 30.0% to 95.0%) | 0 / 0 | 1 | +5.0 [-1.0, +10.0] | "
         "no detectable improvement |"
     ) in text
+
+
+def test_the_whole_section_reads_as_written_here():
+    """The section for two iterations, two seeds and one exploratory comparison, written out
+    by hand: headings, the sentence that says none of it is PRIMARY, the three tables, the
+    seeds' sentence and the two plots."""
+    explored = make_comparison(
+        iteration=2,
+        seed=7,
+        against="iteration 1",
+        what="iteration 2 against iteration 1",
+        baseline=make_side("iteration 1", 2),
+        candidate=make_side("iteration 2", 3, wilson=(0.3, 0.95)),
+        pass1_difference=make_interval(0.05, -0.01, 0.1),
+    )
+    summary = iterations_summary(
+        iteration_curve=CURVE,
+        seed_spread=[spread_row([(7, 3), (8, 1)], 1.4142)],
+        exploratory=[explored],
+    )
+    expected = [
+        "## Expert iterations and training seeds",
+        "",
+        "Only the registered comparison above (iteration 1, registered training seed, against "
+        "the baseline) answers the registered question. Everything in this section is "
+        "exploratory: never PRIMARY, whatever its p-value.",
+        "",
+        "### The expert-iteration curve",
+        "",
+        "| iteration | pool problems solved so far | pool samples | pool completion tokens "
+        "| eval solved@2 | 95 % Wilson |",
+        "|---|---|---|---|---|---|",
+        "| 0 (baseline) | 0 | 0 | 0 | 2 of 4 | 15.0% to 85.0% |",
+        "| 1 | 7 | 40 | 900 | 3 of 4 | 30.0% to 95.0% |",
+        "",
+        "![expert-iteration curve](plots/iteration_curve.png)",
+        "",
+        "### Training-seed spread (minif2f cap 64, solved@2 against the baseline, each seed's "
+        "decision)",
+        "",
+        "| iteration | seed 7 | seed 8 | min to max | sd |",
+        "|---|---|---|---|---|",
+        "| 1 | 3 (d) | 1 (d) | 1 to 3 | 1.41 |",
+        "",
+        "- every seed agrees",
+        "",
+        "![training-seed spread](plots/seed_spread.png)",
+        "",
+        "### Exploratory comparisons",
+        "",
+        "| comparison | solved | discordant (new / lost) | McNemar p "
+        "| pass@1 difference (points) | decision |",
+        "|---|---|---|---|---|---|",
+        "| iteration 2 against iteration 1, minif2f cap 64: **exploratory** | solved@2 2 -> 3 "
+        "of 4 (Wilson 30.0% to 95.0%) | 0 / 0 | 1 | +5.0 [-1.0, +10.0] | "
+        "no detectable improvement |",
+        "",
+    ]
+    assert "\n".join(iteration_parts(summary)).split("\n") == expected
+
+
+def test_a_curve_without_a_spread_has_no_section():
+    assert iteration_parts(iterations_summary(iteration_curve=CURVE, seed_spread=None)) == []

@@ -8,6 +8,7 @@ from prover_assets.report.markdown import (
     clock_time,
     markdown_table,
     percent,
+    png_image,
     points,
     render_html,
 )
@@ -20,7 +21,9 @@ def test_a_share_is_a_percentage_to_a_tenth(share, text):
     assert percent(share) == text
 
 
-@pytest.mark.parametrize(("difference", "text"), [(0.041, "+4.1"), (-0.008, "-0.8"), (0.0, "+0.0")])
+@pytest.mark.parametrize(
+    ("difference", "text"), [(0.041, "+4.1"), (-0.008, "-0.8"), (0.0, "+0.0"), (0.5, "+50.0")]
+)
 def test_a_difference_is_signed_percentage_points(difference, text):
     assert points(difference) == text
 
@@ -63,3 +66,7 @@ def test_the_html_page_renders_the_tables_under_its_title():
     assert "<title>R &amp; &lt;D&gt;</title>" in page
     assert "<h1>Report</h1>" in page
     assert "<th>a</th>" in page and "<td>1</td>" in page
+
+
+def test_a_png_is_an_inline_image_of_its_bytes_in_base64():
+    assert png_image(b"\x89PNG", "solved@8") == "![solved@8](data:image/png;base64,iVBORw==)"

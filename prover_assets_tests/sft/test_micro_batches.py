@@ -53,7 +53,8 @@ def test_a_rank_reads_its_own_micro_steps_in_order_and_a_padding_one_learns_noth
 
 def test_a_step_is_one_row_of_the_micro_batch_without_a_cache(packed):
     batch = collate([packed[0]])
-    assert batch["input_ids"].shape == (1, 4)
+    assert batch["input_ids"].shape == batch["labels"].shape == (1, 4)
+    assert batch["labels"][0].tolist() == [IGNORE_INDEX, IGNORE_INDEX, 7, 8]
     assert torch.equal(batch["position_ids"], torch.tensor([[0, 1, 2, 3]]))
     assert (batch["use_cache"], batch["micro_step"]) == (False, 0)
     assert "attention_mask" not in batch

@@ -240,3 +240,9 @@ def test_at_most_five_differing_identities_are_listed_all_are_counted(tmp_path):
     outcome = check_verifier_identical(files)
     assert outcome.description == "6 distinct verifier identities across 6 verdict files"
     assert len(outcome.metadata["identities"]) == 5
+
+
+def test_by_default_no_verdicts_never_pass(tmp_path):
+    verdicts = tmp_path / "v.jsonl"
+    publish_records(verdicts, [])
+    assert not check_infrastructure_share(verdicts, 1.0).passed
