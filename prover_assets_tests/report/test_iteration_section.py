@@ -56,6 +56,18 @@ CURVE = [
 ]
 
 
+# Iteration 2 against iteration 1: 2 -> 3 of 4 solved, pass@1 +5 points [-1, +10].
+EXPLORED = make_comparison(
+    iteration=2,
+    seed=7,
+    against="iteration 1",
+    what="iteration 2 against iteration 1",
+    baseline=make_side("iteration 1", 2),
+    candidate=make_side("iteration 2", 3, wilson=(0.3, 0.95)),
+    pass1_difference=make_interval(0.05, -0.01, 0.1),
+)
+
+
 def test_a_report_of_one_iteration_has_no_iteration_section():
     assert iteration_parts(iterations_summary(iteration_curve=None, seed_spread=None)) == []
 
@@ -91,21 +103,12 @@ def test_the_spread_has_a_column_per_seed_and_no_sd_for_one_seed():
 
 
 def test_an_exploratory_comparison_is_one_row_labelled_exploratory():
-    explored = make_comparison(
-        iteration=2,
-        seed=7,
-        against="iteration 1",
-        what="iteration 2 against iteration 1",
-        baseline=make_side("iteration 1", 2),
-        candidate=make_side("iteration 2", 3, wilson=(0.3, 0.95)),
-        pass1_difference=make_interval(0.05, -0.01, 0.1),
-    )
     text = "\n".join(
         iteration_parts(
             iterations_summary(
                 iteration_curve=CURVE,
                 seed_spread=[spread_row([(7, 3)], None)],
-                exploratory=[explored],
+                exploratory=[EXPLORED],
             )
         )
     )
@@ -120,19 +123,10 @@ def test_the_whole_section_reads_as_written_here():
     """The section for two iterations, two seeds and one exploratory comparison, written out
     by hand: headings, the sentence that says none of it is PRIMARY, the three tables, the
     seeds' sentence and the two plots."""
-    explored = make_comparison(
-        iteration=2,
-        seed=7,
-        against="iteration 1",
-        what="iteration 2 against iteration 1",
-        baseline=make_side("iteration 1", 2),
-        candidate=make_side("iteration 2", 3, wilson=(0.3, 0.95)),
-        pass1_difference=make_interval(0.05, -0.01, 0.1),
-    )
     summary = iterations_summary(
         iteration_curve=CURVE,
         seed_spread=[spread_row([(7, 3), (8, 1)], 1.4142)],
-        exploratory=[explored],
+        exploratory=[EXPLORED],
     )
     expected = [
         "## Expert iterations and training seeds",
