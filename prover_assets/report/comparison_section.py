@@ -62,14 +62,15 @@ def _per_problem_table(comparison: Comparison) -> str:
     )
 
 
-def comparison_part(comparison: RegisteredComparison) -> str:
-    """One registered comparison: its label and why, the systems, the McNemar table and
-    decision, the differences, its plots, every problem, and the defect-free comparison."""
-    table = comparison.table
-    eval_set, cap, k = comparison.eval_set, comparison.cap, comparison.k
+def _heading(comparison: RegisteredComparison) -> list[str]:
+    """The comparison's label (INVALID, PRIMARY or secondary), its endpoint, and why it is not
+    PRIMARY."""
     invalid = comparison.decision == INVALID
     label = "INVALID" if invalid else "PRIMARY" if comparison.primary else "secondary"
-    lines = [f"### {eval_set}, cap {cap}: solved@{k} — **{label}**", ""]
+    lines = [
+        f"### {comparison.eval_set}, cap {comparison.cap}: solved@{comparison.k} — **{label}**",
+        "",
+    ]
     if comparison.endpoint:
         lines += [f"Endpoint (as the config names it): {comparison.endpoint}.", ""]
     if invalid:
@@ -82,9 +83,13 @@ def comparison_part(comparison: RegisteredComparison) -> str:
     if not comparison.primary:
         because = "Invalid and not PRIMARY because:" if invalid else "Secondary because:"
         lines += [because, *[f"- {r}" for r in comparison.secondary_reasons], ""]
-    lines += [
-        _systems_part(comparison),
-        "",
+    return lines
+
+
+def _test_result(comparison: RegisteredComparison) -> list[str]:
+    """The McNemar table, its p-value and the decision, and the paired differences."""
+    table = comparison.table
+    lines = [
         markdown_table(
             ["", "candidate solved", "candidate not solved"],
             [
@@ -102,7 +107,7 @@ def comparison_part(comparison: RegisteredComparison) -> str:
     ]
     for label, diff in (
         ("pass@1", comparison.pass1_difference),
-        (f"solved@{k}", comparison.solved_difference),
+        (f"solved@{comparison.k}", comparison.solved_difference),
     ):
         lines.append(
             f"- {label} difference (candidate - baseline): {points(diff.estimate)} points "
@@ -111,7 +116,18 @@ def comparison_part(comparison: RegisteredComparison) -> str:
         )
     if comparison.design_override:
         lines += ["", f"Design mismatch overridden: {comparison.design_override}"]
-    lines += [
+    return lines
+
+
+def comparison_part(comparison: RegisteredComparison) -> str:
+    """One registered comparison: its label and why, the systems, the McNemar table and
+    decision, the differences, its plots, every problem, and the defect-free comparison."""
+    eval_set, cap, k = comparison.eval_set, comparison.cap, comparison.k
+    lines = [
+        *_heading(comparison),
+        _systems_part(comparison),
+        "",
+        *_test_result(comparison),
         "",
         file_image(plot_name("solved", eval_set, cap), f"solved@{k}, {eval_set} cap {cap}"),
         "",

@@ -28,7 +28,7 @@ from prover_assets.records.manifest import read_manifest
 from prover_assets.records.staleness import current_verdicts_by_hash
 from prover_assets.report.summary import MadeBy, RunProvenance
 from prover_assets.stats import MissingSamplesError
-from prover_assets.verify.validity import VerifierIdentity, verdict_identity
+from prover_assets.verify.validity import VerifierIdentity, distinct_identities
 
 __all__ = [
     "ComparisonRefused",
@@ -180,7 +180,7 @@ def _accepted_round0(
 
 def _one_identity(files: RunFiles, verdicts: dict[SampleKey, Verification]) -> VerifierIdentity:
     """The verifier every verdict of the run came from; a run judged by two is refused."""
-    identities = {i.key: i for i in (verdict_identity(v.verifier) for v in verdicts.values())}
+    identities = distinct_identities(verdicts.values())
     if not identities:
         raise MissingSamplesError(f"{files.verdicts}: no verdicts; an empty run is never scored")
     if len(identities) > 1:

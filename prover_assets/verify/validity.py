@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "check_no_length_capped_accepted",
     "check_verdicts_cover_generations",
     "check_verifier_identical",
+    "distinct_identities",
     "verdict_identity",
 ]
 
@@ -84,9 +85,9 @@ def verdict_identity(info: VerifierInfo) -> VerifierIdentity:
     return VerifierIdentity(pins=info.pins, config=ComparedConfig(**compared))
 
 
-def _identities(path: Path) -> dict[str, VerifierIdentity]:
-    """Each distinct verifier identity of a verdict file, by its key."""
-    identities = (verdict_identity(v.verifier) for v in iter_records(path, Verification))
+def distinct_identities(verdicts: Iterable[Verification]) -> dict[str, VerifierIdentity]:
+    """Each distinct verifier identity of `verdicts`, by its key."""
+    identities = (verdict_identity(v.verifier) for v in verdicts)
     return {identity.key: identity for identity in identities}
 
 
@@ -94,7 +95,7 @@ def check_verifier_identical(paths: Sequence[Path]) -> CheckOutcome:
     """Pins, verifier config and budget identical across every row of these verdict files."""
     identities: dict[str, VerifierIdentity] = {}
     for path in paths:
-        identities.update(_identities(path))
+        identities.update(distinct_identities(iter_records(path, Verification)))
     return CheckOutcome(
         len(identities) <= 1,
         f"{len(identities)} distinct verifier identities across {len(paths)} verdict files",
