@@ -7,7 +7,8 @@ every slot decodes: the seed system's measured 1,363 tokens/s at TP=4, taken as 
 worth), verification through the product's verifier and Lean worker pool to the REPL double,
 which sleeps for each proof's service time (the seed system's mix: log-normal, median 2.5 s,
 p90 38.6 s, capped at the 180 s budget). Everything runs through the product's steps
-(materialize_generations, stream_verdicts beside it, materialize_verdicts, correction_samples),
+(materialize_generations, materialize_verdicts beside it as the overlapped pair's verify op
+runs, correction_samples),
 time divided by --scale, the problem counts scaled down (defaults below).
 
 Two jobs: the baseline (miniF2F and MOBench at cap 16,384; independent stages) and the pool
@@ -15,9 +16,9 @@ round (round 0, verify with feedback, the correction round on round 0's failures
 
 - sequential: today's exclusive shape, every step in turn;
 - overlapped: a GPU lane and a Lean lane, as the multiprocess executor runs pools `gpu` and
-  `lean`: each generation step verifies its committed samples while it generates (when the
-  Lean workers are free), each verdict step finishes its stage, a correction round waits for the
-  verdicts it corrects;
+  `lean`: each pair's verify step starts with its generation step (when the Lean lane is free)
+  and judges each sample as it is committed, finishing once the generation has; a correction
+  round waits for the verdicts it corrects;
 - lower bound: per dependency layer, the larger of its GPU time and its Lean time (both as the
   sequential run measured them) plus a tail (the Lean time of one proof: the last sample can
   only be verified once it exists), summed over layers.
@@ -68,11 +69,10 @@ from prover_assets.verify.backends import LocalReplBackend
 from prover_assets.verify.cache import VerdictCache
 from prover_assets.verify.stages import (
     VERDICTS_FILE,
+    GenerationOutcome,
+    SiblingGeneration,
     lean_workers_lease,
-    lean_workers_wanted,
     materialize_verdicts,
-    stream_verdicts,
-    verdicts_alongside,
 )
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.doubles.step_engine import ContinuousBatchingDouble
@@ -261,9 +261,9 @@ class Bench:
         self.import_s = 10.0 / workload.scale
 
     @contextlib.contextmanager
-    def verifier(self, folder: Path, feedback: bool, give_up: threading.Event | None = None):
+    def verifier(self, folder: Path, feedback: bool):
         with (
-            lean_workers_lease(folder, give_up=give_up, poll_s=0.05),
+            lean_workers_lease(folder, poll_s=0.05),
             LocalReplBackend(
                 [
                     *DOUBLE,
@@ -281,7 +281,7 @@ class Bench:
             policy = VerifierPolicy(budget_s=BUDGET_S / self.workload.scale, feedback=feedback)
             yield StrictVerifier(backend, policy, VerdictCache(folder / "verdict_cache"))
 
-    def generate(self, run: Path, stage: Stage, measured: Measured, stream: bool) -> None:
+    def generate(self, run: Path, stage: Stage, measured: Measured) -> None:
         busy: list[float] = []
         folder = run / stage.name / "generations"
         samples = stage.samples(run)
@@ -306,29 +306,17 @@ class Bench:
             )
 
         started = time.monotonic()
-        if stream:
-            alongside = verdicts_alongside(
-                lambda until: stream_verdicts(
-                    run / stage.name / "verdicts",
-                    generations_file=folder / GENERATIONS_FILE,
-                    problems_file=run / "problems.jsonl",
-                    open_verifier=lambda: self.verifier(run, stage.feedback, give_up=until),
-                    self_test=lambda verifier, header: None,
-                    commit_every=8,
-                    until=until,
-                    wanted=lambda: lean_workers_wanted(run),
-                    poll_s=0.05,
-                )
-            )
-            with alongside as streamed:
-                generate_now()
-            measured.streamed += streamed.verified
-        else:
-            generate_now()
+        generate_now()
         measured.gpu_s[stage.name] = time.monotonic() - started
         measured.longest_s[stage.name] = engine.longest_s
 
-    def verify(self, run: Path, stage: Stage, measured: Measured) -> None:
+    def verify(
+        self,
+        run: Path,
+        stage: Stage,
+        measured: Measured,
+        sibling: SiblingGeneration | None = None,
+    ) -> None:
         started = time.monotonic()
         result = materialize_verdicts(
             run / stage.name / "verdicts",
@@ -337,7 +325,9 @@ class Bench:
             open_verifier=lambda: self.verifier(run, stage.feedback),
             self_test=lambda verifier, header: None,
             commit_every=8,
+            sibling=sibling,
         )
+        measured.streamed += result.manifest["verified_beside_generation"] or 0
         measured.lean_s[stage.name] = time.monotonic() - started
         counts = result.result
         measured.proofs[stage.name] = counts.total
@@ -352,7 +342,7 @@ class Bench:
         measured = Measured()
         started = time.monotonic()
         for stage in stages:
-            self.generate(run, stage, measured, stream=False)
+            self.generate(run, stage, measured)
             self.verify(run, stage, measured)
         measured.wall_s = time.monotonic() - started
         return measured
@@ -378,12 +368,20 @@ class Bench:
         def gpu_step(stage: Stage) -> None:
             if stage.after is not None:
                 verified[stage.after].wait()
-            self.generate(run, stage, measured, stream=True)
+            self.generate(run, stage, measured)
             generated[stage.name].set()
 
         def lean_step(stage: Stage) -> None:
-            generated[stage.name].wait()
-            self.verify(run, stage, measured)
+            # The pair's verify op starts with its generation (the same upstream steps) and
+            # judges each sample as it lands.
+            if stage.after is not None:
+                verified[stage.after].wait()
+            done = generated[stage.name]
+            sibling = SiblingGeneration(
+                lambda: GenerationOutcome.COMPLETE if done.is_set() else GenerationOutcome.RUNNING,
+                poll_s=0.05,
+            )
+            self.verify(run, stage, measured, sibling)
             verified[stage.name].set()
 
         started = time.monotonic()

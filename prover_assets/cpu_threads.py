@@ -55,12 +55,17 @@ class CpuThreads:
         return {"count": self.count, "source": self.source, "cores": self.cores}
 
 
-def lean_workers_beside(engine: EngineSettings, lean: LeanSettings) -> int:
+def lean_workers_beside(engine: EngineSettings, lean: LeanSettings | None) -> int:
     """The Lean workers that may run on this host while a torch step runs: those of the
     overlapped schedule's `lean` pool (none in the exclusive schedule, where the two take turns,
-    and none for a remote server's)."""
+    and none for a remote server's). `lean` None: a step of the exclusive schedule, which
+    holds no Lean settings."""
     if engine.schedule != "overlapped" or isinstance(lean, RemoteLeanSettings):
         return 0
+    if lean is None:
+        raise ValueError(
+            "the overlapped schedule counts the Lean workers beside: give its settings"
+        )
     from prover_assets.verify.sizing import sized_workers  # which reads usable_cores from here
 
     return sized_workers(lean).workers
@@ -68,7 +73,7 @@ def lean_workers_beside(engine: EngineSettings, lean: LeanSettings) -> int:
 
 def cpu_threads(
     engine: EngineSettings,
-    lean: LeanSettings,
+    lean: LeanSettings | None,
     *,
     cores: int | None = None,
     environ: Mapping[str, str] | None = None,

@@ -41,6 +41,16 @@ def test_by_default_the_cores_less_one_and_the_lean_workers_running_beside(
     assert (threads.count, threads.source) == (expected, "cores")
 
 
+def test_an_exclusive_step_without_lean_settings_reserves_no_worker():
+    threads = cpu_threads(engine(schedule="exclusive"), None, cores=16, environ={})
+    assert (threads.count, threads.lean_beside) == (15, 0)
+
+
+def test_an_overlapped_step_without_lean_settings_is_refused():
+    with pytest.raises(ValueError, match="counts the Lean workers beside"):
+        cpu_threads(engine(schedule="overlapped"), None, cores=16, environ={})
+
+
 def test_auto_sized_lean_workers_are_reserved_as_sized():
     lean = parse_lean_settings(
         {"local": {"workspace": "/lean", "auto_workers": True, "host_reserve_cores": 2}}

@@ -233,10 +233,20 @@ def test_an_unknown_key_or_a_wrong_type_is_refused_at_launch_naming_it(tmp_path,
 def pools_by_asset(definitions) -> dict[str, str | None]:
     graph = definitions.resolve_asset_graph()
     return {
-        key.to_user_string(): graph.assets_def_for_key(key).op.pool
+        key.to_user_string(): _step_of(graph.assets_def_for_key(key), key).pool
         for key in graph.get_all_asset_keys()
         if graph.assets_def_for_key(key).is_executable
     }
+
+
+def _step_of(assets_def: dg.AssetsDefinition, key: dg.AssetKey) -> dg.OpDefinition:
+    """The op that materializes `key`: the asset's own, or within a graph-backed asset (the
+    overlapped schedule's pairs) the one its output comes from."""
+    if not isinstance(assets_def.node_def, dg.GraphDefinition):
+        return assets_def.op
+    output = assets_def.get_output_name_for_asset_key(key)
+    _, handle = assets_def.node_def.resolve_output_to_origin(output, None)
+    return assets_def.node_def.get_node(handle).definition
 
 
 def expected_pool(key: str) -> str | None:

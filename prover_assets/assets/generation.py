@@ -1,6 +1,6 @@
-"""Generation assets: one per (eval set, system, cap) and one per pool round, in pool `heavy`."""
+"""Generation assets: one per (eval set, system, cap) and one per pool round, in the GPU's pool
+(in the overlapped schedule each with its verdicts, `assets/overlapped.py`)."""
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from prover_assets.assets.keys import (
     verdicts_key,
 )
 from prover_assets.assets.metadata import (
+    StepContext,
     generation_work_metadata,
     partition_of,
     step_materialization,
@@ -50,17 +51,13 @@ from prover_assets.iteration import (
 )
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
-from prover_assets.verify.stages import (
-    TRAIN_POOL_FILE,
-    VERDICTS_FILE,
-    StreamedVerdicts,
-    lean_workers_wanted,
-    stream_verdicts,
-    verdicts_alongside,
-)
+from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
 
 __all__ = [
-    "generation_assets",
+    "GenerationNode",
+    "generate",
+    "generation_asset",
+    "generation_nodes",
     "model_deps",
     "model_for",
     "pool_rounds",
@@ -107,43 +104,6 @@ def _load_tokenizer(path: Path):
     return AutoTokenizer.from_pretrained(path)
 
 
-@dataclass(frozen=True)
-class VerdictsOf:
-    """The verdict asset of a generation asset: its key, its problems (asset, file), and
-    whether it keeps the REPL's errors (pool rounds)."""
-
-    key: dg.AssetKey
-    problems: tuple[dg.AssetKey, str]
-    feedback: bool
-
-
-def _alongside(
-    verdicts: VerdictsOf,
-    generations_file: Path,
-    spec: ExperimentSpec,
-    experiment: ExperimentResource,
-    lean: LeanResource,
-    partition: str | None,
-) -> contextlib.AbstractContextManager[StreamedVerdicts]:
-    """Verification of the samples as they are committed, into the verdict asset's stream."""
-
-    def stream(until) -> StreamedVerdicts:
-        return stream_verdicts(
-            experiment.asset_dir(verdicts.key, partition),
-            generations_file=generations_file,
-            problems_file=experiment.complete_file(*verdicts.problems),
-            open_verifier=lambda: lean.open_verifier(
-                spec, feedback=verdicts.feedback, give_up=until
-            ),
-            self_test=lean.require_self_test,
-            commit_every=lean.model().commit_every,
-            until=until,
-            wanted=lambda: lean_workers_wanted(experiment.data_root()),
-        )
-
-    return verdicts_alongside(stream)
-
-
 def _require_schedule(gpu: GpuResource, schedule: Schedule, source: str) -> None:
     """The pools and the executor were fixed when the graph was built: a run config naming
     another schedule would run vLLM beside the Lean workers on a machine sized for neither."""
@@ -159,28 +119,83 @@ def _require_schedule(gpu: GpuResource, schedule: Schedule, source: str) -> None
 SampleChoice = Callable[[ExperimentSpec, ExperimentResource, str | None], Samples]
 
 
-def _generation_asset(
-    key: dg.AssetKey,
+@dataclass(frozen=True)
+class GenerationNode:
+    """One generation asset of the graph: its key, the model it samples (by partition), its
+    group, the assets it waits for, its samples, and whether it is made per iteration."""
+
+    key: dg.AssetKey
+    model: Callable[[str | None], OutputRef | None]
+    group: str
+    deps: tuple[dg.AssetKey, ...]
+    description: str
+    samples: SampleChoice
+    per_iteration: bool
+
+
+def generate(
+    context: StepContext,
+    config: GenerationConfig,
+    node: GenerationNode,
     *,
     built: ExperimentSpec,
-    model: Callable[[str | None], OutputRef | None],
-    group: str,
-    deps: list[dg.AssetKey],
-    description: str,
-    samples: SampleChoice,
-    verdicts: VerdictsOf,
     schedule: Schedule,
-    per_iteration: bool,
+    experiment: ExperimentResource,
+    gpu: GpuResource,
+    lean: LeanResource | None,
+) -> dg.MaterializeResult:
+    """The samples of `node` (resumable, reused when current), as a step of either schedule;
+    `lean` sizes torch's threads beside the Lean workers (the overlapped pair's only)."""
+    spec = experiment.model(built)
+    _require_schedule(gpu, schedule, experiment.source)
+    partition = partition_of(context)
+    folder = experiment.asset_dir(node.key, partition)
+    start_attempt(context, folder, GENERATIONS_FILE, recompute=config.recompute)
+    chosen = node.samples(spec, experiment, partition)
+    model_path, model_rev = model_for(spec, experiment, node.model(partition))
+    result = materialize_generations(
+        folder,
+        chosen,
+        opening=EngineOpening(
+            model_path=model_path,
+            model_rev=model_rev,
+            sampling=spec.generation.sampling,
+            max_model_len=spec.model.max_model_len,
+            seed=spec.generation.seed,
+            workdir=folder,
+            commit_every=spec.generation.commit_every,
+            cpu_threads=gpu.cpu_threads(lean).count,
+        ),
+        open_engine=gpu.open_engine,
+        load_tokenizer=_load_tokenizer,
+        progress=_progress(ProgressReporter(context, "samples")),
+        run_id=context.run.run_id,
+    )
+    return step_materialization(
+        result,
+        experiment.data_root(),
+        {
+            "samples": dg.MetadataValue.int(result.result.rows),
+            **generation_work_metadata(result.folder / GENERATIONS_FILE),
+            "model_rev": model_rev,
+        },
+    )
+
+
+def generation_asset(
+    node: GenerationNode, built: ExperimentSpec, schedule: Schedule
 ) -> dg.AssetsDefinition:
+    """`node` as an asset of its own (the exclusive schedule: its verdicts come after it)."""
+
     @dg.asset(
-        key=key,
-        group_name=group,
-        deps=deps,
-        partitions_def=iteration_partitions(built.iterations) if per_iteration else None,
+        key=node.key,
+        group_name=node.group,
+        deps=list(node.deps),
+        partitions_def=iteration_partitions(built.iterations) if node.per_iteration else None,
         pool=schedule.gpu_pool,
         retry_policy=RETRY,
-        kinds=node_kinds(key, "jsonl"),
-        description=description,
+        kinds=node_kinds(node.key, "jsonl"),
+        description=node.description,
     )
     @fail_fast
     def generations(
@@ -188,55 +203,16 @@ def _generation_asset(
         config: GenerationConfig,
         experiment: ExperimentResource,
         gpu: GpuResource,
-        lean: LeanResource,
     ) -> dg.MaterializeResult:
-        spec = experiment.model(built)
-        _require_schedule(gpu, schedule, experiment.source)
-        partition = partition_of(context)
-        folder = experiment.asset_dir(key, partition)
-        start_attempt(context, folder, GENERATIONS_FILE, recompute=config.recompute)
-        chosen = samples(spec, experiment, partition)
-        model_path, model_rev = model_for(spec, experiment, model(partition))
-        sampling = spec.generation.sampling
-        threads = gpu.cpu_threads(lean)
-        alongside = (
-            _alongside(verdicts, folder / GENERATIONS_FILE, spec, experiment, lean, partition)
-            if schedule.overlapped
-            else contextlib.nullcontext(None)
-        )
-        with alongside as streamed:
-            result = materialize_generations(
-                folder,
-                chosen,
-                opening=EngineOpening(
-                    model_path=model_path,
-                    model_rev=model_rev,
-                    sampling=sampling,
-                    max_model_len=spec.model.max_model_len,
-                    seed=spec.generation.seed,
-                    workdir=folder,
-                    commit_every=spec.generation.commit_every,
-                    cpu_threads=threads.count,
-                ),
-                open_engine=gpu.open_engine,
-                load_tokenizer=_load_tokenizer,
-                progress=_progress(ProgressReporter(context, "samples")),
-                run_id=context.run.run_id,
-            )
-        alongside_metadata = (
-            {"verified_alongside": dg.MetadataValue.json(streamed.model_dump())}
-            if streamed is not None
-            else {}
-        )
-        return step_materialization(
-            result,
-            experiment.data_root(),
-            {
-                "samples": dg.MetadataValue.int(result.result.rows),
-                **generation_work_metadata(result.folder / GENERATIONS_FILE),
-                "model_rev": model_rev,
-                **alongside_metadata,
-            },
+        return generate(
+            context,
+            config,
+            node,
+            built=built,
+            schedule=schedule,
+            experiment=experiment,
+            gpu=gpu,
+            lean=None,
         )
 
     return generations
@@ -260,13 +236,13 @@ def _progress(reporter: ProgressReporter) -> Callable[[GenerationStats], None]:
     return progress
 
 
-def generation_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
+def generation_nodes(built: ExperimentSpec, schedule: Schedule) -> list[GenerationNode]:
     """Every generation asset of `built`: baseline and candidate per eval set and cap, and each
     pool round."""
-    return [*_evaluation_generations(built, schedule), *_pool_generations(built, schedule)]
+    return [*_evaluation_generations(built, schedule), *_pool_generations(built)]
 
 
-def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
+def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[GenerationNode]:
     """Per system, eval set and cap. Caps run in order, the primary first: a cap's generation
     waits for the previous cap's verdicts (exclusive), or only for its generation (overlapped:
     the GPU goes on while the Lean workers verify). The candidates are per iteration."""
@@ -296,22 +272,15 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[d
                     )
 
                 assets.append(
-                    _generation_asset(
+                    GenerationNode(
                         generations_key(eval_set, system, cap),
-                        built=built,
                         model=lambda partition, e=export: (
                             None if e is None else OutputRef(tuple(e.path), partition)
                         ),
                         group=BASELINE if export is None else CANDIDATE,
-                        deps=deps,
+                        deps=tuple(deps),
                         samples=samples,
                         description=f"{system} samples on {eval_set}: {n} per problem at a completion cap of {cap} tokens.",
-                        verdicts=VerdictsOf(
-                            verdicts_key(eval_set, system, cap),
-                            (eval_set_key(eval_set), PROBLEMS_FILE),
-                            feedback=False,
-                        ),
-                        schedule=schedule,
                         per_iteration=export is not None,
                     )
                 )
@@ -321,7 +290,7 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[d
     return assets
 
 
-def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
+def _pool_generations(built: ExperimentSpec) -> list[GenerationNode]:
     """Round 0 on the train pool, then each correction round."""
     assets = []
     n = built.generation.n_samples
@@ -343,16 +312,13 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
         else ""
     )
     assets.append(
-        _generation_asset(
+        GenerationNode(
             pool_generations_key(0),
-            built=built,
             model=pool_model,
             group=POOL_ROUND_GROUP,
-            deps=[TRAIN_POOL, *model_deps(built)],
+            deps=(TRAIN_POOL, *model_deps(built)),
             samples=pool_round0,
             description=f"Round 0 on the train pool: {n} samples per problem at cap {built.sft.cap}{iterations}.",
-            verdicts=VerdictsOf(pool_verdicts_key(0), (TRAIN_POOL, TRAIN_POOL_FILE), feedback=True),
-            schedule=schedule,
             per_iteration=True,
         )
     )
@@ -372,24 +338,19 @@ def _pool_generations(built: ExperimentSpec, schedule: Schedule) -> list[dg.Asse
             )
 
         assets.append(
-            _generation_asset(
+            GenerationNode(
                 pool_generations_key(round),
-                built=built,
                 model=pool_model,
                 group=POOL_ROUND_GROUP,
-                deps=[
+                deps=(
                     TRAIN_POOL,
                     pool_generations_key(round - 1),
                     pool_verdicts_key(round - 1),
                     *model_deps(built),
-                ],
+                ),
                 samples=corrections,
                 description=f"Correction round {round}: failed samples with Lean errors of problems "
                 f"unsolved in round {round - 1}, shown their errors.",
-                verdicts=VerdictsOf(
-                    pool_verdicts_key(round), (TRAIN_POOL, TRAIN_POOL_FILE), feedback=True
-                ),
-                schedule=schedule,
                 per_iteration=True,
             )
         )

@@ -22,6 +22,7 @@ from prover_assets.verify.audit import AuditFinding
 from prover_assets.verify.runner import VerificationResult
 
 __all__ = [
+    "StepContext",
     "display_number",
     "files_table",
     "generation_work_metadata",
@@ -41,6 +42,10 @@ SHORT_HASH = 12
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 R = TypeVar("R", bound=StageResult)
+
+# What a step's body is handed: an asset's context, or an op's within a graph-backed asset (the
+# overlapped schedule's generation and verdicts).
+StepContext = dg.AssetExecutionContext | dg.OpExecutionContext
 
 
 def display_number(value: float) -> float:
@@ -216,10 +221,12 @@ def verdict_work_metadata(stream: Path, result: VerificationResult) -> dict[str,
     return {"lean_runs": runs, "verdicts_cached": work.cached, "timeouts_rerun": work.rechecked}
 
 
-def partition_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> str | None:
+def partition_of(context: StepContext | dg.AssetCheckExecutionContext) -> str | None:
     """The iteration partition a step runs for; None in an unpartitioned run."""
     step = (
-        context if isinstance(context, dg.AssetExecutionContext) else context.op_execution_context
+        context.op_execution_context
+        if isinstance(context, dg.AssetCheckExecutionContext)
+        else context
     )
     return step.partition_key if step.has_partition_key else None
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import dagster as dg
 
-from prover_assets.assets.metadata import display_number
+from prover_assets.assets.metadata import StepContext, display_number
 from prover_assets.report.markdown import clock_time
 
 __all__ = ["ProgressReporter"]
@@ -26,7 +26,7 @@ class ProgressReporter:
 
     def __init__(
         self,
-        context: dg.AssetExecutionContext,
+        context: StepContext,
         what: str,
         *,
         log_every_s: float = 10.0,
@@ -76,7 +76,9 @@ class ProgressReporter:
                 }
             )
             self.context.log_event(
-                dg.AssetObservation(asset_key=self.context.asset_key, metadata=metadata)
+                dg.AssetObservation(
+                    asset_key=self.context.asset_key_for_output(), metadata=metadata
+                )
             )
 
 

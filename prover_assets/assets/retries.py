@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 
+from prover_assets.assets.metadata import StepContext
 from prover_assets.config import ConfigError
 from prover_assets.operations.retries import StalledRetry, lines_in, record_attempt
 from prover_assets.records import OutputExistsError, RecordError
@@ -26,7 +27,7 @@ from prover_assets.sft.stages import ReadBackError
 __all__ = ["DETERMINISTIC_ERRORS", "fail_fast", "guard_retry_progress", "start_attempt"]
 
 
-def guard_retry_progress(context: dg.AssetExecutionContext, folder: Path, progress: int) -> None:
+def guard_retry_progress(context: StepContext, folder: Path, progress: int) -> None:
     """Retry only what moves: on a retry, fail as stalled (and stop retrying) when the previous
     attempt of this run ended where it started; every attempt's starting count is recorded."""
     try:
@@ -40,7 +41,7 @@ def guard_retry_progress(context: dg.AssetExecutionContext, folder: Path, progre
 
 
 def start_attempt(
-    context: dg.AssetExecutionContext, folder: Path, stream_file: str, *, recompute: bool = False
+    context: StepContext, folder: Path, stream_file: str, *, recompute: bool = False
 ) -> None:
     """Begin an attempt of a streamed heavy step: move the previous output aside when the run
     config asks to recompute, then refuse a retry that made no progress."""

@@ -1,4 +1,9 @@
-"""Verification assets: one verdict file per generation asset, and the train pool, in `heavy`."""
+"""Verification assets: one verdict file per generation asset, the train pool and the statement
+audits, in the Lean workers' pool (in the overlapped schedule each verdict asset with its
+generation, `assets/overlapped.py`)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -22,6 +27,7 @@ from prover_assets.assets.keys import (
     verdicts_key,
 )
 from prover_assets.assets.metadata import (
+    StepContext,
     audit_findings_table,
     histogram,
     partition_of,
@@ -42,12 +48,19 @@ from prover_assets.verify.stages import (
     ELABORATION_FILE,
     TRAIN_POOL_FILE,
     VERDICTS_FILE,
+    SiblingGeneration,
     materialize_statement_audit,
     materialize_train_pool,
     materialize_verdicts,
 )
 
-__all__ = ["verification_assets"]
+__all__ = [
+    "VerdictNode",
+    "verdict_asset",
+    "verdict_nodes",
+    "verification_assets",
+    "verify",
+]
 
 
 class VerifyConfig(dg.Config):
@@ -59,27 +72,103 @@ class VerifyConfig(dg.Config):
     recompute: bool = False  # move the existing output aside and verify everything again
 
 
-def _verdict_asset(
-    key: dg.AssetKey,
+@dataclass(frozen=True)
+class VerdictNode:
+    """One verdict asset of the graph: its key, the generation it judges, its problems (asset,
+    file), whether it keeps the REPL's errors (pool rounds), its group, and whether it is made
+    per iteration."""
+
+    key: dg.AssetKey
+    generation: dg.AssetKey
+    problems: tuple[dg.AssetKey, str]
+    feedback: bool
+    group: str
+    description: str
+    per_iteration: bool
+
+
+def verify(
+    context: StepContext,
+    config: VerifyConfig,
+    node: VerdictNode,
     *,
     built: ExperimentSpec,
-    generation: dg.AssetKey,
-    problems: tuple[dg.AssetKey, str],
-    feedback: bool,
-    group: str,
-    description: str,
-    schedule: Schedule,
-    per_iteration: bool,
+    experiment: ExperimentResource,
+    lean: LeanResource,
+    sibling: SiblingGeneration | None = None,
+) -> dg.MaterializeResult:
+    """The verdicts of `node`'s generation (resumable, reused when current), as a step of
+    either schedule; with `sibling`, judged as the generation's own step writes it."""
+    spec = experiment.model(built)
+    partition = partition_of(context)
+    folder = experiment.asset_dir(node.key, partition)
+    start_attempt(context, folder, VERDICTS_FILE, recompute=config.recompute)
+    generations_file = (
+        experiment.complete_file(node.generation, GENERATIONS_FILE, partition)
+        if sibling is None
+        else experiment.asset_dir(node.generation, partition) / GENERATIONS_FILE
+    )
+    result = materialize_verdicts(
+        folder,
+        generations_file=generations_file,
+        problems_file=experiment.complete_file(*node.problems),
+        open_verifier=lambda: lean.open_verifier(spec, feedback=node.feedback),
+        self_test=lean.require_self_test,
+        commit_every=lean.model().commit_every,
+        reverify_stale=config.reverify_stale,
+        progress=_verify_progress(ProgressReporter(context, "verified")),
+        run_id=context.run.run_id,
+        sibling=sibling,
+    )
+    counts = result.result
+    verifier = result.manifest.get("verifier", {})
+    return step_materialization(
+        result,
+        experiment.data_root(),
+        {
+            "verified": dg.MetadataValue.int(counts.total),
+            **verdict_work_metadata(result.folder / VERDICTS_FILE, counts),
+            "verified_beside_generation": result.manifest.get("verified_beside_generation"),
+            "stages": histogram(counts.stages or {"(none)": 0}, key="stage"),
+            "reasons": histogram(counts.reasons or {"(none)": 0}),
+            "pins": dg.MetadataValue.json(
+                verifier.get("pins", result.manifest["config"].get("pins"))
+            ),
+        },
+    )
+
+
+def _verify_progress(reporter: ProgressReporter) -> Callable[[VerifyStats], None]:
+    def progress(stats: VerifyStats) -> None:
+        reporter(
+            stats.done,
+            stats.total,
+            stats.rate(),
+            "samples",
+            {
+                "accepted_now": stats.accepted_now,
+                "timeouts": stats.stages.get("timeout", 0),
+                "infrastructure": stats.stages.get("infrastructure", 0),
+            },
+        )
+
+    return progress
+
+
+def verdict_asset(
+    node: VerdictNode, built: ExperimentSpec, schedule: Schedule
 ) -> dg.AssetsDefinition:
+    """`node` as an asset of its own (the exclusive schedule: it runs after its generation)."""
+
     @dg.asset(
-        key=key,
-        group_name=group,
-        deps=[generation, problems[0]],
-        partitions_def=iteration_partitions(built.iterations) if per_iteration else None,
+        key=node.key,
+        group_name=node.group,
+        deps=[node.generation, node.problems[0]],
+        partitions_def=iteration_partitions(built.iterations) if node.per_iteration else None,
         pool=schedule.lean_pool,
         retry_policy=RETRY,
-        kinds=node_kinds(key, "lean", "jsonl"),
-        description=description,
+        kinds=node_kinds(node.key, "lean", "jsonl"),
+        description=node.description,
     )
     @fail_fast
     def verdicts(
@@ -88,51 +177,7 @@ def _verdict_asset(
         experiment: ExperimentResource,
         lean: LeanResource,
     ) -> dg.MaterializeResult:
-        spec = experiment.model(built)
-        partition = partition_of(context)
-        folder = experiment.asset_dir(key, partition)
-        start_attempt(context, folder, VERDICTS_FILE, recompute=config.recompute)
-        reporter = ProgressReporter(context, "verified")
-
-        def progress(stats: VerifyStats) -> None:
-            reporter(
-                stats.done,
-                stats.total,
-                stats.rate(),
-                "samples",
-                {
-                    "accepted_now": stats.accepted_now,
-                    "timeouts": stats.stages.get("timeout", 0),
-                    "infrastructure": stats.stages.get("infrastructure", 0),
-                },
-            )
-
-        result = materialize_verdicts(
-            folder,
-            generations_file=experiment.complete_file(generation, GENERATIONS_FILE, partition),
-            problems_file=experiment.complete_file(*problems),
-            open_verifier=lambda: lean.open_verifier(spec, feedback=feedback),
-            self_test=lean.require_self_test,
-            commit_every=lean.model().commit_every,
-            reverify_stale=config.reverify_stale,
-            progress=progress,
-            run_id=context.run.run_id,
-        )
-        counts = result.result
-        verifier = result.manifest.get("verifier", {})
-        return step_materialization(
-            result,
-            experiment.data_root(),
-            {
-                "verified": dg.MetadataValue.int(counts.total),
-                **verdict_work_metadata(result.folder / VERDICTS_FILE, counts),
-                "stages": histogram(counts.stages or {"(none)": 0}, key="stage"),
-                "reasons": histogram(counts.reasons or {"(none)": 0}),
-                "pins": dg.MetadataValue.json(
-                    verifier.get("pins", result.manifest["config"].get("pins"))
-                ),
-            },
-        )
+        return verify(context, config, node, built=built, experiment=experiment, lean=lean)
 
     return verdicts
 
@@ -237,38 +282,41 @@ def _statement_audit_asset(
 
 
 def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
-    """Every verdict asset of `built`, the train pool (the candidates that elaborate) and each
-    eval set's statement audit."""
-    assets = [_train_pool_asset(built, schedule)]
-    assets += [_statement_audit_asset(name, built, schedule) for name in built.eval_sets]
+    """The Lean assets that judge no generation: the train pool (the candidates that
+    elaborate) and each eval set's statement audit."""
+    return [
+        _train_pool_asset(built, schedule),
+        *(_statement_audit_asset(name, built, schedule) for name in built.eval_sets),
+    ]
+
+
+def verdict_nodes(built: ExperimentSpec) -> list[VerdictNode]:
+    """Every verdict asset of `built`: one per generation asset."""
+    nodes = []
     for system, export in evaluated_systems(built):
         for eval_set in built.eval_sets:
             for cap in built.caps_of(eval_set):
-                assets.append(
-                    _verdict_asset(
+                nodes.append(
+                    VerdictNode(
                         verdicts_key(eval_set, system, cap),
-                        built=built,
                         generation=generations_key(eval_set, system, cap),
                         problems=(eval_set_key(eval_set), PROBLEMS_FILE),
                         feedback=False,
                         group=BASELINE if export is None else CANDIDATE,
                         description=f"Strict verdicts of the {system} samples on {eval_set} at cap {cap}.",
-                        schedule=schedule,
                         per_iteration=export is not None,
                     )
                 )
     for round in range(built.corrections.rounds + 1):
-        assets.append(
-            _verdict_asset(
+        nodes.append(
+            VerdictNode(
                 pool_verdicts_key(round),
-                built=built,
                 generation=pool_generations_key(round),
                 problems=(TRAIN_POOL, TRAIN_POOL_FILE),
                 feedback=True,
                 group=POOL_ROUND_GROUP,
                 description=f"Strict verdicts of pool round {round}, with the REPL's errors for corrections.",
-                schedule=schedule,
                 per_iteration=True,
             )
         )
-    return assets
+    return nodes

@@ -8,7 +8,6 @@ and the values are validated into the domain model once per run, when the resour
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -252,11 +251,9 @@ class LeanResource(dg.ConfigurableResource):
         experiment: ExperimentSpec,
         *,
         feedback: bool,
-        give_up: threading.Event | None = None,
     ) -> Iterator[StrictVerifier]:
         """A verifier on this backend (no REPL starts until the first proof). REPLs on this
-        machine are leased: one pool at a time per data root, waiting for the holder (or, with
-        `give_up`, raising LeanWorkersBusy once it is set)."""
+        machine are leased: one pool at a time per data root, waiting for the holder."""
         settings = self.model()
         try:
             require_backend_allowed(experiment.kind, settings.backend)
@@ -272,7 +269,7 @@ class LeanResource(dg.ConfigurableResource):
         cache = VerdictCache(data_root / VERDICT_CACHE_DIR) if settings.verdict_cache else None
         with contextlib.ExitStack() as held:
             if settings.backend != "remote":  # a server sizes its own workers
-                held.enter_context(lean_workers_lease(data_root, give_up=give_up))
+                held.enter_context(lean_workers_lease(data_root))
             backend = held.enter_context(backend_from_settings(settings, data_root))
             history = CostHistory.open(data_root / COST_HISTORY_DIR)
             held.callback(history.close)
@@ -309,9 +306,10 @@ class GpuResource(dg.ConfigurableResource):
         """The configured engine for one step (a context manager: closed when the step ends)."""
         return open_engine(self.model(), opening)
 
-    def cpu_threads(self, lean: LeanResource) -> CpuThreads:
-        """torch's threads on the CPU for a step of this config (`prover_assets/cpu_threads.py`)."""
-        return threads_of_config(self.model(), lean.model())
+    def cpu_threads(self, lean: LeanResource | None) -> CpuThreads:
+        """torch's threads on the CPU for a step of this config (`prover_assets/cpu_threads.py`);
+        `lean` None for a step of the exclusive schedule, which never runs beside Lean."""
+        return threads_of_config(self.model(), None if lean is None else lean.model())
 
 
 def build_resources(config: RunConfig) -> dict[str, dg.ConfigurableResource]:

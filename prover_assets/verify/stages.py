@@ -14,10 +14,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from prover_assets.children import FolderBusyError, hold_folder
 from prover_assets.records import (
@@ -35,6 +34,7 @@ from prover_assets.records.outputs import (
     StepInputs,
     StepResult,
     begin_stream,
+    verified_outputs,
 )
 from prover_assets.verify.audit import (
     AUDIT_BUDGET_S,
@@ -59,17 +59,15 @@ __all__ = [
     "LEAN_LEASE_DIR",
     "TRAIN_POOL_FILE",
     "VERDICTS_FILE",
-    "LeanWorkersBusy",
+    "GenerationFailed",
+    "GenerationOutcome",
+    "SiblingGeneration",
     "StatementAuditResult",
-    "StreamedVerdicts",
     "TrainPoolResult",
     "lean_workers_lease",
-    "lean_workers_wanted",
     "materialize_statement_audit",
     "materialize_train_pool",
     "materialize_verdicts",
-    "stream_verdicts",
-    "verdicts_alongside",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,8 +77,6 @@ TRAIN_POOL_FILE = "train_pool.jsonl"
 ELABORATION_FILE = "elaboration.jsonl"
 AUDIT_FILE = "audit.jsonl"
 LEAN_LEASE_DIR = ".lean-workers"
-LEAN_WANTED_DIR = ".lean-workers-wanted"
-_FOREVER = float("inf")
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
 # Refuses a broken instrument (raises), under the batch's header.
 SelfTest = Callable[[StrictVerifier, str], None]
@@ -195,21 +191,40 @@ def materialize_verdicts(
     reverify_stale: bool = False,
     progress: Callable[[VerifyStats], None] | None = None,
     run_id: str | None = None,
+    sibling: SiblingGeneration | None = None,
 ) -> StepResult[VerificationResult]:
     """Verify every generation of a batch (resumable, reused when current); every count in the
-    manifest, with `run_id`, the orchestrator's run that completes it."""
-    inputs = StepInputs.hash({"generations": generations_file, "problems": problems_file})
+    manifest, with `run_id`, the orchestrator's run that completes it. With `sibling`, the
+    generations are still being written by their own step: each is judged as it lands, and the
+    manifest follows once that step has written them whole."""
     with open_verifier() as verifier:
-        step = Step(folder, str(folder), VerificationResult, inputs, _identity_record(verifier))
+        identity = _identity_record(verifier)
+        stream = _VerdictStream(folder, generations_file, problems_file, commit_every)
+        beside, known = None, {}
+        if sibling is not None:
+            # A complete output is only waited beside: it is judged by its manifest below.
+            judge = not (folder / MANIFEST_NAME).exists()
+            following = Step(folder, str(folder), VerificationResult, StepInputs({}, {}), identity)
+            with following.journaled():
+                beside, known["generations"] = _follow(
+                    stream, verifier, self_test if judge else None, sibling, progress
+                )
+        inputs = StepInputs.hash(
+            {"generations": generations_file, "problems": problems_file}, known
+        )
+        step = Step(folder, str(folder), VerificationResult, inputs, identity)
         if (reused := step.reused()) is not None:
             if not _holds_infrastructure(folder / VERDICTS_FILE):
                 return reused
             # Complete, but some verdicts are no judgement: resume the stream to verify them.
             (folder / MANIFEST_NAME).unlink()
-        stream = _VerdictStream(folder, generations_file, problems_file, commit_every)
         with step.journaled():
             stats = _verify_into(
-                stream, verifier, self_test, reverify_stale=reverify_stale, progress=progress
+                stream,
+                verifier,
+                (lambda *_: None) if beside else self_test,  # tested before following
+                reverify_stale=reverify_stale,
+                progress=progress,
             )
         info = verifier.info
     return step.finish(
@@ -219,157 +234,102 @@ def materialize_verdicts(
             "verifier": info.model_dump(mode="json"),
             "reverify_stale": reverify_stale,
             "run_id": run_id,
+            "verified_beside_generation": beside,
         },
     )
 
 
 @contextlib.contextmanager
-def lean_workers_lease(
-    data_root: Path, *, give_up: threading.Event | None = None, poll_s: float = 5.0
-) -> Iterator[None]:
+def lean_workers_lease(data_root: Path, *, poll_s: float = 5.0) -> Iterator[None]:
     """Hold the experiment's Lean workers: one pool of REPLs at a time under `data_root`
-    (released however this process ends), so that verification beside generation never doubles
-    the workers a machine is sized for. Waits for the holder, saying so (`lean_workers_wanted`:
-    verification beside a generation then hands the workers over); with `give_up`, it is such a
-    verification itself: it stops waiting once `give_up` is set and raises LeanWorkersBusy."""
-    with contextlib.ExitStack() as wanting:
-        told = False
-        while True:
-            held = contextlib.ExitStack()
-            try:
-                held.enter_context(hold_folder(data_root / LEAN_LEASE_DIR, wait_s=0))
-            except FolderBusyError as busy:
-                if give_up is not None and give_up.is_set():
-                    raise LeanWorkersBusy(str(busy)) from None
-                if give_up is None and not told:
-                    log.info("waiting for the Lean workers: %s", busy)
-                    wanting.enter_context(hold_folder(data_root / LEAN_WANTED_DIR, wait_s=_FOREVER))
-                told = True
-                (give_up.wait if give_up is not None else time.sleep)(poll_s)
-                continue
-            wanting.close()  # got them: no longer waiting
-            with held:
-                yield
-            return
-
-
-def lean_workers_wanted(data_root: Path) -> bool:
-    """Whether a step is waiting for the Lean workers (a verdict step, whose stage's downstream
-    waits on it): verification beside a generation gives them up for it."""
-    try:
-        with hold_folder(data_root / LEAN_WANTED_DIR, wait_s=0):
-            return False
-    except FolderBusyError:
-        return True
-
-
-class LeanWorkersBusy(RuntimeError):
-    """Another step held the Lean workers for as long as this one was willing to wait."""
-
-
-class StreamedVerdicts(BaseModel):
-    """What verification beside a generation step did: verdicts committed to the verdict
-    asset's stream before the generation ended (its own step verifies the rest)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    verified: int = 0
-    accepted: int = 0
-    cached: int = 0
-    waited_for_lean_s: float = 0.0
-    handovers: int = 0  # times the Lean workers were handed to a verdict step that waited
-    skipped: str | None = None  # why nothing was verified: a complete output, busy workers
-    error: str | None = None  # a failure; the verdict step meets it again and reports it
-
-
-def stream_verdicts(
-    folder: Path,
-    *,
-    generations_file: Path,
-    problems_file: Path,
-    open_verifier: VerifierFactory,
-    self_test: SelfTest,
-    commit_every: int,
-    until: threading.Event,
-    wanted: Callable[[], bool] = lambda: False,
-    poll_s: float = 5.0,
-) -> StreamedVerdicts:
-    """Verify a generation stream while it grows, into the verdict stream of `folder`, until
-    `until` is set: the committed proofs are judged while the GPU still samples. When another
-    step waits for the Lean workers (`wanted`: a verdict step, whose stage's downstream waits on
-    it), the proofs still waiting are left, the running ones finish, the workers are handed over,
-    and verification resumes once they are free again. Resumable like `materialize_verdicts`
-    (the same stream, the same identity); it writes no manifest."""
-    if (folder / MANIFEST_NAME).exists():
-        return StreamedVerdicts(skipped="the verdicts are complete already")
-    stream = _VerdictStream(folder, generations_file, problems_file, commit_every)
-    done = StreamedVerdicts()
-    while not until.is_set():
-        if wanted():
-            until.wait(poll_s)
-            continue
-        asked = time.monotonic()
-        pause = _paused_by(until, wanted, poll_s)
+    (released however this process ends), whatever runs them: the `lean` pool orders Dagster's
+    steps, this lease also a script or a second code location beside them. Waits for the
+    holder, saying so once."""
+    told = False
+    while True:
+        held = contextlib.ExitStack()
         try:
-            with open_verifier() as verifier:
-                done.waited_for_lean_s += time.monotonic() - asked
-                stats = _verify_into(stream, verifier, self_test, follow=pause)
-        except LeanWorkersBusy as busy:
-            done.waited_for_lean_s += time.monotonic() - asked
-            if not done.verified:
-                done.skipped = f"the Lean workers were busy while the generation ran ({busy})"
-            break
-        finally:
-            pause.set()
-        done.verified += stats.verified_now
-        done.accepted += stats.accepted_now
-        done.cached += stats.cached_now
-        done.handovers += not until.is_set()
-    return done
+            held.enter_context(hold_folder(data_root / LEAN_LEASE_DIR, wait_s=0))
+        except FolderBusyError as busy:
+            if not told:
+                log.info("waiting for the Lean workers: %s", busy)
+                told = True
+            time.sleep(poll_s)
+            continue
+        with held:
+            yield
+        return
 
 
-def _paused_by(
-    until: threading.Event, wanted: Callable[[], bool], poll_s: float
-) -> threading.Event:
-    """An event set once `until` is set or another step wants the Lean workers."""
-    pause = threading.Event()
+class GenerationOutcome(Enum):
+    """Where the generation a verdict step judges as it lands stands: still written, written
+    whole, or failed for good (its step will not write more in this run)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+class GenerationFailed(RuntimeError):
+    """The generation a verdict step followed failed: the verdicts of what it wrote are kept
+    for the resume, and no manifest is written."""
+
+
+@dataclass(frozen=True)
+class SiblingGeneration:
+    """A generation its own step writes while this verdict step judges it (the overlapped
+    schedule's pair: one writer per folder, both at once). `outcome` asks that step's state."""
+
+    outcome: Callable[[], GenerationOutcome]
+    poll_s: float = 5.0
+
+
+def _follow(
+    stream: _VerdictStream,
+    verifier: StrictVerifier,
+    self_test: SelfTest | None,
+    sibling: SiblingGeneration,
+    progress: Callable[[VerifyStats], None] | None,
+) -> tuple[int, str]:
+    """Verify the generations as they are committed (only wait, without `self_test`), until
+    their step has ended; returns how many were verified meanwhile and the sha256 of the whole
+    file, re-hashed against its step's manifest. Raises GenerationFailed if that step failed."""
+    ended = threading.Event()
+    outcome: list[GenerationOutcome | Exception] = []
 
     def watch() -> None:
-        while not pause.is_set():
-            if until.wait(poll_s) or wanted():
-                pause.set()
-
-    threading.Thread(target=watch, name="lean-handover", daemon=True).start()
-    return pause
-
-
-@contextlib.contextmanager
-def verdicts_alongside(
-    stream: Callable[[threading.Event], StreamedVerdicts],
-) -> Iterator[StreamedVerdicts]:
-    """Run `stream` (a `stream_verdicts` bound to its step) in a thread while the block
-    generates; at the block's end it stops taking proofs and its running proofs finish. What it
-    did is in the yielded record once the block is over; its failure is recorded, not raised:
-    the generation is this step's product, and the verdict step meets the same failure."""
-    until = threading.Event()
-    outcome = StreamedVerdicts()
-
-    def run() -> None:
         try:
-            done = stream(until)
-            for name in StreamedVerdicts.model_fields:
-                setattr(outcome, name, getattr(done, name))
-        except Exception as exc:  # recorded for the step's metadata, and logged
-            log.warning("verification beside generation stopped: %s", exc, exc_info=True)
-            outcome.error = f"{type(exc).__name__}: {exc}"
+            while not ended.is_set():
+                if (state := sibling.outcome()) is not GenerationOutcome.RUNNING:
+                    outcome.append(state)
+                    ended.set()
+                ended.wait(sibling.poll_s)
+        except Exception as exc:  # raised in the step's thread below, never lost
+            outcome.append(exc)
+            ended.set()
 
-    thread = threading.Thread(target=run, name="verdicts-alongside", daemon=True)
-    thread.start()
+    watcher = threading.Thread(target=watch, name="generation-watch", daemon=True)
+    watcher.start()
+    verified = 0
     try:
-        yield outcome
+        if self_test is None:
+            ended.wait()
+        else:
+            stats = _verify_into(stream, verifier, self_test, follow=ended, progress=progress)
+            verified = stats.verified_now
     finally:
-        until.set()
-        thread.join()
+        ended.set()
+        watcher.join()
+    if isinstance(state := outcome[0], Exception):
+        raise state
+    if state is GenerationOutcome.FAILED:
+        raise GenerationFailed(
+            f"the generation {stream.generations_file} failed; the {verified} "
+            f"verdicts made beside it are kept in {stream.folder} for the resume"
+        )
+    generations = stream.generations_file
+    (sha256,) = verified_outputs(generations.parent, [generations.name]).values()
+    return verified, sha256
 
 
 def materialize_train_pool(

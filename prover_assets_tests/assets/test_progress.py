@@ -13,12 +13,15 @@ class RecordingLog:
 
 
 class RecordingContext:
-    """The two things a reporter uses of an asset's context: its log and its events."""
+    """What a reporter uses of a step's context: its log, its events, and its output's asset
+    (an op of a two-asset pair answers only `asset_key_for_output`, not `asset_key`)."""
 
     def __init__(self) -> None:
         self.log = RecordingLog()
         self.events: list[dg.AssetObservation] = []
-        self.asset_key = dg.AssetKey("generations")
+
+    def asset_key_for_output(self) -> dg.AssetKey:
+        return dg.AssetKey("generations")
 
     def log_event(self, event: dg.AssetObservation) -> None:
         self.events.append(event)

@@ -1,10 +1,10 @@
-"""Verification beside generation: the Lean workers' lease, the verdicts streamed while the
-samples land, and a kill -9 of the overlapped shape."""
+"""The verification steps: the Lean workers' lease, verdicts judged while their generation's own
+step writes it (the overlapped schedule's pair), a kill -9 of that shape, the header imports
+of a batch, and the statement audit."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,17 +26,17 @@ from prover_assets.records import (
     publish_records,
     read_records,
 )
+from prover_assets.records.outputs import ChecksumError, StageResult, Step, StepInputs
 from prover_assets.records.owned import HOST
 from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.self_test import self_test
 from prover_assets.verify.stages import (
-    LeanWorkersBusy,
+    GenerationFailed,
+    GenerationOutcome,
+    SiblingGeneration,
     lean_workers_lease,
-    lean_workers_wanted,
     materialize_statement_audit,
     materialize_verdicts,
-    stream_verdicts,
-    verdicts_alongside,
 )
 from prover_assets.verify.verifier import StrictVerifier, VerifierPolicy
 from prover_assets_tests.factories import PREAMBLE_STATEMENT, make_generation, make_problem
@@ -64,60 +64,69 @@ def generations() -> list[Generation]:
 
 
 @contextlib.contextmanager
-def open_verifier(
-    repl: Path, data_root: Path, give_up: threading.Event | None = None
-) -> Iterator[StrictVerifier]:
+def open_verifier(repl: Path, data_root: Path) -> Iterator[StrictVerifier]:
     """What the `lean` resource opens: the lease on the workers, then the REPL double."""
     with (
-        lean_workers_lease(data_root, give_up=give_up, poll_s=0.05),
+        lean_workers_lease(data_root, poll_s=0.05),
         double_backend(repl, SLOW_OMEGA, workers=2) as backend,
     ):
         yield StrictVerifier(backend, VerifierPolicy(budget_s=5.0, feedback=False))
 
 
-def generate(path: Path, delay_s: float) -> None:
-    """The generation side: commit one sample at a time, as the engine finishes each."""
+class GenerationsCounted(StageResult):
+    """The result a generation step's manifest records here (its own is the engine's)."""
+
+    rows: int
+
+
+def generate(folder: Path, delay_s: float, fail_after: int | None = None) -> None:
+    """The generation step: commit one sample at a time, as the engine finishes each, then
+    write the manifest (its output is whole); with `fail_after`, die after that many."""
+    path = folder / "generations.jsonl"
     with Appender(path, Generation) as appender:
-        for generation in generations():
+        for n, generation in enumerate(generations()):
+            if n == fail_after:
+                raise RuntimeError("the engine died")
             if generation.key not in appender:
                 appender.append(generation)
                 time.sleep(delay_s)
+    step = Step(folder, str(folder), GenerationsCounted, StepInputs({}, {}), {})
+    step.finish(GenerationsCounted(rows=SAMPLES), [path])
 
 
-def generate_beside_verification(root: Path, delay_s: float):
-    """One generation step of the overlapped shape: samples land while their verdicts stream."""
+def problems_of(root: Path) -> Path:
     problems = root / "problems.jsonl"
     if not problems.exists():
         publish_records(problems, [make_problem()])
+    return problems
 
-    def stream(until: threading.Event):
-        return stream_verdicts(
+
+def generate_beside_verification(root: Path, delay_s: float, fail_after: int | None = None):
+    """The overlapped schedule's pair: the generation step writes its folder in one thread
+    while the verdict step judges each sample as it lands, told how the generation stands."""
+    outcome = [GenerationOutcome.RUNNING]
+
+    def generation_step() -> None:
+        try:
+            generate(root / "generations", delay_s, fail_after)
+            outcome[0] = GenerationOutcome.COMPLETE
+        except RuntimeError:
+            outcome[0] = GenerationOutcome.FAILED
+
+    writer = threading.Thread(target=generation_step)
+    writer.start()
+    try:
+        return materialize_verdicts(
             root / "verdicts",
-            generations_file=root / "generations.jsonl",
-            problems_file=problems,
-            open_verifier=lambda: open_verifier(root / "repl", root, give_up=until),
+            generations_file=root / "generations" / "generations.jsonl",
+            problems_file=problems_of(root),
+            open_verifier=lambda: open_verifier(root / "repl", root),
             self_test=lambda verifier, header: None,
             commit_every=2,
-            until=until,
-            wanted=lambda: lean_workers_wanted(root),
-            poll_s=0.05,
+            sibling=SiblingGeneration(lambda: outcome[0], poll_s=0.05),
         )
-
-    with verdicts_alongside(stream) as streamed:
-        generate(root / "generations.jsonl", delay_s)
-    return streamed
-
-
-def finish_verdicts(root: Path):
-    """The verdict step after the generation step: verifies what the stream did not."""
-    return materialize_verdicts(
-        root / "verdicts",
-        generations_file=root / "generations.jsonl",
-        problems_file=root / "problems.jsonl",
-        open_verifier=lambda: open_verifier(root / "repl", root),
-        self_test=lambda verifier, header: None,
-        commit_every=2,
-    )
+    finally:
+        writer.join()
 
 
 def judgement(verdict: Verification) -> tuple:
@@ -125,7 +134,7 @@ def judgement(verdict: Verification) -> tuple:
 
 
 def sequential_reference(root: Path) -> set[tuple]:
-    """Today's shape: every sample generated, then every verdict."""
+    """The exclusive schedule's shape: every sample generated, then every verdict."""
     publish_records(root / "generations.jsonl", generations())
     with double_backend(root / "repl", SLOW_OMEGA, workers=2) as backend:
         verify_generations(
@@ -138,71 +147,77 @@ def sequential_reference(root: Path) -> set[tuple]:
     return {judgement(v) for v in read_records(root / "verdicts.jsonl", Verification)}
 
 
-def test_a_second_holder_of_the_lean_workers_waits_or_gives_up(tmp_path):
-    give_up = threading.Event()
+def test_a_second_holder_of_the_lean_workers_waits_for_the_first(tmp_path):
+    got: list[float] = []
+
+    def second() -> None:
+        with lean_workers_lease(tmp_path, poll_s=0.01):
+            got.append(time.monotonic())
+
     with lean_workers_lease(tmp_path):
-        give_up.set()
-        with (
-            pytest.raises(LeanWorkersBusy, match=f"pid {os.getpid()}"),
-            lean_workers_lease(tmp_path, give_up=give_up, poll_s=0.01),
-        ):
-            pass
-    with lean_workers_lease(tmp_path, give_up=give_up):  # free again once released
-        pass
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        time.sleep(0.2)
+        assert got == []
+        released = time.monotonic()
+    waiting.join(timeout=5)
+    assert got and got[0] >= released
 
 
 @pytest.mark.slow
-def test_verdicts_stream_while_samples_land_and_the_verdict_step_finishes_the_rest(tmp_path):
-    streamed = generate_beside_verification(tmp_path / "overlapped", delay_s=0.05)
-    assert streamed.error is None and streamed.skipped is None
-    assert 0 < streamed.verified <= SAMPLES
-    result = finish_verdicts(tmp_path / "overlapped")
-    assert result.result.already_verified == streamed.verified
-    assert result.result.already_verified + result.result.verified_now == SAMPLES
+def test_verdicts_are_judged_as_the_samples_land_and_completed_once_the_generation_ends(tmp_path):
+    step = generate_beside_verification(tmp_path / "overlapped", delay_s=0.05)
+    beside = step.manifest["verified_beside_generation"]
+    assert 0 < beside <= SAMPLES
+    assert step.result.already_verified + step.result.verified_now == SAMPLES
+    assert step.manifest["inputs"]  # the whole generation's sha256, taken once it was complete
     overlapped = read_records(tmp_path / "overlapped" / "verdicts" / "verdicts.jsonl", Verification)
     assert {judgement(v) for v in overlapped} == sequential_reference(tmp_path / "sequential")
 
 
-def test_busy_lean_workers_leave_the_verdicts_to_their_step_and_say_why(tmp_path):
-    root = tmp_path / "busy"
-    root.mkdir()
-    with lean_workers_lease(root):  # another step verifies meanwhile
-        streamed = generate_beside_verification(root, delay_s=0.0)
-    assert streamed.verified == 0
-    assert "Lean workers were busy" in (streamed.skipped or "")
-    assert not (root / "verdicts" / "verdicts.jsonl").exists()
+def test_a_failed_generation_keeps_the_verdicts_made_beside_it_and_writes_no_manifest(tmp_path):
+    root = tmp_path / "failed"
+    with pytest.raises(GenerationFailed, match=r"kept in .*for the resume"):
+        generate_beside_verification(root, delay_s=0.05, fail_after=6)
+    assert not (root / "verdicts" / MANIFEST_NAME).exists()
+    judged = read_records(root / "verdicts" / "verdicts.jsonl", Verification)
+    landed = read_records(root / "generations" / "generations.jsonl", Generation)
+    assert len(landed) == 6
+    assert {v.key for v in judged} <= {g.key for g in landed}
 
 
-@pytest.mark.slow
-def test_a_waiting_verdict_step_gets_the_lean_workers_before_the_generation_ends(tmp_path):
-    root = tmp_path / "handover"
-    root.mkdir()
-    got: list[float] = []
-
-    def verdict_step_of_another_stage() -> None:
-        time.sleep(0.6)  # the stream holds the workers by now
-        with lean_workers_lease(root, poll_s=0.05):
-            got.append(time.monotonic())
-            time.sleep(0.3)
-
-    other = threading.Thread(target=verdict_step_of_another_stage)
-    other.start()
-    streamed = generate_beside_verification(root, delay_s=0.2)  # about 3 s of generation
-    ended = time.monotonic()
-    other.join()
-    assert got and got[0] < ended - 1.0
-    assert streamed.handovers == 1 and streamed.error is None
-    finish_verdicts(root)
-    rows = read_records(root / "verdicts" / "verdicts.jsonl", Verification)
-    assert {judgement(v) for v in rows} == sequential_reference(tmp_path / "sequential")
+def test_a_generation_whose_file_changed_after_its_manifest_is_refused(tmp_path):
+    root = tmp_path / "changed"
+    generate(root / "generations", delay_s=0.0)
+    publish_records(root / "generations" / "generations.jsonl", generations()[:8])
+    with pytest.raises(ChecksumError, match=r"generations\.jsonl"):
+        materialize_verdicts(
+            root / "verdicts",
+            generations_file=root / "generations" / "generations.jsonl",
+            problems_file=problems_of(root),
+            open_verifier=lambda: open_verifier(root / "repl", root),
+            self_test=lambda verifier, header: None,
+            commit_every=2,
+            sibling=SiblingGeneration(lambda: GenerationOutcome.COMPLETE, poll_s=0.01),
+        )
 
 
-def test_complete_verdicts_are_not_streamed_into(tmp_path):
-    root = tmp_path / "done"
-    (root / "verdicts").mkdir(parents=True)
-    (root / "verdicts" / MANIFEST_NAME).write_text("{}")
-    streamed = generate_beside_verification(root, delay_s=0.0)
-    assert streamed.skipped == "the verdicts are complete already"
+def test_a_watch_that_raises_stops_the_verdict_step_with_its_error(tmp_path):
+    root = tmp_path / "watch"
+
+    def outcome() -> GenerationOutcome:
+        raise ConnectionError("the event log is unreachable")
+
+    with pytest.raises(ConnectionError, match="event log"):
+        materialize_verdicts(
+            root / "verdicts",
+            generations_file=root / "generations" / "generations.jsonl",
+            problems_file=problems_of(root),
+            open_verifier=lambda: open_verifier(root / "repl", root),
+            self_test=lambda verifier, header: None,
+            commit_every=2,
+            sibling=SiblingGeneration(outcome, poll_s=0.01),
+        )
 
 
 KILL_SCRIPT = """
@@ -210,7 +225,7 @@ import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from prover_assets_tests.verify.test_stages import generate_beside_verification
-print(generate_beside_verification(Path({run!r}), delay_s=0.1).model_dump_json())
+print(generate_beside_verification(Path({run!r}), delay_s=0.1).manifest["verified_beside_generation"])
 """
 
 
@@ -242,7 +257,7 @@ def test_kill_9_mid_generation_with_verification_running_resumes_to_identical_ve
     # Each REPL's TMPDIR is named for the verifier that started it: the killed one's stay...
     left = list(Path(tempfile.gettempdir()).glob(f"lean-repl-h{HOST}-p{process.pid}-*"))
     assert left, "the kill left no REPL folder to sweep: not the fault under test"
-    landed = (run / "generations.jsonl").read_bytes().count(b"\n")
+    landed = (run / "generations" / "generations.jsonl").read_bytes().count(b"\n")
     assert verdicts.read_bytes().count(b"\n") >= 3
     assert landed < SAMPLES, "the kill came after the generation: not the overlapped shape"
     deadline = time.monotonic() + 5
@@ -252,9 +267,9 @@ def test_kill_9_mid_generation_with_verification_running_resumes_to_identical_ve
     resumed = subprocess.run(
         [sys.executable, "-c", script], check=True, capture_output=True, text=True
     )
-    assert json.loads(resumed.stdout.splitlines()[-1])["error"] is None
+    assert int(resumed.stdout.splitlines()[-1]) > 0
     assert not any(folder.exists() for folder in left)  # ...until the next verifier sweeps them
-    finish_verdicts(run)
+    assert (run / "verdicts" / MANIFEST_NAME).exists()
     rows = read_records(verdicts, Verification)
     assert len(rows) == len({v.key for v in rows}) == SAMPLES
     assert {judgement(v) for v in rows} == sequential_reference(tmp_path / "sequential")
