@@ -124,6 +124,7 @@ class VllmEngine(GenerationEngine):
         batch_invariant: bool = False,
         load_timeout_s: float = 3600.0,
         poll_s: float = 0.5,
+        exit_grace_s: float = 30.0,
     ) -> None:
         self.spec = spec
         self.workdir = workdir
@@ -131,6 +132,7 @@ class VllmEngine(GenerationEngine):
         self.batch_invariant = batch_invariant
         self.load_timeout_s = load_timeout_s
         self.poll_s = poll_s
+        self.exit_grace_s = exit_grace_s
         self.dead_slices: list[int] = []
         self.served_per_slice = [0] * len(self.slices)
         self.start_retries = [0] * len(self.slices)
@@ -190,9 +192,30 @@ class VllmEngine(GenerationEngine):
                     )
                 if not landed:
                     time.sleep(self.poll_s)
+            self._settle(children)
         finally:
             for child in children:
                 child.stop()
+
+    def _settle(self, children: list[_Child]) -> None:
+        """Every request answered: let each child end by itself (up to `exit_grace_s` in all)
+        and count one that ends non-zero dead, as if it had ended before its last answer was
+        read: a teardown that fails may leave its GPUs unusable for the next step's child."""
+        deadline = time.monotonic() + self.exit_grace_s
+        for child in children:
+            try:
+                child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue  # still tearing down: stopped, not judged
+            if child.process.returncode != 0 and child.slice_index not in self.dead_slices:
+                self.dead_slices.append(child.slice_index)
+                log.warning(
+                    "vLLM engine %d ended with %s after answering every request; its slice is "
+                    "not used again; see %s",
+                    child.slice_index,
+                    child.process.returncode,
+                    child.log_path,
+                )
 
     def _deal(
         self, requests: list[GenerationRequest], slices: list[int]

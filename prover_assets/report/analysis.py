@@ -18,13 +18,13 @@ from pathlib import Path
 from prover_assets.records import (
     SAMPLING_FIELDS,
     Generation,
+    Reason,
     SampleKey,
     SamplingSettings,
     Stage,
     Verification,
     code_sha256,
     iter_records,
-    reason_kind,
 )
 from prover_assets.records.manifest import read_manifest
 from prover_assets.records.staleness import current_verdicts_by_hash
@@ -75,11 +75,11 @@ INVALID = "INVALID"
 GROUPED_REASON_KINDS = frozenset({"axiom", "infrastructure", "reinsertion", "no_code"})
 
 
-def _reason_class(reason: str) -> str:
+def _reason_class(reason: Reason) -> str:
     """Reasons grouped for the histogram: `axiom:*`, `infrastructure:*`, ... by their kind;
     `banned:*` stay apart (which ban fired is the point)."""
-    kind = reason_kind(reason)
-    return kind if kind != reason and kind in GROUPED_REASON_KINDS else reason
+    grouped = reason.detail is not None and reason.kind in GROUPED_REASON_KINDS
+    return reason.kind if grouped else str(reason)
 
 
 def _at_k(
