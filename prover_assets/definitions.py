@@ -67,7 +67,7 @@ def build_definitions(path: str | Path) -> dg.Definitions:
     _warn_of_placeholders(config)
     return dg.Definitions(
         assets=graph_assets(spec, schedule),
-        asset_checks=all_checks(spec, schedule),
+        asset_checks=all_checks(spec),
         jobs=build_jobs(
             lambda job: launch_validation(resources, job),
             unlaunchable=list(config.placeholders),

@@ -255,7 +255,8 @@ def expected_pool(key: str) -> str | None:
         return "gpu"
     if key == "preflight_report":  # its smoke round loads the model on the GPUs
         return "gpu"
-    if key.startswith(("verdicts/", "statement_audit/")) or key == "train_pool":
+    lean_steps = ("verdicts/", "statement_audit/", "reference_elaboration/")
+    if key.startswith(lean_steps) or key == "train_pool":
         return "lean"
     return None
 

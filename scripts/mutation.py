@@ -83,6 +83,7 @@ TARGETS: dict[str, list[str]] = {
     # The recycling and axiom behaviour of the worker is tested through the verifier.
     "verify/worker.py": ["verify/test_worker.py", "verify/test_verifier.py"],
     "records/store.py": ["records/test_records.py"],
+    "records/reasons.py": ["records/test_reasons.py"],
     # Folders named for their owner, swept once it is gone.
     "records/owned.py": ["records/test_owned.py"],
     # Which outputs a step may read across runs: lineage and the gate rule.

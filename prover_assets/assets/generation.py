@@ -21,6 +21,7 @@ from prover_assets.assets.keys import (
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
+    reference_elaboration_key,
     verdicts_key,
 )
 from prover_assets.assets.metadata import (
@@ -51,7 +52,7 @@ from prover_assets.iteration import (
 )
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.resources import ExperimentResource, GpuResource, LeanResource
-from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+from prover_assets.verify.stages import REFERENCE_FILE, TRAIN_POOL_FILE, VERDICTS_FILE
 
 __all__ = [
     "GenerationNode",
@@ -252,7 +253,11 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[G
         for eval_set in built.eval_sets:
             previous: dg.AssetKey | None = None
             for cap in built.caps_of(eval_set):
-                deps = [eval_set_key(eval_set), *model_deps(built, export)]
+                deps = [
+                    eval_set_key(eval_set),
+                    reference_elaboration_key(eval_set),
+                    *model_deps(built, export),
+                ]
                 if previous is not None:
                     deps.append(previous)  # caps in order: the primary cap first
 
@@ -269,6 +274,9 @@ def _evaluation_generations(built: ExperimentSpec, schedule: Schedule) -> list[G
                         spec.generation.n_samples,
                         c,
                         allow_empty=spec.eval_sets[s].allow_empty,
+                        references=experiment.complete_file(
+                            reference_elaboration_key(s), REFERENCE_FILE
+                        ),
                     )
 
                 assets.append(

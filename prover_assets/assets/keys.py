@@ -47,6 +47,7 @@ __all__ = [
     "node_kinds",
     "pool_generations_key",
     "pool_verdicts_key",
+    "reference_elaboration_key",
     "schedule_of",
     "statement_audit_key",
     "training_runs",
@@ -116,6 +117,16 @@ def statement_audit_key(name: str) -> dg.AssetKey:
     (`statement_audit/statement_audit_<set>`, in folder `statement_audit/<set>`: labelled apart
     from the set's problems, `eval_problems/<set>`, which the report reads too)."""
     return dg.AssetKey(list(key_path((STATEMENT_AUDIT, name))))
+
+
+REFERENCE_ELABORATION = "reference_elaboration"
+
+
+def reference_elaboration_key(name: str) -> dg.AssetKey:
+    """The key of eval set `name`'s statements elaborated as `theorem _ref <signature> := by
+    sorry` (`reference_elaboration/reference_elaboration_<set>`, in folder
+    `reference_elaboration/<set>`): what its generations wait for and its gate refuses."""
+    return dg.AssetKey(list(key_path((REFERENCE_ELABORATION, name))))
 
 
 def generations_key(eval_set: str, system: str, cap: int) -> dg.AssetKey:

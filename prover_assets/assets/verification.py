@@ -23,6 +23,7 @@ from prover_assets.assets.keys import (
     node_kinds,
     pool_generations_key,
     pool_verdicts_key,
+    reference_elaboration_key,
     statement_audit_key,
     verdicts_key,
 )
@@ -49,6 +50,7 @@ from prover_assets.verify.stages import (
     TRAIN_POOL_FILE,
     VERDICTS_FILE,
     SiblingGeneration,
+    materialize_reference_elaboration,
     materialize_statement_audit,
     materialize_train_pool,
     materialize_verdicts,
@@ -281,12 +283,54 @@ def _statement_audit_asset(
     return statement_audit
 
 
+def _reference_elaboration_asset(
+    name: str, built: ExperimentSpec, schedule: Schedule
+) -> dg.AssetsDefinition:
+    key = reference_elaboration_key(name)
+
+    @dg.asset(
+        key=key,
+        group_name=PROBLEMS_GROUP,
+        deps=[eval_set_key(name)],
+        pool=schedule.lean_pool,
+        retry_policy=RETRY,
+        kinds=node_kinds(key, "lean", "jsonl"),
+        description=f"Every {name} problem elaborated as `theorem _ref <signature> := by sorry` "
+        "under the pinned toolchain, one record each: its check refuses an eval set with a "
+        "statement that does not (reference_invalid), and its generations wait for it.",
+    )
+    @fail_fast
+    def reference_elaboration(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource, lean: LeanResource
+    ) -> dg.MaterializeResult:
+        spec = experiment.model(built)
+        result = materialize_reference_elaboration(
+            experiment.asset_dir(key),
+            problems_file=experiment.complete_file(eval_set_key(name), PROBLEMS_FILE),
+            open_verifier=lambda: lean.open_verifier(spec, feedback=False),
+            self_test=lean.require_self_test,
+        )
+        counts = result.result
+        context.log.info(
+            f"{name}: {counts.statuses.get('elaborated', 0)} of {counts.problems} statements "
+            "elaborate" + (" (SIMULATED verifier: not evidence)" if counts.simulated else "")
+        )
+        return step_materialization(
+            result,
+            experiment.data_root(),
+            {"statuses": histogram(counts.statuses, key="status")},
+        )
+
+    return reference_elaboration
+
+
 def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.AssetsDefinition]:
     """The Lean assets that judge no generation: the train pool (the candidates that
-    elaborate) and each eval set's statement audit."""
+    elaborate), and each eval set's statement audit and reference elaboration."""
     return [
         _train_pool_asset(built, schedule),
         *(_statement_audit_asset(name, built, schedule) for name in built.eval_sets),
+        *(_reference_elaboration_asset(name, built, schedule) for name in built.eval_sets),
     ]
 
 

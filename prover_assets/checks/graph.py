@@ -6,7 +6,6 @@ import functools
 
 import dagster as dg
 
-from prover_assets.assets.keys import Schedule, schedule_of
 from prover_assets.checks.loop import loop_checks
 from prover_assets.checks.problems import problem_checks
 from prover_assets.checks.sft import sft_checks
@@ -15,9 +14,10 @@ from prover_assets.config import ExperimentSpec
 __all__ = ["all_checks", "blocking_checks_by_asset"]
 
 
-def all_checks(spec: ExperimentSpec, schedule: Schedule) -> list[dg.AssetChecksDefinition]:
-    """The checks of the problem, generation, verdict and SFT assets."""
-    return [*problem_checks(spec), *loop_checks(spec, schedule), *sft_checks(spec)]
+def all_checks(spec: ExperimentSpec) -> list[dg.AssetChecksDefinition]:
+    """The checks of the problem, generation, verdict and SFT assets (none runs Lean: the
+    schedule's pools are the assets')."""
+    return [*problem_checks(spec), *loop_checks(spec), *sft_checks(spec)]
 
 
 def blocking_checks_by_asset(spec: ExperimentSpec) -> dict[dg.AssetKey, tuple[str, ...]]:
@@ -27,8 +27,7 @@ def blocking_checks_by_asset(spec: ExperimentSpec) -> dict[dg.AssetKey, tuple[st
 
 @functools.cache
 def _blocking(spec_json: str) -> tuple[tuple[dg.AssetKey, tuple[str, ...]], ...]:
-    # Which checks exist and block does not depend on the schedule (it only names pools).
-    checks = all_checks(ExperimentSpec.model_validate_json(spec_json), schedule_of("exclusive"))
+    checks = all_checks(ExperimentSpec.model_validate_json(spec_json))
     names: dict[dg.AssetKey, set[str]] = {}
     for definition in checks:
         for spec in definition.check_specs:

@@ -5,13 +5,13 @@ import dagster as dg
 from prover_assets.assets.keys import (
     BASELINE,
     TRAIN_POOL,
-    Schedule,
     eval_set_key,
     evaluated_systems,
     generations_key,
     iteration_partitions,
     pool_generations_key,
     pool_verdicts_key,
+    reference_elaboration_key,
     verdicts_key,
 )
 from prover_assets.checks import complete_file, made_from, result_of, to_result
@@ -31,22 +31,19 @@ from prover_assets.generation.validity import (
 from prover_assets.problems.stages import PROBLEMS_FILE
 from prover_assets.records import (
     Generation,
-    Problem,
     Verification,
     iter_records,
     read_records,
 )
 from prover_assets.records.staleness import current_verdicts
-from prover_assets.records.validity import CheckOutcome
-from prover_assets.resources import ExperimentResource, LeanResource
-from prover_assets.verify.elaboration import ElaborationStatus, elaborate_references
+from prover_assets.resources import LeanResource
 from prover_assets.verify.runner import CHUNKS_FILE
-from prover_assets.verify.self_test import batch_header
-from prover_assets.verify.stages import TRAIN_POOL_FILE, VERDICTS_FILE
+from prover_assets.verify.stages import REFERENCE_FILE, TRAIN_POOL_FILE, VERDICTS_FILE
 from prover_assets.verify.validity import (
     check_chunks,
     check_infrastructure_within_bound,
     check_no_length_capped_accepted,
+    check_references_elaborate,
     check_verdicts_cover_generations,
     check_verifier_identical,
 )
@@ -256,49 +253,31 @@ def _verdict_checks(
     ]
 
 
-def _reference_check(
-    eval_set: str, built: ExperimentSpec, schedule: Schedule
-) -> dg.AssetChecksDefinition:
-    key = eval_set_key(eval_set)
+def _reference_check(eval_set: str) -> dg.AssetChecksDefinition:
+    key = reference_elaboration_key(eval_set)
 
     @dg.asset_check(
         asset=key,
         name="reference_elaborates",
         blocking=True,
-        pool=schedule.lean_pool,
         description="every problem elaborates as `theorem _ref <signature> := by sorry` "
         "under the pinned toolchain; one that does not is reference_invalid",
     )
-    def reference_elaborates(
-        context: dg.AssetCheckExecutionContext, experiment: ExperimentResource, lean: LeanResource
-    ) -> dg.AssetCheckResult:
-        spec = experiment.model(built)
-        problems = read_records(complete_file(context, key, PROBLEMS_FILE), Problem)
-        with lean.open_verifier(spec, feedback=False) as verifier:
-            lean.require_self_test(verifier, batch_header(p.header for p in problems))
-            results = elaborate_references(
-                problems, verifier.backend, budget_s=verifier.policy.budget_s
-            )
-        invalid = [r.problem_id for r in results if r.status is not ElaborationStatus.ELABORATED]
+    def reference_elaborates(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
-            context,
-            CheckOutcome(
-                not invalid,
-                f"{len(problems) - len(invalid)} of {len(problems)} elaborate",
-                {"reference_invalid": invalid[:50], "simulated": verifier.info.pins.simulated},
-            ),
+            context, check_references_elaborate(complete_file(context, key, REFERENCE_FILE))
         )
 
     return reference_elaborates
 
 
-def loop_checks(built: ExperimentSpec, schedule: Schedule) -> list:
+def loop_checks(built: ExperimentSpec) -> list:
     """The blocking checks of the generation and verdict assets, and the reference elaboration of
     each eval set."""
     checks: list = []
     per_iteration = iteration_partitions(built.iterations)
     for eval_set in built.eval_sets:
-        checks.append(_reference_check(eval_set, built, schedule))
+        checks.append(_reference_check(eval_set))
         for cap in built.caps_of(eval_set):
             for system, export in evaluated_systems(built):
                 partitions = None if export is None else per_iteration

@@ -132,9 +132,12 @@ def round0_samples(
     *,
     allow_empty: bool = False,
     solved_before: Sequence[tuple[Path, Path]] = (),
+    references: Path | None = None,
 ) -> Samples:
     """The round-0 batch of the problems in `problems_file` (less those solved in
-    `solved_before`): `samples_per_problem` samples each at cap `cap`."""
+    `solved_before`): `samples_per_problem` samples each at cap `cap`. `references`: an eval
+    set's reference elaboration, whose gate (every statement elaborates) the batch rests on,
+    recorded as an input so that every reader after it inherits that gate."""
     problems = round0_problems(problems_file, solved_before)
     earlier = {
         _solved_before_name(i, kind): path
@@ -143,7 +146,11 @@ def round0_samples(
     }
     return Samples(
         round0_specs(problems, samples_per_problem, cap),
-        {"problems": problems_file, **earlier},
+        {
+            "problems": problems_file,
+            **({} if references is None else {"reference_elaboration": references}),
+            **earlier,
+        },
         samples_per_problem=samples_per_problem,
         allow_empty=allow_empty,
     )

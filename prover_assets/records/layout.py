@@ -19,7 +19,7 @@ import re
 
 __all__ = ["LABELLED_KINDS", "folder_path", "key_path", "legacy_key_path"]
 
-LABELLED_KINDS = ("generations", "verdicts", "statement_audit")
+LABELLED_KINDS = ("generations", "verdicts", "statement_audit", "reference_elaboration")
 
 
 def _labelled(path: tuple[str, ...]) -> bool:

@@ -6,7 +6,6 @@ an int, `1` is not a bool). Readers validate every line through these models.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Annotated, Any, Literal, NamedTuple
@@ -15,15 +14,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    GetCoreSchemaHandler,
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
-from pydantic_core import core_schema
 
 from prover_assets.lean.signature import theorem_signature
 from prover_assets.lean.statements import alpha_sha, statement_sha
+from prover_assets.records.reasons import Reason, reason_kind
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -327,55 +325,6 @@ class CachedFrom(BaseModel):
     sample_idx: NonNegative
     round: NonNegative
     cap_tokens: Positive
-
-
-_REASON = re.compile(r"[a-z][a-z0-9_]*(?::.*)?", re.DOTALL)
-
-
-class Reason(str):
-    """Why a verdict rejects: a `kind`, and a `detail` after the first colon (`banned:sorry`:
-    kind `banned`, detail `sorry`; `statement_mismatch`: no detail). A `str`, so a verdict file
-    keeps its text; its shape is parsed here and nowhere else, and one of another shape (a kind
-    that is no snake_case word) is refused where a record is read or made."""
-
-    @classmethod
-    def parse(cls, text: str) -> Reason:
-        """`text` as a reason; raises ValueError naming it if it is not `kind[:detail]`."""
-        if not _REASON.fullmatch(text):
-            raise ValueError(
-                f"{text!r} is not a reason: `kind` or `kind:detail`, kind in snake_case"
-            )
-        return cls(text)
-
-    @classmethod
-    def of(cls, kind: str, detail: object = None) -> Reason:
-        """The reason of `kind` with `detail` (none if None)."""
-        return cls.parse(kind if detail is None else f"{kind}:{detail}")
-
-    @property
-    def kind(self) -> str:
-        return self.partition(":")[0]
-
-    @property
-    def detail(self) -> str | None:
-        """What follows the kind; None for a bare kind."""
-        _, colon, detail = self.partition(":")
-        return detail if colon else None
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(
-            cls.parse, core_schema.str_schema(), serialization=core_schema.to_string_ser_schema()
-        )
-
-
-def reason_kind(reason: str) -> str:
-    """The kind of a reason written `kind:detail` or a bare `kind` (`banned:sorry` -> `banned`,
-    `by_count:2 markers` -> `by_count`): `Reason.parse(reason).kind`, for the readers that
-    count or filter reasons kept as text (a statement's parse, a gate's list)."""
-    return Reason.parse(reason).kind
 
 
 class AttemptOutcome(BaseModel):

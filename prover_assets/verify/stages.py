@@ -42,7 +42,12 @@ from prover_assets.verify.audit import (
     audit_statements,
     findings_of,
 )
-from prover_assets.verify.elaboration import ElaborationCounts, elaborate_in_rank_order
+from prover_assets.verify.elaboration import (
+    ElaborationCounts,
+    ElaborationStatus,
+    elaborate_in_rank_order,
+    elaborate_references,
+)
 from prover_assets.verify.runner import (
     CHUNKS_FILE,
     VerificationResult,
@@ -57,14 +62,17 @@ __all__ = [
     "AUDIT_FILE",
     "ELABORATION_FILE",
     "LEAN_LEASE_DIR",
+    "REFERENCE_FILE",
     "TRAIN_POOL_FILE",
     "VERDICTS_FILE",
     "GenerationFailed",
     "GenerationOutcome",
+    "ReferenceElaborationResult",
     "SiblingGeneration",
     "StatementAuditResult",
     "TrainPoolResult",
     "lean_workers_lease",
+    "materialize_reference_elaboration",
     "materialize_statement_audit",
     "materialize_train_pool",
     "materialize_verdicts",
@@ -76,6 +84,7 @@ VERDICTS_FILE = "verdicts.jsonl"
 TRAIN_POOL_FILE = "train_pool.jsonl"
 ELABORATION_FILE = "elaboration.jsonl"
 AUDIT_FILE = "audit.jsonl"
+REFERENCE_FILE = "reference_elaboration.jsonl"
 LEAN_LEASE_DIR = ".lean-workers"
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
 # Refuses a broken instrument (raises), under the batch's header.
@@ -89,6 +98,15 @@ class TrainPoolResult(StageResult):
     pool: int
     candidates: int
     target: int
+
+
+class ReferenceElaborationResult(StageResult):
+    """An eval set's statements elaborated as `theorem _ref <signature> := by sorry`: how many,
+    by status, and whether a simulated verifier judged them (never evidence)."""
+
+    problems: int
+    statuses: dict[str, int]
+    simulated: bool
 
 
 class StatementAuditResult(StageResult):
@@ -145,6 +163,35 @@ def materialize_statement_audit(
         simulated=simulated,
     )
     return step.finish(result, [folder / AUDIT_FILE])
+
+
+def materialize_reference_elaboration(
+    folder: Path, *, problems_file: Path, open_verifier: VerifierFactory, self_test: SelfTest
+) -> StepResult[ReferenceElaborationResult]:
+    """Every problem of an eval set elaborated as its reference (`verify/elaboration.py`), one
+    record each in `REFERENCE_FILE`; reused when current."""
+    inputs = StepInputs.hash({"problems": problems_file})
+    with open_verifier() as verifier:
+        step = Step(
+            folder, str(folder), ReferenceElaborationResult, inputs, _identity_record(verifier)
+        )
+        if (reused := step.reused()) is not None:
+            return reused
+        problems = read_records(problems_file, Problem)
+        self_test(verifier, batch_header(p.header for p in problems))
+        with step.journaled():
+            results = elaborate_references(
+                problems, verifier.backend, budget_s=verifier.policy.budget_s
+            )
+        simulated = verifier.info.pins.simulated
+    publish_records(folder / REFERENCE_FILE, results)
+    statuses = Counter(r.status.value for r in results)
+    result = ReferenceElaborationResult(
+        problems=len(problems),
+        statuses={status.value: statuses[status.value] for status in ElaborationStatus},
+        simulated=simulated,
+    )
+    return step.finish(result, [folder / REFERENCE_FILE])
 
 
 def _holds_infrastructure(verdicts: Path) -> bool:

@@ -16,8 +16,10 @@ from prover_assets.records import (
     Verification,
     VerifierInfo,
     iter_records,
+    read_records,
 )
 from prover_assets.records.validity import CheckOutcome
+from prover_assets.verify.elaboration import Elaboration, ElaborationStatus
 from prover_assets.verify.runner import CommitChunk, chunk_died
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "check_chunks",
     "check_infrastructure_share",
     "check_no_length_capped_accepted",
+    "check_references_elaborate",
     "check_verdicts_cover_generations",
     "check_verifier_identical",
     "distinct_identities",
@@ -172,3 +175,15 @@ def check_infrastructure_within_bound(
     (the generation step refuses one the config does not allow)."""
     nothing_generated = next(iter(iter_records(generations, Generation)), None) is None
     return check_infrastructure_share(verdicts, bound, nothing_generated=nothing_generated)
+
+
+def check_references_elaborate(elaborations: Path) -> CheckOutcome:
+    """Every problem of an eval set elaborates as `theorem _ref <signature> := by sorry`; one
+    that does not (Lean's error, a timeout, a dead worker) is reference_invalid."""
+    results = read_records(elaborations, Elaboration, key=lambda r: r.problem_id)
+    invalid = [r.problem_id for r in results if r.status is not ElaborationStatus.ELABORATED]
+    return CheckOutcome(
+        not invalid,
+        f"{len(results) - len(invalid)} of {len(results)} elaborate",
+        {"reference_invalid": invalid[:50]},
+    )

@@ -106,6 +106,23 @@ def test_the_rounds_a_round_0_left_out_are_read_back_from_its_inputs_in_their_or
     assert recorded_solved_before({"problems": tmp_path / "problems.jsonl"}) == []
 
 
+def test_an_eval_sets_reference_elaboration_is_an_input_of_its_batch_and_samples_nothing(
+    tmp_path,
+):
+    from prover_assets.generation.stages import recorded_solved_before, round0_samples
+    from prover_assets.records import publish_records
+
+    publish_records(tmp_path / "problems.jsonl", [make_problem("p1"), make_problem("p2")])
+    references = tmp_path / "reference_elaboration.jsonl"
+    samples = round0_samples(tmp_path / "problems.jsonl", 2, 64, references=references)
+    assert samples.inputs == {
+        "problems": tmp_path / "problems.jsonl",
+        "reference_elaboration": references,
+    }
+    assert (samples.plan.problems, samples.plan.samples) == (2, 4)
+    assert recorded_solved_before(samples.inputs) == []
+
+
 def registered_spec(model_path: Path, revision: str):
     """The registered experiment's spec with its model at `model_path`, `revision` declared."""
     raw = yaml.safe_load((CONFIGS / "p2.yaml").read_text())

@@ -20,7 +20,6 @@ from prover_assets.records import (
     OutputExistsError,
     ParentRef,
     Problem,
-    Reason,
     RecordError,
     SamplingSettings,
     SftRow,
@@ -34,7 +33,6 @@ from prover_assets.records import (
     publish_records,
     read_manifest,
     read_records,
-    reason_kind,
     sha256_text,
     whole_records,
     write_manifest,
@@ -684,51 +682,6 @@ def test_following_a_stream_many_reads_long_yields_every_record_once(tmp_path, m
     stop = threading.Event()
     stop.set()  # what is there now is read, then it ends
     assert [g.sample_idx for g in follow_records(path, Generation, stop)] == list(range(6))
-
-
-@pytest.mark.parametrize(
-    ("reason", "kind", "detail"),
-    [
-        ("banned:sorry", "banned", "sorry"),
-        ("no_code", "no_code", None),  # a bare kind
-        ("axiom:Classical.choice", "axiom", "Classical.choice"),
-        # the detail may hold colons
-        ("by_count:2 markers: one inside a comment", "by_count", "2 markers: one inside a comment"),
-        ("infrastructure:", "infrastructure", ""),  # an empty detail is not none
-    ],
-)
-def test_a_reasons_kind_is_what_comes_before_its_first_colon(reason, kind, detail):
-    assert reason_kind(reason) == kind
-    assert (Reason.parse(reason).kind, Reason.parse(reason).detail) == (kind, detail)
-
-
-def test_a_reason_is_built_from_its_kind_and_detail():
-    assert Reason.of("banned", "sorry") == "banned:sorry"
-    assert Reason.of("statement_mismatch") == "statement_mismatch"
-    assert Reason.of("infrastructure", 3) == "infrastructure:3"
-
-
-@pytest.mark.parametrize("text", ["", "Banned:sorry", ":sorry", "banned sorry", "2fast:x"])
-def test_a_text_of_another_shape_is_no_reason(text):
-    with pytest.raises(ValueError, match="is not a reason"):
-        Reason.parse(text)
-
-
-def test_a_verdicts_reasons_are_read_back_typed_and_written_as_text(tmp_path):
-    path = tmp_path / "verdicts.jsonl"
-    publish_records(path, [make_verification(accepted=False, reasons=["banned:sorry"])])
-    assert json.loads(path.read_text())["reasons"] == ["banned:sorry"]
-    (read,) = read_records(path, Verification)
-    assert isinstance(read.reasons[0], Reason)
-    assert (read.reasons[0].kind, read.reasons[0].detail) == ("banned", "sorry")
-
-
-def test_a_verdict_file_with_a_malformed_reason_is_refused_naming_its_line(tmp_path):
-    row = json.loads(make_verification(accepted=False).model_dump_json())
-    path = tmp_path / "verdicts.jsonl"
-    path.write_text(json.dumps({**row, "reasons": ["Sorry!"]}) + "\n")
-    with pytest.raises(RecordError, match=r"verdicts\.jsonl:1.*is not a reason"):
-        read_records(path, Verification)
 
 
 RECHECK_OF = {  # the first attempt's stage -> what `_with_both_attempts` records

@@ -71,6 +71,7 @@ def write_run(
     cap=64,
     temperature=1.0,
     top_k=0,
+    top_p=0.95,
     revision=REVISION,
     prompt_suffix="",
     pins=None,
@@ -109,7 +110,7 @@ def write_run(
                 messages=messages,
                 model_rev=revision,
                 sampling=make_sampling(
-                    temperature=temperature, top_k=top_k, max_tokens=cap, seed=idx
+                    temperature=temperature, top_k=top_k, top_p=top_p, max_tokens=cap, seed=idx
                 ),
             )
             generations.append(generation)
@@ -365,14 +366,20 @@ def test_runs_on_different_problems_are_refused(tmp_path, runs):
 def test_verifier_mismatch_is_refused(tmp_path):
     baseline = load_run(write_run(tmp_path, "baseline", BASELINE), samples_required=4)
     candidate = load_run(
-        write_run(tmp_path, "candidate", CANDIDATE, pins=make_pins(mathlib_rev="ffffffff")),
+        write_run(
+            tmp_path,
+            "candidate",
+            CANDIDATE,
+            pins=make_pins(mathlib_rev="ffffffff", repl_rev="eeeeeeee"),
+        ),
         samples_required=4,
     )
     with pytest.raises(ComparisonRefused) as refused:
         compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
     assert str(refused.value) == (
         "verifier pins, configuration or budget differ between the runs: the comparison is "
-        f"invalid (baseline, candidate: mathlib_rev {make_pins().mathlib_rev}, ffffffff)"
+        f"invalid (baseline, candidate: mathlib_rev {make_pins().mathlib_rev}, ffffffff; "
+        f"repl_rev {make_pins().repl_rev}, eeeeeeee)"
     )
 
 
@@ -994,6 +1001,16 @@ def test_samples_whose_requests_left_top_k_to_the_server_are_refused_naming_the_
         "temperature 1.0, top_p 0.95, top_k unset; "
         "sampling fields left to the server's default (values unknown): top_k; "
     )
+
+
+def test_every_field_left_to_the_server_is_named_in_order(tmp_path, runs):
+    baseline, _ = runs
+    candidate = load_run(
+        write_run(tmp_path, "candidate", CANDIDATE, top_k=None, top_p=None), samples_required=4
+    )
+    with pytest.raises(ComparisonRefused) as refused:
+        compare_runs(baseline, candidate, k=2, alpha=0.05, resamples=10, seed=1)
+    assert "(values unknown): top_k, top_p; " in str(refused.value)
 
 
 def test_one_sample_whose_prompt_differs_is_named(tmp_path, runs):

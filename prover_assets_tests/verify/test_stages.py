@@ -28,13 +28,16 @@ from prover_assets.records import (
 )
 from prover_assets.records.outputs import ChecksumError, StageResult, Step, StepInputs
 from prover_assets.records.owned import HOST
+from prover_assets.verify.elaboration import Elaboration
 from prover_assets.verify.runner import verify_generations
 from prover_assets.verify.self_test import self_test
 from prover_assets.verify.stages import (
+    REFERENCE_FILE,
     GenerationFailed,
     GenerationOutcome,
     SiblingGeneration,
     lean_workers_lease,
+    materialize_reference_elaboration,
     materialize_statement_audit,
     materialize_verdicts,
 )
@@ -354,4 +357,43 @@ def test_the_statement_audit_step_counts_by_status_and_kind_and_is_reused_when_c
     assert not first.result.simulated
     assert first.manifest["config"]["budget_s"] == 30.0  # the audit's own budget, not 120 s
     again = audit()
+    assert again.reused and again.result == first.result
+
+
+def test_the_reference_elaboration_records_each_problem_and_is_reused_when_current(tmp_path):
+    problems = tmp_path / "problems.jsonl"
+    publish_records(problems, [make_problem("p1"), make_problem("p2", PREAMBLE_STATEMENT)])
+    # Lean refuses the preamble problem's reference (its `solution` is the marker), not p1's.
+    rules = [
+        {"match": {"regex": "solution[\\s\\S]*theorem _ref"}, "reply": error_reply("unknown")},
+        *working_instrument(),
+    ]
+
+    def elaborate():
+        @contextlib.contextmanager
+        def verifier() -> Iterator[StrictVerifier]:
+            with double_backend(tmp_path / "repl", rules, workers=2) as backend:
+                yield StrictVerifier(backend, VerifierPolicy(budget_s=30.0, feedback=False))
+
+        return materialize_reference_elaboration(
+            tmp_path / "reference",
+            problems_file=problems,
+            open_verifier=verifier,
+            self_test=lambda verifier, header: None,
+        )
+
+    first = elaborate()
+    assert first.result.problems == 2
+    assert first.result.statuses == {
+        "elaborated": 1,
+        "error": 1,
+        "timeout": 0,
+        "infrastructure": 0,
+    }
+    assert not first.result.simulated
+    written = read_records(
+        tmp_path / "reference" / REFERENCE_FILE, Elaboration, key=lambda r: r.problem_id
+    )
+    assert {r.problem_id: r.status.value for r in written} == {"p1": "elaborated", "p2": "error"}
+    again = elaborate()
     assert again.reused and again.result == first.result

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from prover_assets.records import Stage, VerifierInfo, publish_records
+from prover_assets.verify.elaboration import Elaboration, ElaborationStatus
 from prover_assets.verify.runner import CHUNKS_FILE, CommitChunk
 from prover_assets.verify.validity import (
     check_chunks,
     check_infrastructure_share,
     check_infrastructure_within_bound,
     check_no_length_capped_accepted,
+    check_references_elaborate,
     check_verdicts_cover_generations,
     check_verifier_identical,
     verdict_identity,
@@ -246,3 +248,34 @@ def test_by_default_no_verdicts_never_pass(tmp_path):
     verdicts = tmp_path / "v.jsonl"
     publish_records(verdicts, [])
     assert not check_infrastructure_share(verdicts, 1.0).passed
+
+
+def elaboration(problem_id: str, rank: int, status: str) -> Elaboration:
+    return Elaboration(
+        problem_id=problem_id,
+        rank=rank,
+        status=ElaborationStatus(status),
+        errors=[],
+        verify_s=0.1,
+    )
+
+
+# statuses of an eval set's references -> (passes, the reference_invalid it names), by hand
+@pytest.mark.parametrize(
+    ("statuses", "passes", "invalid"),
+    [
+        (["elaborated", "elaborated"], True, []),
+        (["elaborated", "error"], False, ["p1"]),
+        (["timeout", "elaborated", "infrastructure"], False, ["p0", "p2"]),
+    ],
+)
+def test_every_reference_must_elaborate_and_those_that_do_not_are_named(
+    tmp_path, statuses, passes, invalid
+):
+    path = tmp_path / "reference_elaboration.jsonl"
+    rows = [elaboration(f"p{i}", i, status) for i, status in enumerate(statuses)]
+    publish_records(path, rows)
+    outcome = check_references_elaborate(path)
+    assert outcome.passed is passes
+    assert outcome.metadata["reference_invalid"] == invalid
+    assert outcome.description == f"{len(statuses) - len(invalid)} of {len(statuses)} elaborate"
