@@ -121,7 +121,7 @@ def test_each_assets_declared_upstream_is_what_its_manifest_says_it_read(finishe
                 }
             compared.add(key.to_user_string())
     assert differing == {}
-    assert len(compared) == 18 and "eval_report" in compared
+    assert len(compared) == 19 and "eval_report" in compared
 
 
 def test_a_copied_data_root_resumes_with_every_output_reused_and_every_check_passing(
