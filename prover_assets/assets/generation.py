@@ -138,7 +138,6 @@ def generate(
     context: StepContext,
     config: GenerationConfig,
     node: GenerationNode,
-    *,
     built: ExperimentSpec,
     schedule: Schedule,
     experiment: ExperimentResource,
@@ -205,16 +204,7 @@ def generation_asset(
         experiment: ExperimentResource,
         gpu: GpuResource,
     ) -> dg.MaterializeResult:
-        return generate(
-            context,
-            config,
-            node,
-            built=built,
-            schedule=schedule,
-            experiment=experiment,
-            gpu=gpu,
-            lean=None,
-        )
+        return generate(context, config, node, built, schedule, experiment, gpu, None)
 
     return generations
 

@@ -34,6 +34,7 @@ __all__ = [
     "result_metadata",
     "step_materialization",
     "step_wall_s",
+    "text_table",
     "verdict_work_metadata",
 ]
 
@@ -135,26 +136,24 @@ def defects_table(defects: Sequence[KnownDefect] | None) -> dg.MetadataValue:
     when no list is shipped for its copy."""
     if defects is None:
         return dg.MetadataValue.text("no defect list is shipped for this copy (its sha256)")
-    schema = dg.TableSchema(
+    return text_table(
         [
-            dg.TableColumn("problem_id", "string"),
-            dg.TableColumn("kind", "string"),
-            dg.TableColumn("source", "string"),
-            dg.TableColumn("description", "string"),
-        ]
-    )
-    records = [
-        dg.TableRecord(
             {
                 "problem_id": d.problem_id,
                 "kind": d.kind.value,
                 "source": d.source,
                 "description": d.description,
             }
-        )
-        for d in defects
-    ]
-    return dg.MetadataValue.table(records, schema)
+            for d in defects
+        ],
+        ("problem_id", "kind", "source", "description"),
+    )
+
+
+def text_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str]) -> dg.MetadataValue:
+    """A table of text `columns`, one record per row."""
+    schema = dg.TableSchema([dg.TableColumn(name, "string") for name in columns])
+    return dg.MetadataValue.table([dg.TableRecord(dict(row)) for row in rows], schema)
 
 
 def step_materialization(
@@ -352,17 +351,8 @@ def audit_findings_table(findings: Sequence[AuditFinding], *, simulated: bool) -
     """The statement audit's findings, each with its kind, the check that showed it and Lean's
     first message; labelled when the simulated verifier ran it (never applied)."""
     label = "SIMULATED (not applied)" if simulated else "Lean"
-    schema = dg.TableSchema(
+    return text_table(
         [
-            dg.TableColumn("problem_id", "string"),
-            dg.TableColumn("kind", "string"),
-            dg.TableColumn("check", "string"),
-            dg.TableColumn("found_by", "string"),
-            dg.TableColumn("lean_said", "string"),
-        ]
-    )
-    records = [
-        dg.TableRecord(
             {
                 "problem_id": f.problem_id,
                 "kind": f.kind.value,
@@ -370,7 +360,7 @@ def audit_findings_table(findings: Sequence[AuditFinding], *, simulated: bool) -
                 "found_by": label,
                 "lean_said": next((str(m.get("data"))[:200] for m in f.messages), ""),
             }
-        )
-        for f in findings
-    ]
-    return dg.MetadataValue.table(records, schema)
+            for f in findings
+        ],
+        ("problem_id", "kind", "check", "found_by", "lean_said"),
+    )

@@ -17,6 +17,10 @@ Run config goes to the op: `ops: {<pair>: {ops: {generate: {config: {recompute: 
 `<pair>` being the generation key's Python name with `_with_verdicts`.
 """
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import dagster as dg
 
 from prover_assets.assets.generation import (
@@ -60,41 +64,45 @@ def generation_outcome(
     return GenerationOutcome.RUNNING
 
 
-def _as_output(result: dg.MaterializeResult) -> dg.Output:
-    """An op's output carrying what an asset's `MaterializeResult` would."""
-    return dg.Output(None, metadata=dict(result.metadata or {}), data_version=result.data_version)
+def _step_op(
+    name: str, upstream: list[str], pool: str, description: str, tags: dict[str, str] | None = None
+) -> Callable[[Callable[..., dg.MaterializeResult]], dg.OpDefinition]:
+    """The op decorator of one of a pair's steps: ordered after `upstream` (no value passed),
+    one output of nothing but its materialization's metadata."""
+
+    def decorate(compute: Callable[..., dg.MaterializeResult]) -> dg.OpDefinition:
+        @functools.wraps(compute)
+        def as_op(*args: Any, **kwargs: Any) -> dg.Output:
+            done = compute(*args, **kwargs)
+            return dg.Output(
+                None, metadata=dict(done.metadata or {}), data_version=done.data_version
+            )
+
+        return dg.op(
+            name=name,
+            ins={input_name: dg.In(dg.Nothing) for input_name in upstream},
+            out=dg.Out(dg.Nothing),
+            pool=pool,
+            retry_policy=RETRY,
+            tags=tags,
+            description=description,
+        )(fail_fast(as_op))
+
+    return decorate
 
 
 def _generate_op(
     node: GenerationNode, built: ExperimentSpec, schedule: Schedule, upstream: list[str]
 ) -> dg.OpDefinition:
-    @dg.op(
-        name=f"{pair_name(node.key)}__{GENERATE}",
-        ins={name: dg.In(dg.Nothing) for name in upstream},
-        out=dg.Out(dg.Nothing),
-        pool=schedule.gpu_pool,
-        retry_policy=RETRY,
-        description=node.description,
-    )
-    @fail_fast
+    @_step_op(f"{pair_name(node.key)}__{GENERATE}", upstream, schedule.gpu_pool, node.description)
     def generate_op(
         context: dg.OpExecutionContext,
         config: GenerationConfig,
         experiment: ExperimentResource,
         gpu: GpuResource,
         lean: LeanResource,
-    ) -> dg.Output:
-        done = generate(
-            context,
-            config,
-            node,
-            built=built,
-            schedule=schedule,
-            experiment=experiment,
-            gpu=gpu,
-            lean=lean,
-        )
-        return _as_output(done)
+    ) -> dg.MaterializeResult:
+        return generate(context, config, node, built, schedule, experiment, gpu, lean)
 
     return generate_op
 
@@ -102,33 +110,29 @@ def _generate_op(
 def _verify_op(
     node: VerdictNode, built: ExperimentSpec, schedule: Schedule, upstream: list[str]
 ) -> dg.OpDefinition:
-    @dg.op(
-        name=f"{pair_name(node.generation)}__{VERIFY}",
-        ins={name: dg.In(dg.Nothing) for name in upstream},
-        out=dg.Out(dg.Nothing),
-        pool=schedule.lean_pool,
-        retry_policy=RETRY,
+    generation_op = f"{pair_name(node.generation)}__{GENERATE}"
+
+    @_step_op(
+        f"{pair_name(node.generation)}__{VERIFY}",
+        upstream,
+        schedule.lean_pool,
+        node.description,
         tags=_AFTER_ITS_GENERATION,
-        description=node.description,
     )
-    @fail_fast
     def verify_op(
         context: dg.OpExecutionContext,
         config: VerifyConfig,
         experiment: ExperimentResource,
         lean: LeanResource,
-    ) -> dg.Output:
+    ) -> dg.MaterializeResult:
         sibling = None
         if node.generation in context.selected_asset_keys:
             # Both ops are nodes of the pair's graph: the generation's step key is its handle.
-            generation_step = f"{context.op_handle.parent}.{pair_name(node.generation)}__{GENERATE}"
+            generation_step = f"{context.op_handle.parent}.{generation_op}"
             sibling = SiblingGeneration(
                 lambda: generation_outcome(context.instance, context.run_id, generation_step)
             )
-        done = verify(
-            context, config, node, built=built, experiment=experiment, lean=lean, sibling=sibling
-        )
-        return _as_output(done)
+        return verify(context, config, node, built, experiment, lean, sibling)
 
     return verify_op
 

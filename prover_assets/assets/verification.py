@@ -4,6 +4,7 @@ generation, `assets/overlapped.py`)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -93,7 +94,6 @@ def verify(
     context: StepContext,
     config: VerifyConfig,
     node: VerdictNode,
-    *,
     built: ExperimentSpec,
     experiment: ExperimentResource,
     lean: LeanResource,
@@ -179,7 +179,7 @@ def verdict_asset(
         experiment: ExperimentResource,
         lean: LeanResource,
     ) -> dg.MaterializeResult:
-        return verify(context, config, node, built=built, experiment=experiment, lean=lean)
+        return verify(context, config, node, built, experiment, lean)
 
     return verdicts
 
@@ -231,36 +231,54 @@ def _train_pool_asset(built: ExperimentSpec, schedule: Schedule) -> dg.AssetsDef
     return train_pool
 
 
-def _statement_audit_asset(
-    name: str, built: ExperimentSpec, schedule: Schedule
-) -> dg.AssetsDefinition:
-    key = statement_audit_key(name)
-
-    @dg.asset(
+def _over_statements(
+    key: dg.AssetKey, name: str, schedule: Schedule, description: str
+) -> Callable[[Callable[..., dg.MaterializeResult]], dg.AssetsDefinition]:
+    """The asset decorator of a Lean step over eval set `name`'s statements."""
+    return lambda compute: dg.asset(
         key=key,
         group_name=PROBLEMS_GROUP,
         deps=[eval_set_key(name)],
         pool=schedule.lean_pool,
         retry_policy=RETRY,
         kinds=node_kinds(key, "lean", "jsonl"),
-        description=f"The {name} statements audited by Lean: trivial (a closing tactic proves "
-        "it alone), vacuous (its hypotheses prove False), phantom (it elaborates only with "
-        "auto-bound implicits); each finding with the tactic and Lean's answer. The report's "
-        "secondary comparison leaves them out with the known defects.",
+        description=description,
+    )(fail_fast(compute))
+
+
+def _statements_of(
+    name: str, spec: ExperimentSpec, experiment: ExperimentResource, lean: LeanResource
+) -> dict[str, Any]:
+    """What a Lean step over eval set `name`'s statements is given: the statements, a
+    verifier without the REPL's errors, and its self-test."""
+    return {
+        "problems_file": experiment.complete_file(eval_set_key(name), PROBLEMS_FILE),
+        "open_verifier": lambda: lean.open_verifier(spec, feedback=False),
+        "self_test": lean.require_self_test,
+    }
+
+
+def _statement_audit_asset(
+    name: str, built: ExperimentSpec, schedule: Schedule
+) -> dg.AssetsDefinition:
+    key = statement_audit_key(name)
+    description = (
+        f"The {name} statements audited by Lean: trivial (a closing tactic proves it alone), "
+        "vacuous (its hypotheses prove False), phantom (it elaborates only with auto-bound "
+        "implicits); each finding with the tactic and Lean's answer. The report's secondary "
+        "comparison leaves them out with the known defects."
     )
-    @fail_fast
+
+    @_over_statements(key, name, schedule, description)
     def statement_audit(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, lean: LeanResource
-    ):
-        spec = experiment.model(built)
+    ) -> dg.MaterializeResult:
         folder = experiment.asset_dir(key)
         start_attempt(context, folder, AUDIT_FILE)
         reporter = ProgressReporter(context, "checks")
         result = materialize_statement_audit(
             folder,
-            problems_file=experiment.complete_file(eval_set_key(name), PROBLEMS_FILE),
-            open_verifier=lambda: lean.open_verifier(spec, feedback=False),
-            self_test=lean.require_self_test,
+            **_statements_of(name, experiment.model(built), experiment, lean),
             progress=lambda done, total: reporter(done, total, None, "checks", {}),
         )
         audit = result.result
@@ -287,28 +305,19 @@ def _reference_elaboration_asset(
     name: str, built: ExperimentSpec, schedule: Schedule
 ) -> dg.AssetsDefinition:
     key = reference_elaboration_key(name)
-
-    @dg.asset(
-        key=key,
-        group_name=PROBLEMS_GROUP,
-        deps=[eval_set_key(name)],
-        pool=schedule.lean_pool,
-        retry_policy=RETRY,
-        kinds=node_kinds(key, "lean", "jsonl"),
-        description=f"Every {name} problem elaborated as `theorem _ref <signature> := by sorry` "
-        "under the pinned toolchain, one record each: its check refuses an eval set with a "
-        "statement that does not (reference_invalid), and its generations wait for it.",
+    description = (
+        f"Every {name} problem elaborated as `theorem _ref <signature> := by sorry` under the "
+        "pinned toolchain, one record each: its check refuses an eval set with a statement "
+        "that does not (reference_invalid), and its generations wait for it."
     )
-    @fail_fast
+
+    @_over_statements(key, name, schedule, description)
     def reference_elaboration(
         context: dg.AssetExecutionContext, experiment: ExperimentResource, lean: LeanResource
     ) -> dg.MaterializeResult:
-        spec = experiment.model(built)
         result = materialize_reference_elaboration(
             experiment.asset_dir(key),
-            problems_file=experiment.complete_file(eval_set_key(name), PROBLEMS_FILE),
-            open_verifier=lambda: lean.open_verifier(spec, feedback=False),
-            self_test=lean.require_self_test,
+            **_statements_of(name, experiment.model(built), experiment, lean),
         )
         counts = result.result
         context.log.info(

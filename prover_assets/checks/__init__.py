@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ warnings.filterwarnings(
 __all__ = [
     "complete_file",
     "complete_folder",
+    "gate",
     "made_from",
     "manifest_of",
     "result_of",
@@ -118,4 +119,26 @@ def to_result(
             for key, value in outcome.metadata.items()
         }
         | {JUDGED_MANIFEST: sha256_file(judged)},
+    )
+
+
+def gate(
+    asset: dg.AssetKey,
+    name: str,
+    description: str,
+    *,
+    partitions: dg.PartitionsDefinition | None = None,
+    reads: Sequence[dg.AssetKey] = (),
+    blocking: bool = True,
+) -> Callable[[Callable[..., dg.AssetCheckResult]], dg.AssetChecksDefinition]:
+    """The decorator of check `name` of `asset`: blocking (a gate: a failure stops what reads
+    the asset, in this run and later ones) unless told otherwise; `reads`: the other assets it
+    reads, which it runs after."""
+    return dg.asset_check(
+        asset=asset,
+        name=name,
+        blocking=blocking,
+        partitions_def=partitions,
+        additional_deps=list(reads) or None,
+        description=description,
     )

@@ -1,5 +1,8 @@
 """Blocking checks of the generation and verdict assets, and the reference elaboration check."""
 
+from collections.abc import Callable
+from pathlib import Path
+
 import dagster as dg
 
 from prover_assets.assets.keys import (
@@ -14,7 +17,7 @@ from prover_assets.assets.keys import (
     reference_elaboration_key,
     verdicts_key,
 )
-from prover_assets.checks import complete_file, made_from, result_of, to_result
+from prover_assets.checks import complete_file, gate, made_from, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.generation.corrections import check_correction_children
 from prover_assets.generation.runner import GenerationBatchResult
@@ -36,6 +39,7 @@ from prover_assets.records import (
     read_records,
 )
 from prover_assets.records.staleness import current_verdicts
+from prover_assets.records.validity import CheckOutcome
 from prover_assets.resources import LeanResource
 from prover_assets.verify.runner import CHUNKS_FILE
 from prover_assets.verify.stages import REFERENCE_FILE, TRAIN_POOL_FILE, VERDICTS_FILE
@@ -58,12 +62,11 @@ def _generation_checks(
     previous: tuple[dg.AssetKey, dg.AssetKey] | None,
     partitions: dg.PartitionsDefinition | None,
 ) -> list:
-    @dg.asset_check(
-        asset=key,
-        name="rows_satisfy_contract",
-        partitions_def=partitions,
-        blocking=True,
-        description="every generation row validates against the record contract, as many as the manifest says",
+    @gate(
+        key,
+        "rows_satisfy_contract",
+        "every generation row validates against the record contract, as many as the manifest says",
+        partitions=partitions,
     )
     def rows_satisfy_contract(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         expected = result_of(context, key, GenerationBatchResult).rows
@@ -73,14 +76,13 @@ def _generation_checks(
 
     if previous is None:
 
-        @dg.asset_check(
-            asset=key,
-            name="samples_per_problem",
-            blocking=True,
-            partitions_def=partitions,
-            description="every problem has at least the run's `generation.n_samples` samples "
+        @gate(
+            key,
+            "samples_per_problem",
+            "every problem has at least the run's `generation.n_samples` samples "
             "(a validity condition; a later iteration's pool round 0: every problem no earlier "
             "iteration solved)",
+            partitions=partitions,
         )
         def samples_per_problem(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
             # The samples per problem of the run that made this output, and the rounds it left the solved
@@ -99,12 +101,11 @@ def _generation_checks(
 
         return [rows_satisfy_contract, samples_per_problem]
 
-    @dg.asset_check(
-        asset=key,
-        name="children_have_failed_parents",
-        blocking=True,
-        partitions_def=partitions,
-        description="every correction child has an existing failed parent (with Lean errors) of an unsolved problem",
+    @gate(
+        key,
+        "children_have_failed_parents",
+        "every correction child has an existing failed parent (with Lean errors) of an unsolved problem",
+        partitions=partitions,
     )
     def children_have_failed_parents(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         previous_generations = {
@@ -137,13 +138,12 @@ def _design_match_check(
         generations_key(eval_set, BASELINE, cap),
     )
 
-    @dg.asset_check(
-        asset=key,
-        name="design_match",
-        blocking=True,
-        partitions_def=partitions,
-        additional_deps=[baseline],
-        description="round-0 prompts and sampling identical to the baseline's, sample by sample",
+    @gate(
+        key,
+        "design_match",
+        "round-0 prompts and sampling identical to the baseline's, sample by sample",
+        partitions=partitions,
+        reads=[baseline],
     )
     def design_match(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
@@ -165,13 +165,30 @@ def _verdict_checks(
 ) -> list:
     deps = [generation] + ([compare_with] if compare_with else [])
 
-    @dg.asset_check(
-        asset=key,
-        name="verifier_identical",
-        blocking=True,
-        partitions_def=partitions,
-        additional_deps=deps,
-        description="pins, verifier config and budget identical across the comparison",
+    def judged(context: dg.AssetCheckExecutionContext) -> tuple[Path, Path]:
+        """The generations and the verdicts that judge them, each complete."""
+        return (
+            complete_file(context, generation, GENERATIONS_FILE),
+            complete_file(context, key, VERDICTS_FILE),
+        )
+
+    def of_both(
+        name: str, description: str, check: Callable[[Path, Path], CheckOutcome]
+    ) -> dg.AssetChecksDefinition:
+        """Gate `name` of the verdicts, judging them with the generations they judge."""
+
+        @gate(key, name, description, partitions=partitions, reads=[generation])
+        def judge(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+            return to_result(context, check(*judged(context)))
+
+        return judge
+
+    @gate(
+        key,
+        "verifier_identical",
+        "pins, verifier config and budget identical across the comparison",
+        partitions=partitions,
+        reads=deps,
     )
     def verifier_identical(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         files = [complete_file(context, key, VERDICTS_FILE)]
@@ -179,58 +196,33 @@ def _verdict_checks(
             files.append(complete_file(context, compare_with, VERDICTS_FILE))
         return to_result(context, check_verifier_identical(files))
 
-    @dg.asset_check(
-        asset=key,
-        name="verdicts_cover_generations",
-        blocking=True,
-        partitions_def=partitions,
-        additional_deps=[generation],
-        description="exactly one current verdict per generation: same keys, same code sha256",
+    verdicts_cover_generations = of_both(
+        "verdicts_cover_generations",
+        "exactly one current verdict per generation: same keys, same code sha256",
+        check_verdicts_cover_generations,
     )
-    def verdicts_cover_generations(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(
-            context,
-            check_verdicts_cover_generations(
-                complete_file(context, generation, GENERATIONS_FILE),
-                complete_file(context, key, VERDICTS_FILE),
-            ),
-        )
-
-    @dg.asset_check(
-        asset=key,
-        name="no_length_capped_accepted",
-        blocking=True,
-        partitions_def=partitions,
-        additional_deps=[generation],
-        description="no accepted proof comes from a sample cut by its token cap or a clipped context",
+    no_length_capped_accepted = of_both(
+        "no_length_capped_accepted",
+        "no accepted proof comes from a sample cut by its token cap or a clipped context",
+        check_no_length_capped_accepted,
     )
-    def no_length_capped_accepted(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return to_result(
-            context,
-            check_no_length_capped_accepted(
-                complete_file(context, generation, GENERATIONS_FILE),
-                complete_file(context, key, VERDICTS_FILE),
-            ),
-        )
 
-    @dg.asset_check(
-        asset=key,
-        name="no_chunk_half_dead",
-        blocking=True,
-        partitions_def=partitions,
-        description="no commit chunk in which more than half the samples died for infrastructure reasons",
+    @gate(
+        key,
+        "no_chunk_half_dead",
+        "no commit chunk in which more than half the samples died for infrastructure reasons",
+        partitions=partitions,
     )
     def no_chunk_half_dead(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(context, check_chunks(complete_file(context, key, CHUNKS_FILE)))
 
-    @dg.asset_check(
-        asset=key,
-        name="infrastructure_within_bound",
-        blocking=True,
-        partitions_def=partitions,
-        additional_deps=[generation],
-        description="at most lean.max_infrastructure_share of the verdicts are infrastructure "
+    @gate(
+        key,
+        "infrastructure_within_bound",
+        "at most lean.max_infrastructure_share of the verdicts are infrastructure "
         "(never judgements; a re-run verifies them again); none only of an empty batch",
+        partitions=partitions,
+        reads=[generation],
     )
     def infrastructure_within_bound(
         context: dg.AssetCheckExecutionContext, lean: LeanResource
@@ -238,9 +230,7 @@ def _verdict_checks(
         return to_result(
             context,
             check_infrastructure_within_bound(
-                complete_file(context, generation, GENERATIONS_FILE),
-                complete_file(context, key, VERDICTS_FILE),
-                lean.model().max_infrastructure_share,
+                *judged(context), lean.model().max_infrastructure_share
             ),
         )
 
@@ -256,11 +246,10 @@ def _verdict_checks(
 def _reference_check(eval_set: str) -> dg.AssetChecksDefinition:
     key = reference_elaboration_key(eval_set)
 
-    @dg.asset_check(
-        asset=key,
-        name="reference_elaborates",
-        blocking=True,
-        description="every problem elaborates as `theorem _ref <signature> := by sorry` "
+    @gate(
+        key,
+        "reference_elaborates",
+        "every problem elaborates as `theorem _ref <signature> := by sorry` "
         "under the pinned toolchain; one that does not is reference_invalid",
     )
     def reference_elaborates(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:

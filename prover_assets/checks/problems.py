@@ -3,7 +3,7 @@
 import dagster as dg
 
 from prover_assets.assets.keys import POOL_CANDIDATES_KEY, eval_set_key
-from prover_assets.checks import complete_file, manifest_of, result_of, to_result
+from prover_assets.checks import complete_file, gate, manifest_of, result_of, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.pool import PoolCandidatesResult
 from prover_assets.problems.stages import CANDIDATES_FILE, PROBLEMS_FILE, EvalSetResult
@@ -23,37 +23,26 @@ __all__ = ["problem_checks"]
 def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
     key = eval_set_key(name)
 
-    @dg.asset_check(
-        asset=key,
-        name="counts_reconcile",
-        blocking=True,
-        description="rows read = problems written + rows dropped (with reasons)",
-    )
+    @gate(key, "counts_reconcile", "rows read = problems written + rows dropped (with reasons)")
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(context, check_counts_reconcile(result_of(context, key, EvalSetResult)))
 
-    @dg.asset_check(
-        asset=key, name="ids_unique", blocking=True, description="no problem id appears twice"
-    )
+    @gate(key, "ids_unique", "no problem id appears twice")
     def ids_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(context, check_ids_unique(complete_file(context, key, PROBLEMS_FILE)))
 
-    @dg.asset_check(
-        asset=key,
-        name="statements_parse",
-        blocking=True,
-        description="every formal statement lexes and splits into header and theorem",
+    @gate(
+        key, "statements_parse", "every formal statement lexes and splits into header and theorem"
     )
     def statements_parse(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(
             context, check_statements_parse(complete_file(context, key, PROBLEMS_FILE))
         )
 
-    @dg.asset_check(
-        asset=key,
-        name="goedel_normalisation",
-        blocking=True,
-        description="each statement is Goedel's split(':= by') rule of its source, byte for byte, "
+    @gate(
+        key,
+        "goedel_normalisation",
+        "each statement is Goedel's split(':= by') rule of its source, byte for byte, "
         "wherever that rule applies (the others are named)",
     )
     def goedel_normalisation(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
@@ -65,22 +54,22 @@ def _eval_set_checks(name: str) -> list[dg.AssetChecksDefinition]:
 
 
 def _pool_candidate_checks() -> list[dg.AssetChecksDefinition]:
-    @dg.asset_check(
-        asset=POOL_CANDIDATES_KEY,
-        name="counts_reconcile",
-        blocking=True,
-        description="pool rows = candidates + rows dropped by each layer; the file holds exactly the candidates",
+    @gate(
+        POOL_CANDIDATES_KEY,
+        "counts_reconcile",
+        "pool rows = candidates + rows dropped by each layer; the file holds exactly the candidates",
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         counts = result_of(context, POOL_CANDIDATES_KEY, PoolCandidatesResult)
         candidates = complete_file(context, POOL_CANDIDATES_KEY, CANDIDATES_FILE)
         return to_result(context, check_pool_counts(counts, candidates))
 
-    @dg.asset_check(
-        asset=POOL_CANDIDATES_KEY,
-        name="enough_candidates",
-        description="at least the run's pool.size candidates to choose the train pool from "
+    @gate(
+        POOL_CANDIDATES_KEY,
+        "enough_candidates",
+        "at least the run's pool.size candidates to choose the train pool from "
         "(a warning, not a gate)",
+        blocking=False,
     )
     def enough_candidates(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         manifest = manifest_of(context, POOL_CANDIDATES_KEY)  # its config: the run's pool spec

@@ -15,7 +15,7 @@ from prover_assets.assets.keys import (
     training_runs,
 )
 from prover_assets.assets.metadata import output_dir
-from prover_assets.checks import complete_file, complete_folder, made_from, to_result
+from prover_assets.checks import complete_file, complete_folder, gate, made_from, to_result
 from prover_assets.config import ExperimentSpec
 from prover_assets.problems.decontamination import DecontaminationSets
 from prover_assets.problems.stages import SETS_FILE
@@ -43,27 +43,25 @@ def sft_checks(built: ExperimentSpec) -> list:
     def shards(context: dg.AssetCheckExecutionContext) -> Path:
         return complete_folder(context, SFT_SHARDS)
 
-    @dg.asset_check(
-        asset=SFT_SHARDS,
-        name="read_back_exact",
-        blocking=True,
-        additional_deps=generations,
-        partitions_def=partitions,
-        description="every row, through the trainer's dataset and collate, is its generation's "
+    @gate(
+        SFT_SHARDS,
+        "read_back_exact",
+        "every row, through the trainer's dataset and collate, is its generation's "
         "prompt (no loss) and completion (loss), token for token",
+        partitions=partitions,
+        reads=generations,
     )
     def read_back_exact(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         # the generations the shards were made from, whatever the config says now
         files = recorded_generations(made_from(context, SFT_SHARDS))
         return to_result(context, check_rows_match_generations(shards(context), files))
 
-    @dg.asset_check(
-        asset=SFT_SHARDS,
-        name="no_eval_leak",
-        blocking=True,
-        partitions_def=partitions,
-        additional_deps=[TRAIN_POOL, DECONTAMINATION_KEY],
-        description="every SFT row is a train-pool problem whose statement (exact or alpha-renamed) is no evaluation statement",
+    @gate(
+        SFT_SHARDS,
+        "no_eval_leak",
+        "every SFT row is a train-pool problem whose statement (exact or alpha-renamed) is no evaluation statement",
+        partitions=partitions,
+        reads=[TRAIN_POOL, DECONTAMINATION_KEY],
     )
     def no_eval_leak(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         sets_file = complete_file(context, DECONTAMINATION_KEY, SETS_FILE)
@@ -71,24 +69,17 @@ def sft_checks(built: ExperimentSpec) -> list:
         pool = complete_file(context, TRAIN_POOL, TRAIN_POOL_FILE)
         return to_result(context, check_no_eval_leak(shards(context), pool, sets))
 
-    @dg.asset_check(
-        asset=SFT_SHARDS,
-        name="counts_reconcile",
-        blocking=True,
-        partitions_def=partitions,
-        description="candidate samples = rows written + rows dropped by each rule",
+    @gate(
+        SFT_SHARDS,
+        "counts_reconcile",
+        "candidate samples = rows written + rows dropped by each rule",
+        partitions=partitions,
     )
     def counts_reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = shards(context)
         return to_result(context, check_shard_counts(SftShardsResult.read(folder).counts, folder))
 
-    @dg.asset_check(
-        asset=SFT_SHARDS,
-        name="at_least_one_row",
-        blocking=True,
-        partitions_def=partitions,
-        description="there is something to train on",
-    )
+    @gate(SFT_SHARDS, "at_least_one_row", "there is something to train on", partitions=partitions)
     def at_least_one_row(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return to_result(context, check_at_least_one_row(shards(context)))
 
@@ -108,26 +99,24 @@ def sft_checks(built: ExperimentSpec) -> list:
 def _training_checks(run: TrainingRun, partitions: dg.PartitionsDefinition | None) -> list:
     """The data-order check of one seed's checkpoint and the parity check of its export."""
 
-    @dg.asset_check(
-        asset=run.checkpoint,
-        name="data_order",
-        blocking=True,
-        partitions_def=partitions,
-        description="across stops and resumes: each micro-step once, no row more than the run's "
+    @gate(
+        run.checkpoint,
+        "data_order",
+        "across stops and resumes: each micro-step once, no row more than the run's "
         "`training.epochs` times",
+        partitions=partitions,
     )
     def data_order(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         # Only the order log is re-hashed: the checkpoint's weights are the export's to read.
         checkpoint = complete_file(context, run.checkpoint, DATA_ORDER_FILE).parent
         return to_result(context, check_checkpoint_data_order(checkpoint))
 
-    @dg.asset_check(
-        asset=run.export,
-        name="logprob_parity",
-        blocking=True,
-        partitions_def=partitions,
-        description="the fp32 merge reproduces base + adapter token logprobs, and the cast to the "
+    @gate(
+        run.export,
+        "logprob_parity",
+        "the fp32 merge reproduces base + adapter token logprobs, and the cast to the "
         "registered dtype drifts no more than the base model does under the same cast",
+        partitions=partitions,
     )
     def logprob_parity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         # The parity its step measured, in its manifest (the weights are re-hashed by readers).

@@ -3,6 +3,7 @@ in the file, placeholders listed, the three sections validated together."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,10 @@ def _section(raw: dict[str, Any], name: str, field: str, source: str) -> Any:
     return section
 
 
-def _parse(model: type[StrictSpec], data: Any, section: str, source: str) -> Any:
+def _parse(validate: Callable[[Any], Any], data: Any, section: str, source: str) -> Any:
+    """`validate(data)`, its errors raised as one `ConfigError` naming each invalid key."""
     try:
-        return model.model_validate(data)
+        return validate(data)
     except ValidationError as exc:
         raise ConfigError(
             f"{source}: invalid configuration:\n{_format_errors(exc, section)}"
@@ -96,23 +98,20 @@ def _parse(model: type[StrictSpec], data: Any, section: str, source: str) -> Any
 
 def parse_experiment_spec(data: Any, source: str = "run config") -> ExperimentSpec:
     """The experiment section as an ExperimentSpec; raises `ConfigError` naming each invalid key."""
-    return _parse(ExperimentSpec, data, "experiment", source)
+    return _parse(ExperimentSpec.model_validate, data, "experiment", source)
 
 
 def parse_lean_settings(data: Any, source: str = "run config") -> LeanSettings:
     """The Lean settings from the run config's `{backend: {...}}` selector (or a flat mapping
     with `backend`)."""
-    try:
-        return _LEAN_ADAPTER.validate_python(lean_from_selector(data))
-    except ValidationError as exc:
-        raise ConfigError(
-            f"{source}: invalid configuration:\n{_format_errors(exc, 'lean')}"
-        ) from exc
+    return _parse(
+        lambda raw: _LEAN_ADAPTER.validate_python(lean_from_selector(raw)), data, "lean", source
+    )
 
 
 def parse_engine_settings(data: Any, source: str = "run config") -> EngineSettings:
     """The gpu section as EngineSettings; raises `ConfigError` naming each invalid key."""
-    return _parse(EngineSettings, data, "gpu", source)
+    return _parse(EngineSettings.model_validate, data, "gpu", source)
 
 
 def same_shape(run: ExperimentSpec, built: ExperimentSpec) -> None:

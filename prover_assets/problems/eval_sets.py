@@ -60,23 +60,14 @@ class _MiniF2FRow(BaseModel):
         return self.problem_id
 
 
-class _MOBenchRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class _MOBenchRow(_MiniF2FRow):
+    """A MOBench row: a miniF2F row's fields, its header (the trusted preamble's imports) and
+    the benchmark's own labels."""
 
-    name: str
-    problem_id: ProblemId  # an empty or padded id fails at its file:line
-    split: str
     header: str
-    informal_prefix: str
-    formal_statement: str
-    lean4_code: str
     solved: bool
     tags: list[str]
     category: str
-
-    @property
-    def key(self) -> str:
-        return self.problem_id
 
 
 def goedel_prompt_statement(lean4_code: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prover_assets.children import FolderBusyError, hold_folder
 from prover_assets.records import (
@@ -87,6 +87,7 @@ AUDIT_FILE = "audit.jsonl"
 REFERENCE_FILE = "reference_elaboration.jsonl"
 LEAN_LEASE_DIR = ".lean-workers"
 VerifierFactory = Callable[[], contextlib.AbstractContextManager[StrictVerifier]]
+R = TypeVar("R", bound=StageResult)
 # Refuses a broken instrument (raises), under the batch's header.
 SelfTest = Callable[[StrictVerifier, str], None]
 
@@ -126,6 +127,28 @@ def _identity_record(verifier: StrictVerifier) -> dict[str, Any]:
     return verdict_identity(verifier.info).model_dump(mode="json")
 
 
+def _begin_batch(
+    folder: Path,
+    result_type: type[R],
+    statements: tuple[str, Path],
+    verifier: StrictVerifier,
+    self_test: SelfTest,
+    **identity: Any,
+) -> StepResult[R] | tuple[Step[R], list[Problem]]:
+    """A Lean step over a file of statements (`statements`: its input name and path): its
+    output reused when current, else its step begun (the verifier and `identity` pinned) and
+    the statements read, the instrument tested under their header."""
+    name, path = statements
+    config = {**_identity_record(verifier), **identity}
+    step = Step(folder, str(folder), result_type, StepInputs.hash({name: path}), config)
+    if (reused := step.reused()) is not None:
+        return reused
+    step.begin_stream()
+    problems = read_records(path, Problem)
+    self_test(verifier, batch_header(p.header for p in problems))
+    return step, problems
+
+
 def materialize_statement_audit(
     folder: Path,
     *,
@@ -135,16 +158,19 @@ def materialize_statement_audit(
     progress: Callable[[int, int], None] | None = None,
 ) -> StepResult[StatementAuditResult]:
     """Every problem of `problems_file` audited by Lean (`verify/audit.py`), resumable."""
-    inputs = StepInputs.hash({"problems": problems_file})
     with open_verifier() as verifier:
         budget_s = min(verifier.policy.budget_s, AUDIT_BUDGET_S)
-        identity = {**_identity_record(verifier), "budget_s": budget_s}
-        step = Step(folder, str(folder), StatementAuditResult, inputs, identity)
-        if (reused := step.reused()) is not None:
-            return reused
-        step.begin_stream()
-        problems = read_records(problems_file, Problem)
-        self_test(verifier, batch_header(p.header for p in problems))
+        begun = _begin_batch(
+            folder,
+            StatementAuditResult,
+            ("problems", problems_file),
+            verifier,
+            self_test,
+            budget_s=budget_s,
+        )
+        if isinstance(begun, StepResult):
+            return begun
+        step, problems = begun
         with step.journaled():
             runs = audit_statements(
                 problems,
@@ -170,15 +196,13 @@ def materialize_reference_elaboration(
 ) -> StepResult[ReferenceElaborationResult]:
     """Every problem of an eval set elaborated as its reference (`verify/elaboration.py`), one
     record each in `REFERENCE_FILE`; reused when current."""
-    inputs = StepInputs.hash({"problems": problems_file})
     with open_verifier() as verifier:
-        step = Step(
-            folder, str(folder), ReferenceElaborationResult, inputs, _identity_record(verifier)
+        begun = _begin_batch(
+            folder, ReferenceElaborationResult, ("problems", problems_file), verifier, self_test
         )
-        if (reused := step.reused()) is not None:
-            return reused
-        problems = read_records(problems_file, Problem)
-        self_test(verifier, batch_header(p.header for p in problems))
+        if isinstance(begun, StepResult):
+            return begun
+        step, problems = begun
         with step.journaled():
             results = elaborate_references(
                 problems, verifier.backend, budget_s=verifier.policy.budget_s
@@ -389,15 +413,13 @@ def materialize_train_pool(
     progress: Callable[[ElaborationCounts], None] | None = None,
 ) -> StepResult[TrainPoolResult]:
     """The first `size` candidates, in rank order, whose statements elaborate."""
-    inputs = StepInputs.hash({"candidates": candidates_file})
     with open_verifier() as verifier:
-        identity = {**_identity_record(verifier), "size": size}
-        step = Step(folder, str(folder), TrainPoolResult, inputs, identity)
-        if (reused := step.reused()) is not None:
-            return reused
-        step.begin_stream()
-        candidates = read_records(candidates_file, Problem)
-        self_test(verifier, batch_header(c.header for c in candidates))
+        begun = _begin_batch(
+            folder, TrainPoolResult, ("candidates", candidates_file), verifier, self_test, size=size
+        )
+        if isinstance(begun, StepResult):
+            return begun
+        step, candidates = begun
         with step.journaled():
             result = elaborate_in_rank_order(
                 candidates,

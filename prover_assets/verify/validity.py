@@ -180,7 +180,7 @@ def check_infrastructure_within_bound(
 def check_references_elaborate(elaborations: Path) -> CheckOutcome:
     """Every problem of an eval set elaborates as `theorem _ref <signature> := by sorry`; one
     that does not (Lean's error, a timeout, a dead worker) is reference_invalid."""
-    results = read_records(elaborations, Elaboration, key=lambda r: r.problem_id)
+    results = read_records(elaborations, Elaboration)
     invalid = [r.problem_id for r in results if r.status is not ElaborationStatus.ELABORATED]
     return CheckOutcome(
         not invalid,

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -119,17 +119,23 @@ def generate_beside_verification(root: Path, delay_s: float, fail_after: int | N
     writer = threading.Thread(target=generation_step)
     writer.start()
     try:
-        return materialize_verdicts(
-            root / "verdicts",
-            generations_file=root / "generations" / "generations.jsonl",
-            problems_file=problems_of(root),
-            open_verifier=lambda: open_verifier(root / "repl", root),
-            self_test=lambda verifier, header: None,
-            commit_every=2,
-            sibling=SiblingGeneration(lambda: outcome[0], poll_s=0.05),
-        )
+        return verdicts_beside(root, lambda: outcome[0])
     finally:
         writer.join()
+
+
+def verdicts_beside(root: Path, outcome: Callable[[], GenerationOutcome]):
+    """The pair's verdict step on `root`'s generations, told how their step stands by
+    `outcome`."""
+    return materialize_verdicts(
+        root / "verdicts",
+        generations_file=root / "generations" / "generations.jsonl",
+        problems_file=problems_of(root),
+        open_verifier=lambda: open_verifier(root / "repl", root),
+        self_test=lambda verifier, header: None,
+        commit_every=2,
+        sibling=SiblingGeneration(outcome, poll_s=0.05),
+    )
 
 
 def judgement(verdict: Verification) -> tuple:
@@ -194,15 +200,7 @@ def test_a_generation_whose_file_changed_after_its_manifest_is_refused(tmp_path)
     generate(root / "generations", delay_s=0.0)
     publish_records(root / "generations" / "generations.jsonl", generations()[:8])
     with pytest.raises(ChecksumError, match=r"generations\.jsonl"):
-        materialize_verdicts(
-            root / "verdicts",
-            generations_file=root / "generations" / "generations.jsonl",
-            problems_file=problems_of(root),
-            open_verifier=lambda: open_verifier(root / "repl", root),
-            self_test=lambda verifier, header: None,
-            commit_every=2,
-            sibling=SiblingGeneration(lambda: GenerationOutcome.COMPLETE, poll_s=0.01),
-        )
+        verdicts_beside(root, lambda: GenerationOutcome.COMPLETE)
 
 
 def test_a_watch_that_raises_stops_the_verdict_step_with_its_error(tmp_path):
@@ -212,15 +210,7 @@ def test_a_watch_that_raises_stops_the_verdict_step_with_its_error(tmp_path):
         raise ConnectionError("the event log is unreachable")
 
     with pytest.raises(ConnectionError, match="event log"):
-        materialize_verdicts(
-            root / "verdicts",
-            generations_file=root / "generations" / "generations.jsonl",
-            problems_file=problems_of(root),
-            open_verifier=lambda: open_verifier(root / "repl", root),
-            self_test=lambda verifier, header: None,
-            commit_every=2,
-            sibling=SiblingGeneration(outcome, poll_s=0.01),
-        )
+        verdicts_beside(root, outcome)
 
 
 KILL_SCRIPT = """
@@ -391,9 +381,7 @@ def test_the_reference_elaboration_records_each_problem_and_is_reused_when_curre
         "infrastructure": 0,
     }
     assert not first.result.simulated
-    written = read_records(
-        tmp_path / "reference" / REFERENCE_FILE, Elaboration, key=lambda r: r.problem_id
-    )
+    written = read_records(tmp_path / "reference" / REFERENCE_FILE, Elaboration)
     assert {r.problem_id: r.status.value for r in written} == {"p1": "elaborated", "p2": "error"}
     again = elaborate()
     assert again.reused and again.result == first.result

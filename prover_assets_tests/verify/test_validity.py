@@ -279,3 +279,11 @@ def test_every_reference_must_elaborate_and_those_that_do_not_are_named(
     assert outcome.passed is passes
     assert outcome.metadata["reference_invalid"] == invalid
     assert outcome.description == f"{len(statuses) - len(invalid)} of {len(statuses)} elaborate"
+
+
+def test_the_unelaborated_references_named_are_the_first_fifty(tmp_path):
+    path = tmp_path / "reference_elaboration.jsonl"
+    publish_records(path, [elaboration(f"p{i:02d}", i, "error") for i in range(60)])
+    outcome = check_references_elaborate(path)
+    assert outcome.metadata["reference_invalid"] == [f"p{i:02d}" for i in range(50)]
+    assert outcome.description == "0 of 60 elaborate"
