@@ -23,11 +23,8 @@ from prover_assets.assets.keys import (
     SFT_SHARDS,
     TRAIN_POOL,
     eval_set_key,
-    evaluated_systems,
-    generations_key,
+    judged_batches,
     pool_generations_key,
-    pool_verdicts_key,
-    verdicts_key,
 )
 from prover_assets.assets.metadata import display_number, latest_result, step_wall_s
 from prover_assets.config import ExperimentSpec, assemble_run_config, is_placeholder
@@ -77,13 +74,6 @@ def _eval_problem_count(
 def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     """The `eta` asset: hours of a full round of `built`'s shape, from what has been measured so
     far."""
-    runs = [
-        (eval_set, system, cap)
-        for eval_set in built.eval_sets
-        for cap in built.caps_of(eval_set)
-        for system, _ in evaluated_systems(built)
-    ]
-    rounds = range(built.corrections.rounds + 1)
 
     @dg.asset(
         key=ETA_KEY,
@@ -102,7 +92,7 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
         spec = experiment.model(built)
         sizing = sized_workers(lean.model())
         instance = context.instance
-        measured = _measured(built, instance, runs, rounds)
+        measured = _measured(built, instance)
         engines = gpu.model()
         plan = _round_plan(spec, instance, sizing.workers, engines.engines, engines.device)
         config = assemble_run_config(spec, lean.model(), engines, experiment.source)
@@ -135,12 +125,7 @@ def eta_assets(built: ExperimentSpec) -> list[dg.AssetsDefinition]:
     return [eta]
 
 
-def _measured(
-    built: ExperimentSpec,
-    instance: dg.DagsterInstance,
-    runs: list[tuple[str, str, int]],
-    rounds: range,
-) -> dict[str, float]:
+def _measured(built: ExperimentSpec, instance: dg.DagsterInstance) -> dict[str, float]:
     """The round's inputs measured by the materialized steps' results and wall times."""
 
     def found(keys: list[dg.AssetKey], model: type[R]) -> list[R]:
@@ -156,12 +141,12 @@ def _measured(
 
     correction = (
         measured_result(instance, pool_generations_key(1), GenerationBatchResult)
-        if rounds[-1]
+        if built.corrections.rounds
         else None
     )
-    generation_keys = [generations_key(*run) for run in runs]
-    generation_keys += [pool_generations_key(r) for r in rounds]
-    verdict_keys = [verdicts_key(*run) for run in runs] + [pool_verdicts_key(r) for r in rounds]
+    batches = judged_batches(built)
+    generation_keys = [batch.generations for batch in batches]
+    verdict_keys = [batch.verdicts for batch in batches]
     return measured_inputs(
         found(generation_keys, GenerationBatchResult),
         found(verdict_keys, VerificationResult),

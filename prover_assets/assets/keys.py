@@ -37,12 +37,15 @@ __all__ = [
     "SFT_SHARDS",
     "STATEMENT_AUDIT",
     "TRAIN_POOL",
+    "EvaluationBatch",
+    "PoolRoundBatch",
     "Schedule",
     "TrainingRun",
     "eval_set_key",
     "evaluated_systems",
     "generations_key",
     "iteration_partitions",
+    "judged_batches",
     "legacy_key",
     "node_kinds",
     "pool_generations_key",
@@ -224,3 +227,48 @@ def evaluated_systems(built: ExperimentSpec) -> list[tuple[str, dg.AssetKey | No
     then one candidate per training seed, the registered seed's first."""
     runs = training_runs(built.training.all_seeds())
     return [(BASELINE, None), *((run.system, run.export) for run in runs)]
+
+
+@dataclass(frozen=True)
+class EvaluationBatch:
+    """The samples of an evaluated `system` on `eval_set` at `cap` and their verdicts; `export`
+    is the model the system samples with (None: the baseline's base model)."""
+
+    generations: dg.AssetKey
+    verdicts: dg.AssetKey
+    eval_set: str
+    system: str
+    export: dg.AssetKey | None
+    cap: int
+
+
+@dataclass(frozen=True)
+class PoolRoundBatch:
+    """The samples of pool round `round` (0, then the correction rounds) and their verdicts."""
+
+    generations: dg.AssetKey
+    verdicts: dg.AssetKey
+    round: int
+
+
+def judged_batches(built: ExperimentSpec) -> list[EvaluationBatch | PoolRoundBatch]:
+    """Every generation asset with the verdict asset that judges it: each evaluated system on
+    each eval set at each cap (eval set, cap, system), then each pool round."""
+    evaluation = [
+        EvaluationBatch(
+            generations_key(name, system, cap),
+            verdicts_key(name, system, cap),
+            name,
+            system,
+            export,
+            cap,
+        )
+        for name in built.eval_sets
+        for cap in built.caps_of(name)
+        for system, export in evaluated_systems(built)
+    ]
+    rounds = range(built.corrections.rounds + 1)
+    return [
+        *evaluation,
+        *(PoolRoundBatch(pool_generations_key(r), pool_verdicts_key(r), r) for r in rounds),
+    ]

@@ -18,10 +18,8 @@ from prover_assets.assets.keys import (
     SFT_SHARDS,
     TRAIN_POOL,
     eval_set_key,
-    evaluated_systems,
     generations_key,
-    pool_generations_key,
-    pool_verdicts_key,
+    judged_batches,
     statement_audit_key,
     training_runs,
     verdicts_key,
@@ -154,20 +152,11 @@ def report_reads(built: ExperimentSpec) -> list[dg.AssetKey]:
     manifest records): each eval set's problems and statement audit, every evaluated system's
     generations and verdicts, the pool rounds, and the registered candidate's training data,
     checkpoint and export (the validity conditions judge them)."""
-    runs = [
-        key
-        for name in built.eval_sets
-        for cap in built.caps_of(name)
-        for system, _ in evaluated_systems(built)
-        for key in (generations_key(name, system, cap), verdicts_key(name, system, cap))
-    ]
-    rounds = range(built.corrections.rounds + 1)
     registered = training_runs(built.training.all_seeds())[0]
     return [
         *(eval_set_key(name) for name in built.eval_sets),
         *(statement_audit_key(name) for name in built.eval_sets),
-        *runs,
-        *(key for r in rounds for key in (pool_generations_key(r), pool_verdicts_key(r))),
+        *(key for batch in judged_batches(built) for key in (batch.generations, batch.verdicts)),
         SFT_SHARDS,
         TRAIN_POOL,
         DECONTAMINATION_KEY,

@@ -16,17 +16,15 @@ from prover_assets.assets.keys import (
     POOL_ROUND_GROUP,
     PROBLEMS_GROUP,
     TRAIN_POOL,
+    EvaluationBatch,
+    PoolRoundBatch,
     Schedule,
     eval_set_key,
-    evaluated_systems,
-    generations_key,
     iteration_partitions,
+    judged_batches,
     node_kinds,
-    pool_generations_key,
-    pool_verdicts_key,
     reference_elaboration_key,
     statement_audit_key,
-    verdicts_key,
 )
 from prover_assets.assets.metadata import (
     StepContext,
@@ -345,31 +343,28 @@ def verification_assets(built: ExperimentSpec, schedule: Schedule) -> list[dg.As
 
 def verdict_nodes(built: ExperimentSpec) -> list[VerdictNode]:
     """Every verdict asset of `built`: one per generation asset."""
-    nodes = []
-    for system, export in evaluated_systems(built):
-        for eval_set in built.eval_sets:
-            for cap in built.caps_of(eval_set):
-                nodes.append(
-                    VerdictNode(
-                        verdicts_key(eval_set, system, cap),
-                        generation=generations_key(eval_set, system, cap),
-                        problems=(eval_set_key(eval_set), PROBLEMS_FILE),
-                        feedback=False,
-                        group=BASELINE if export is None else CANDIDATE,
-                        description=f"Strict verdicts of the {system} samples on {eval_set} at cap {cap}.",
-                        per_iteration=export is not None,
-                    )
-                )
-    for round in range(built.corrections.rounds + 1):
-        nodes.append(
-            VerdictNode(
-                pool_verdicts_key(round),
-                generation=pool_generations_key(round),
-                problems=(TRAIN_POOL, TRAIN_POOL_FILE),
-                feedback=True,
-                group=POOL_ROUND_GROUP,
-                description=f"Strict verdicts of pool round {round}, with the REPL's errors for corrections.",
-                per_iteration=True,
-            )
+    return [_verdict_node(batch) for batch in judged_batches(built)]
+
+
+def _verdict_node(batch: EvaluationBatch | PoolRoundBatch) -> VerdictNode:
+    if isinstance(batch, PoolRoundBatch):
+        return VerdictNode(
+            batch.verdicts,
+            generation=batch.generations,
+            problems=(TRAIN_POOL, TRAIN_POOL_FILE),
+            feedback=True,
+            group=POOL_ROUND_GROUP,
+            description=f"Strict verdicts of pool round {batch.round}, with the REPL's errors for "
+            "corrections.",
+            per_iteration=True,
         )
-    return nodes
+    return VerdictNode(
+        batch.verdicts,
+        generation=batch.generations,
+        problems=(eval_set_key(batch.eval_set), PROBLEMS_FILE),
+        feedback=False,
+        group=BASELINE if batch.export is None else CANDIDATE,
+        description=f"Strict verdicts of the {batch.system} samples on {batch.eval_set} at cap "
+        f"{batch.cap}.",
+        per_iteration=batch.export is not None,
+    )
