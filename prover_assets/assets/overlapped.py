@@ -18,6 +18,7 @@ Run config goes to the op: `ops: {<pair>: {ops: {generate: {config: {recompute: 
 """
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,13 @@ def _step_op(
             return dg.Output(
                 None, metadata=dict(done.metadata or {}), data_version=done.data_version
             )
+
+        # Dagster reads the op's parameters from `compute` and its output type from the return
+        # annotation: what the op returns is an `Output`, not `compute`'s `MaterializeResult`.
+        as_op.__annotations__ = {**compute.__annotations__, "return": dg.Output}
+        as_op.__signature__ = inspect.signature(compute).replace(  # type: ignore[attr-defined]
+            return_annotation=dg.Output
+        )
 
         return dg.op(
             name=name,

@@ -120,3 +120,22 @@ def test_a_step_retried_is_still_running_and_one_failed_for_good_has_failed():
     assert attempts == [0, 1] and seen == [GenerationOutcome.RUNNING]
     assert generation_outcome(instance, result.run_id, "flaky") is GenerationOutcome.FAILED
     assert generation_outcome(instance, result.run_id, "fine") is GenerationOutcome.COMPLETE
+
+
+def test_a_pair_op_reports_its_bodys_materialization_as_its_outputs():
+    from prover_assets.assets.overlapped import _step_op
+
+    @_step_op("made", [], "default", "a body as the pair's steps have")
+    def made(context) -> dg.MaterializeResult:  # unannotated: this module postpones annotations
+        return dg.MaterializeResult(metadata={"samples": 3}, data_version=dg.DataVersion("v1"))
+
+    graph = dg.GraphDefinition(
+        name="one",
+        node_defs=[made],
+        output_mappings=[dg.OutputMapping("out", "made", "result")],
+    )
+    asset = dg.AssetsDefinition.from_graph(graph, keys_by_output_name={"out": dg.AssetKey("x")})
+    result = dg.materialize([asset], instance=dg.DagsterInstance.ephemeral())
+    (materialization,) = result.asset_materializations_for_node("one")
+    assert materialization.metadata["samples"] == dg.IntMetadataValue(3)
+    assert materialization.tags["dagster/data_version"] == "v1"
