@@ -55,10 +55,6 @@ class _MiniF2FRow(BaseModel):
     formal_statement: str
     lean4_code: str
 
-    @property
-    def key(self) -> str:
-        return self.problem_id
-
 
 class _MOBenchRow(_MiniF2FRow):
     """A MOBench row: a miniF2F row's fields, its header (the trusted preamble's imports) and
@@ -68,6 +64,11 @@ class _MOBenchRow(_MiniF2FRow):
     solved: bool
     tags: list[str]
     category: str
+
+
+def _row_id(row: _MiniF2FRow) -> str:
+    """A source row's identity in its file: two rows of one problem id are refused."""
+    return row.problem_id
 
 
 def goedel_prompt_statement(lean4_code: str) -> str:
@@ -112,7 +113,7 @@ def load_minif2f(path: str | Path) -> list[Problem]:
     """All miniF2F problems; any that cannot be taken as they are raises (no exclusions)."""
     problems = []
     # Every line holds a record (`iter_records` refuses empty ones): the n-th is line n.
-    for line, row in enumerate(iter_records(path, _MiniF2FRow), start=1):
+    for line, row in enumerate(iter_records(path, _MiniF2FRow, key=_row_id), start=1):
         result = _problem(row.problem_id, "minif2f", row.split, row.lean4_code, row.informal_prefix)
         if isinstance(result, Unsupported):
             raise EvalSetError(
@@ -133,7 +134,7 @@ def load_mobench(
     """
     supported: list[Problem] = []
     unsupported: list[Unsupported] = []
-    for row in iter_records(path, _MOBenchRow):
+    for row in iter_records(path, _MOBenchRow, key=_row_id):
         result = _problem(
             row.problem_id,
             "mobench",

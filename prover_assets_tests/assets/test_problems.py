@@ -265,6 +265,21 @@ def test_an_id_padded_with_a_space_or_holding_a_bom_names_the_file_line_and_fiel
         load_minif2f(path)
 
 
+@pytest.mark.parametrize("loader", ["load_minif2f", "load_mobench"])
+def test_a_source_with_one_problem_id_twice_is_refused_naming_file_and_line(tmp_path, loader):
+    from prover_assets.problems import eval_sets
+    from prover_assets.records.store import DuplicateKeyError
+    from prover_assets_tests.support import ROOT
+
+    name = "minif2f.jsonl" if loader == "load_minif2f" else "MOBench.jsonl"
+    source = (ROOT / "prover_assets/data/goedel-prover-v2" / name).read_bytes().splitlines()
+    path = tmp_path / name
+    path.write_bytes(b"\n".join([source[0], source[1], source[0]]) + b"\n")
+    problem_id = json.loads(source[0])["problem_id"]
+    with pytest.raises(DuplicateKeyError, match=rf"{name}:3: duplicate key '{problem_id}'"):
+        getattr(eval_sets, loader)(path)
+
+
 def test_a_minif2f_statement_with_an_empty_type_is_refused_naming_file_line_and_id(tmp_path):
     from prover_assets.problems.eval_sets import EvalSetError, load_minif2f
     from prover_assets_tests.support import ROOT
