@@ -29,11 +29,6 @@ class Reason(str):
             )
         return cls(text)
 
-    @classmethod
-    def of(cls, kind: str, detail: object = None) -> Reason:
-        """The reason of `kind` with `detail` (none if None)."""
-        return cls.parse(kind if detail is None else f"{kind}:{detail}")
-
     @property
     def kind(self) -> str:
         return self.partition(":")[0]

@@ -29,12 +29,6 @@ def test_a_reasons_kind_is_what_comes_before_its_first_colon(reason, kind, detai
     assert (Reason.parse(reason).kind, Reason.parse(reason).detail) == (kind, detail)
 
 
-def test_a_reason_is_built_from_its_kind_and_detail():
-    assert Reason.of("banned", "sorry") == "banned:sorry"
-    assert Reason.of("statement_mismatch") == "statement_mismatch"
-    assert Reason.of("infrastructure", 3) == "infrastructure:3"
-
-
 @pytest.mark.parametrize("text", ["", "Banned:sorry", ":sorry", "banned sorry", "2fast:x"])
 def test_a_text_of_another_shape_is_no_reason(text):
     with pytest.raises(ValueError, match="is not a reason"):
