@@ -17,10 +17,7 @@ Run config goes to the op: `ops: {<pair>: {ops: {generate: {config: {recompute: 
 `<pair>` being the generation key's Python name with `_with_verdicts`.
 """
 
-import functools
-import inspect
 from collections.abc import Callable
-from typing import Any
 
 import dagster as dg
 
@@ -65,52 +62,44 @@ def generation_outcome(
     return GenerationOutcome.RUNNING
 
 
+def _op_name(generation: dg.AssetKey, step: str) -> str:
+    """The name of a pair's op: `step` (GENERATE or VERIFY) of the pair of `generation`."""
+    return f"{pair_name(generation)}__{step}"
+
+
+def _as_output(done: dg.MaterializeResult) -> dg.Output:
+    """What an op of a graph-backed asset returns for what an asset's body made."""
+    return dg.Output(None, metadata=dict(done.metadata or {}), data_version=done.data_version)
+
+
 def _step_op(
     name: str, upstream: list[str], pool: str, description: str, tags: dict[str, str] | None = None
-) -> Callable[[Callable[..., dg.MaterializeResult]], dg.OpDefinition]:
+) -> Callable[[Callable[..., dg.Output]], dg.OpDefinition]:
     """The op decorator of one of a pair's steps: ordered after `upstream` (no value passed),
     one output of nothing but its materialization's metadata."""
-
-    def decorate(compute: Callable[..., dg.MaterializeResult]) -> dg.OpDefinition:
-        @functools.wraps(compute)
-        def as_op(*args: Any, **kwargs: Any) -> dg.Output:
-            done = compute(*args, **kwargs)
-            return dg.Output(
-                None, metadata=dict(done.metadata or {}), data_version=done.data_version
-            )
-
-        # Dagster reads the op's parameters from `compute` and its output type from the return
-        # annotation: what the op returns is an `Output`, not `compute`'s `MaterializeResult`.
-        as_op.__annotations__ = {**compute.__annotations__, "return": dg.Output}
-        as_op.__signature__ = inspect.signature(compute).replace(  # type: ignore[attr-defined]
-            return_annotation=dg.Output
-        )
-
-        return dg.op(
-            name=name,
-            ins={input_name: dg.In(dg.Nothing) for input_name in upstream},
-            out=dg.Out(dg.Nothing),
-            pool=pool,
-            retry_policy=RETRY,
-            tags=tags,
-            description=description,
-        )(fail_fast(as_op))
-
-    return decorate
+    return lambda compute: dg.op(
+        name=name,
+        ins={input_name: dg.In(dg.Nothing) for input_name in upstream},
+        out=dg.Out(dg.Nothing),
+        pool=pool,
+        retry_policy=RETRY,
+        tags=tags,
+        description=description,
+    )(fail_fast(compute))
 
 
 def _generate_op(
     node: GenerationNode, built: ExperimentSpec, schedule: Schedule, upstream: list[str]
 ) -> dg.OpDefinition:
-    @_step_op(f"{pair_name(node.key)}__{GENERATE}", upstream, schedule.gpu_pool, node.description)
+    @_step_op(_op_name(node.key, GENERATE), upstream, schedule.gpu_pool, node.description)
     def generate_op(
         context: dg.OpExecutionContext,
         config: GenerationConfig,
         experiment: ExperimentResource,
         gpu: GpuResource,
         lean: LeanResource,
-    ) -> dg.MaterializeResult:
-        return generate(context, config, node, built, schedule, experiment, gpu, lean)
+    ) -> dg.Output:
+        return _as_output(generate(context, config, node, built, schedule, experiment, gpu, lean))
 
     return generate_op
 
@@ -118,10 +107,8 @@ def _generate_op(
 def _verify_op(
     node: VerdictNode, built: ExperimentSpec, schedule: Schedule, upstream: list[str]
 ) -> dg.OpDefinition:
-    generation_op = f"{pair_name(node.generation)}__{GENERATE}"
-
     @_step_op(
-        f"{pair_name(node.generation)}__{VERIFY}",
+        _op_name(node.generation, VERIFY),
         upstream,
         schedule.lean_pool,
         node.description,
@@ -132,15 +119,15 @@ def _verify_op(
         config: VerifyConfig,
         experiment: ExperimentResource,
         lean: LeanResource,
-    ) -> dg.MaterializeResult:
+    ) -> dg.Output:
         sibling = None
         if node.generation in context.selected_asset_keys:
             # Both ops are nodes of the pair's graph: the generation's step key is its handle.
-            generation_step = f"{context.op_handle.parent}.{generation_op}"
+            generation_step = f"{context.op_handle.parent}.{_op_name(node.generation, GENERATE)}"
             sibling = SiblingGeneration(
                 lambda: generation_outcome(context.instance, context.run_id, generation_step)
             )
-        return verify(context, config, node, built, experiment, lean, sibling)
+        return _as_output(verify(context, config, node, built, experiment, lean, sibling))
 
     return verify_op
 

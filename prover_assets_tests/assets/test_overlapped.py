@@ -123,11 +123,13 @@ def test_a_step_retried_is_still_running_and_one_failed_for_good_has_failed():
 
 
 def test_a_pair_op_reports_its_bodys_materialization_as_its_outputs():
-    from prover_assets.assets.overlapped import _step_op
+    from prover_assets.assets.overlapped import _as_output, _step_op
 
     @_step_op("made", [], "default", "a body as the pair's steps have")
-    def made(context) -> dg.MaterializeResult:  # unannotated: this module postpones annotations
-        return dg.MaterializeResult(metadata={"samples": 3}, data_version=dg.DataVersion("v1"))
+    def made(context):  # unannotated: this module postpones annotations
+        return _as_output(
+            dg.MaterializeResult(metadata={"samples": 3}, data_version=dg.DataVersion("v1"))
+        )
 
     graph = dg.GraphDefinition(
         name="one",
