@@ -23,6 +23,7 @@ from prover_assets.records.outputs import (
 from prover_assets.records.staleness import StaleVerdictError
 from prover_assets.resources import LeanInstrumentError
 from prover_assets.sft.stages import ReadBackError
+from prover_assets.verify.stages import GenerationFailed
 
 __all__ = ["DETERMINISTIC_ERRORS", "fail_fast", "guard_retry_progress", "start_attempt"]
 
@@ -62,6 +63,8 @@ DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
     OutputExistsError,
     ReadBackError,
     LeanInstrumentError,
+    # The generation a verify op followed failed for good: a retry meets the same failed step.
+    GenerationFailed,
 )
 
 

@@ -88,3 +88,22 @@ def test_a_deterministic_error_fails_the_step_once_without_retries_and_says_why(
         calls.clear()
         dg.materialize([flaky], instance=instance, raise_on_error=False)
         assert calls == [0, 1, 2]  # an infrastructure error is retried
+
+
+def test_a_verify_op_whose_generation_failed_fails_once_without_retries(tmp_path):
+    from prover_assets.verify.stages import GenerationFailed
+
+    calls = []
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
+    @fail_fast
+    def followed(context: dg.AssetExecutionContext) -> None:
+        calls.append(context.retry_number)
+        raise GenerationFailed("the generation failed; 3 verdicts kept for the resume")
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.materialize([followed], instance=instance, raise_on_error=False)
+    assert calls == [0]
+    assert "GenerationFailed: the generation failed" in (
+        result.failure_data_for_node("followed").error.message
+    )
