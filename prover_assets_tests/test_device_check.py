@@ -1,6 +1,8 @@
 """The device check's Python part, in its reduced mode on CPU: the same steps the GPU runs."""
 
+import importlib.metadata
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -9,19 +11,29 @@ from pathlib import Path
 import pytest
 
 from prover_assets.sft.memory import GIB
+from prover_assets_tests.test_device_wheels import device_wheels
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "device_check.py"
+ROOT = Path(__file__).parents[1]
 
 
 @pytest.mark.slow
 def test_the_reduced_device_check_trains_exports_in_bf16_and_generates(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--reduced", "--steps", "2"],
+        ["bash", str(ROOT / "scripts" / "device_check.sh"), "--reduced", "--steps", "2"],
+        env={**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # only what a device call brings back; the models' scratch beside the tree is gone
+    assert {path.name for path in tmp_path.iterdir()} <= {
+        "report.json",
+        "device_check.log",
+        "imports.txt",
+        "gpu.csv",
+    }
+    assert not list(ROOT.glob(".device-check.*"))
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["mode"].startswith("reduced")
     assert report["training"]["optimizer_steps"] == 2
@@ -40,3 +52,12 @@ def test_the_reduced_device_check_trains_exports_in_bf16_and_generates(tmp_path)
     assert report["generation"]["engine"] == "transformers"  # no vLLM here
     assert report["generation"]["samples"] == 2
     assert report["generation"]["completion_tokens"] > 0
+    # what ran, and what scripts/device_wheels.py carries from it
+    distributions = report["distributions"]
+    for name in ("transformers", "peft", "pydantic", "huggingface-hub", "torch"):
+        assert distributions[name] == importlib.metadata.version(name)
+    assert "dagster" not in distributions  # the domain modules only
+    carried = device_wheels.carried(distributions)
+    assert {"transformers", "huggingface-hub", "pydantic-core"} <= set(carried)
+    requirements = {name: device_wheels.requirements_of(name) for name in carried}
+    assert device_wheels.unmet(carried, device_wheels.FROM_IMAGE, requirements) == []

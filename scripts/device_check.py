@@ -19,6 +19,7 @@ DIR/report.json.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import platform
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from packaging.utils import canonicalize_name
 
 from prover_assets.config import EngineSettings, TrainingSpec
 from prover_assets.demo.tiny_model import build_tiny_model
@@ -129,7 +131,7 @@ def write_shards(folder: Path, tokens_per_micro_batch: int, micro_batches: int) 
 
 
 REGISTERED_ATTENTION = "flash_attention_2"  # configs/p2.yaml's training.attention
-# The packages the check reports: the image's or the carried wheels' (scripts/device_wheels.sh).
+# The packages the check reports: the image's or the carried wheels' (scripts/device_wheels.py).
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "pydantic", "flash-attn", "vllm")
 
 
@@ -196,6 +198,15 @@ def generate(model_dir: Path, device: str, dtype: str, samples: int, tokens: int
         "tokens_per_s": produced / seconds,
         "finish_reasons": sorted({r.finish_reason for r in results}),
     }
+
+
+def imported_distributions() -> dict[str, str]:
+    """Every installed distribution this process imported a module of, with its version: what
+    ran, and what the device machine must hold (scripts/device_wheels.py carries them)."""
+    owners = importlib.metadata.packages_distributions()
+    tops = {module.partition(".")[0] for module in list(sys.modules)}
+    names = {canonicalize_name(dist) for top in tops for dist in owners.get(top, ())}
+    return {name: importlib.metadata.version(name) for name in sorted(names)}
 
 
 def anonymous_bytes() -> int:
@@ -317,6 +328,7 @@ def check(
         samples=2 if reduced else 4,
         tokens=16 if reduced else 128,
     )
+    report["distributions"] = imported_distributions()
     report["total_s"] = time.monotonic() - started
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     return report

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.generation.revision import write_local_revision
+from prover_assets.model_loading import load_causal_lm
 from prover_assets.records import Message
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.progress import TrainingProgress, TrainingProgressCallback
@@ -263,11 +264,11 @@ def teach_output_format(
     import time
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model = load_causal_lm(folder, torch.float32)
     examples = _format_examples(tokenizer, statements)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)

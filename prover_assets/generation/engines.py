@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from prover_assets.model_loading import load_causal_lm
 from prover_assets.records import SamplingSettings
 
 __all__ = [
@@ -184,7 +185,7 @@ class TransformersEngine(GenerationEngine):
         import inspect
 
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -197,7 +198,7 @@ class TransformersEngine(GenerationEngine):
         self.device = device
         self.dtype = dtype
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+        self.model = load_causal_lm(model_path, getattr(torch, dtype))
         if sampling.presence_penalty or sampling.frequency_penalty:
             raise ValueError(
                 "transformers has no presence or frequency penalty: sample with the vllm engine, "

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from prover_assets.model_loading import load_causal_lm
 from prover_assets.records.outputs import StageResult
 
 __all__ = [
@@ -136,12 +137,9 @@ def _load(folder: Path, dtype: str, device: str) -> Any:
     """The model in `folder` in `dtype`, loaded onto `device` (on a GPU straight from the mapped
     files, tensor by tensor: the host never holds it whole)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     placed = {} if device == "cpu" else {"device_map": device}
-    return AutoModelForCausalLM.from_pretrained(
-        folder, dtype=getattr(torch, dtype), **placed
-    ).eval()
+    return load_causal_lm(folder, getattr(torch, dtype), **placed).eval()
 
 
 def _freed() -> None:

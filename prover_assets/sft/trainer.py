@@ -31,6 +31,7 @@ from typing import Any
 
 from prover_assets.children import FolderBusyError, die_with_parent, hold_folder
 from prover_assets.config import TrainingSpec
+from prover_assets.model_loading import load_causal_lm
 from prover_assets.records.progress import TrainingProgress
 from prover_assets.sft.attention import attention_implementation
 from prover_assets.sft.loss import HiddenStatesTap
@@ -134,12 +135,11 @@ def _lora_model(run: TrainRun, spec: TrainingSpec, bf16: bool) -> Any:
     import torch
     import transformers
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
 
     transformers.set_seed(spec.seed)
-    base = AutoModelForCausalLM.from_pretrained(
+    base = load_causal_lm(
         run.base_model_dir,
-        dtype=torch.bfloat16 if bf16 else torch.float32,
+        torch.bfloat16 if bf16 else torch.float32,
         attn_implementation=attention_implementation(run.device, spec.attention),
     )
     base.config.use_cache = False

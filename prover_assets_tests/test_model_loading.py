@@ -1,0 +1,57 @@
+"""Every causal LM the product loads runs the layer code transformers ships, never Hub kernels."""
+
+import ast
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from prover_assets.generation.engines import TransformersEngine
+from prover_assets.model_loading import load_causal_lm
+from prover_assets.records import SamplingSettings
+from prover_assets.sft.export import _load
+
+PACKAGE = Path(__file__).parents[1] / "prover_assets"
+
+
+def test_transformers_kernelizes_a_plain_load_by_default(tiny_model_dir):
+    # the reason for load_causal_lm: with `kernels` installed (transformers requires it), a
+    # plain load asks for Hub kernels; on CUDA they replace RMSNorm and the rotary embedding
+    assert AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).use_kernels
+
+
+def test_a_loaded_model_asks_for_no_hub_kernels_even_when_trained(tiny_model_dir):
+    model = load_causal_lm(tiny_model_dir, torch.float32)
+    assert model.use_kernels is False
+    model.train()  # transformers kernelizes again on a change of mode when kernels are on
+    assert model.use_kernels is False
+
+
+def test_the_export_and_the_transformers_engine_load_without_hub_kernels(tiny_model_dir):
+    assert _load(tiny_model_dir, "float32", "cpu").use_kernels is False
+    engine = TransformersEngine(
+        tiny_model_dir, SamplingSettings(temperature=1.0, top_p=1.0, top_k=0)
+    )
+    assert engine.model.use_kernels is False
+
+
+def from_pretrained_calls(path: Path) -> list[int]:
+    """Lines of `path` that call `AutoModelForCausalLM.from_pretrained`."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "from_pretrained"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "AutoModelForCausalLM"
+    ]
+
+
+def test_no_module_but_model_loading_loads_a_causal_lm_itself():
+    callers = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := from_pretrained_calls(path))
+    }
+    assert list(callers) == ["model_loading.py"]
