@@ -45,3 +45,14 @@ def test_training_on_cpu_has_no_gpu_and_one_rank(box_with):
 
 def test_this_cpu_box_sees_no_gpu():
     assert gpus.visible_gpu_count() == 0
+
+
+@pytest.mark.parametrize(("available", "count", "seen"), [(True, 2, 2), (False, 3, 0)])
+def test_the_box_counts_the_cuda_devices_only_where_cuda_is_available(
+    monkeypatch, available, count, seen
+):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    assert gpus.visible_gpu_count() == seen

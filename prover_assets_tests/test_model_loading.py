@@ -3,12 +3,14 @@
 import ast
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from prover_assets.generation.engines import TransformersEngine
 from prover_assets.model_loading import load_causal_lm
 from prover_assets.records import SamplingSettings
+from prover_assets.sft.attention import AttentionUnavailable
 from prover_assets.sft.export import _load
 
 PACKAGE = Path(__file__).parents[1] / "prover_assets"
@@ -25,6 +27,32 @@ def test_a_loaded_model_asks_for_no_hub_kernels_even_when_trained(tiny_model_dir
     assert model.use_kernels is False
     model.train()  # transformers kernelizes again on a change of mode when kernels are on
     assert model.use_kernels is False
+
+
+def test_the_dtype_and_the_options_given_reach_the_load(tiny_model_dir):
+    model = load_causal_lm(tiny_model_dir, torch.bfloat16, attn_implementation="eager")
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.bfloat16}
+    assert model.config._attn_implementation == "eager"  # the tiny model's own default: sdpa
+
+
+def test_a_hub_kernel_put_in_place_of_the_attention_asked_for_is_refused(
+    tiny_model_dir, monkeypatch
+):
+    import transformers.modeling_utils
+
+    # transformers' own substitution, the Hub's answer stubbed: with flash_attn missing and
+    # kernels installed it loads kernels-community/flash-attn2 for flash_attention_2
+    monkeypatch.setattr(
+        transformers.modeling_utils, "lazy_import_flash_attention", lambda *a, **k: None
+    )
+    with pytest.raises(AttentionUnavailable) as refused:
+        load_causal_lm(tiny_model_dir, torch.float32, attn_implementation="flash_attention_2")
+    assert str(refused.value) == (
+        "asked transformers for flash_attention_2 attention and it loaded "
+        "kernels-community/flash-attn2 in its place (its own check found no usable flash_attn): "
+        "install the flash-attn wheel built for this torch and CUDA (README, GPU setup), or set "
+        "training.attention: sdpa"
+    )
 
 
 def test_the_export_and_the_transformers_engine_load_without_hub_kernels(tiny_model_dir):

@@ -41,6 +41,10 @@ TARGETS: dict[str, list[str]] = {
     "verify/self_test.py": ["verify/test_self_test.py"],
     "problems/shards.py": ["problems/test_shards.py", "problems/test_pool.py"],
     "sft/attention.py": ["sft/test_attention.py", "preflight/test_attention.py"],
+    # The GPU box: the export's placement and host memory, the GPUs training takes, the loads.
+    "sft/export.py": ["sft/test_export.py"],
+    "gpus.py": ["test_gpus.py"],
+    "model_loading.py": ["test_model_loading.py"],
     "sft/micro_batches.py": ["sft/test_micro_batches.py"],
     "lean/statement_identity.py": ["lean/test_statement_identity.py", "lean/test_statements.py"],
     "lean/extract.py": [

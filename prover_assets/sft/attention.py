@@ -21,7 +21,7 @@ def flash_attention_import_error() -> str | None:
     return None
 
 
-def attention_implementation(device: str, wanted: str = "auto") -> str:
+def attention_implementation(device: str, wanted: str) -> str:
     """The attention training uses on `device`: `wanted` as the config names it, or, for auto,
     flash-attention 2 on a GPU where it imports (it reads the packed rows' restarting position
     ids as variable-length sequences), else SDPA (a dense block-diagonal T x T mask over the

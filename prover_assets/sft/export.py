@@ -227,7 +227,7 @@ def _merge_and_save(
     merged = adapted.merge_and_unload()
     merged_fp32 = logprobs(merged, parity_inputs)
     next_phase()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # save_pretrained makes the folder and its parents (os.makedirs, exist_ok)
     _cast(merged, dtype).save_pretrained(out_dir, max_shard_size=EXPORT_SHARD_BYTES)
     del merged, adapted
     _freed()
