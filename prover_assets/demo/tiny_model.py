@@ -197,10 +197,11 @@ def _format_examples(tokenizer: Any, statements: list[str]) -> list[tuple[list[i
 def tuning_recipe(folder: Path, statements: list[str]) -> str:
     """The sha256 of everything a format tuning of the untuned model in `folder` on `statements`
     depends on beyond its settings: the model's files, the examples as token ids (the prompts,
-    the answers, the tactics) and this module's source (the training loop and its defaults). A
-    shared tuning keyed by it is never one of other code."""
+    the answers, the tactics) and the source of this module (the training loop and its defaults)
+    and of the one that loads the model. A shared tuning keyed by it is never one of other code."""
     from transformers import AutoTokenizer
 
+    from prover_assets import model_loading
     from prover_assets.generation.revision import REVISION_FILE
     from prover_assets.records.hashing import sha256_file, sha256_text
 
@@ -212,7 +213,13 @@ def tuning_recipe(folder: Path, statements: list[str]) -> str:
     examples = _format_examples(AutoTokenizer.from_pretrained(folder), statements)
     return sha256_text(
         json.dumps(
-            {"files": files, "examples": examples, "code": sha256_file(Path(__file__))},
+            {
+                "files": files,
+                "examples": examples,
+                "code": [
+                    sha256_file(Path(module)) for module in (__file__, model_loading.__file__)
+                ],
+            },
             sort_keys=True,
         )
     )
