@@ -1,4 +1,5 @@
-"""Every causal LM the product loads, loaded one way: with the layer code transformers ships.
+"""Every model the product trains, exports or samples from, loaded one way: with the layer code
+transformers ships.
 
 From transformers 5.2x `from_pretrained` kernelizes a model by default wherever the `kernels`
 package is installed (transformers requires it): on CUDA, Qwen3's RMSNorm becomes liger's and its

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from prover_assets.generation.revision import write_local_revision
-from prover_assets.model_loading import load_causal_lm
 from prover_assets.records import Message
 from prover_assets.records.outputs import StageResult
 from prover_assets.records.progress import TrainingProgress, TrainingProgressCallback
@@ -197,11 +196,10 @@ def _format_examples(tokenizer: Any, statements: list[str]) -> list[tuple[list[i
 def tuning_recipe(folder: Path, statements: list[str]) -> str:
     """The sha256 of everything a format tuning of the untuned model in `folder` on `statements`
     depends on beyond its settings: the model's files, the examples as token ids (the prompts,
-    the answers, the tactics) and the source of this module (the training loop and its defaults)
-    and of the one that loads the model. A shared tuning keyed by it is never one of other code."""
+    the answers, the tactics) and this module's source (the training loop and its defaults). A
+    shared tuning keyed by it is never one of other code."""
     from transformers import AutoTokenizer
 
-    from prover_assets import model_loading
     from prover_assets.generation.revision import REVISION_FILE
     from prover_assets.records.hashing import sha256_file, sha256_text
 
@@ -213,13 +211,7 @@ def tuning_recipe(folder: Path, statements: list[str]) -> str:
     examples = _format_examples(AutoTokenizer.from_pretrained(folder), statements)
     return sha256_text(
         json.dumps(
-            {
-                "files": files,
-                "examples": examples,
-                "code": [
-                    sha256_file(Path(module)) for module in (__file__, model_loading.__file__)
-                ],
-            },
+            {"files": files, "examples": examples, "code": sha256_file(Path(__file__))},
             sort_keys=True,
         )
     )
@@ -271,11 +263,11 @@ def teach_output_format(
     import time
 
     import torch
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = load_causal_lm(folder, torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     examples = _format_examples(tokenizer, statements)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
