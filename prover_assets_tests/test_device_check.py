@@ -18,23 +18,31 @@ ROOT = Path(__file__).parents[1]
 
 @pytest.mark.slow
 def test_the_reduced_device_check_trains_exports_in_bf16_and_generates(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "device_check.sh"), "--reduced", "--steps", "2"],
-        env={**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable},
+        env={
+            **os.environ,
+            "OUT": str(tmp_path / "out"),
+            "PYTHON": sys.executable,
+            "DEVICE_CHECK_SCRATCH": str(scratch),
+        },
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    # only what a device call brings back; the models' scratch beside the tree is gone
-    assert {path.name for path in tmp_path.iterdir()} <= {
+    # only what a device call brings back; the models' scratch is gone
+    out = tmp_path / "out"
+    assert {path.name for path in out.iterdir()} <= {
         "report.json",
         "device_check.log",
         "imports.txt",
         "gpu.csv",
     }
-    assert not list(ROOT.glob(".device-check.*"))
-    report = json.loads((tmp_path / "report.json").read_text())
+    assert list(scratch.iterdir()) == []
+    report = json.loads((out / "report.json").read_text())
     assert report["mode"].startswith("reduced")
     assert report["training"]["optimizer_steps"] == 2
     assert report["training"]["attention"] == "sdpa"  # CPU: no flash-attention

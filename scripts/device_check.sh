@@ -9,7 +9,8 @@
 # PATH with the wheels of scripts/device_wheels.py installed (the device machine: carry .whl).
 # flash-attn and vLLM are optional: without them the check trains with SDPA and generates with
 # the transformers engine, and the report says which ran. The models (16 GB each at 8B: the
-# base, the export) go to a scratch folder beside the tree, removed at the end; $OUT (default: a
+# base, the export) go to a scratch folder ($DEVICE_CHECK_SCRATCH, else the temporary folder),
+# removed at the end; $OUT (default: a
 # new temporary folder) gets only the report, the log and the GPU's line, small enough to come
 # back from a device call. Prints the JSON report last. CPU CI never runs it; its Python part
 # runs on CPU in reduced mode in prover_assets_tests/test_device_check.py.
@@ -17,7 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
-WORK="$(mktemp -d -p "$PWD" .device-check.XXXXXX)"
+# outside the tree: a `dagster dev` or a test running in the checkout sees none of it
+WORK="$(mktemp -d -p "${DEVICE_CHECK_SCRATCH:-${TMPDIR:-/tmp}}" device-check.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 PYTHON="${PYTHON:-.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
