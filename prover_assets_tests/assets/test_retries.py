@@ -4,6 +4,7 @@ going, a deterministic error fails at once."""
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from prover_assets.assets.retries import fail_fast, start_attempt
 from prover_assets.operations.retries import ATTEMPTS_FILE, lines_in
@@ -63,16 +64,26 @@ def test_recompute_moves_the_previous_output_aside_and_starts_from_nothing(tmp_p
     assert lines_in(moved / "stream.jsonl") == 5
 
 
-def test_a_deterministic_error_fails_the_step_once_without_retries_and_says_why(tmp_path):
+def deterministic_errors() -> list[Exception]:
+    """A config the run cannot fix, and a verify op whose generation failed for good."""
     from prover_assets.config import ConfigError
+    from prover_assets.verify.stages import GenerationFailed
 
+    return [
+        ConfigError("resources.experiment.config.spec.data_root is empty"),
+        GenerationFailed("the generation failed; 3 verdicts kept for the resume"),
+    ]
+
+
+@pytest.mark.parametrize("error", deterministic_errors(), ids=lambda e: type(e).__name__)
+def test_a_deterministic_error_fails_the_step_once_without_retries_and_says_why(tmp_path, error):
     calls = []
 
     @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
     @fail_fast
     def broken(context: dg.AssetExecutionContext) -> None:
         calls.append(context.retry_number)
-        raise ConfigError("resources.experiment.config.spec.data_root is empty")
+        raise error
 
     @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
     @fail_fast
@@ -84,26 +95,7 @@ def test_a_deterministic_error_fails_the_step_once_without_retries_and_says_why(
         result = dg.materialize([broken], instance=instance, raise_on_error=False)
         failure = result.failure_data_for_node("broken").error
         assert calls == [0]
-        assert "ConfigError: resources.experiment.config.spec.data_root is empty" in failure.message
+        assert f"{type(error).__name__}: {error}" in failure.message
         calls.clear()
         dg.materialize([flaky], instance=instance, raise_on_error=False)
         assert calls == [0, 1, 2]  # an infrastructure error is retried
-
-
-def test_a_verify_op_whose_generation_failed_fails_once_without_retries(tmp_path):
-    from prover_assets.verify.stages import GenerationFailed
-
-    calls = []
-
-    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2, delay=0))
-    @fail_fast
-    def followed(context: dg.AssetExecutionContext) -> None:
-        calls.append(context.retry_number)
-        raise GenerationFailed("the generation failed; 3 verdicts kept for the resume")
-
-    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
-        result = dg.materialize([followed], instance=instance, raise_on_error=False)
-    assert calls == [0]
-    assert "GenerationFailed: the generation failed" in (
-        result.failure_data_for_node("followed").error.message
-    )
